@@ -1,0 +1,1 @@
+"""Declarative plan graphs shipped with gategraph (package data)."""

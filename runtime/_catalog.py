@@ -1,0 +1,550 @@
+"""The catalog: the registry of tools, validations and attachments, on SQLite.
+
+One file holds everything (``.gategraph/gategraph.db`` under the working directory, or
+``$GATEGRAPH_HOME/gategraph.db``). Every write runs in a ``BEGIN IMMEDIATE`` transaction in
+WAL mode with a busy timeout, so several processes may add and attach at the same time
+without corrupting the file or losing a write.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, Self
+
+from pydantic import ValidationError
+from ulid import ULID
+
+from ._exceptions import (
+    CatalogError,
+    ConfigError,
+    DuplicateError,
+    IntegrityError,
+    NotFoundError,
+)
+from ._models import (
+    Attachment,
+    AttachmentId,
+    Scope,
+    Tool,
+    ToolType,
+    Validation,
+)
+
+__all__ = ["Catalog", "default_catalog_path"]
+
+HOME_ENV: Final = "GATEGRAPH_HOME"
+"""The environment variable that moves gategraph's folder (catalog, event log)."""
+DEFAULT_FOLDER: Final = ".gategraph"
+CATALOG_FILE: Final = "gategraph.db"
+BUSY_TIMEOUT_MS: Final = 30_000
+
+# Each entry upgrades the schema by one version; never edit a shipped entry, append one.
+_MIGRATIONS: Final[tuple[str, ...]] = (
+    """
+    CREATE TABLE tools (
+        name       TEXT PRIMARY KEY,
+        tool_type  TEXT NOT NULL CHECK (tool_type IN ('tool', 'validation')),
+        wraps      TEXT,
+        config     TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+        updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
+    CREATE INDEX tools_wraps ON tools (wraps);
+    CREATE TABLE attachments (
+        seq        INTEGER PRIMARY KEY,
+        id         TEXT NOT NULL UNIQUE,
+        validation TEXT NOT NULL REFERENCES tools (name),
+        resource   TEXT NOT NULL,
+        scope      TEXT NOT NULL CHECK (scope IN ('direct', 'project', 'plan')),
+        project    TEXT,
+        plan       TEXT,
+        arguments  TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
+    CREATE INDEX attachments_resource ON attachments (resource);
+    CREATE INDEX attachments_validation ON attachments (validation);
+    """,
+)
+SCHEMA_VERSION: Final = len(_MIGRATIONS)
+
+
+def default_catalog_path() -> Path:
+    """Return where the embedded catalog lives: ``$GATEGRAPH_HOME`` or ``./.gategraph``."""
+    home = os.environ.get(HOME_ENV)
+    folder = Path(home) if home else Path.cwd() / DEFAULT_FOLDER
+    return folder / CATALOG_FILE
+
+
+def _enable_wal(connection: sqlite3.Connection) -> str:
+    # SQLite does not call the busy handler while it switches the journal mode, so
+    # processes opening a new catalog at the same moment can get "database is locked"
+    # here; retry until the busy timeout instead of failing at once.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            return str(connection.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            busy = (exc.sqlite_errorcode & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _canonical(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+class Catalog:
+    """The registry of tools, validations and attachments.
+
+    Open one with :meth:`open` (a SQLite file) or :meth:`in_memory`. Methods are
+    synchronous and thread-safe; use the catalog as a context manager to close it.
+    """
+
+    def __init__(self, connection: sqlite3.Connection, path: Path | None) -> None:
+        self._db = connection
+        self._path = path
+        self._lock = threading.RLock()
+        self._migrate()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Self:
+        """Open (creating if needed) the catalog at ``path``, by default :func:`default_catalog_path`.
+
+        Raises :class:`ConfigError` if the file cannot be used as a catalog.
+        """
+        file = Path(path) if path is not None else default_catalog_path()
+        source = os.fspath(file)
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the catalog folder: {exc.strerror or exc}", source=source
+            ) from None
+        if file.is_dir():
+            raise ConfigError("is a directory, not a catalog file", source=source)
+        try:
+            connection = sqlite3.connect(
+                file, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open the catalog: {exc}", source=source) from None
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = _enable_wal(connection)
+            if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
+                raise ConfigError(f"cannot switch the catalog to WAL mode (got {mode})", source=source)
+            connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA foreign_keys = ON")
+            return cls(connection, file)
+        except sqlite3.DatabaseError as exc:
+            connection.close()
+            raise ConfigError(f"not a gategraph catalog ({exc})", source=source) from None
+        except BaseException:
+            connection.close()
+            raise
+
+    @classmethod
+    def in_memory(cls) -> Self:
+        """Open a private catalog that lives in memory, for embedding and tests."""
+        connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        connection.execute("PRAGMA foreign_keys = ON")
+        return cls(connection, None)
+
+    @property
+    def path(self) -> Path | None:
+        """The catalog's file, or ``None`` for an in-memory catalog."""
+        return self._path
+
+    def close(self) -> None:
+        """Close the database connection. The catalog cannot be used afterwards."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = os.fspath(self._path) if self._path else ":memory:"
+        return f"<Catalog {where}>"
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE takes the write lock up front, so a check-then-insert cannot
+        # race another process (it waits on the busy timeout instead).
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = db.execute("SELECT version FROM schema_version").fetchone()
+            version = 0 if row is None else int(row[0])
+            if version > SCHEMA_VERSION:
+                raise ConfigError(
+                    f"the catalog has schema version {version}, newer than this gategraph "
+                    f"understands ({SCHEMA_VERSION}); upgrade gategraph",
+                    source=os.fspath(self._path) if self._path else None,
+                )
+            for script in _MIGRATIONS[version:]:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            if row is None:
+                db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif version != SCHEMA_VERSION:
+                db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open catalog."""
+        with self._lock:
+            return int(self._db.execute("SELECT version FROM schema_version").fetchone()[0])
+
+    # -- tools and validations -------------------------------------------------------------
+
+    def _load(self, db: sqlite3.Connection, name: str) -> Tool | None:
+        row = db.execute("SELECT tool_type, config FROM tools WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        return self._decode(name, row[0], row[1])
+
+    def _decode(self, name: str, tool_type: str, config: str) -> Tool:
+        model: type[Tool] = Validation if tool_type == ToolType.VALIDATION.value else Tool
+        try:
+            return model.model_validate_json(config)
+        except ValidationError as exc:
+            raise CatalogError(f"catalog entry {name!r} is unreadable: {exc}") from None
+
+    def _resolved(self, db: sqlite3.Connection, tool: Tool) -> Tool:
+        """Apply wrapping inheritance along the ``wraps`` chain (seed 000, "Tool Wrapping")."""
+        if not isinstance(tool, Validation) or tool.wraps is None:
+            return tool
+        seen = {tool.name}
+        wrapped = self._load(db, tool.wraps)
+        if wrapped is None:  # pragma: no cover - removal of a wrapped tool is refused
+            raise CatalogError(f"{tool.name!r} wraps {tool.wraps!r}, which is missing")
+        if isinstance(wrapped, Validation) and wrapped.wraps is not None:
+            if wrapped.name in seen:  # pragma: no cover - cycles are refused on add
+                raise CatalogError(f"wrapping cycle through {wrapped.name!r}")
+            wrapped = self._resolved(db, wrapped)
+        return tool.inherit_from(wrapped)
+
+    def add(self, tool: Tool, *, update: bool = False) -> Tool:
+        """Register ``tool`` (or a :class:`Validation`); return it as stored, with inheritance.
+
+        Raises :class:`DuplicateError` if the name exists and ``update`` is false,
+        :class:`IntegrityError` if an update would change a validation's mode or the
+        entry's type, or make a wrapped tool write, and :class:`NotFoundError` if a
+        validation wraps a tool that does not exist.
+        """
+        config = tool.model_dump_json(exclude_defaults=True)
+        with self._write() as db:
+            existing = self._load(db, tool.name)
+            if existing is not None:
+                self._check_update(db, existing, tool, update)
+            if isinstance(tool, Validation) and tool.wraps is not None:
+                self._check_wraps(db, tool)
+            if existing is None:
+                db.execute(
+                    "INSERT INTO tools (name, tool_type, wraps, config) VALUES (?, ?, ?, ?)",
+                    (tool.name, tool.tool_type.value, getattr(tool, "wraps", None), config),
+                )
+            else:
+                db.execute(
+                    "UPDATE tools SET wraps = ?, config = ?, "
+                    "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE name = ?",
+                    (getattr(tool, "wraps", None), config, tool.name),
+                )
+            return self._resolved(db, tool)
+
+    def _check_update(
+        self, db: sqlite3.Connection, existing: Tool, tool: Tool, update: bool
+    ) -> None:
+        kind = existing.tool_type.value
+        if not update:
+            raise DuplicateError(
+                f"a {kind} named {tool.name!r} exists already (use update to replace it)",
+                name=tool.name,
+            )
+        if existing.tool_type is not tool.tool_type:
+            raise IntegrityError(
+                f"{tool.name!r} is a {kind}; it cannot become a {tool.tool_type.value} "
+                "(remove it and add it again)",
+                name=tool.name,
+            )
+        if isinstance(existing, Validation) and isinstance(tool, Validation):
+            # seed 000: "Mode is set at registration time and cannot be overridden".
+            if existing.mode is not tool.mode:
+                raise IntegrityError(
+                    f"the mode of {tool.name!r} is {existing.mode.value!r} and is fixed at "
+                    f"registration; remove it and add it again to make it {tool.mode.value!r}",
+                    name=tool.name,
+                )
+        if tool.capability.writes:
+            wrapper = db.execute(
+                "SELECT name FROM tools WHERE wraps = ? ORDER BY name LIMIT 1", (tool.name,)
+            ).fetchone()
+            if wrapper is not None:
+                raise IntegrityError(
+                    f"{tool.name!r} is wrapped by the validation {wrapper[0]!r}, "
+                    "which must stay read-only; it cannot be made to write",
+                    name=tool.name,
+                )
+
+    def _check_wraps(self, db: sqlite3.Connection, validation: Validation) -> None:
+        assert validation.wraps is not None
+        target = self._load(db, validation.wraps)
+        if target is None:
+            raise NotFoundError(
+                f"{validation.name!r} wraps {validation.wraps!r}, which is not in the catalog",
+                name=validation.wraps,
+            )
+        if target.capability.writes:
+            raise IntegrityError(
+                f"{validation.name!r} cannot wrap {target.name!r}: it writes, and a "
+                "validation is always read-only",
+                name=validation.name,
+            )
+        # Walk the chain to refuse a cycle that an update could otherwise create.
+        current: Tool | None = target
+        while isinstance(current, Validation) and current.wraps is not None:
+            if current.wraps == validation.name:
+                raise IntegrityError(
+                    f"{validation.name!r} cannot wrap {target.name!r}: that makes a wrapping "
+                    "cycle",
+                    name=validation.name,
+                )
+            current = self._load(db, current.wraps)
+
+    def remove(self, name: str, *, force: bool = False) -> Tool:
+        """Remove a tool or validation and return what was removed.
+
+        A tool wrapped by a validation cannot be removed. A validation with attachments is
+        removed only with ``force=True``, which detaches them too.
+        """
+        with self._write() as db:
+            tool = self._load(db, name)
+            if tool is None:
+                raise NotFoundError(f"no tool or validation named {name!r}", name=name)
+            wrapper = db.execute(
+                "SELECT name FROM tools WHERE wraps = ? ORDER BY name LIMIT 1", (name,)
+            ).fetchone()
+            if wrapper is not None:
+                raise IntegrityError(
+                    f"{name!r} is wrapped by {wrapper[0]!r}; remove that first", name=name
+                )
+            count = db.execute(
+                "SELECT count(*) FROM attachments WHERE validation = ?", (name,)
+            ).fetchone()[0]
+            if count and not force:
+                raise IntegrityError(
+                    f"{name!r} has {count} attachment(s); detach them first or force the removal",
+                    name=name,
+                )
+            db.execute("DELETE FROM attachments WHERE validation = ?", (name,))
+            db.execute("DELETE FROM tools WHERE name = ?", (name,))
+            return tool
+
+    def get(self, name: str) -> Tool:
+        """Return the tool or validation named ``name``, with wrapping inheritance applied."""
+        with self._lock:
+            tool = self._load(self._db, name)
+            if tool is None:
+                raise NotFoundError(f"no tool or validation named {name!r}", name=name)
+            return self._resolved(self._db, tool)
+
+    def __contains__(self, name: object) -> bool:
+        with self._lock:
+            return (
+                isinstance(name, str)
+                and self._db.execute("SELECT 1 FROM tools WHERE name = ?", (name,)).fetchone()
+                is not None
+            )
+
+    def list(self, type: ToolType | str | None = None) -> builtins.list[Tool]:
+        """Return every tool and validation, by name, or only those of ``type``."""
+        kind = ToolType(type).value if type is not None else None
+        with self._lock:
+            if kind is None:
+                rows = self._db.execute("SELECT name, tool_type, config FROM tools ORDER BY name")
+            else:
+                rows = self._db.execute(
+                    "SELECT name, tool_type, config FROM tools WHERE tool_type = ? ORDER BY name",
+                    (kind,),
+                )
+            tools = [self._decode(*row) for row in rows.fetchall()]
+            return [self._resolved(self._db, tool) for tool in tools]
+
+    # -- attachments -----------------------------------------------------------------------
+
+    def attach(
+        self,
+        resource: str,
+        validation: str,
+        *,
+        project: str | None = None,
+        plan: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Attachment:
+        """Attach ``validation`` to ``resource`` and return the new attachment.
+
+        With ``project`` the attachment is project-scoped, with ``plan`` plan-scoped, with
+        neither direct; giving both is a :class:`ConfigError`. Attaching the same validation
+        with the same arguments at the same scope twice raises :class:`DuplicateError`.
+        """
+        if project is not None and plan is not None:
+            raise ConfigError.at("plan", "give either a project or a plan, not both")
+        for field, value in (("project", project), ("plan", plan)):
+            if value is not None and not value.strip():
+                raise ConfigError.at(field, "must not be empty")
+        if not resource or not resource.strip():
+            raise ConfigError.at("resource", "must not be empty")
+        scope = Scope.PLAN if plan is not None else Scope.PROJECT if project is not None else Scope.DIRECT
+        args = dict(arguments or {})
+        try:
+            canonical = _canonical(args)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError.at("arguments", f"must be JSON-compatible ({exc})") from None
+        attachment_id = AttachmentId(str(ULID()))
+        try:
+            attachment = Attachment(
+                id=attachment_id,
+                validation=validation,
+                resource=resource,
+                scope=scope,
+                project=project,
+                plan=plan,
+                arguments=args,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "attachment"
+            raise ConfigError.at(field, str(first["msg"])) from None
+        with self._write() as db:
+            target = self._load(db, validation)
+            if target is None:
+                raise NotFoundError(f"no validation named {validation!r}", name=validation)
+            if not isinstance(target, Validation):
+                raise IntegrityError(
+                    f"{validation!r} is a tool, not a validation; only validations can be attached",
+                    name=validation,
+                )
+            duplicate = db.execute(
+                "SELECT id FROM attachments WHERE validation = ? AND resource = ? AND scope = ? "
+                "AND project IS ? AND plan IS ? AND arguments = ?",
+                (validation, resource, scope.value, project, plan, canonical),
+            ).fetchone()
+            if duplicate is not None:
+                raise DuplicateError(
+                    f"{validation!r} is attached to {resource!r} with these arguments at this "
+                    f"scope already (attachment {duplicate[0]})",
+                    name=duplicate[0],
+                )
+            db.execute(
+                "INSERT INTO attachments (id, validation, resource, scope, project, plan, arguments)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (attachment_id, validation, resource, scope.value, project, plan, canonical),
+            )
+        return attachment
+
+    def detach(self, attachment_id: str) -> Attachment:
+        """Remove an attachment and return it."""
+        with self._write() as db:
+            attachment = self._attachment(db, attachment_id)
+            db.execute("DELETE FROM attachments WHERE id = ?", (attachment_id,))
+            return attachment
+
+    def get_attachment(self, attachment_id: str) -> Attachment:
+        """Return the attachment with this id."""
+        with self._lock:
+            return self._attachment(self._db, attachment_id)
+
+    def _attachment(self, db: sqlite3.Connection, attachment_id: str) -> Attachment:
+        row = db.execute(
+            f"SELECT {self._COLUMNS} FROM attachments WHERE id = ?", (attachment_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no attachment with id {attachment_id!r}", name=attachment_id)
+        return self._row_attachment(row)
+
+    _COLUMNS: Final = "id, validation, resource, scope, project, plan, arguments"
+
+    @staticmethod
+    def _row_attachment(row: tuple[Any, ...]) -> Attachment:
+        return Attachment(
+            id=AttachmentId(row[0]),
+            validation=row[1],
+            resource=row[2],
+            scope=Scope(row[3]),
+            project=row[4],
+            plan=row[5],
+            arguments=json.loads(row[6]),
+        )
+
+    def attachments(
+        self, *, resource: str | None = None, validation: str | None = None
+    ) -> builtins.list[Attachment]:
+        """Return attachments in the order they were made, optionally filtered."""
+        query = f"SELECT {self._COLUMNS} FROM attachments"
+        clauses, params = [], []
+        if resource is not None:
+            clauses.append("resource = ?")
+            params.append(resource)
+        if validation is not None:
+            clauses.append("validation = ?")
+            params.append(validation)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY seq", params).fetchall()
+        return [self._row_attachment(row) for row in rows]
+
+    def resolve(
+        self, resource: str, *, project: str | None = None, plan: str | None = None
+    ) -> builtins.list[Attachment]:
+        """Return the attachments that apply to ``resource`` under ``project`` and ``plan``.
+
+        The union of the direct attachments, those scoped to ``project`` and those scoped
+        to ``plan``; where the same validation is attached with identical arguments at
+        several of these scopes, only the most specific (plan > project > direct) is kept
+        (seed 000, "Attachment Scoping"). Attachments with different arguments are all
+        kept. The result is in the order the attachments were made.
+        """
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {self._COLUMNS}, seq FROM attachments WHERE resource = ? AND ("
+                "scope = 'direct' OR (scope = 'project' AND project IS ?) "
+                "OR (scope = 'plan' AND plan IS ?)) ORDER BY seq",
+                (resource, project, plan),
+            ).fetchall()
+        best: dict[tuple[str, str], tuple[Attachment, int]] = {}
+        for row in rows:
+            attachment = self._row_attachment(row)
+            key = (attachment.validation, row[6])
+            kept = best.get(key)
+            if kept is None or attachment.specificity > kept[0].specificity:
+                best[key] = (attachment, row[7])
+        return [a for a, _ in sorted(best.values(), key=lambda pair: pair[1])]

@@ -1,0 +1,423 @@
+"""The ``gategraph`` command line: a thin layer over the public API.
+
+Exit codes: 0 done, 1 refused (the name exists, a rule forbids it, not confirmed),
+2 usage or configuration error (bad file, unknown field, unknown validation or attachment).
+Every error is printed as ``error: ...`` lines on standard error, without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._catalog import Catalog
+    from ._models import Attachment, Tool
+
+__all__ = ["cli", "main"]
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+
+class CommandError(click.ClickException):
+    """An error the CLI reports as ``error: message`` lines with its exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _fail(message: str, exit_code: int = EXIT_USAGE) -> NoReturn:
+    raise CommandError(message, exit_code)
+
+
+def _print_error(message: str) -> None:
+    for line in message.splitlines() or [""]:
+        click.echo(f"error: {line}", err=True)
+
+
+class _Group(click.Group):
+    """A click group that turns every expected failure into one-line errors and an exit code."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        sys.exit(self._run(args, prog_name, complete_var, **extra))
+
+    def _run(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str | None,
+        complete_var: str | None,
+        **extra: Any,
+    ) -> int:
+        from ._exceptions import CatalogError, ConfigError, NotFoundError
+
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:
+            _print_error("aborted")
+            return EXIT_REFUSED
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "gategraph"
+            _print_error(f"{exc.format_message()} (see '{where} --help')")
+            return EXIT_USAGE
+        except click.ClickException as exc:
+            _print_error(exc.format_message())
+            return exc.exit_code
+        except ConfigError as exc:
+            _print_error(str(exc))
+            return EXIT_USAGE
+        except NotFoundError as exc:
+            _print_error(str(exc))
+            return EXIT_USAGE
+        except CatalogError as exc:
+            _print_error(str(exc))
+            return EXIT_REFUSED
+        except KeyboardInterrupt:
+            _print_error("interrupted")
+            return 130
+        return result if isinstance(result, int) else EXIT_OK
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="gategraph")
+@click.option(
+    "--catalog",
+    "catalog_path",
+    type=click.Path(path_type=Path),
+    envvar="GATEGRAPH_CATALOG",
+    help="The catalog file. Default: $GATEGRAPH_HOME/gategraph.db, else ./.gategraph/gategraph.db.",
+)
+@click.pass_context
+def cli(ctx: click.Context, catalog_path: Path | None) -> None:
+    """Run AI-agent plans as actor graphs; nothing is applied until its validations pass."""
+    ctx.obj = catalog_path
+
+
+@contextmanager
+def _catalog(*, create: bool) -> Iterator[Catalog]:
+    """Open the catalog; without ``create``, a missing file reads as an empty catalog."""
+    from ._catalog import Catalog, default_catalog_path
+
+    path = click.get_current_context().find_root().obj or default_catalog_path()
+    if not create and not Path(path).exists():
+        catalog = Catalog.in_memory()
+    else:
+        catalog = Catalog.open(path)
+    with catalog:
+        yield catalog
+
+
+def _json_out(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _load_model(config: Path, *, validation: bool) -> tuple[Tool, Any]:
+    from ._models import Validation, tool_from_config
+    from ._yaml import read_document
+
+    doc = read_document(config)
+    model = Validation.from_config(doc) if validation else tool_from_config(doc)
+    return model, doc
+
+
+def _add(config: Path, update: bool, *, validation: bool) -> None:
+    from ._exceptions import IntegrityError, NotFoundError
+    from ._models import Validation
+
+    # Parse and check the whole file before the catalog is touched: nothing half-written.
+    model, doc = _load_model(config, validation=validation)
+    try:
+        with _catalog(create=True) as catalog:
+            existed = model.name in catalog
+            stored = catalog.add(model, update=update)
+    except NotFoundError as exc:
+        if isinstance(model, Validation) and model.wraps == exc.name:
+            raise doc.error(["wraps"], f"no tool named {exc.name!r} in the catalog") from None
+        raise
+    except IntegrityError as exc:
+        field = "mode" if "mode" in str(exc) else "wraps" if "wrap" in str(exc) else "name"
+        _fail(str(doc.error([field], str(exc))), EXIT_REFUSED)
+    verb = "updated" if existed else "added"
+    click.echo(f"{verb} {stored.tool_type.value} {stored.name}")
+
+
+_config_option = click.option(
+    "--config",
+    "config",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=True),
+    help="A YAML or JSON file with the fields of the tool or validation.",
+)
+_update_option = click.option(
+    "--update", is_flag=True, help="Replace an existing entry of the same name."
+)
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+# -- gategraph tool ---------------------------------------------------------------------------
+
+
+@cli.group()
+def tool() -> None:
+    """Manage tools and validations (they share one namespace)."""
+
+
+@tool.command("add")
+@_config_option
+@_update_option
+def tool_add(config: Path, update: bool) -> None:
+    """Register a tool (or a validation, if the file says tool_type: validation)."""
+    _add(config, update, validation=False)
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _list_tools(type_: str | None, as_json: bool) -> None:
+    with _catalog(create=False) as catalog:
+        tools = catalog.list(type_)
+    if as_json:
+        _json_out([t.as_cli_dict() for t in tools])
+        return
+    if not tools:
+        click.echo("no validations" if type_ == "validation" else "no tools")
+        return
+    rows = []
+    for t in tools:
+        mode = getattr(t, "mode", None)
+        rows.append(
+            [
+                t.name,
+                t.tool_type.value,
+                mode.value if mode is not None else "-",
+                t.source.value,
+                t.description.splitlines()[0] if t.description else "",
+            ]
+        )
+    _table(rows, ["NAME", "TYPE", "MODE", "SOURCE", "DESCRIPTION"])
+
+
+@tool.command("list")
+@click.option(
+    "--type",
+    "type_",
+    type=click.Choice(["tool", "validation"]),
+    help="Only tools or only validations.",
+)
+@_json_option
+def tool_list(type_: str | None, as_json: bool) -> None:
+    """List tools and validations."""
+    _list_tools(type_, as_json)
+
+
+@tool.command("show")
+@click.argument("name")
+@_json_option
+def tool_show(name: str, as_json: bool) -> None:
+    """Show one tool or validation, with what a wrapped validation inherits."""
+    import yaml
+
+    with _catalog(create=False) as catalog:
+        found = catalog.get(name)
+    data = found.as_cli_dict()
+    if as_json:
+        _json_out(data)
+    else:
+        click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not _stdin_is_interactive():
+        _fail("refusing without confirmation: standard input is not a terminal (pass --yes)", EXIT_REFUSED)
+    if not click.confirm(question, default=False):
+        _fail("not confirmed; nothing changed", EXIT_REFUSED)
+
+
+def _stdin_is_interactive() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+_yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+
+@tool.command("remove")
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Also detach the validation's attachments.")
+@_yes_option
+def tool_remove(name: str, force: bool, yes: bool) -> None:
+    """Remove a tool or validation (needed to change a validation's mode)."""
+    with _catalog(create=False) as catalog:
+        found = catalog.get(name)
+        _confirm(f"Remove {found.tool_type.value} {name}?", yes)
+        catalog.remove(name, force=force)
+    click.echo(f"removed {found.tool_type.value} {name}")
+
+
+# -- gategraph validation ---------------------------------------------------------------------
+
+
+@cli.group()
+def validation() -> None:
+    """Manage validations and where they are attached."""
+
+
+@validation.command("add")
+@_config_option
+@_update_option
+def validation_add(config: Path, update: bool) -> None:
+    """Register a validation from a YAML or JSON file (seed 004 field names)."""
+    _add(config, update, validation=True)
+
+
+@validation.command("list")
+@_json_option
+def validation_list(as_json: bool) -> None:
+    """List validations (the same as `tool list --type validation`)."""
+    _list_tools("validation", as_json)
+
+
+def _parse_args(pairs: Sequence[str]) -> dict[str, Any]:
+    import re
+
+    arguments: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", key):
+            _fail(f"--arg {pair!r}: expected KEY=VALUE with KEY a name")
+        if key in arguments:
+            _fail(f"--arg {key}: given twice")
+        try:
+            arguments[key] = json.loads(raw)
+        except ValueError:
+            arguments[key] = raw
+    return arguments
+
+
+@validation.command("attach")
+@click.option("--project", help="Attach for this project only.")
+@click.option("--plan", help="Attach for this plan only.")
+@click.option(
+    "--arg",
+    "args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An argument for the validation; VALUE is read as JSON when it parses, else as text.",
+)
+@click.argument("resource")
+@click.argument("validation_name", metavar="VALIDATION")
+def validation_attach(
+    project: str | None, plan: str | None, args: tuple[str, ...], resource: str, validation_name: str
+) -> None:
+    """Attach VALIDATION to RESOURCE and print the attachment's id."""
+    if project is not None and plan is not None:
+        _fail("--project and --plan are mutually exclusive: give one or neither")
+    arguments = _parse_args(args)
+    with _catalog(create=False) as catalog:
+        # Check before creating the catalog file: an unknown validation writes nothing.
+        found = catalog.get(validation_name)
+    if found.tool_type.value != "validation":
+        _fail(f"{validation_name!r} is a tool, not a validation; only validations can be attached", EXIT_USAGE)
+    with _catalog(create=True) as catalog:
+        attachment = catalog.attach(
+            resource, validation_name, project=project, plan=plan, arguments=arguments
+        )
+    click.echo(attachment.id)
+
+
+@validation.command("detach")
+@_yes_option
+@click.argument("attachment_id")
+def validation_detach(yes: bool, attachment_id: str) -> None:
+    """Remove an attachment, after asking for confirmation."""
+    with _catalog(create=False) as catalog:
+        attachment = catalog.get_attachment(attachment_id)
+        _confirm(
+            f"Detach {attachment.validation} from {attachment.resource} ({_scope_text(attachment)})?",
+            yes,
+        )
+        catalog.detach(attachment_id)
+    click.echo(f"detached {attachment_id}")
+
+
+def _scope_text(attachment: Attachment) -> str:
+    if attachment.project is not None:
+        return f"project {attachment.project}"
+    if attachment.plan is not None:
+        return f"plan {attachment.plan}"
+    return "direct"
+
+
+def _print_attachments(attachments: list[Attachment], as_json: bool) -> None:
+    if as_json:
+        _json_out([a.model_dump(mode="json") for a in attachments])
+        return
+    if not attachments:
+        click.echo("no attachments")
+        return
+    rows = [
+        [
+            a.id,
+            a.validation,
+            a.resource,
+            _scope_text(a),
+            json.dumps(a.arguments, sort_keys=True) if a.arguments else "",
+        ]
+        for a in attachments
+    ]
+    _table(rows, ["ID", "VALIDATION", "RESOURCE", "SCOPE", "ARGUMENTS"])
+
+
+@validation.command("attachments")
+@click.option("--resource", help="Only attachments to this resource.")
+@click.option("--validation", "validation_name", help="Only attachments of this validation.")
+@_json_option
+def validation_attachments(resource: str | None, validation_name: str | None, as_json: bool) -> None:
+    """List attachments in the order they were made."""
+    with _catalog(create=False) as catalog:
+        found = catalog.attachments(resource=resource, validation=validation_name)
+    _print_attachments(found, as_json)
+
+
+@validation.command("resolve")
+@click.option("--project", help="Resolve as seen through this project.")
+@click.option("--plan", help="Resolve for this plan.")
+@click.argument("resource")
+@_json_option
+def validation_resolve(project: str | None, plan: str | None, resource: str, as_json: bool) -> None:
+    """Show which attachments apply to RESOURCE (direct + project + plan, most specific wins)."""
+    with _catalog(create=False) as catalog:
+        found = catalog.resolve(resource, project=project, plan=plan)
+    _print_attachments(found, as_json)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the ``gategraph`` command line."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="gategraph")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

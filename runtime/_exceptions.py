@@ -1,0 +1,169 @@
+"""gategraph's exceptions, all in one place.
+
+The tree::
+
+    GategraphError
+    ├── ConfigError (also ValueError)      bad configuration: YAML, JSON, models, CLI input
+    ├── CatalogError                        the catalog refused an operation
+    │   ├── DuplicateError                  the name (or the attachment) exists already
+    │   ├── NotFoundError (also LookupError) no tool, validation or attachment of that id
+    │   └── IntegrityError                  the change would break a catalog rule
+    └── RuntimeFault (also RuntimeError)    a plan failed for a reason of the runtime itself
+
+A :class:`ConfigError` carries every problem found in one input as :class:`ConfigIssue`
+records, so a file with three mistakes is reported once, with three lines. Each line reads
+``SOURCE:LINE:COL: field.path: what is wrong`` (parts that are unknown are left out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "CatalogError",
+    "ConfigError",
+    "ConfigIssue",
+    "DuplicateError",
+    "GategraphError",
+    "IntegrityError",
+    "NotFoundError",
+    "RuntimeFault",
+]
+
+
+class GategraphError(Exception):
+    """Base class of every error gategraph raises on purpose."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """One problem in one input: where it is, and what is wrong."""
+
+    message: str
+    """What is wrong, in one sentence without a trailing period."""
+    field: str = ""
+    """Dotted path to the offending field (``capability.writes``, ``nodes[2].needs``)."""
+    line: int | None = None
+    """1-based line in the source file, when known."""
+    column: int | None = None
+    """1-based column in the source file, when known."""
+
+    def render(self, source: str | None = None) -> str:
+        """Return the issue as one line: ``SOURCE:LINE:COL: field: message``."""
+        parts: list[str] = []
+        if source:
+            where = source
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+            parts.append(where)
+        if self.field:
+            parts.append(self.field)
+        parts.append(self.message)
+        return ": ".join(parts)
+
+
+class ConfigError(GategraphError, ValueError):
+    """Bad configuration: a file, a mapping or an argument that cannot be accepted.
+
+    ``str(error)`` is one line per problem, each naming the source and the field.
+    """
+
+    def __init__(self, issues: Iterable[ConfigIssue] | str, *, source: str | None = None) -> None:
+        if isinstance(issues, str):
+            issues = [ConfigIssue(issues)]
+        self.issues: tuple[ConfigIssue, ...] = tuple(issues) or (ConfigIssue("invalid"),)
+        self.source = source
+        super().__init__(self._render())
+
+    @classmethod
+    def at(
+        cls,
+        field: str,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> ConfigError:
+        """Build an error with a single issue at ``field``."""
+        return cls([ConfigIssue(message, field, line, column)], source=source)
+
+    def with_source(self, source: str) -> ConfigError:
+        """Return the same issues, attributed to ``source`` (a file name) if none is set."""
+        if self.source:
+            return self
+        return ConfigError(self.issues, source=source)
+
+    def prefixed(self, prefix: str) -> ConfigError:
+        """Return the same issues with ``prefix`` prepended to every field path."""
+        return ConfigError(
+            [
+                ConfigIssue(
+                    i.message,
+                    f"{prefix}.{i.field}" if i.field else prefix,
+                    i.line,
+                    i.column,
+                )
+                for i in self.issues
+            ],
+            source=self.source,
+        )
+
+    @property
+    def field(self) -> str:
+        """The field of the first issue (convenient when there is only one)."""
+        return self.issues[0].field
+
+    def _render(self) -> str:
+        return "\n".join(issue.render(self.source) for issue in self.issues)
+
+    def __str__(self) -> str:
+        return self._render()
+
+
+class CatalogError(GategraphError):
+    """The catalog refused an operation."""
+
+
+class DuplicateError(CatalogError):
+    """A tool, validation or attachment of that identity exists already."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class NotFoundError(CatalogError, LookupError):
+    """No tool, validation or attachment has that name or id."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+    def __str__(self) -> str:
+        # LookupError quotes its argument (like KeyError); ours is a sentence.
+        return str(self.args[0])
+
+
+class IntegrityError(CatalogError):
+    """The change would break a catalog rule (mode change, wrapped tool, attachments)."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class RuntimeFault(GategraphError, RuntimeError):
+    """A plan failed because of the runtime itself, not because of a validation."""
+
+
+def join_issues(errors: Sequence[ConfigError]) -> ConfigError:
+    """Merge several errors about one source into one."""
+    issues = [issue for error in errors for issue in error.issues]
+    return ConfigError(issues, source=errors[0].source if errors else None)

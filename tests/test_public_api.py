@@ -1,0 +1,97 @@
+"""The public surface of gategraph.runtime is pinned: changing it is a conscious act."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import gategraph.runtime
+
+EXPECTED = [
+    "NAME_PATTERN",
+    "Attachment",
+    "AttachmentId",
+    "Capability",
+    "Catalog",
+    "CatalogError",
+    "ConfigError",
+    "ConfigIssue",
+    "DuplicateError",
+    "GategraphError",
+    "IntegrityError",
+    "NotFoundError",
+    "ResourceSlot",
+    "ResultError",
+    "RuntimeFault",
+    "Scope",
+    "Tool",
+    "ToolHooks",
+    "ToolSource",
+    "ToolType",
+    "Validation",
+    "ValidationMode",
+    "ValidationResult",
+    "ValidatorAttestation",
+    "ValidatorFinding",
+    "ValidatorRejection",
+    "__version__",
+    "coerce_result",
+    "default_catalog_path",
+    "is_validator_attestation",
+    "is_validator_rejection",
+    "is_validator_verdict",
+    "parse_verdict",
+    "tool_from_config",
+]
+
+
+def test_all_is_pinned() -> None:
+    """`__all__` lists exactly the public names (ruff RUF022 keeps it sorted)."""
+    assert gategraph.runtime.__all__ == EXPECTED
+
+
+def test_every_public_name_resolves_and_is_documented() -> None:
+    """Each public name exists, and each public class or function has a docstring."""
+    for name in EXPECTED:
+        value = getattr(gategraph.runtime, name)
+        if callable(value) and not isinstance(value, str):
+            assert value.__doc__, name
+
+
+def test_public_objects_claim_the_public_module() -> None:
+    """Error classes and models are importable from the package, not only from private modules."""
+    namespace: dict[str, object] = {}
+    exec("from gategraph.runtime import *", namespace)
+    assert set(EXPECTED) - {"__version__"} <= set(namespace)
+
+
+def test_error_tree() -> None:
+    """ConfigError is a GategraphError and a ValueError; NotFoundError is a LookupError."""
+    rt = gategraph.runtime
+    assert issubclass(rt.ConfigError, rt.GategraphError)
+    assert issubclass(rt.ConfigError, ValueError)
+    assert issubclass(rt.NotFoundError, LookupError)
+    assert issubclass(rt.RuntimeFault, RuntimeError)
+    for cls in (rt.DuplicateError, rt.NotFoundError, rt.IntegrityError):
+        assert issubclass(cls, rt.CatalogError)
+        assert issubclass(cls, rt.GategraphError)
+
+
+def test_no_top_level_runtime_or_validators_package(tmp_path: Path) -> None:
+    """The install maps only gategraph.*: no top-level `runtime` or `validators` from this repo."""
+    repo = Path(gategraph.runtime.__file__).resolve().parents[1]
+    probe = (
+        "import importlib.util as u, json\n"
+        "print(json.dumps({n: getattr(u.find_spec(n), 'origin', None)"
+        " for n in ('runtime', 'validators')}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    for name, origin in json.loads(out.stdout).items():
+        assert origin is None or not Path(origin).resolve().is_relative_to(repo), name
+    assert importlib.import_module("gategraph.validators")
+    assert importlib.import_module("gategraph.graphs")
