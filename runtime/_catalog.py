@@ -8,16 +8,14 @@ without corrupting the file or losing a write.
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import ValidationError
 from ulid import ULID
@@ -37,6 +35,10 @@ from ._models import (
     ToolType,
     Validation,
 )
+
+if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Iterator, Mapping
 
 __all__ = ["Catalog", "default_catalog_path"]
 
@@ -145,7 +147,9 @@ class Catalog:
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = _enable_wal(connection)
             if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
-                raise ConfigError(f"cannot switch the catalog to WAL mode (got {mode})", source=source)
+                raise ConfigError(
+                    f"cannot switch the catalog to WAL mode (got {mode})", source=source
+                )
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA foreign_keys = ON")
             return cls(connection, file)
@@ -333,8 +337,7 @@ class Catalog:
         while isinstance(current, Validation) and current.wraps is not None:
             if current.wraps == validation.name:
                 raise IntegrityError(
-                    f"{validation.name!r} cannot wrap {target.name!r}: that makes a wrapping "
-                    "cycle",
+                    f"{validation.name!r} cannot wrap {target.name!r}: that makes a wrapping cycle",
                     name=validation.name,
                 )
             current = self._load(db, current.wraps)
@@ -386,7 +389,10 @@ class Catalog:
 
     def list(self, type: ToolType | str | None = None) -> builtins.list[Tool]:
         """Return every tool and validation, by name, or only those of ``type``."""
-        kind = ToolType(type).value if type is not None else None
+        try:
+            kind = ToolType(type).value if type is not None else None
+        except ValueError:
+            raise ConfigError.at("type", f"must be 'tool' or 'validation', not {type!r}") from None
         with self._lock:
             if kind is None:
                 rows = self._db.execute("SELECT name, tool_type, config FROM tools ORDER BY name")
@@ -422,7 +428,13 @@ class Catalog:
                 raise ConfigError.at(field, "must not be empty")
         if not resource or not resource.strip():
             raise ConfigError.at("resource", "must not be empty")
-        scope = Scope.PLAN if plan is not None else Scope.PROJECT if project is not None else Scope.DIRECT
+        scope = (
+            Scope.PLAN
+            if plan is not None
+            else Scope.PROJECT
+            if project is not None
+            else Scope.DIRECT
+        )
         args = dict(arguments or {})
         try:
             canonical = _canonical(args)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -19,6 +18,8 @@ import click
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
     from ._catalog import Catalog
     from ._models import Attachment, Tool
 
@@ -27,6 +28,7 @@ __all__ = ["cli", "main"]
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
+
 
 class CommandError(click.ClickException):
     """An error the CLI reports as ``error: message`` lines with its exit code."""
@@ -71,9 +73,18 @@ class _Group(click.Group):
 
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                # click turns Ctrl-C during a command into Abort; keep it an interrupt.
+                _print_error("interrupted")
+                return 130
             _print_error("aborted")
             return EXIT_REFUSED
+        except click.exceptions.NoArgsIsHelpError as exc:
+            # Its message is the whole help page; say what is missing instead.
+            where = exc.ctx.command_path if exc.ctx is not None else "gategraph"
+            _print_error(f"missing a command (see '{where} --help')")
+            return EXIT_USAGE
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "gategraph"
             _print_error(f"{exc.format_message()} (see '{where} --help')")
@@ -144,6 +155,11 @@ def _add(config: Path, update: bool, *, validation: bool) -> None:
 
     # Parse and check the whole file before the catalog is touched: nothing half-written.
     model, doc = _load_model(config, validation=validation)
+    if isinstance(model, Validation) and model.wraps is not None:
+        # Check before creating the catalog file: an unknown wrapped tool writes nothing.
+        with _catalog(create=False) as catalog:
+            if model.wraps not in catalog:
+                raise doc.error(["wraps"], f"no tool named {model.wraps!r} in the catalog")
     try:
         with _catalog(create=True) as catalog:
             existed = model.name in catalog
@@ -153,10 +169,23 @@ def _add(config: Path, update: bool, *, validation: bool) -> None:
             raise doc.error(["wraps"], f"no tool named {exc.name!r} in the catalog") from None
         raise
     except IntegrityError as exc:
-        field = "mode" if "mode" in str(exc) else "wraps" if "wrap" in str(exc) else "name"
-        _fail(str(doc.error([field], str(exc))), EXIT_REFUSED)
+        _fail(str(doc.error(_integrity_field(str(exc)), str(exc))), EXIT_REFUSED)
     verb = "updated" if existed else "added"
     click.echo(f"{verb} {stored.tool_type.value} {stored.name}")
+
+
+def _integrity_field(message: str) -> list[str]:
+    # The catalog's messages (see Catalog.add); names cannot contain spaces or ';', so a
+    # name like "model-check" cannot be mistaken for one of these phrases.
+    if message.startswith("the mode of "):
+        return ["mode"]
+    if "; it cannot become a " in message:
+        return ["tool_type"]
+    if "it cannot be made to write" in message:
+        return ["capability", "writes"]
+    if " cannot wrap " in message:
+        return ["wraps"]
+    return ["name"]
 
 
 _config_option = click.option(
@@ -251,7 +280,10 @@ def _confirm(question: str, yes: bool) -> None:
     if yes:
         return
     if not _stdin_is_interactive():
-        _fail("refusing without confirmation: standard input is not a terminal (pass --yes)", EXIT_REFUSED)
+        _fail(
+            "refusing without confirmation: standard input is not a terminal (pass --yes)",
+            EXIT_REFUSED,
+        )
     if not click.confirm(question, default=False):
         _fail("not confirmed; nothing changed", EXIT_REFUSED)
 
@@ -299,6 +331,10 @@ def validation_list(as_json: bool) -> None:
     _list_tools("validation", as_json)
 
 
+def _not_json(constant: str) -> NoReturn:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _parse_args(pairs: Sequence[str]) -> dict[str, Any]:
     import re
 
@@ -311,7 +347,8 @@ def _parse_args(pairs: Sequence[str]) -> dict[str, Any]:
         if key in arguments:
             _fail(f"--arg {key}: given twice")
         try:
-            arguments[key] = json.loads(raw)
+            # NaN and Infinity are not JSON: they stay text.
+            arguments[key] = json.loads(raw, parse_constant=_not_json)
         except ValueError:
             arguments[key] = raw
     return arguments
@@ -330,7 +367,11 @@ def _parse_args(pairs: Sequence[str]) -> dict[str, Any]:
 @click.argument("resource")
 @click.argument("validation_name", metavar="VALIDATION")
 def validation_attach(
-    project: str | None, plan: str | None, args: tuple[str, ...], resource: str, validation_name: str
+    project: str | None,
+    plan: str | None,
+    args: tuple[str, ...],
+    resource: str,
+    validation_name: str,
 ) -> None:
     """Attach VALIDATION to RESOURCE and print the attachment's id."""
     if project is not None and plan is not None:
@@ -340,7 +381,10 @@ def validation_attach(
         # Check before creating the catalog file: an unknown validation writes nothing.
         found = catalog.get(validation_name)
     if found.tool_type.value != "validation":
-        _fail(f"{validation_name!r} is a tool, not a validation; only validations can be attached", EXIT_USAGE)
+        _fail(
+            f"{validation_name!r} is a tool, not a validation; only validations can be attached",
+            EXIT_USAGE,
+        )
     with _catalog(create=True) as catalog:
         attachment = catalog.attach(
             resource, validation_name, project=project, plan=plan, arguments=arguments
@@ -395,7 +439,9 @@ def _print_attachments(attachments: list[Attachment], as_json: bool) -> None:
 @click.option("--resource", help="Only attachments to this resource.")
 @click.option("--validation", "validation_name", help="Only attachments of this validation.")
 @_json_option
-def validation_attachments(resource: str | None, validation_name: str | None, as_json: bool) -> None:
+def validation_attachments(
+    resource: str | None, validation_name: str | None, as_json: bool
+) -> None:
     """List attachments in the order they were made."""
     with _catalog(create=False) as catalog:
         found = catalog.attachments(resource=resource, validation=validation_name)

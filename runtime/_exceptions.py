@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable
 
 __all__ = [
     "CatalogError",
@@ -161,9 +161,3 @@ class IntegrityError(CatalogError):
 
 class RuntimeFault(GategraphError, RuntimeError):
     """A plan failed because of the runtime itself, not because of a validation."""
-
-
-def join_issues(errors: Sequence[ConfigError]) -> ConfigError:
-    """Merge several errors about one source into one."""
-    issues = [issue for error in errors for issue in error.issues]
-    return ConfigError(issues, source=errors[0].source if errors else None)

@@ -37,6 +37,8 @@ class Document:
     """The file name (or ``<string>``) used in error messages."""
     marks: dict[PathKey, tuple[int, int]] = field(default_factory=dict)
     """1-based (line, column) of each value, by its path from the root."""
+    key_marks: dict[PathKey, tuple[int, int]] = field(default_factory=dict)
+    """1-based (line, column) of each mapping key, by the path of its value."""
 
     def position(self, path: Sequence[str | int]) -> tuple[int | None, int | None]:
         """Return the (line, column) of the deepest known value along ``path``."""
@@ -47,9 +49,15 @@ class Document:
             key = key[:-1]
         return self.marks.get((), (None, None))
 
-    def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
-        """Build an issue at ``path``, with its position in the file."""
-        line, column = self.position(path)
+    def issue(
+        self, path: Sequence[str | int], message: str, *, at_key: bool = False
+    ) -> ConfigIssue:
+        """Build an issue at ``path`` (at its key, with ``at_key``), with its position."""
+        key = tuple(path)
+        if at_key and key in self.key_marks:
+            line, column = self.key_marks[key]
+        else:
+            line, column = self.position(path)
         return ConfigIssue(message, format_path(path), line, column)
 
     def error(self, path: Sequence[str | int], message: str) -> ConfigError:
@@ -61,7 +69,8 @@ class Document:
         issues = []
         for loc, message in _pydantic_locations(exc):
             path = (*prefix, *loc)
-            issues.append(self.issue(path, message))
+            # An unknown field is the key's fault, not its value's.
+            issues.append(self.issue(path, message, at_key=message == "unknown field"))
         return ConfigError(issues, source=self.source)
 
 
@@ -160,6 +169,7 @@ def _build(loader: _Loader, node: yaml.Node, path: PathKey, doc: Document, depth
                     ],
                     source=doc.source,
                 )
+            doc.key_marks[(*path, key)] = _mark(key_node)
             result[key] = _build(loader, value_node, (*path, key), doc, depth + 1)
         return result
     if isinstance(node, yaml.SequenceNode):

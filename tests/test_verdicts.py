@@ -82,7 +82,7 @@ REJECTION_JSON = """\
   "rejectedAt": "2026-05-25T22:22:18Z",
   "schemaVersion": "1"
 }
-"""  # noqa: E501
+"""
 
 Json = dict[str, Any]
 
