@@ -35,7 +35,7 @@ class CommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.code = exit_code
 
 
 def _fail(message: str, exit_code: int = EXIT_USAGE) -> NoReturn:
@@ -50,7 +50,7 @@ def _print_error(message: str) -> None:
 class _Group(click.Group):
     """A click group that turns every expected failure into one-line errors and an exit code."""
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,
@@ -89,6 +89,9 @@ class _Group(click.Group):
             where = exc.ctx.command_path if exc.ctx is not None else "gategraph"
             _print_error(f"{exc.format_message()} (see '{where} --help')")
             return EXIT_USAGE
+        except CommandError as exc:
+            _print_error(exc.format_message())
+            return exc.code
         except click.ClickException as exc:
             _print_error(exc.format_message())
             return exc.exit_code

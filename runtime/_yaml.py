@@ -54,6 +54,8 @@ class Document:
     ) -> ConfigIssue:
         """Build an issue at ``path`` (at its key, with ``at_key``), with its position."""
         key = tuple(path)
+        line: int | None
+        column: int | None
         if at_key and key in self.key_marks:
             line, column = self.key_marks[key]
         else:
