@@ -5,6 +5,7 @@ The public API lives here; everything in a ``_module`` is private and may change
 
 from ._catalog import Catalog as Catalog
 from ._catalog import default_catalog_path as default_catalog_path
+from ._context import ToolContext as ToolContext
 from ._exceptions import CatalogError as CatalogError
 from ._exceptions import ConfigError as ConfigError
 from ._exceptions import ConfigIssue as ConfigIssue
@@ -26,6 +27,7 @@ from ._models import ToolType as ToolType
 from ._models import Validation as Validation
 from ._models import ValidationMode as ValidationMode
 from ._models import tool_from_config as tool_from_config
+from ._readonly import ReadOnlyViolationError as ReadOnlyViolationError
 from ._results import ResultError as ResultError
 from ._results import ValidationResult as ValidationResult
 from ._results import coerce_result as coerce_result
@@ -51,11 +53,13 @@ __all__ = [
     "GategraphError",
     "IntegrityError",
     "NotFoundError",
+    "ReadOnlyViolationError",
     "ResourceSlot",
     "ResultError",
     "RuntimeFault",
     "Scope",
     "Tool",
+    "ToolContext",
     "ToolHooks",
     "ToolSource",
     "ToolType",

@@ -29,7 +29,7 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -43,9 +43,11 @@ from pydantic import (
     field_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
-from typing_extensions import TypeIs
 
 from ._exceptions import ConfigError, ConfigIssue
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 __all__ = [
     "VALIDATOR_ID_PATTERN",

@@ -1,0 +1,251 @@
+"""Event logs: append-only, per plan; in memory or durable on SQLite.
+
+:class:`SQLiteEventLog` batches writes through one writer task (group commit): every
+``append`` returns only once its event is committed, so an event is durable before the
+transition it causes is acted on, while a fan-out of thousands of validations shares a
+few commits instead of paying one each.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Protocol, Self, runtime_checkable
+
+import anyio
+import anyio.to_thread
+
+from ._events import Event, EventBase, decode_event, encode_event
+from ._exceptions import ConfigError, RuntimeFault
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+__all__ = ["EventLog", "MemoryEventLog", "SQLiteEventLog", "default_event_log_path", "read_events"]
+
+EVENTS_FILE: Final = "events.db"
+_BUSY_TIMEOUT_MS: Final = 30_000
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS events (
+    plan_id TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    id      TEXT NOT NULL,
+    type    TEXT NOT NULL,
+    at      REAL NOT NULL,
+    body    BLOB NOT NULL,
+    PRIMARY KEY (plan_id, seq)
+) WITHOUT ROWID
+"""
+
+
+def default_event_log_path() -> Path:
+    """The embedded event log: ``events.db`` beside the catalog."""
+    from ._catalog import default_catalog_path
+
+    return default_catalog_path().with_name(EVENTS_FILE)
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """Where a plan's events go. Implementations keep them in ``seq`` order per plan."""
+
+    async def append(self, event: EventBase) -> None:
+        """Store one event; return once it is as durable as this log makes anything."""
+
+    async def append_many(self, events: Sequence[EventBase]) -> None:
+        """Store several events at once, in order."""
+
+    async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
+        """Return the plan's events with ``seq > after``, in order."""
+
+    async def plans(self) -> list[str]:
+        """Return the ids of every plan with events, oldest first."""
+
+
+class MemoryEventLog:
+    """An event log in memory, for embedding, tests and benchmarks."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, list[EventBase]] = {}
+
+    async def append(self, event: EventBase) -> None:
+        """Store one event."""
+        events = self._events.get(event.plan_id)
+        if events is None:
+            events = self._events[event.plan_id] = []
+        events.append(event)
+
+    async def append_many(self, events: Sequence[EventBase]) -> None:
+        """Store several events, in order."""
+        for event in events:
+            await self.append(event)
+
+    async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
+        """Return the plan's events with ``seq > after``."""
+        return [e for e in self._events.get(plan_id, ()) if e.seq > after]  # type: ignore[misc]
+
+    async def plans(self) -> list[str]:
+        """Return the plan ids in the order their first event arrived."""
+        return list(self._events)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._events.values())
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    source = os.fspath(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"cannot open the event log: {exc}", source=source) from None
+    try:
+        db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute(_SCHEMA)
+        db.commit()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise ConfigError(f"not a gategraph event log ({exc})", source=source) from None
+    return db
+
+
+_Pending = tuple[Sequence[EventBase], anyio.Event]
+
+
+class SQLiteEventLog:
+    """A durable event log in one SQLite file (WAL), written by one batching writer task.
+
+    Use it as an async context manager; the writer runs inside it, so nothing outlives it::
+
+        async with SQLiteEventLog(path) as log:
+            await execute_graph(graph, event_log=log)
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, max_batch: int = 4096):
+        self._path = Path(path) if path is not None else default_event_log_path()
+        self._max_batch = max_batch
+        self._db: sqlite3.Connection | None = None
+        self._send: MemoryObjectSendStream[_Pending] | None = None
+        self._task_group: TaskGroup | None = None
+        self._failure: BaseException | None = None
+
+    @property
+    def path(self) -> Path:
+        """The log's file."""
+        return self._path
+
+    async def __aenter__(self) -> Self:
+        self._db = await anyio.to_thread.run_sync(_connect, self._path)
+        send, receive = anyio.create_memory_object_stream[_Pending](math.inf)
+        self._send = send
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._writer, receive)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._send is not None and self._task_group is not None
+        # Closing the stream lets the writer drain what is queued, then stop.
+        self._send.close()
+        try:
+            return await self._task_group.__aexit__(exc_type, exc, tb)
+        finally:
+            db, self._db = self._db, None
+            if db is not None:
+                db.close()
+
+    async def _writer(self, receive: MemoryObjectReceiveStream[_Pending]) -> None:
+        async with receive:
+            async for first in receive:
+                batch = [first]
+                size = len(first[0])
+                # Take everything already queued: one commit for the whole burst.
+                while size < self._max_batch:
+                    try:
+                        item = receive.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                    batch.append(item)
+                    size += len(item[0])
+                rows = [
+                    (e.plan_id, e.seq, e.id, type(e).__struct_config__.tag, e.at, encode_event(e))
+                    for events, _ in batch
+                    for e in events
+                ]
+                try:
+                    await anyio.to_thread.run_sync(self._commit, rows)
+                except Exception as exc:
+                    self._failure = exc
+                for _, done in batch:
+                    done.set()
+
+    def _commit(self, rows: list[tuple[str, int, str, str | int | None, float, bytes]]) -> None:
+        assert self._db is not None
+        with self._db:
+            self._db.executemany(
+                "INSERT INTO events (plan_id, seq, id, type, at, body) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    async def append(self, event: EventBase) -> None:
+        """Store one event; return once it is committed."""
+        await self.append_many((event,))
+
+    async def append_many(self, events: Sequence[EventBase]) -> None:
+        """Store several events in one transaction; return once they are committed."""
+        if self._send is None:
+            raise RuntimeFault("the SQLite event log is not open: use `async with` on it")
+        done = anyio.Event()
+        self._send.send_nowait((events, done))
+        await done.wait()
+        if self._failure is not None:
+            raise RuntimeFault(f"the event log could not be written: {self._failure}")
+
+    async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
+        """Return the plan's committed events with ``seq > after``."""
+        return await anyio.to_thread.run_sync(read_events, self._path, plan_id, after)
+
+    async def plans(self) -> list[str]:
+        """Return the ids of every plan in the log, oldest first."""
+        return await anyio.to_thread.run_sync(list_plans, self._path)
+
+
+def _reader(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise ConfigError("no event log here", source=os.fspath(path))
+    return _connect(path)
+
+
+def read_events(path: str | os.PathLike[str], plan_id: str, after: int = 0) -> list[Event]:
+    """Read a plan's events from a SQLite event log file (synchronously)."""
+    db = _reader(Path(path))
+    try:
+        rows: Iterable[tuple[bytes]] = db.execute(
+            "SELECT body FROM events WHERE plan_id = ? AND seq > ? ORDER BY seq", (plan_id, after)
+        )
+        return [decode_event(row[0]) for row in rows]
+    finally:
+        db.close()
+
+
+def list_plans(path: str | os.PathLike[str]) -> list[str]:
+    """Return the plan ids in a SQLite event log file, oldest first."""
+    db = _reader(Path(path))
+    try:
+        rows = db.execute("SELECT plan_id FROM events GROUP BY plan_id ORDER BY min(id)")
+        return [row[0] for row in rows]
+    finally:
+        db.close()

@@ -1,0 +1,187 @@
+"""Run-time read-only enforcement (seed 000, "Read-Only Enforcement").
+
+One ``sys.addaudithook`` hook, installed once, watches every audited operation of the
+process. It acts only while a *guard* is set in the current context (a context variable,
+so it follows a validation into the worker thread anyio runs it in, and is invisible to
+everything else running at the same time):
+
+- a validation guard refuses writes — opening a file for writing, remove, rename, mkdir,
+  rmdir, chmod, chown, link, truncate, utime, rmtree — outside the call's own scratch
+  folder, and refuses to start an external command whose working directory is not inside
+  that scratch folder (so commands run against a disposable copy);
+- a transform guard (``pure=True``) also refuses every external command and every network
+  connection: a transform is a pure data transformation (seed 000, "Tool Wrapping").
+
+A refused operation raises :class:`ReadOnlyViolationError` (a ``PermissionError``) where it
+was attempted, and the guard remembers it, so a validation that catches the error still
+fails with ``read_only_violation``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["Guard", "ReadOnlyViolationError", "guarded", "install_hook"]
+
+_WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# Audit events (CPython's audit events table) that change the file system; the first
+# argument is the path.
+_FS_EVENTS: Final = frozenset(
+    {
+        "os.remove",
+        "os.rename",
+        "os.rmdir",
+        "os.mkdir",
+        "os.chmod",
+        "os.chown",
+        "os.link",
+        "os.symlink",
+        "os.truncate",
+        "os.utime",
+        "os.chflags",
+        "os.lchflags",
+        "os.setxattr",
+        "os.removexattr",
+        "shutil.rmtree",
+        "shutil.chown",
+    }
+)
+_EXEC_EVENTS: Final = frozenset(
+    {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty"}
+)
+_NET_EVENTS: Final = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
+_HARMLESS_TARGETS: Final = frozenset({os.devnull})
+
+
+class ReadOnlyViolationError(PermissionError):
+    """A validation or transform attempted an operation its read-only guard forbids."""
+
+
+class Guard:
+    """What one guarded call may do, and the first thing it tried that it may not."""
+
+    __slots__ = ("allowed", "pure", "violation", "what")
+
+    def __init__(self, what: str, *, pure: bool = False) -> None:
+        self.what = what
+        """Who is guarded, for messages: ``validation 'x'`` or ``transform of 'x'``."""
+        self.pure = pure
+        """Also refuse external commands and network connections."""
+        self.allowed: tuple[str, ...] = ()
+        """Folders (absolute, normalised, with a trailing separator) writes may go to."""
+        self.violation: str | None = None
+        """The first refused operation, described."""
+
+    def allow(self, folder: str | os.PathLike[str]) -> None:
+        """Let the guarded call write inside ``folder`` (its scratch space)."""
+        path = os.path.realpath(os.fspath(folder))
+        self.allowed = (*self.allowed, path.rstrip(os.sep) + os.sep)
+
+    def _inside_allowed(self, target: Any) -> bool:
+        if isinstance(target, int):  # a file descriptor: the open() that made it was checked
+            return True
+        try:
+            path = os.fsdecode(target)
+        except TypeError:
+            return False
+        if path in _HARMLESS_TARGETS:
+            return True
+        full = os.path.realpath(path) + os.sep
+        return any(full.startswith(root) for root in self.allowed)
+
+    def refuse(self, description: str) -> None:
+        if self.violation is None:
+            self.violation = description
+        raise ReadOnlyViolationError(f"{self.what} is read-only: {description} refused")
+
+
+_current: Final[contextvars.ContextVar[Guard | None]] = contextvars.ContextVar(
+    "gategraph_read_only_guard", default=None
+)
+_installed = False
+_install_lock = threading.Lock()
+
+
+def _is_bytecode_cache(path: Any) -> bool:
+    try:
+        text = os.fsdecode(path)
+    except TypeError:
+        return False
+    return f"{os.sep}__pycache__{os.sep}" in text
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    guard = _current.get()
+    if guard is None:
+        return
+    if event == "open":
+        path, mode, flags = args
+        writing = (mode is not None and any(c in mode for c in "wax+")) or (
+            mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        if writing and not guard._inside_allowed(path):
+            if _is_bytecode_cache(path):
+                # The import system caches bytecode and ignores a failure to; refusing
+                # is right, recording it as the validation's fault is not.
+                raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
+            guard.refuse(f"opening {os.fsdecode(path)!r} for writing")
+    elif event in _FS_EVENTS:
+        targets = args[:2] if event in {"os.rename", "os.link", "os.symlink"} else args[:1]
+        for target in targets:
+            if not guard._inside_allowed(target):
+                guard.refuse(f"{event} on {target!r}")
+    elif event == "subprocess.Popen":
+        _executable, argv, cwd, _env = args
+        command = argv if isinstance(argv, str | bytes) else " ".join(map(str, argv or ()))
+        if guard.pure:
+            guard.refuse(f"running {command!r} (a transform must be pure)")
+        if cwd is None or not guard._inside_allowed(cwd):
+            guard.refuse(
+                f"running {command!r} outside a disposable copy "
+                "(use context.disposable_copy() and run the command there)"
+            )
+    elif event in _EXEC_EVENTS:
+        if guard.pure or event in {"os.system", "os.exec", "os.fork", "os.forkpty"}:
+            guard.refuse(f"{event} {args[0]!r}" if args else event)
+    elif event in _NET_EVENTS and guard.pure:
+        guard.refuse(f"network access ({event}) in a transform")
+
+
+def install_hook() -> None:
+    """Install the audit hook once per process (hooks cannot be removed)."""
+    global _installed
+    if _installed:
+        return
+    with _install_lock:
+        if not _installed:
+            sys.addaudithook(_hook)
+            _installed = True
+
+
+@contextmanager
+def guarded(guard: Guard) -> Iterator[Guard]:
+    """Apply ``guard`` to everything run in this context until the block exits."""
+    install_hook()
+    token = _current.set(guard)
+    try:
+        yield guard
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def unguarded() -> Iterator[None]:
+    """Lift the guard for runtime housekeeping (creating or removing scratch space)."""
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
