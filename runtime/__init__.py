@@ -3,9 +3,37 @@
 The public API lives here; everything in a ``_module`` is private and may change.
 """
 
+from ._actors import Actor as Actor
+from ._actors import ActorFailedError as ActorFailedError
+from ._actors import ActorRef as ActorRef
+from ._actors import ActorScope as ActorScope
+from ._actors import open_actor_scope as open_actor_scope
 from ._catalog import Catalog as Catalog
 from ._catalog import default_catalog_path as default_catalog_path
 from ._context import ToolContext as ToolContext
+from ._engine import GraphRun as GraphRun
+from ._engine import NodeRequest as NodeRequest
+from ._engine import NodeResult as NodeResult
+from ._engine import NodeStatus as NodeStatus
+from ._engine import ValidationRecord as ValidationRecord
+from ._engine import execute_graph as execute_graph
+from ._eventlog import EventLog as EventLog
+from ._eventlog import MemoryEventLog as MemoryEventLog
+from ._eventlog import SQLiteEventLog as SQLiteEventLog
+from ._eventlog import default_event_log_path as default_event_log_path
+from ._eventlog import read_events as read_events
+from ._events import ArtifactProduced as ArtifactProduced
+from ._events import Event as Event
+from ._events import EventBase as EventBase
+from ._events import NodeCompleted as NodeCompleted
+from ._events import NodeSkipped as NodeSkipped
+from ._events import NodeStarted as NodeStarted
+from ._events import RunFinished as RunFinished
+from ._events import RunStarted as RunStarted
+from ._events import ValidationCompleted as ValidationCompleted
+from ._events import ValidationStarted as ValidationStarted
+from ._events import decode_event as decode_event
+from ._events import encode_event as encode_event
 from ._exceptions import CatalogError as CatalogError
 from ._exceptions import ConfigError as ConfigError
 from ._exceptions import ConfigIssue as ConfigIssue
@@ -14,6 +42,18 @@ from ._exceptions import GategraphError as GategraphError
 from ._exceptions import IntegrityError as IntegrityError
 from ._exceptions import NotFoundError as NotFoundError
 from ._exceptions import RuntimeFault as RuntimeFault
+from ._graph import AcceptanceCriterion as AcceptanceCriterion
+from ._graph import ApprovalPolicy as ApprovalPolicy
+from ._graph import ApprovalRule as ApprovalRule
+from ._graph import Node as Node
+from ._graph import NodeKind as NodeKind
+from ._graph import PlanGraph as PlanGraph
+from ._graph import Policy as Policy
+from ._graph import ResourceSpec as ResourceSpec
+from ._graph import load_graph as load_graph
+from ._ids import EventId as EventId
+from ._ids import PlanId as PlanId
+from ._ids import new_ulid as new_ulid
 from ._models import NAME_PATTERN as NAME_PATTERN
 from ._models import Attachment as Attachment
 from ._models import AttachmentId as AttachmentId
@@ -42,6 +82,14 @@ from ._version import __version__ as __version__
 
 __all__ = [
     "NAME_PATTERN",
+    "AcceptanceCriterion",
+    "Actor",
+    "ActorFailedError",
+    "ActorRef",
+    "ActorScope",
+    "ApprovalPolicy",
+    "ApprovalRule",
+    "ArtifactProduced",
     "Attachment",
     "AttachmentId",
     "Capability",
@@ -50,13 +98,34 @@ __all__ = [
     "ConfigError",
     "ConfigIssue",
     "DuplicateError",
+    "Event",
+    "EventBase",
+    "EventId",
+    "EventLog",
     "GategraphError",
+    "GraphRun",
     "IntegrityError",
+    "MemoryEventLog",
+    "Node",
+    "NodeCompleted",
+    "NodeKind",
+    "NodeRequest",
+    "NodeResult",
+    "NodeSkipped",
+    "NodeStarted",
+    "NodeStatus",
     "NotFoundError",
+    "PlanGraph",
+    "PlanId",
+    "Policy",
     "ReadOnlyViolationError",
     "ResourceSlot",
+    "ResourceSpec",
     "ResultError",
+    "RunFinished",
+    "RunStarted",
     "RuntimeFault",
+    "SQLiteEventLog",
     "Scope",
     "Tool",
     "ToolContext",
@@ -64,17 +133,28 @@ __all__ = [
     "ToolSource",
     "ToolType",
     "Validation",
+    "ValidationCompleted",
     "ValidationMode",
+    "ValidationRecord",
     "ValidationResult",
+    "ValidationStarted",
     "ValidatorAttestation",
     "ValidatorFinding",
     "ValidatorRejection",
     "__version__",
     "coerce_result",
+    "decode_event",
     "default_catalog_path",
+    "default_event_log_path",
+    "encode_event",
+    "execute_graph",
     "is_validator_attestation",
     "is_validator_rejection",
     "is_validator_verdict",
+    "load_graph",
+    "new_ulid",
+    "open_actor_scope",
     "parse_verdict",
+    "read_events",
     "tool_from_config",
 ]

@@ -128,7 +128,10 @@ class ActorScope:
     ) -> None:
         try:
             async with receive:
-                await actor.on_start()
+                # Duck-typed actors (anything with receive()) may leave out the hooks.
+                on_start = getattr(actor, "on_start", None)
+                if on_start is not None:
+                    await on_start()
                 async for message, reply in receive:
                     try:
                         value = await actor.receive(message)
@@ -145,8 +148,10 @@ class ActorScope:
         except Exception as exc:  # on_start failed
             self._report(ref, exc)
         finally:
-            with anyio.CancelScope(shield=True):
-                await actor.on_stop()
+            on_stop = getattr(actor, "on_stop", None)
+            if on_stop is not None:
+                with anyio.CancelScope(shield=True):
+                    await on_stop()
 
     def _report(self, ref: ActorRef, exc: Exception) -> None:
         ref.stop()

@@ -463,6 +463,184 @@ def validation_resolve(project: str | None, plan: str | None, resource: str, as_
     _print_attachments(found, as_json)
 
 
+# -- gategraph check --------------------------------------------------------------------------
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+@cli.command("check")
+@click.argument("graph", type=click.Path(path_type=Path))
+@_json_option
+def check(graph: Path, as_json: bool) -> None:
+    """Check the plan graph file GRAPH: its format, names, references and cycles.
+
+    Tools and validations are looked up in the graph, then in the catalog if it exists.
+    """
+    from ._exceptions import ConfigError
+    from ._graph import NodeKind, load_graph
+
+    with _catalog(create=False) as catalog:
+        try:
+            plan = load_graph(graph, catalog=catalog)
+        except ConfigError as exc:
+            if not as_json:
+                raise
+            errors = [
+                {
+                    "file": exc.source,
+                    "line": issue.line,
+                    "column": issue.column,
+                    "field": issue.field,
+                    "message": issue.message,
+                }
+                for issue in exc.issues
+            ]
+            _json_out({"ok": False, "file": str(graph), "errors": errors, "nodes": []})
+            click.get_current_context().exit(EXIT_USAGE)
+    if as_json:
+        nodes = [
+            {"id": n.id, "kind": n.kind.value, "target": n.target, "needs": list(n.needs)}
+            for n in plan.nodes
+        ]
+        _json_out({"ok": True, "file": str(graph), "errors": [], "nodes": nodes})
+        return
+    kinds = [n.kind for n in plan.nodes]
+    counts = ", ".join(
+        f"{kinds.count(kind)} {kind.value}"
+        for kind in (NodeKind.VALIDATION, NodeKind.WORK, NodeKind.ACTOR)
+    )
+    click.echo(
+        f"{graph}: ok — {_plural(len(kinds), 'node', 'nodes')} ({counts}), "
+        f"{_plural(len(plan.resources), 'resource', 'resources')}, "
+        f"{_plural(len(plan.acceptance), 'acceptance criterion', 'acceptance criteria')}"
+    )
+
+
+def _event_log_path() -> Path:
+    """The SQLite event log: beside the catalog (``--catalog``'s folder, or the default)."""
+    from ._eventlog import EVENTS_FILE, default_event_log_path
+
+    catalog_path = click.get_current_context().find_root().obj
+    return Path(catalog_path).with_name(EVENTS_FILE) if catalog_path else default_event_log_path()
+
+
+def _node_row(result: Any, mode: str | None) -> list[str]:
+    from ._results import ValidationResult
+
+    output = result.output
+    kind = result.kind + (f" ({mode})" if mode else "")
+    if isinstance(output, ValidationResult):
+        status = "passed" if output.passed else "failed"
+        error = output.data.get("error")
+        text = (f"[{error}] " if error else "") + output.message
+    else:
+        status = result.status.value
+        text = result.error or (json.dumps(output, default=str) if output is not None else "")
+    return [result.node, kind, status, f"{result.duration:.3f}s", text[:100]]
+
+
+@cli.command("execute")
+@click.argument("graph", type=click.Path(path_type=Path))
+@click.option(
+    "--max-concurrency",
+    type=click.IntRange(min=1),
+    help="At most this many nodes at once (default: the graph's policy).",
+)
+@click.option("--plan-id", help="Use this plan id instead of a new ULID.")
+@_json_option
+def execute(graph: Path, max_concurrency: int | None, plan_id: str | None, as_json: bool) -> None:
+    """Run every node of GRAPH once and report each node and attachment.
+
+    Validations attached (in the catalog) to the graph's resources run too. Events go to the
+    embedded SQLite event log; read them back with `gategraph events PLAN_ID`. Exits 1 if a
+    work node failed or a required validation did not pass. This runs the nodes only: the
+    plan lifecycle (fix, revalidate, apply) is `gategraph run`.
+    """
+    import anyio
+
+    from ._engine import execute_graph
+    from ._eventlog import SQLiteEventLog
+    from ._graph import load_graph
+
+    with _catalog(create=False) as catalog:
+        plan = load_graph(graph, catalog=catalog)
+
+        async def go() -> Any:
+            async with SQLiteEventLog(_event_log_path()) as log:
+                return await execute_graph(
+                    plan,
+                    catalog=catalog,
+                    event_log=log,
+                    max_concurrency=max_concurrency,
+                    plan_id=plan_id,
+                )
+
+        run = anyio.run(go)
+    failures = run.required_failures
+    if as_json:
+        import msgspec
+
+        _json_out(
+            {
+                "plan_id": run.plan_id,
+                "graph": run.graph,
+                "passed": run.passed,
+                "duration": run.duration,
+                "nodes": msgspec.to_builtins(list(run.nodes.values())),
+                "validations": msgspec.to_builtins(run.validations),
+            }
+        )
+    else:
+        modes = {v.node: v.mode.value for v in run.validations}
+        rows = [_node_row(r, modes.get(r.node)) for r in run.nodes.values()]
+        _table(rows, ["NODE", "KIND", "STATUS", "TIME", "RESULT"])
+        verdict = "passed" if run.passed else "FAILED"
+        click.echo(
+            f"plan {run.plan_id}: {verdict} — {len(run.validations)} validations, "
+            f"{len(failures)} required failing, {run.duration:.2f}s"
+        )
+    if not run.passed:
+        click.get_current_context().exit(EXIT_REFUSED)
+
+
+@cli.command("events")
+@click.argument("plan_id")
+@_json_option
+def events(plan_id: str, as_json: bool) -> None:
+    """Print the event log of the plan PLAN_ID, in order."""
+    import msgspec
+
+    from ._eventlog import read_events
+
+    found = read_events(_event_log_path(), plan_id)
+    if not found:
+        _fail(f"no events for plan {plan_id!r} in {_event_log_path()}")
+    if as_json:
+        _json_out(msgspec.to_builtins(found))
+        return
+    import datetime as dt
+
+    for event in found:
+        tag = type(event).__struct_config__.tag
+        when = dt.datetime.fromtimestamp(event.at, dt.UTC).strftime("%H:%M:%S.%f")[:-3]
+        fields = msgspec.to_builtins(event)
+        for key in ("id", "plan_id", "seq", "at", "type", "causation_id"):
+            fields.pop(key, None)
+        if "result" in fields:
+            result = fields.pop("result")
+            fields["passed"] = result["passed"]
+            if result.get("message"):
+                fields["message"] = result["message"]
+        if isinstance(fields.get("duration"), float):
+            fields["duration"] = round(fields["duration"], 4)
+        detail = " ".join(
+            f"{k}={json.dumps(v, default=str)[:80]}" for k, v in fields.items() if v is not None
+        )
+        click.echo(f"{event.seq:>5} {when} {tag:<20} {detail}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``gategraph`` command line."""
     cli.main(args=list(argv) if argv is not None else None, prog_name="gategraph")

@@ -61,7 +61,7 @@ _ENTRYPOINT_RE: Final = re.compile(ENTRYPOINT_PATTERN)
 
 
 def _check_name(value: str) -> str:
-    if not 1 <= len(value) <= 128 or not _NAME_RE.match(value):
+    if not 1 <= len(value) <= 128 or not _NAME_RE.fullmatch(value):
         raise ValueError(
             f"{value[:60]!r} is not a valid name: use letters, digits, '_' and '-' in "
             "dot-separated parts that each start with a letter or '_' (at most 128 characters)"
@@ -70,7 +70,7 @@ def _check_name(value: str) -> str:
 
 
 def _check_entrypoint(value: str) -> str:
-    if len(value) > 512 or not _ENTRYPOINT_RE.match(value):
+    if len(value) > 512 or not _ENTRYPOINT_RE.fullmatch(value):
         raise ValueError(f"{value[:60]!r} is not an entrypoint: write 'package.module:callable'")
     return value
 

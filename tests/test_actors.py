@@ -6,7 +6,6 @@ from typing import Any
 
 import anyio
 import pytest
-
 from gategraph.runtime._actors import Actor, ActorFailedError, ActorRef, open_actor_scope
 from gategraph.runtime._exceptions import RuntimeFault
 
@@ -69,14 +68,19 @@ async def test_tell_failure_is_reported_not_swallowed() -> None:
 async def test_custom_supervisor_is_told() -> None:
     """A supervisor callback receives the failed actor and its error instead."""
     seen: list[tuple[ActorRef, Exception]] = []
-    async with open_actor_scope(lambda ref, exc: seen.append((ref, exc))) as scope:
+    told = anyio.Event()
+
+    def supervise(ref: ActorRef, exc: Exception) -> None:
+        seen.append((ref, exc))
+        told.set()
+
+    async with open_actor_scope(supervise) as scope:
         ref = scope.spawn(Counter(), name="c")
         ref.tell("boom")
         other = scope.spawn(Counter(), name="d")
         assert await other.ask(2) == 2
         with anyio.fail_after(5):
-            while not seen:
-                await anyio.sleep(0.001)
+            await told.wait()
     assert seen[0][0].name == "c"
     with pytest.raises(RuntimeFault, match="has stopped"):
         ref.tell(1)

@@ -204,9 +204,12 @@ COMMAND_PATHS = list(_command_paths(cli))
 
 
 def test_every_expected_command_exists() -> None:
-    """The CLI offers exactly the tool and validation commands of seed 004."""
+    """The CLI offers exactly the seed 004 tool and validation commands, and the engine's."""
     assert COMMAND_PATHS == [
         (),
+        ("check",),
+        ("events",),
+        ("execute",),
         ("tool",),
         ("tool", "add"),
         ("tool", "list"),

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from ulid import ULID
-
 from gategraph.runtime import ConfigError, RuntimeFault, ValidationResult
 from gategraph.runtime._eventlog import (
     MemoryEventLog,
@@ -26,6 +24,7 @@ from gategraph.runtime._events import (
     encode_event,
 )
 from gategraph.runtime._ids import new_ulid
+from ulid import ULID
 
 
 def test_ulids_are_real_sorted_and_unique() -> None:
@@ -127,7 +126,9 @@ def test_bad_event_log_files(tmp_path: Path) -> None:
         read_events(garbage, "p")
 
 
-def test_default_path_is_beside_the_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_path_is_beside_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The embedded event log lives in the catalog's folder."""
     monkeypatch.setenv("GATEGRAPH_HOME", str(tmp_path))
     assert default_event_log_path() == tmp_path / "events.db"

@@ -13,7 +13,6 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 import pytest
-
 from gategraph.runtime import ReadOnlyViolationError, ToolContext
 from gategraph.runtime._readonly import Guard, guarded
 
@@ -27,13 +26,15 @@ def tree(tmp_path: Path) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 WRITES: dict[str, Callable[[Path], object]] = {
     "open-w": lambda r: (r / "new.txt").write_text("x"),
-    "open-a": lambda r: open(r / "pkg" / "a.py", "a").close(),  # noqa: SIM115
-    "open-r+": lambda r: open(r / "pkg" / "a.py", "r+").close(),  # noqa: SIM115
+    "open-a": lambda r: open(r / "pkg" / "a.py", "a").close(),
+    "open-r+": lambda r: open(r / "pkg" / "a.py", "r+").close(),
     "os.open": lambda r: os.close(os.open(r / "t", os.O_WRONLY | os.O_CREAT)),
     "touch": lambda r: (r / "t").touch(),
     "unlink": lambda r: (r / "pkg" / "a.py").unlink(),

@@ -1,7 +1,199 @@
 """gategraph's built-in validation library.
 
-Each validation here is a real check a user can attach on day one. The library grows with the
-engine (issue 3); it uses only the public names of :mod:`gategraph.runtime`.
+Each validation here is a real check a user can attach on day one; ``docs/validators.md``
+describes them with examples. They are plain functions the engine calls with keyword
+arguments only — the configured arguments, ``artifact`` (the artifact under validation),
+``root`` (the directory resource, a ``pathlib.Path``) and ``context`` (a
+:class:`~gategraph.runtime.ToolContext`) as each signature asks — and they return
+``{"passed": bool, "message": str, "data": {...}}``. None of them writes: ``pytest_suite``
+runs pytest on a disposable copy in the call's scratch folder. Wrong arguments give
+``passed: False`` with ``data["error"] == "bad_arguments"``, never an exception.
+
+:data:`BUILTIN_CONFIGS` holds a ready validation configuration for each, and
+:func:`builtin_validations` builds them, for example to register them all::
+
+    for validation in builtin_validations():
+        catalog.add(validation, update=True)
+
+This package uses only the public names of :mod:`gategraph.runtime`.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from typing import Any, Final
+
+from gategraph.runtime import Validation
+
+from ._json_schema import json_schema as json_schema
+from ._paths_exist import paths_exist as paths_exist
+from ._pytest import pytest_suite as pytest_suite
+from ._python_syntax import python_syntax as python_syntax
+from ._regex import regex as regex
+from ._unsafe_command import unsafe_command as unsafe_command
+
+__all__ = [
+    "BUILTIN_CONFIGS",
+    "builtin_validations",
+    "json_schema",
+    "paths_exist",
+    "pytest_suite",
+    "python_syntax",
+    "regex",
+    "unsafe_command",
+]
+
+_STRINGS: Final = {"type": "array", "items": {"type": "string"}}
+
+
+def _root(description: str, *, required: bool = True) -> list[dict[str, Any]]:
+    return [{"name": "root", "kind": "directory", "description": description, "required": required}]
+
+
+BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
+    "json_schema": {
+        "name": "json_schema",
+        "description": "The artifact matches a JSON Schema (Draft 2020-12 unless $schema says).",
+        "entrypoint": "gategraph.validators:json_schema",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "schema": {
+                    "type": ["object", "boolean"],
+                    "description": "The JSON Schema the artifact must match.",
+                },
+                "check_formats": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Also assert `format` (email, date-time, ...).",
+                },
+            },
+            "required": ["schema"],
+            "additionalProperties": False,
+        },
+        "timeout": 30,
+    },
+    "paths_exist": {
+        "name": "paths_exist",
+        "description": "Every file path the artifact mentions exists in the folder.",
+        "entrypoint": "gategraph.validators:paths_exist",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "fields": {
+                    "type": ["array", "null"],
+                    "items": {"type": "string"},
+                    "description": "Top-level keys holding the paths; default: find them.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        "resource_slots": _root("The folder the paths are relative to."),
+        "timeout": 60,
+    },
+    "unsafe_command": {
+        "name": "unsafe_command",
+        "description": "The artifact's shell commands break no safety rule (rm -rf /, curl | sh, sudo ...).",
+        "entrypoint": "gategraph.validators:unsafe_command",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "policy": {
+                    "type": ["object", "null"],
+                    "properties": {
+                        "deny": {
+                            "type": "array",
+                            "items": {
+                                "anyOf": [
+                                    {"type": "string"},
+                                    {
+                                        "type": "object",
+                                        "properties": {
+                                            "program": {"type": "string"},
+                                            "args_contain": {
+                                                "anyOf": [{"type": "string"}, _STRINGS]
+                                            },
+                                            "reason": {"type": "string"},
+                                            "rule": {"type": "string"},
+                                        },
+                                        "required": ["program"],
+                                        "additionalProperties": False,
+                                    },
+                                ]
+                            },
+                        },
+                        "allow": _STRINGS,
+                    },
+                    "additionalProperties": False,
+                    "description": "More `deny` rules; `allow` programs or rule ids.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        "timeout": 30,
+    },
+    "regex": {
+        "name": "regex",
+        "description": "A regular expression does not (or does) occur in the artifact or the files.",
+        "entrypoint": "gategraph.validators:regex",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "minLength": 1},
+                "files": {"type": "string", "default": "**/*"},
+                "exclude": _STRINGS,
+                "mode": {"enum": ["forbid", "require"], "default": "forbid"},
+                "flags": {
+                    "type": "array",
+                    "items": {
+                        "type": "string",
+                        "pattern": "^(?i:ignorecase|multiline|dotall|verbose|ascii|[imsxa])$",
+                    },
+                },
+            },
+            "required": ["pattern"],
+            "additionalProperties": False,
+        },
+        "resource_slots": _root("The folder to search; without it, the artifact.", required=False),
+        "timeout": 120,
+    },
+    "python_syntax": {
+        "name": "python_syntax",
+        "description": "Every Python file in the folder parses.",
+        "entrypoint": "gategraph.validators:python_syntax",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "include": {"type": "string", "default": "**/*.py"},
+                "exclude": _STRINGS,
+            },
+            "additionalProperties": False,
+        },
+        "resource_slots": _root("The folder to check."),
+        "timeout": 300,
+    },
+    "pytest": {
+        "name": "pytest",
+        "description": "The project's pytest suite passes (run on a disposable copy).",
+        "entrypoint": "gategraph.validators:pytest_suite",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "args": {**_STRINGS, "description": "More pytest arguments."},
+                "timeout": {
+                    "type": ["number", "null"],
+                    "exclusiveMinimum": 0,
+                    "description": "Seconds before pytest is killed.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        "resource_slots": _root("The project folder."),
+        "timeout": 1800,
+    },
+}
+"""A validation configuration for each built-in, by name, for ``Validation.from_config``."""
+
+
+def builtin_validations() -> list[Validation]:
+    """Build a :class:`~gategraph.runtime.Validation` for each of :data:`BUILTIN_CONFIGS`."""
+    return [Validation.from_config(config) for config in BUILTIN_CONFIGS.values()]

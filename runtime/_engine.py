@@ -1,0 +1,748 @@
+"""The engine: run a plan graph's nodes once, fanning validations out concurrently.
+
+A node starts as soon as the nodes it ``needs`` are done — there is no global step
+barrier. Ready nodes go to a bounded pool of worker tasks (``max_concurrency`` of them)
+that pull from one ready queue; a node is a small slotted record, not a task or an object
+graph of its own, so a fan-out of 100,000 validations costs about what 100,000 awaited
+coroutines cost. Timeouts are kept by one watchdog task instead of a cancel scope per
+call (a scope per call would cost more than the call itself).
+
+Every transition is an event, appended before it is acted on: a validation's
+``ValidationStarted`` is in the log before the validation runs, and a node's completion
+is in the log before the nodes that need it are released.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import msgspec
+
+from ._actors import Actor, ActorRef, ActorScope, open_actor_scope
+from ._context import ToolContext
+from ._eventlog import EventLog, MemoryEventLog
+from ._events import (
+    ArtifactProduced,
+    EventBase,
+    NodeCompleted,
+    NodeSkipped,
+    NodeStarted,
+    RunFinished,
+    RunStarted,
+    ValidationCompleted,
+    ValidationStarted,
+)
+from ._exceptions import ConfigError
+from ._ids import new_ulid
+from ._invoke import Isolation, Outcome, Prepared, prepare, resolve_entrypoint, to_result
+from ._models import Validation, ValidationMode
+from ._results import ResultError, ValidationResult
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+    from ._catalog import Catalog
+    from ._graph import Node, PlanGraph
+
+__all__ = [
+    "GraphRun",
+    "NodeRequest",
+    "NodeResult",
+    "NodeStatus",
+    "ValidationRecord",
+    "execute_graph",
+]
+
+_ATTACHMENT_PREFIX: Final = "attachment:"
+
+
+class NodeStatus(enum.StrEnum):
+    """How a node ended."""
+
+    OK = "ok"
+    """It ran; for a validation node, whatever its result said."""
+    FAILED = "failed"
+    """A work or actor node raised, timed out or could not run."""
+    SKIPPED = "skipped"
+    """A node it needs failed or was skipped, so it did not run."""
+
+
+class NodeResult(msgspec.Struct, kw_only=True):
+    """What one node (or attachment) did in a run."""
+
+    node: str
+    """The node id (``attachment:ULID`` for an attachment)."""
+    kind: str
+    """``work``, ``validation`` or ``actor``."""
+    status: NodeStatus
+    output: Any = None
+    """The node's output; a validation node's is its :class:`ValidationResult`."""
+    error: str | None = None
+    """Why a failed or skipped node did not produce an output."""
+    duration: float = 0.0
+    """Seconds the node ran."""
+    attempt: int = 1
+
+
+class ValidationRecord(msgspec.Struct, kw_only=True):
+    """One validation call: which node or attachment, its mode and its result."""
+
+    node: str
+    validation: str
+    mode: ValidationMode
+    attachment_id: str | None
+    result: ValidationResult
+    duration: float
+    attempt: int
+
+    @property
+    def blocking(self) -> bool:
+        """A required validation that did not pass (informational ones never block)."""
+        return self.mode is ValidationMode.REQUIRED and not self.result.passed
+
+
+class GraphRun(msgspec.Struct, kw_only=True):
+    """The outcome of :func:`execute_graph`: per node and per attachment."""
+
+    plan_id: str
+    graph: str
+    attempt: int
+    nodes: dict[str, NodeResult]
+    """Every node and attachment, by id, in completion order."""
+    validations: list[ValidationRecord]
+    """Every validation call (nodes and attachments), in completion order."""
+    duration: float
+
+    @property
+    def passed(self) -> bool:
+        """No work node failed and no required validation failed."""
+        return not self.required_failures and all(
+            r.status is not NodeStatus.FAILED for r in self.nodes.values()
+        )
+
+    @property
+    def required_failures(self) -> list[ValidationRecord]:
+        """Required validations that did not pass."""
+        return [v for v in self.validations if v.blocking]
+
+
+class NodeRequest(msgspec.Struct, kw_only=True):
+    """The message an actor node receives: run this node with these inputs."""
+
+    node: str
+    inputs: dict[str, Any]
+    """Outputs of the nodes it needs, by node id."""
+    arguments: dict[str, Any]
+    """The node's configured arguments."""
+    context: ToolContext
+    """Where the node runs (plan id, attempt, resources)."""
+
+
+class _Unit:
+    """One schedulable node or attachment. Slotted: the fan-out hot path holds thousands."""
+
+    __slots__ = (
+        "actor",
+        "arguments",
+        "attachment_id",
+        "dependents",
+        "id",
+        "kind",
+        "mode",
+        "needs",
+        "pending",
+        "prepared",
+        "resources",
+        "result",
+        "validation",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        kind: str,
+        *,
+        prepared: Prepared | None,
+        arguments: Mapping[str, Any],
+        resources: Mapping[str, Any],
+        needs: Sequence[str],
+        validation: str | None = None,
+        mode: ValidationMode = ValidationMode.REQUIRED,
+        attachment_id: str | None = None,
+        actor: type[Actor] | None = None,
+    ) -> None:
+        self.id = id
+        self.kind = kind
+        self.prepared = prepared
+        self.arguments = arguments
+        self.resources = resources
+        self.needs = tuple(needs)
+        self.pending = len(self.needs)
+        self.dependents: list[_Unit] = []
+        self.validation = validation
+        self.mode = mode
+        self.attachment_id = attachment_id
+        self.actor = actor
+        self.result: NodeResult | None = None
+
+    @property
+    def timeout(self) -> float:
+        return self.prepared.timeout if self.prepared is not None else math.inf
+
+
+class _Worker:
+    __slots__ = ("current", "deadline", "scope", "timed_out")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.deadline = math.inf
+        self.current: _Unit | None = None
+        self.timed_out = False
+
+
+def _resource_values(graph: PlanGraph, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, spec in graph.resources.items():
+        if spec.kind == "directory":
+            values[name] = spec.path
+        else:
+            values[name] = MappingProxyType(dict(spec.files))
+    for name, value in (overrides or {}).items():
+        if name not in graph.resources:
+            raise ConfigError.at(f"resources.{name}", "not a resource of the graph")
+        if isinstance(value, str):
+            value = Path(value)
+        elif isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
+            value = MappingProxyType(dict(value))
+        values[name] = value
+    return values
+
+
+def _load_actor(target: str) -> type[Actor]:
+    cls = resolve_entrypoint(target)
+    if not (isinstance(cls, type) and callable(getattr(cls, "receive", None))):
+        raise ConfigError.at("uses", f"{target!r} is not an actor class (it needs receive())")
+    return cls
+
+
+class _Compiler:
+    """Turn a :class:`PlanGraph` (and the catalog's attachments) into units."""
+
+    def __init__(
+        self,
+        graph: PlanGraph,
+        resources: dict[str, Any],
+        *,
+        catalog: Catalog | None,
+        plan_id: str,
+        isolation: Isolation | None,
+    ) -> None:
+        self.graph = graph
+        self.resources = resources
+        self.catalog = catalog
+        self.plan_id = plan_id
+        self.isolation = isolation
+        self.prepared: dict[tuple[str, str | None, float | None], Prepared] = {}
+
+    def _prepare(self, name: str, isolation: str | None, timeout: float | None) -> Prepared:
+        key = (name, isolation, timeout)
+        found = self.prepared.get(key)
+        if found is None:
+            found = self.prepared[key] = prepare(
+                self.graph.get_tool(name),
+                self.graph.get_tool,
+                isolation=isolation or self.isolation,  # type: ignore[arg-type]
+                timeout=timeout,
+                default_timeout=self.graph.policy.default_timeout,
+            )
+        return found
+
+    def _node_resources(self, node: Node) -> Mapping[str, Any]:
+        if node.resources is None:
+            return self.resources
+        return {name: self.resources[name] for name in node.resources}
+
+    def compile(self) -> list[_Unit]:
+        units: list[_Unit] = []
+        errors: list[ConfigError] = []
+        work_ids: list[str] = []
+        for index, node in enumerate(self.graph.nodes):
+            try:
+                units.append(self._unit(node))
+            except ConfigError as exc:
+                errors.append(exc.prefixed(f"nodes[{index}]"))
+            if node.kind.value == "work":
+                work_ids.append(node.id)
+        if self.catalog is not None:
+            units.extend(self._attachment_units(work_ids))
+        if errors:
+            raise ConfigError(
+                [issue for error in errors for issue in error.issues], source=self.graph.source
+            )
+        by_id = {unit.id: unit for unit in units}
+        for unit in units:
+            for need in unit.needs:
+                by_id[need].dependents.append(unit)
+        return units
+
+    def _unit(self, node: Node) -> _Unit:
+        kind = node.kind.value
+        resources = self._node_resources(node)
+        if kind == "actor":
+            return _Unit(
+                node.id,
+                kind,
+                prepared=None,
+                arguments=node.arguments,
+                resources=resources,
+                needs=node.needs,
+                actor=_load_actor(node.target),
+            )
+        prepared = self._prepare(node.target, node.isolation, node.timeout)
+        tool = prepared.tool
+        mode = tool.mode if isinstance(tool, Validation) else ValidationMode.REQUIRED
+        return _Unit(
+            node.id,
+            kind,
+            prepared=prepared,
+            arguments=node.arguments,
+            resources=resources,
+            needs=node.needs,
+            validation=tool.name if kind == "validation" else None,
+            mode=mode,
+        )
+
+    def _attachment_units(self, work_ids: list[str]) -> list[_Unit]:
+        assert self.catalog is not None
+        units = []
+        for name in self.graph.resources:
+            for attachment in self.catalog.resolve(
+                name, project=self.graph.project, plan=self.plan_id
+            ):
+                validation = self.catalog.get(attachment.validation)
+                assert isinstance(validation, Validation)
+                prepared = prepare(
+                    validation,
+                    self.catalog.get,
+                    isolation=self.isolation,
+                    default_timeout=self.graph.policy.default_timeout,
+                )
+                units.append(
+                    _Unit(
+                        f"{_ATTACHMENT_PREFIX}{attachment.id}",
+                        "validation",
+                        prepared=prepared,
+                        arguments=attachment.arguments,
+                        resources={name: self.resources[name]},
+                        needs=work_ids,
+                        validation=validation.name,
+                        mode=validation.mode,
+                        attachment_id=attachment.id,
+                    )
+                )
+        return units
+
+
+class _Engine:
+    def __init__(
+        self,
+        graph: PlanGraph,
+        units: list[_Unit],
+        *,
+        plan_id: str,
+        log: EventLog,
+        max_concurrency: int,
+        attempt: int,
+    ) -> None:
+        self.graph = graph
+        self.units = units
+        self.plan_id = plan_id
+        self.log = log
+        self.attempt = attempt
+        self.workers = [_Worker() for _ in range(max(1, min(max_concurrency, len(units))))]
+        self.limiter = anyio.CapacityLimiter(len(self.workers))
+        self.remaining = len(units)
+        self.results: dict[str, NodeResult] = {}
+        self.validations: list[ValidationRecord] = []
+        self.seq = 0
+        self.start_id = ""
+        self.send: MemoryObjectSendStream[_Unit] | None = None
+        self.actors: dict[str, ActorRef] = {}
+        timeouts = [u.timeout for u in units if u.timeout != math.inf]
+        shortest = min(timeouts, default=1.0)
+        # Timeouts are enforced within a tick: a twentieth of the shortest, 1 ms to 100 ms.
+        self.tick = min(0.1, max(0.001, shortest / 20))
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    async def run(self) -> GraphRun:
+        started = time.perf_counter()
+        event_id = new_ulid()
+        self.start_id = event_id
+        await self.log.append(
+            RunStarted(
+                id=event_id,
+                plan_id=self.plan_id,
+                seq=self._next(),
+                at=time.time(),
+                graph=self.graph.name,
+                project=self.graph.project,
+                attempt=self.attempt,
+            )
+        )
+        send, receive = anyio.create_memory_object_stream[_Unit](math.inf)
+        self.send = send
+        with send, receive:
+            await self._run_units(send, receive)
+        duration = time.perf_counter() - started
+        failed = any(r.status is not NodeStatus.OK for r in self.results.values())
+        await self.log.append(
+            RunFinished(
+                id=new_ulid(),
+                plan_id=self.plan_id,
+                seq=self._next(),
+                at=time.time(),
+                causation_id=self.start_id,
+                status="failed" if failed else "completed",
+                duration=duration,
+            )
+        )
+        return GraphRun(
+            plan_id=self.plan_id,
+            graph=self.graph.name,
+            attempt=self.attempt,
+            nodes=self.results,
+            validations=self.validations,
+            duration=duration,
+        )
+
+    async def _run_units(
+        self, send: MemoryObjectSendStream[_Unit], receive: MemoryObjectReceiveStream[_Unit]
+    ) -> None:
+        async with open_actor_scope() as actors:
+            self._spawn_actors(actors)
+            ready = [u for u in self.units if u.pending == 0]
+            for unit in ready:
+                send.send_nowait(unit)
+            if not self.units:
+                send.close()
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(self._watchdog)
+                async with anyio.create_task_group() as pool:
+                    for worker in self.workers:
+                        pool.start_soon(self._work, worker, receive.clone())
+                    receive.close()
+                outer.cancel_scope.cancel()
+            actors.stop_all()
+
+    def _spawn_actors(self, scope: ActorScope) -> None:
+        for unit in self.units:
+            if unit.actor is not None:
+                self.actors[unit.id] = scope.spawn(unit.actor(), name=unit.id)
+
+    async def _watchdog(self) -> None:
+        workers = self.workers
+        while True:
+            await anyio.sleep(self.tick)
+            now = anyio.current_time()
+            for worker in workers:
+                if worker.deadline < now:
+                    worker.timed_out = True
+                    worker.deadline = math.inf
+                    worker.scope.cancel()
+
+    async def _work(self, worker: _Worker, receive: MemoryObjectReceiveStream[_Unit]) -> None:
+        async with receive:
+            while True:
+                with anyio.CancelScope() as worker.scope:
+                    async for unit in receive:
+                        worker.current = unit
+                        outcome, duration, cause = await self._execute(worker, unit)
+                        if worker.timed_out:
+                            # The watchdog fired as the call returned; leave the cancelled
+                            # scope before awaiting anything, and count it as a timeout.
+                            break
+                        await self._finish(unit, outcome, duration, cause)
+                    else:
+                        return
+                # Only the watchdog cancels this scope: the current unit ran out of time.
+                late = worker.current
+                assert late is not None and worker.timed_out
+                worker.timed_out = False
+                await self._timed_out(late)
+
+    # -- one unit ----------------------------------------------------------------------------
+
+    def _inputs(self, unit: _Unit) -> dict[str, Any]:
+        inputs = {}
+        for need in unit.needs:
+            result = self.results[need]
+            output = result.output
+            if isinstance(output, ValidationResult):
+                output = msgspec.structs.asdict(output)
+            inputs[need] = output
+        return inputs
+
+    async def _execute(self, worker: _Worker, unit: _Unit) -> tuple[Outcome, float, str]:
+        inputs = self._inputs(unit) if unit.needs else {}
+        artifact: Any = None
+        if len(inputs) == 1:
+            artifact = next(iter(inputs.values()))
+        elif inputs:
+            artifact = inputs
+        event_id = new_ulid()
+        if unit.validation is not None:
+            started: EventBase = ValidationStarted(
+                id=event_id,
+                plan_id=self.plan_id,
+                seq=self._next(),
+                at=time.time(),
+                causation_id=self.start_id,
+                node=unit.id,
+                validation=unit.validation,
+                attachment_id=unit.attachment_id,
+                attempt=self.attempt,
+            )
+        else:
+            started = NodeStarted(
+                id=event_id,
+                plan_id=self.plan_id,
+                seq=self._next(),
+                at=time.time(),
+                causation_id=self.start_id,
+                node=unit.id,
+                attempt=self.attempt,
+            )
+        await self.log.append(started)
+        begin = time.perf_counter()
+        worker.deadline = anyio.current_time() + unit.timeout
+        try:
+            if unit.actor is not None:
+                outcome = await self._ask_actor(unit, inputs)
+            else:
+                assert unit.prepared is not None
+                outcome = await unit.prepared.call(
+                    arguments=unit.arguments,
+                    resources=unit.resources,
+                    artifact=artifact,
+                    inputs=inputs,
+                    plan_id=self.plan_id,
+                    node=unit.id,
+                    attempt=self.attempt,
+                    limiter=self.limiter,
+                )
+        finally:
+            worker.deadline = math.inf
+        return outcome, time.perf_counter() - begin, event_id
+
+    async def _ask_actor(self, unit: _Unit, inputs: dict[str, Any]) -> Outcome:
+        context = ToolContext(
+            plan_id=self.plan_id, node=unit.id, attempt=self.attempt, resources=unit.resources
+        )
+        request = NodeRequest(
+            node=unit.id, inputs=inputs, arguments=dict(unit.arguments), context=context
+        )
+        try:
+            value = await self.actors[unit.id].ask(request)
+        except Exception as exc:
+            return Outcome(
+                False,
+                error=ResultError.EXCEPTION,
+                message=f"actor {unit.id!r} raised {type(exc).__name__}: {exc}",
+            )
+        finally:
+            context.cleanup()
+        return Outcome(True, value)
+
+    async def _timed_out(self, unit: _Unit) -> None:
+        outcome = Outcome(
+            False,
+            error=ResultError.TIMEOUT,
+            message=f"{unit.id} timed out after {unit.timeout:g} s",
+            detail={"timeout": unit.timeout},
+        )
+        await self._finish(unit, outcome, unit.timeout, self.start_id)
+
+    async def _finish(self, unit: _Unit, outcome: Outcome, duration: float, cause: str) -> None:
+        if unit.validation is not None:
+            result = to_result(outcome)
+            record = ValidationRecord(
+                node=unit.id,
+                validation=unit.validation,
+                mode=unit.mode,
+                attachment_id=unit.attachment_id,
+                result=result,
+                duration=duration,
+                attempt=self.attempt,
+            )
+            await self.log.append(
+                ValidationCompleted(
+                    id=new_ulid(),
+                    plan_id=self.plan_id,
+                    seq=self._next(),
+                    at=time.time(),
+                    causation_id=cause,
+                    node=unit.id,
+                    validation=unit.validation,
+                    attachment_id=unit.attachment_id,
+                    attempt=self.attempt,
+                    result=result,
+                    duration=duration,
+                )
+            )
+            self.validations.append(record)
+            node_result = NodeResult(
+                node=unit.id,
+                kind=unit.kind,
+                status=NodeStatus.OK,
+                output=result,
+                duration=duration,
+                attempt=self.attempt,
+            )
+        else:
+            events: list[EventBase] = []
+            completed_id = new_ulid()
+            if outcome.ok:
+                output = outcome.value
+                node_result = NodeResult(
+                    node=unit.id,
+                    kind=unit.kind,
+                    status=NodeStatus.OK,
+                    output=output,
+                    duration=duration,
+                    attempt=self.attempt,
+                )
+            else:
+                node_result = NodeResult(
+                    node=unit.id,
+                    kind=unit.kind,
+                    status=NodeStatus.FAILED,
+                    error=outcome.message,
+                    duration=duration,
+                    attempt=self.attempt,
+                )
+            events.append(
+                NodeCompleted(
+                    id=completed_id,
+                    plan_id=self.plan_id,
+                    seq=self._next(),
+                    at=time.time(),
+                    causation_id=cause,
+                    node=unit.id,
+                    attempt=self.attempt,
+                    ok=outcome.ok,
+                    duration=duration,
+                    output=_jsonable(outcome.value) if outcome.ok else None,
+                    error=None if outcome.ok else outcome.message,
+                )
+            )
+            if outcome.ok and unit.kind == "work":
+                events.append(
+                    ArtifactProduced(
+                        id=new_ulid(),
+                        plan_id=self.plan_id,
+                        seq=self._next(),
+                        at=time.time(),
+                        causation_id=completed_id,
+                        node=unit.id,
+                        artifact=_jsonable(outcome.value),
+                    )
+                )
+            await self.log.append_many(events)
+        unit.result = node_result
+        self.results[unit.id] = node_result
+        await self._release(unit)
+
+    async def _release(self, unit: _Unit) -> None:
+        """Count ``unit`` done; queue dependents whose needs are all done, skip the doomed."""
+        self.remaining -= 1
+        failed = unit.result is not None and unit.result.status is not NodeStatus.OK
+        assert self.send is not None
+        for dependent in unit.dependents:
+            dependent.pending -= 1
+            if failed and dependent.result is None:
+                await self._skip(dependent, f"skipped: {unit.id} {unit.result.status.value}")  # type: ignore[union-attr]
+            elif dependent.pending == 0 and dependent.result is None:
+                self.send.send_nowait(dependent)
+        if self.remaining == 0:
+            self.send.close()
+
+    async def _skip(self, unit: _Unit, reason: str) -> None:
+        unit.result = NodeResult(
+            node=unit.id,
+            kind=unit.kind,
+            status=NodeStatus.SKIPPED,
+            error=reason,
+            attempt=self.attempt,
+        )
+        self.results[unit.id] = unit.result
+        await self.log.append(
+            NodeSkipped(
+                id=new_ulid(),
+                plan_id=self.plan_id,
+                seq=self._next(),
+                at=time.time(),
+                causation_id=self.start_id,
+                node=unit.id,
+                reason=reason,
+            )
+        )
+        # Its own dependents can never run either; count them down through it.
+        unit.pending = 0
+        await self._release(unit)
+
+
+def _jsonable(value: Any) -> Any:
+    """Keep an output in events only if it encodes as JSON; describe it otherwise."""
+    try:
+        msgspec.json.encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return {"unencodable": type(value).__name__, "repr": repr(value)[:200]}
+    return value
+
+
+async def execute_graph(
+    graph: PlanGraph,
+    *,
+    catalog: Catalog | None = None,
+    resources: Mapping[str, Any] | None = None,
+    event_log: EventLog | None = None,
+    max_concurrency: int | None = None,
+    plan_id: str | None = None,
+    attempt: int = 1,
+    isolation: Isolation | None = None,
+) -> GraphRun:
+    """Run every node of ``graph`` once and return what each node and attachment did.
+
+    Nodes start as soon as their ``needs`` are done; ready nodes run concurrently, at most
+    ``max_concurrency`` at a time (default: the graph policy's). With a ``catalog``, the
+    validations attached to the graph's resources (resolved under the graph's project and
+    ``plan_id``) run too, once every work node is done. ``resources`` replaces the graph's
+    resources by name (a folder ``Path`` or a mapping of files), for example with a sandbox.
+    Events go to ``event_log`` (default: a new :class:`MemoryEventLog`).
+
+    A failing tool or validation never raises here: it is a failed node or a failed
+    result. :class:`ConfigError` is raised, before anything runs, for a node that cannot
+    be prepared (a missing entrypoint, an MCP tool).
+    """
+    run_id = plan_id or new_ulid()
+    values = _resource_values(graph, resources)
+    units = _Compiler(graph, values, catalog=catalog, plan_id=run_id, isolation=isolation).compile()
+    engine = _Engine(
+        graph,
+        units,
+        plan_id=run_id,
+        log=event_log if event_log is not None else MemoryEventLog(),
+        max_concurrency=max_concurrency or graph.policy.max_concurrency,
+        attempt=attempt,
+    )
+    return await engine.run()

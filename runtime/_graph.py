@@ -1,0 +1,965 @@
+"""Plan graphs: the versioned YAML format, its loader and its checker.
+
+A plan graph file (format version 1) names the resources a plan works on, the tools and
+validations it defines inline, the nodes that call them, the acceptance criteria that bind
+validations, and the policy the supervisor follows. :func:`load_graph` reads one, checks it
+as a whole and returns a :class:`PlanGraph`. Every problem of a file is reported at once, as
+one :class:`ConfigError` whose lines read ``FILE:LINE:COL: field.path: what is wrong``.
+
+The models check each part on its own (types, ranges, exactly one target per node); the
+loader checks how the parts fit together (names resolve, no cycle, criteria are bound,
+folders exist). A graph built in Python rather than loaded is not cross-checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import importlib
+import inspect
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ._exceptions import CatalogError, ConfigError, ConfigIssue
+from ._models import (
+    ENTRYPOINT_PATTERN,
+    Tool,
+    ToolName,
+    Validation,
+    ValidationMode,
+    _Model,
+    tool_from_config,
+)
+from ._yaml import Document, format_path, load_document, read_document, require_mapping
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    from pydantic import ValidationInfo
+
+    from ._catalog import Catalog
+
+__all__ = [
+    "AcceptanceCriterion",
+    "ApprovalPolicy",
+    "ApprovalRule",
+    "Node",
+    "NodeKind",
+    "PlanGraph",
+    "Policy",
+    "ResourceSpec",
+    "load_graph",
+]
+
+FORMAT_VERSION: Final = 1
+"""The plan graph format this module reads."""
+
+NODE_ID_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+"""Node ids and resource names: a letter or ``_``, then letters, digits, ``_`` and ``-``."""
+
+_ID_RE: Final = re.compile(NODE_ID_PATTERN)
+_USES_RE: Final = re.compile(ENTRYPOINT_PATTERN)
+
+PathKey = tuple[str | int, ...]
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _check_id(value: str) -> str:
+    if not 1 <= len(value) <= 128 or not _ID_RE.fullmatch(value):
+        raise ValueError(
+            f"{value[:60]!r} is not a valid id: use letters, digits, '_' and '-', starting "
+            "with a letter or '_' (at most 128 characters)"
+        )
+    return value
+
+
+def _check_uses(value: str) -> str:
+    if len(value) > 512 or not _USES_RE.fullmatch(value):
+        raise ValueError(f"{value[:60]!r} is not an import path: write 'package.module:Class'")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+def _one_or_many(value: Any) -> Any:
+    # `needs: build` reads as well as `needs: [build]`.
+    return (value,) if isinstance(value, str) else value
+
+
+NodeId = Annotated[str, AfterValidator(_check_id)]
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+Names = Annotated[tuple[NonBlank, ...], BeforeValidator(_one_or_many)]
+Timeout = Annotated[float, Field(gt=0, le=86_400)]
+
+
+class ResourceSpec(_Model):
+    """A resource the plan works on: a folder on disk, or files held in memory."""
+
+    kind: Literal["directory", "memory"]
+    """``directory`` (a folder on disk) or ``memory`` (files held in memory)."""
+    path: Path | None = None
+    """The folder of a ``directory`` resource. A relative path is relative to the graph
+    file's folder (the current directory for a graph given as text); the loaded graph
+    holds it absolute, and the loader checks the folder exists."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """The initial files of a ``memory`` resource: relative path to text."""
+    description: str = ""
+    """What the resource is, for people and for strategy actors."""
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _path_given(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        context = info.context
+        base = context.get("base_dir") if isinstance(context, Mapping) else None
+        # normpath folds `..` without following symlinks: the path stays the one written.
+        return Path(os.path.normpath(Path(base or Path.cwd()) / value))
+
+    @field_validator("files")
+    @classmethod
+    def _relative_files(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            parts = PurePosixPath(name).parts
+            if not name or name.startswith("/") or ".." in parts:
+                raise ValueError(f"{name!r} must be a relative path inside the resource")
+        return value
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Self:
+        if self.kind == "directory":
+            if self.path is None:
+                raise ValueError("a directory resource needs `path`")
+            if self.files:
+                raise ValueError("`files` is only for memory resources")
+        elif self.path is not None:
+            raise ValueError("a memory resource has no `path` (give its `files`)")
+        return self
+
+
+class NodeKind(enum.StrEnum):
+    """What a node runs."""
+
+    WORK = "work"
+    """A tool (``tool:``), on sandboxed resources."""
+    VALIDATION = "validation"
+    """A validation (``validation:``): read-only, fanned out with its peers."""
+    ACTOR = "actor"
+    """An actor class (``uses: "package.module:Class"``)."""
+
+
+class Node(_Model):
+    """One step of a plan: a work node, a validation node or an actor node."""
+
+    id: NodeId
+    """Unique within the graph: a letter or ``_``, then letters, digits, ``_`` and ``-``."""
+    tool: ToolName | None = None
+    """The tool a work node calls (a validation is a tool too)."""
+    validation: ToolName | None = None
+    """The validation a validation node runs."""
+    uses: Annotated[str, AfterValidator(_check_uses)] | None = None
+    """The actor class an actor node runs: ``"package.module:Class"``."""
+    needs: Names = ()
+    """Ids of the nodes that must finish first; their outputs are this node's inputs."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Arguments for the tool, validation or actor."""
+    resources: Names | None = None
+    """Names of the graph's resources this node is given; ``None`` gives it every one."""
+    timeout: Timeout | None = None
+    """Seconds the node may take; ``None`` uses the tool's timeout, then the policy's."""
+    isolation: Literal["inline", "thread", "process"] | None = None
+    """How a synchronous callable runs: in the event loop, in a worker thread or in a
+    worker process; ``None`` means ``thread``."""
+    description: str = ""
+    """What the node does, for people and for strategy actors."""
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        given = [f"`{f}`" for f in ("tool", "validation", "uses") if getattr(self, f) is not None]
+        if not given:
+            raise ValueError("say what the node runs: give one of `tool`, `validation` or `uses`")
+        if len(given) > 1:
+            raise ValueError(
+                f"give only one of `tool`, `validation` or `uses`, not {' and '.join(given)}"
+            )
+        return self
+
+    @property
+    def kind(self) -> NodeKind:
+        """``work``, ``validation`` or ``actor``, by which target is given."""
+        if self.tool is not None:
+            return NodeKind.WORK
+        if self.validation is not None:
+            return NodeKind.VALIDATION
+        return NodeKind.ACTOR
+
+    @property
+    def target(self) -> str:
+        """The tool or validation name, or the ``uses`` import path."""
+        target = self.tool or self.validation or self.uses
+        assert target is not None  # Invariant: the model allows exactly one target.
+        return target
+
+
+class AcceptanceCriterion(_Model):
+    """A statement the plan must satisfy, bound to the validations that show it."""
+
+    id: NonBlank
+    """Unique within the graph, e.g. ``AC1``."""
+    text: NonBlank
+    """The criterion, in one or two sentences."""
+    validations: Names
+    """Validation node ids or validation names; the criterion holds when all of them pass."""
+
+    @field_validator("validations")
+    @classmethod
+    def _some_validations(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("name at least one validation")
+        return value
+
+
+class ApprovalRule(_Model):
+    """How artifacts of matching nodes are approved (seed 002, "approval validation")."""
+
+    match: NonBlank
+    """An ``fnmatch`` glob over node ids, e.g. ``deploy*``."""
+    tier: NonBlank = "default"
+    """The approval tier of matching nodes."""
+    action: Literal["approve", "require", "deny", "escalate"]
+    """``approve`` without asking, ``require`` a decision, ``deny`` outright, or
+    ``escalate`` to a person."""
+
+
+class ApprovalPolicy(_Model):
+    """The approval layer's policy: auto-approved tiers and per-node rules."""
+
+    auto_approve: Names = ()
+    """Tiers approved without asking."""
+    rules: tuple[ApprovalRule, ...] = ()
+    """Rules in order; the first whose glob matches a node id applies."""
+
+
+class Policy(_Model):
+    """What the supervisor allows a plan (seed 000, "Required Validation Failure Handling")."""
+
+    retry_limit: Annotated[int, Field(ge=0)] = 3
+    """Fix-and-revalidate rounds shared by all failures, before a strategy revision."""
+    strategy_revisions: Annotated[int, Field(ge=0)] = 1
+    """Returns to Strategize once the retries are spent, before escalating to a person."""
+    max_concurrency: Annotated[int, Field(ge=1)] = 64
+    """Nodes running at the same time, at most."""
+    default_timeout: Timeout = 60.0
+    """Seconds a node may take when neither the node nor its tool says."""
+    approval: ApprovalPolicy = ApprovalPolicy()
+    """The approval layer's tiers and rules."""
+
+
+class PlanGraph(_Model):
+    """A plan as a graph of nodes, with its resources, tools, criteria and policy.
+
+    Load one with :func:`load_graph`, which checks the graph as a whole and resolves every
+    tool and validation its nodes name.
+    """
+
+    version: Literal[1]
+    """The format version: ``1``."""
+    name: ToolName
+    """The plan's name (letters, digits, ``_``, ``-``, dot-separated parts)."""
+    project: NonBlank | None = None
+    """The project the plan runs in; selects project-scoped attachments."""
+    description: str = ""
+    """What the plan is for."""
+    resources: dict[str, ResourceSpec] = Field(default_factory=dict)
+    """The resources the plan works on, by name."""
+    tools: tuple[Tool, ...] = ()
+    """Tools defined in the graph; they win over catalog entries of the same name."""
+    validations: tuple[Validation, ...] = ()
+    """Validations defined in the graph; they win over catalog entries of the same name."""
+    nodes: tuple[Node, ...]
+    """The steps of the plan; at least one."""
+    acceptance: tuple[AcceptanceCriterion, ...] = ()
+    """Acceptance criteria, each bound to validation nodes."""
+    policy: Policy = Policy()
+    """Retries, concurrency, timeouts and approval."""
+
+    @field_validator("nodes")
+    @classmethod
+    def _some_nodes(cls, value: tuple[Node, ...]) -> tuple[Node, ...]:
+        # An `after` validator: it does not run, and so does not pile on, when a node is bad.
+        if not value:
+            raise ValueError("a plan graph needs at least one node")
+        return value
+
+    _source: str = PrivateAttr(default="<string>")
+    _base_dir: Path | None = PrivateAttr(default=None)
+    _registry: dict[str, Tool] | None = PrivateAttr(default=None)
+    _digraph: Any = PrivateAttr(default=None)
+    _by_id: dict[str, Node] | None = PrivateAttr(default=None)
+    _order: tuple[str, ...] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PlanGraph):
+            return NotImplemented
+        # The private attributes are caches and the loader's resolution: two loads of one
+        # file are equal graphs.
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """Return a copy; what is derived from changed fields is worked out again."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied._by_id = copied._order = copied._digraph = None
+            if {"tools", "validations"} & set(update):
+                copied._registry = None
+        return copied
+
+    @property
+    def source(self) -> str:
+        """The file the graph was loaded from, or ``<string>``."""
+        return self._source
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder relative resource paths were resolved against."""
+        return self._base_dir if self._base_dir is not None else Path.cwd()
+
+    @property
+    def registry(self) -> Mapping[str, Tool]:
+        """Every tool and validation the graph defines or names, resolved, by name."""
+        if self._registry is None:
+            # A graph built in Python knows only its inline definitions.
+            inline = {t.name: t for t in (*self.tools, *self.validations)}
+            self._registry = {
+                name: _inherit_inline(tool, inline, ()) for name, tool in inline.items()
+            }
+        return MappingProxyType(self._registry)
+
+    @property
+    def digraph(self) -> Any:
+        """The ``networkx.DiGraph`` of ``needs``: an edge ``a → b`` when ``b`` needs ``a``."""
+        if self._digraph is None:
+            self._digraph = _dependency_graph(self.nodes)
+        return self._digraph
+
+    def node(self, node_id: str) -> Node:
+        """Return the node with this id; raise :class:`KeyError` if there is none."""
+        if self._by_id is None:
+            self._by_id = {n.id: n for n in self.nodes}
+        try:
+            return self._by_id[node_id]
+        except KeyError:
+            raise KeyError(f"no node {node_id!r} in plan graph {self.name!r}") from None
+
+    def get_tool(self, name: str) -> Tool:
+        """Return a tool or validation a node names or wraps, inline definitions first.
+
+        A wrapped validation comes with what it inherits from the tool it wraps.
+        Raises :class:`KeyError` for a name the graph does not use.
+        """
+        try:
+            return self.registry[name]
+        except KeyError:
+            raise KeyError(f"plan graph {self.name!r} uses no tool named {name!r}") from None
+
+    def topological_order(self) -> list[str]:
+        """Return the node ids, each after the nodes it needs; ties keep the file's order."""
+        if self._order is None:
+            import networkx as nx  # type: ignore[import-untyped,unused-ignore]
+
+            position = {n.id: i for i, n in enumerate(self.nodes)}
+            try:
+                order = nx.lexicographical_topological_sort(self.digraph, key=position.get)
+                self._order = tuple(order)
+            except nx.NetworkXUnfeasible:
+                raise ConfigError.at("nodes", "the graph has a cycle") from None
+        return list(self._order)
+
+    def dependents(self, node_id: str) -> tuple[str, ...]:
+        """Return the ids of the nodes that need ``node_id``, in the file's order."""
+        self.node(node_id)
+        # Edges are added node by node in the file's order, so successors keep it.
+        return tuple(self.digraph.successors(node_id))
+
+    def validation_nodes(self) -> list[Node]:
+        """Return the validation nodes, in the file's order."""
+        return [n for n in self.nodes if n.kind is NodeKind.VALIDATION]
+
+    def criteria_for(self, node_id: str) -> list[AcceptanceCriterion]:
+        """Return the acceptance criteria naming this node's id or its validation's name."""
+        node = self.node(node_id)
+        names = {node.id} if node.validation is None else {node.id, node.validation}
+        return [c for c in self.acceptance if names.intersection(c.validations)]
+
+    def _bind(self, source: str, base_dir: Path, registry: dict[str, Tool], digraph: Any) -> Self:
+        self._source = source
+        self._base_dir = base_dir
+        self._registry = registry
+        self._digraph = digraph
+        return self
+
+
+def load_graph(
+    source: str | os.PathLike[str] | bytes, *, catalog: Catalog | None = None
+) -> PlanGraph:
+    """Load and check a plan graph; return it with every name it uses resolved.
+
+    ``source`` is a path to a YAML (or JSON) file, or the YAML text itself: a ``str``
+    holding a newline, or ``bytes``. Tools and validations are looked up in the graph's
+    own ``tools`` and ``validations`` first, then in ``catalog``; without a catalog only
+    the graph's own exist. Raises :class:`ConfigError` listing every problem of the file,
+    each as ``FILE:LINE:COL: field.path: what is wrong``. Nothing else escapes.
+    """
+    if isinstance(source, bytes) or (isinstance(source, str) and "\n" in source):
+        doc = load_document(source, "<string>")
+        base_dir = Path.cwd()
+    elif isinstance(source, str | os.PathLike):
+        doc = read_document(source)
+        base_dir = Path(os.path.abspath(source)).parent
+    else:
+        raise TypeError(f"source must be a path or YAML text, not {type(source).__name__}")
+    return _Loader(doc, base_dir, catalog).load()
+
+
+# -- the loader ------------------------------------------------------------------------------
+
+# The field that names a node's target, by the node's kind.
+_TARGET_FIELD: Final = {
+    NodeKind.WORK: "tool",
+    NodeKind.VALIDATION: "validation",
+    NodeKind.ACTOR: "uses",
+}
+
+# Field names by model, for "did you mean" on unknown fields (by the path's shape).
+_FIELDS_BY_PATH: Final[tuple[tuple[re.Pattern[str], type[BaseModel]], ...]] = (
+    (re.compile(r"^[^.\[]+$"), PlanGraph),
+    (re.compile(r"^nodes\[\d+\]\.[^.]+$"), Node),
+    (re.compile(r"^acceptance\[\d+\]\.[^.]+$"), AcceptanceCriterion),
+    (re.compile(r"^resources\.[^.]+\.[^.]+$"), ResourceSpec),
+    (re.compile(r"^policy\.[^.]+$"), Policy),
+    (re.compile(r"^policy\.approval\.[^.]+$"), ApprovalPolicy),
+    (re.compile(r"^policy\.approval\.rules\[\d+\]\.[^.]+$"), ApprovalRule),
+)
+
+
+@dataclass(slots=True)
+class _Parts:
+    """The parts of a graph that passed their own validation, with their indices."""
+
+    resources: dict[str, ResourceSpec]
+    tools: list[tuple[PathKey, Tool]]
+    nodes: list[tuple[int, Node]]
+    acceptance: list[tuple[int, AcceptanceCriterion]]
+
+
+@dataclass(slots=True)
+class _Broken:
+    """Names whose own definition failed: references to them are not reported again."""
+
+    nodes: set[str] = field(default_factory=set)
+    tools: set[str] = field(default_factory=set)
+    resources: set[str] = field(default_factory=set)
+
+
+class _Loader:
+    """Validates one document as a plan graph, collecting every problem."""
+
+    def __init__(self, doc: Document, base_dir: Path, catalog: Catalog | None) -> None:
+        self.doc = doc
+        self.base_dir = base_dir
+        self.catalog = catalog
+        self.issues: list[ConfigIssue] = []
+        self.broken = _Broken()
+        self.inline: dict[str, tuple[PathKey, Tool]] = {}
+        self.registry: dict[str, Tool] = {}
+        self.catalog_errors: dict[str, str] = {}
+        self.imports: dict[str, str | None] = {}
+
+    def add(self, path: Sequence[str | int], message: str, *, at_key: bool = False) -> None:
+        path = tuple(path)
+        # `needs: build` is a list of one that the file does not write as a list.
+        while path and isinstance(path[-1], int) and path not in self.doc.marks:
+            path = path[:-1]
+        self.issues.append(self.doc.issue(path, message, at_key=at_key))
+
+    def where(self, path: Sequence[str | int]) -> str:
+        line, _ = self.doc.position(path)
+        return f"line {line}" if line is not None else format_path(path)
+
+    # -- phases ------------------------------------------------------------------------------
+
+    def load(self) -> PlanGraph:
+        data = dict(require_mapping(self.doc, "plan graph"))
+        self._check_version(data)
+        tools = self._inline_tools(data)
+        context = {"base_dir": self.base_dir}
+        graph: PlanGraph | None = None
+        try:
+            graph = PlanGraph.model_validate(data, context=context)
+        except ValidationError as exc:
+            self.issues.extend(self.doc.errors_from(exc).issues)
+        except (TypeError, RecursionError) as exc:  # unhashable or absurd input
+            self.add([], f"cannot read the plan graph: {exc}")
+        if graph is not None:
+            parts = _Parts(
+                dict(graph.resources),
+                tools,
+                list(enumerate(graph.nodes)),
+                list(enumerate(graph.acceptance)),
+            )
+        else:
+            parts = self._salvage(data, tools, context)
+        digraph = self._check(parts, data.get("resources"))
+        if self.issues or graph is None:
+            raise ConfigError(self._explained(), source=self.doc.source)
+        return graph._bind(self.doc.source, self.base_dir, self.registry, digraph)
+
+    def _check_version(self, data: dict[str, Any]) -> None:
+        if "version" not in data:
+            self.add(
+                ["version"],
+                f"field required: the format version (write `version: {FORMAT_VERSION}`)",
+            )
+        else:
+            version = data["version"]
+            exact = type(version) is int and version == FORMAT_VERSION
+            if type(version) is int and not exact:
+                # Another format: its fields would all read as errors, so say only this.
+                raise self.doc.error(
+                    ["version"],
+                    f"unsupported format version {version}: this gategraph reads version "
+                    f"{FORMAT_VERSION}",
+                )
+            if not exact:
+                self.add(["version"], f"must be {FORMAT_VERSION} (the format version)")
+        data["version"] = FORMAT_VERSION
+
+    def _inline_tools(self, data: dict[str, Any]) -> list[tuple[PathKey, Tool]]:
+        """Build inline tools and validations as ``gategraph tool add`` would."""
+        built: list[tuple[PathKey, Tool]] = []
+        sections: tuple[tuple[str, Callable[[Document], Tool]], ...] = (
+            ("tools", tool_from_config),
+            ("validations", Validation.from_config),
+        )
+        parts = _item_marks(self.doc, (section for section, _ in sections))
+        for section, build in sections:
+            items = data.get(section)
+            if not isinstance(items, list):
+                continue  # the model reports what is wrong with the section itself
+            models = []
+            for index, item in enumerate(items):
+                path: PathKey = (section, index)
+                part = parts.get(path) or Document(None, self.doc.source)
+                part.data = item
+                try:
+                    model = build(part)
+                except ConfigError as exc:
+                    self._adopt(exc, path)
+                    if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                        self.broken.tools.add(item["name"])
+                else:
+                    built.append((path, model))
+                    models.append(model)
+            data[section] = models
+        return built
+
+    def _adopt(self, exc: ConfigError, path: PathKey) -> None:
+        """Keep a part's issues, with the part's path in front of each field."""
+        prefix = format_path(path)
+        line, column = self.doc.position(path)
+        for issue in exc.issues:
+            known = issue.line is not None
+            self.issues.append(
+                ConfigIssue(
+                    issue.message,
+                    f"{prefix}.{issue.field}" if issue.field else prefix,
+                    issue.line if known else line,
+                    issue.column if known else column,
+                )
+            )
+
+    def _salvage(
+        self, data: dict[str, Any], tools: list[tuple[PathKey, Tool]], context: dict[str, Any]
+    ) -> _Parts:
+        """Validate each part on its own, so the cross-checks still see the valid ones."""
+        resources: dict[str, ResourceSpec] = {}
+        raw = data.get("resources")
+        if isinstance(raw, dict):
+            for name, spec in raw.items():
+                try:
+                    resources[name] = ResourceSpec.model_validate(spec, context=context)
+                except (ValidationError, TypeError):
+                    self.broken.resources.add(name)
+        nodes = _valid_items(data.get("nodes"), Node, self.broken.nodes)
+        acceptance = _valid_items(data.get("acceptance"), AcceptanceCriterion, set())
+        return _Parts(resources, tools, nodes, acceptance)
+
+    def _check(self, parts: _Parts, raw_resources: Any) -> Any:
+        if isinstance(raw_resources, dict):
+            for name in raw_resources:
+                try:
+                    _check_id(name)
+                except ValueError as exc:
+                    self.add(["resources", name], str(exc), at_key=True)
+        for name, spec in parts.resources.items():
+            self._check_directory(name, spec)
+        self._register_inline(parts.tools)
+        ids = self._check_ids(parts.nodes)
+        for index, node in parts.nodes:
+            self._check_node(index, node, ids, parts.resources)
+        digraph = _dependency_graph(node for _, node in parts.nodes)
+        self._check_cycles(digraph, ids)
+        self._check_acceptance(parts.acceptance, [node for _, node in parts.nodes])
+        return digraph
+
+    def _explained(self) -> list[ConfigIssue]:
+        """Order issues as they stand in the file and suggest names for unknown fields."""
+        out = []
+        for issue in self.issues:
+            if issue.message == "unknown field":
+                issue = _suggest_field(issue)
+            out.append(issue)
+        return sorted(out, key=lambda i: (i.line or 0, i.column or 0))
+
+    # -- resources ---------------------------------------------------------------------------
+
+    def _check_directory(self, name: str, spec: ResourceSpec) -> None:
+        if spec.kind != "directory" or spec.path is None:
+            return
+        path = ["resources", name, "path"]
+        try:
+            if spec.path.is_dir():
+                return
+            exists = spec.path.exists()
+        except OSError as exc:
+            self.add(path, f"cannot use {os.fspath(spec.path)!r}: {exc.strerror or exc}")
+            return
+        what = "not a directory" if exists else "no such directory"
+        self.add(path, f"{what}: {os.fspath(spec.path)}")
+
+    # -- tools and validations ---------------------------------------------------------------
+
+    def _register_inline(self, tools: list[tuple[PathKey, Tool]]) -> None:
+        for path, tool in tools:
+            first = self.inline.get(tool.name)
+            if first is not None:
+                self.add(
+                    [*path, "name"],
+                    f"duplicate name {tool.name!r}: tools and validations share one "
+                    f"namespace (first defined at {self.where(first[0])})",
+                )
+            else:
+                self.inline[tool.name] = (path, tool)
+        for name in self.inline:
+            self._resolve(name, ())
+
+    def _resolve(self, name: str, chain: tuple[str, ...]) -> Tool | None:
+        """Return the tool ``name`` with its wrapping applied; ``None`` if it is unknown."""
+        if name in self.registry:
+            return self.registry[name]
+        if name in self.inline:
+            path, tool = self.inline[name]
+            if isinstance(tool, Validation) and tool.wraps is not None:
+                tool = self._wrap(path, tool, (*chain, name))
+            self.registry[name] = tool
+            return tool
+        if self.catalog is None or name in self.catalog_errors:
+            return None
+        try:
+            if name not in self.catalog:
+                return None
+            found = self.catalog.get(name)  # comes with its inheritance applied
+        except CatalogError as exc:
+            self.catalog_errors[name] = _one_line(exc)
+            return None
+        self.registry[name] = found
+        if isinstance(found, Validation) and found.wraps is not None:
+            # The engine calls the wrapped tool to run this validation.
+            self._resolve(found.wraps, (*chain, name))
+        return found
+
+    def _wrap(self, path: PathKey, validation: Validation, chain: tuple[str, ...]) -> Validation:
+        wraps = validation.wraps
+        assert wraps is not None
+        where = [*path, "wraps"]
+        if wraps in chain:
+            cycle = " → ".join([*chain[chain.index(wraps) :], wraps])
+            self.add(where, f"wrapping cycle {cycle}")
+            return validation
+        wrapped = self._resolve(wraps, chain)
+        if wrapped is None:
+            if wraps not in self.broken.tools:
+                self.add(where, self._unknown("tool", wraps, validation.name))
+            return validation
+        if wrapped.capability.writes:
+            self.add(
+                where,
+                f"cannot wrap {wraps!r}: it writes, and a validation is always read-only",
+            )
+            return validation
+        return validation.inherit_from(wrapped)
+
+    def _unknown(self, kind: str, name: str, asking: str = "") -> str:
+        if name in self.catalog_errors:
+            return f"cannot read {kind} {name!r} from the catalog: {self.catalog_errors[name]}"
+        where = (
+            "in this graph nor in the catalog"
+            if self.catalog is not None
+            else "in this graph (no catalog was given)"
+        )
+        hint = _did_you_mean(name, (n for n in self.inline if n != asking))
+        return f"unknown {kind} {name!r}: not defined {where}{hint}"
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    def _check_ids(self, nodes: list[tuple[int, Node]]) -> dict[str, int]:
+        ids: dict[str, int] = {}
+        for index, node in nodes:
+            if node.id in ids:
+                first = self.where(["nodes", ids[node.id], "id"])
+                self.add(
+                    ["nodes", index, "id"], f"duplicate node id {node.id!r} (first at {first})"
+                )
+            else:
+                ids[node.id] = index
+        return ids
+
+    def _check_node(
+        self, index: int, node: Node, ids: Mapping[str, int], resources: Mapping[str, Any]
+    ) -> None:
+        base: PathKey = ("nodes", index)
+        for j, need in _listed(self, [*base, "needs"], node.needs):
+            if need == node.id:
+                self.add([*base, "needs", j], "a node cannot need itself")
+            elif need not in ids and need not in self.broken.nodes:
+                self.add([*base, "needs", j], f"unknown node {need!r}{_did_you_mean(need, ids)}")
+        for j, name in _listed(self, [*base, "resources"], node.resources or ()):
+            if name not in resources and name not in self.broken.resources:
+                declared = ", ".join(sorted(resources))
+                hint = f"the graph declares: {declared}" if declared else "the graph declares none"
+                self.add([*base, "resources", j], f"unknown resource {name!r} ({hint})")
+        kind = node.kind
+        field = _TARGET_FIELD[kind]
+        where = [*base, field]
+        if kind is NodeKind.ACTOR:
+            message = self._import_class(node.target)
+            if message is not None:
+                self.add(where, message)
+            return
+        tool = self._resolve(node.target, ())
+        if tool is None:
+            if node.target not in self.broken.tools:
+                self.add(where, self._unknown(field, node.target))
+        elif kind is NodeKind.VALIDATION and not isinstance(tool, Validation):
+            if tool.capability.writes:
+                self.add(
+                    where,
+                    f"a validation node cannot run a tool that writes ({node.target!r} "
+                    "has capability.writes)",
+                )
+            else:
+                self.add(
+                    where,
+                    f"{node.target!r} names a tool, not a validation (call it from a work "
+                    "node with `tool:`, or wrap it in a validation)",
+                )
+
+    def _import_class(self, uses: str) -> str | None:
+        """Return what is wrong with ``uses``, or ``None`` if it names a class."""
+        if uses not in self.imports:
+            self.imports[uses] = _class_problem(uses)
+        return self.imports[uses]
+
+    def _check_cycles(self, digraph: Any, ids: Mapping[str, int]) -> None:
+        import networkx as nx  # type: ignore[import-untyped,unused-ignore]
+
+        components = [c for c in nx.strongly_connected_components(digraph) if len(c) > 1]
+        for component in sorted(components, key=lambda c: min(ids[n] for n in c)):
+            cycle = [u for u, _ in nx.find_cycle(digraph.subgraph(component))]
+            start = min(range(len(cycle)), key=lambda k: ids[cycle[k]])
+            cycle = cycle[start:] + cycle[:start]
+            self.add(["nodes"], "cycle " + " → ".join([*cycle, cycle[0]]))
+
+    # -- acceptance criteria -----------------------------------------------------------------
+
+    def _check_acceptance(
+        self, criteria: list[tuple[int, AcceptanceCriterion]], nodes: list[Node]
+    ) -> None:
+        # A criterion binds validation nodes, by node id or by the validation they run.
+        bound: dict[str, list[Node]] = {}
+        for node in nodes:
+            if node.validation is not None:
+                bound.setdefault(node.id, []).append(node)
+                if node.validation != node.id:
+                    bound.setdefault(node.validation, []).append(node)
+        ids: dict[str, int] = {}
+        for index, criterion in criteria:
+            if criterion.id in ids:
+                first = self.where(["acceptance", ids[criterion.id], "id"])
+                self.add(
+                    ["acceptance", index, "id"],
+                    f"duplicate acceptance criterion id {criterion.id!r} (first at {first})",
+                )
+            else:
+                ids[criterion.id] = index
+            where: PathKey = ("acceptance", index, "validations")
+            for j, name in _listed(self, where, criterion.validations):
+                matches = bound.get(name)
+                if matches is None:
+                    if name not in self.broken.nodes and name not in self.broken.tools:
+                        self.add(
+                            [*where, j],
+                            f"{name!r} is bound to nothing: name a validation node's id or "
+                            "a validation that a validation node runs",
+                        )
+                    continue
+                informational = sorted(
+                    {n.target for n in matches if _is_informational(self.registry.get(n.target))}
+                )
+                if informational:
+                    # A criterion gates the plan; an informational result never blocks.
+                    self.add(
+                        [*where, j],
+                        f"{name!r} runs the informational validation {informational[0]!r}, "
+                        "which never blocks: bind only required validations",
+                    )
+
+
+def _listed(
+    loader: _Loader, path: Sequence[str | int], names: Iterable[str]
+) -> list[tuple[int, str]]:
+    """Return ``(index, name)`` pairs, reporting a name listed twice."""
+    seen: set[str] = set()
+    out = []
+    for j, name in enumerate(names):
+        if name in seen:
+            loader.add([*path, j], f"{name!r} is listed twice")
+        else:
+            seen.add(name)
+            out.append((j, name))
+    return out
+
+
+def _valid_items(raw: Any, model: type[_M], broken: set[str]) -> list[tuple[int, _M]]:
+    """Validate each item of a list on its own; record the ids of those that fail."""
+    out: list[tuple[int, _M]] = []
+    if not isinstance(raw, list):
+        return out
+    for index, item in enumerate(raw):
+        try:
+            out.append((index, model.model_validate(item)))
+        except (ValidationError, TypeError):
+            if isinstance(item, Mapping) and isinstance(item.get("id"), str):
+                broken.add(item["id"])
+    return out
+
+
+def _item_marks(doc: Document, sections: Iterable[str]) -> dict[PathKey, Document]:
+    """Split the positions of each ``section[i]`` item off ``doc``, in one pass over them.
+
+    Returns an empty document per item that has positions; :func:`Tool.from_config` reads
+    it with the item's data, so its errors keep their lines and columns.
+    """
+    wanted = set(sections)
+    out: dict[PathKey, Document] = {}
+    for marks, keyed in ((doc.marks, False), (doc.key_marks, True)):
+        for key, mark in marks.items():
+            if len(key) > 1 and key[0] in wanted:
+                part = out.setdefault(key[:2], Document(None, doc.source))
+                (part.key_marks if keyed else part.marks)[key[2:]] = mark
+    return out
+
+
+def _dependency_graph(nodes: Iterable[Node]) -> Any:
+    """Build the ``networkx.DiGraph`` of ``needs``: an edge ``a → b`` when ``b`` needs ``a``."""
+    import networkx as nx  # type: ignore[import-untyped,unused-ignore]
+
+    nodes = list(nodes)
+    digraph: Any = nx.DiGraph()
+    digraph.add_nodes_from(n.id for n in nodes)
+    known = set(digraph)
+    for node in nodes:
+        # Unknown needs and self-needs are reported by the checker; they are no edges.
+        digraph.add_edges_from(
+            (need, node.id) for need in node.needs if need in known and need != node.id
+        )
+    return digraph
+
+
+def _inherit_inline(tool: Tool, inline: Mapping[str, Tool], chain: tuple[str, ...]) -> Tool:
+    """Apply wrapping inheritance among inline definitions (for graphs built in Python)."""
+    if not isinstance(tool, Validation) or tool.wraps is None or tool.wraps in chain:
+        return tool
+    wrapped = inline.get(tool.wraps)
+    if wrapped is None:
+        return tool
+    return tool.inherit_from(_inherit_inline(wrapped, inline, (*chain, tool.name)))
+
+
+def _is_informational(tool: Tool | None) -> bool:
+    return isinstance(tool, Validation) and tool.mode is ValidationMode.INFORMATIONAL
+
+
+def _class_problem(uses: str) -> str | None:
+    """Import ``package.module:Class``; return what is wrong, or ``None`` for a class."""
+    module_name, _, qualname = uses.partition(":")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        return f"cannot import {module_name!r}: {_one_line(exc)}"
+    except Exception as exc:  # the module itself fails while it is imported
+        return f"cannot import {module_name!r}: {type(exc).__name__}: {_one_line(exc)}"
+    try:
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except AttributeError as exc:
+        return f"cannot resolve {uses!r}: {_one_line(exc)}"
+    if not inspect.isclass(found):
+        return f"{uses!r} is a {type(found).__name__}, not a class"
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _suggest_field(issue: ConfigIssue) -> ConfigIssue:
+    for pattern, model in _FIELDS_BY_PATH:
+        if pattern.match(issue.field):
+            hint = _did_you_mean(issue.field.rpartition(".")[2], model.model_fields)
+            if hint:
+                return ConfigIssue(issue.message + hint, issue.field, issue.line, issue.column)
+            break
+    return issue

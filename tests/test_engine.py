@@ -1,0 +1,523 @@
+"""The engine: execute_graph's scheduling, invocation, failure kinds, events and attachments."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from gategraph.runtime import Catalog, ConfigError, ValidationResult
+from gategraph.runtime._engine import NodeRequest, NodeStatus, execute_graph
+from gategraph.runtime._eventlog import MemoryEventLog, SQLiteEventLog, read_events
+from gategraph.runtime._events import (
+    ArtifactProduced,
+    NodeCompleted,
+    NodeSkipped,
+    NodeStarted,
+    RunFinished,
+    RunStarted,
+    ValidationCompleted,
+    ValidationStarted,
+)
+from gategraph.runtime._graph import PlanGraph, load_graph
+
+pytestmark = pytest.mark.anyio
+T = "gategraph.runtime.testing"
+
+
+def graph(text: str) -> PlanGraph:
+    return load_graph(textwrap.dedent(text).strip() + "\n")
+
+
+def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str:
+    """Install a module of test tools and return its name."""
+    module = types.ModuleType(name)
+    for key, value in attrs.items():
+        setattr(module, key, value)
+    monkeypatch.setitem(sys.modules, name, module)
+    return name
+
+
+FANOUT = f"""
+version: 1
+name: fanout
+validations:
+  - {{name: ok, entrypoint: "{T}:passing"}}
+  - {{name: bad, entrypoint: "{T}:failing"}}
+  - {{name: advisory, entrypoint: "{T}:failing", mode: informational}}
+tools:
+  - name: make
+    code: |
+      def run(**_):
+          return {{"files": ["a.py"]}}
+nodes:
+  - {{id: make, tool: make}}
+  - {{id: v1, validation: ok, needs: [make]}}
+  - {{id: v2, validation: ok, needs: [make]}}
+  - {{id: v3, validation: advisory, needs: [make]}}
+  - {{id: v4, validation: bad, needs: [make]}}
+"""
+
+
+async def test_fanout_results_per_node() -> None:
+    """Every node runs once; results come back per node with status, duration and attempt."""
+    run = await execute_graph(graph(FANOUT), attempt=2)
+    assert set(run.nodes) == {"make", "v1", "v2", "v3", "v4"}
+    assert run.nodes["make"].output == {"files": ["a.py"]}
+    assert all(r.status is NodeStatus.OK for r in run.nodes.values())
+    assert all(r.attempt == 2 for r in run.nodes.values())
+    by_node = {v.node: v for v in run.validations}
+    assert by_node["v1"].result.passed and by_node["v2"].result.passed
+    assert not by_node["v3"].blocking  # informational failures never block
+    assert by_node["v4"].blocking
+    assert [v.node for v in run.required_failures] == ["v4"]
+    assert not run.passed
+
+
+async def test_events_tell_the_whole_story() -> None:
+    """Each transition is an event with a ULID, per-plan seq, and causation."""
+    log = MemoryEventLog()
+    run = await execute_graph(graph(FANOUT), event_log=log, plan_id="plan-1")
+    events = await log.read("plan-1")
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunFinished)
+    assert run.plan_id == "plan-1"
+    kinds = [type(e) for e in events]
+    assert kinds.count(ValidationStarted) == kinds.count(ValidationCompleted) == 4
+    assert NodeStarted in kinds and NodeCompleted in kinds and ArtifactProduced in kinds
+    started = {e.node: e for e in events if isinstance(e, ValidationStarted)}
+    for event in events:
+        if isinstance(event, ValidationCompleted):
+            # The start is logged before the completion it causes.
+            assert event.causation_id == started[event.node].id
+            assert started[event.node].seq < event.seq
+    produced = next(e for e in events if isinstance(e, ArtifactProduced))
+    completed = next(e for e in events if isinstance(e, NodeCompleted))
+    assert produced.causation_id == completed.id
+    assert produced.artifact == {"files": ["a.py"]}
+    # The work node's completion is logged before any validation that needs it starts.
+    assert completed.seq < min(e.seq for e in started.values())
+
+
+async def test_no_global_barrier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node starts as soon as its own needs are done, while unrelated nodes still run."""
+    gate = anyio.Event()
+    order: list[str] = []
+
+    async def slow(**_: Any) -> dict[str, Any]:
+        await gate.wait()
+        order.append("slow")
+        return {"passed": True}
+
+    async def quick(**_: Any) -> dict[str, Any]:
+        order.append("quick")
+        return {"passed": True}
+
+    async def after_quick(**_: Any) -> dict[str, Any]:
+        order.append("after_quick")
+        gate.set()  # only reachable if it did not wait for `slow`
+        return {"passed": True}
+
+    mod = fake_module(monkeypatch, "gg_barrier", slow=slow, quick=quick, after_quick=after_quick)
+    g = graph(f"""
+        version: 1
+        name: barrier
+        validations:
+          - {{name: slow, entrypoint: "{mod}:slow"}}
+          - {{name: quick, entrypoint: "{mod}:quick"}}
+          - {{name: after, entrypoint: "{mod}:after_quick"}}
+        nodes:
+          - {{id: s, validation: slow}}
+          - {{id: q, validation: quick}}
+          - {{id: a, validation: after, needs: [q]}}
+        """)
+    with anyio.fail_after(10):
+        await execute_graph(g)
+    assert order == ["quick", "after_quick", "slow"]
+
+
+async def test_concurrency_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most max_concurrency validations run at once, and that many do run at once."""
+    state = {"now": 0, "peak": 0}
+
+    async def tracked(**_: Any) -> dict[str, Any]:
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await anyio.sleep(0.01)
+        state["now"] -= 1
+        return {"passed": True}
+
+    mod = fake_module(monkeypatch, "gg_bound", tracked=tracked)
+    nodes = "\n".join(f"  - {{id: n{i}, validation: t}}" for i in range(40))
+    g = load_graph(
+        f"version: 1\nname: bound\nvalidations:\n  - {{name: t, entrypoint: '{mod}:tracked'}}\n"
+        f"nodes:\n{nodes}\n"
+    )
+    run = await execute_graph(g, max_concurrency=7)
+    assert len(run.validations) == 40
+    assert state["peak"] == 7
+
+
+async def test_outputs_flow_downstream() -> None:
+    """A node receives the outputs it needs: one need is the artifact, several a mapping."""
+    g = graph(f"""
+        version: 1
+        name: flow
+        tools:
+          - {{name: a, code: "def run(**_):\\n    return {{'n': 1}}\\n"}}
+          - {{name: b, code: "def run(**_):\\n    return [2]\\n"}}
+        validations:
+          - {{name: echo, entrypoint: "{T}:echo"}}
+        nodes:
+          - {{id: a, tool: a}}
+          - {{id: b, tool: b}}
+          - {{id: one, validation: echo, needs: [a], arguments: {{x: 1}}}}
+          - {{id: two, validation: echo, needs: [a, b]}}
+          - {{id: three, validation: echo, needs: [one]}}
+        """)
+    run = await execute_graph(g)
+    one = run.nodes["one"].output
+    assert isinstance(one, ValidationResult)
+    assert one.data["artifact"] == {"n": 1}
+    assert one.data["arguments"] == {"x": 1}
+    two = run.nodes["two"].output
+    assert isinstance(two, ValidationResult)
+    assert two.data["artifact"] == {"a": {"n": 1}, "b": [2]}
+    three = run.nodes["three"].output
+    assert isinstance(three, ValidationResult)
+    # A validation's structured result is an input like any other output.
+    assert three.data["artifact"]["passed"] is True
+
+
+@pytest.mark.parametrize(
+    ("entry", "arguments", "error", "message"),
+    [
+        ("raising", {}, "exception", "RuntimeError: raised on purpose"),
+        ("returning", {"value": {"ok": True}}, "malformed", "'passed' is missing"),
+        ("returning", {}, "malformed", "returned None"),
+        ("returning", {"value": {"passed": "yes"}}, "malformed", "must be a bool"),
+        ("returning", {"value": "not json"}, "malformed", "not valid JSON"),
+        ("sleeping", {"seconds": 30}, "timeout", "timed out after 0.05 s"),
+    ],
+)
+async def test_failure_kinds(
+    entry: str, arguments: dict[str, Any], error: str, message: str
+) -> None:
+    """Exceptions, malformed returns and timeouts become failed results, never crashes."""
+    g = load_graph(
+        "version: 1\nname: f\n"
+        f"validations:\n  - {{name: v, entrypoint: '{T}:{entry}', timeout: 0.05}}\n"
+        "nodes:\n  - id: n\n    validation: v\n"
+        f"    arguments: {arguments!r}\n".replace("'", '"')
+        if arguments
+        else "version: 1\nname: f\n"
+        f"validations:\n  - {{name: v, entrypoint: '{T}:{entry}', timeout: 0.05}}\n"
+        "nodes:\n  - {id: n, validation: v}\n"
+    )
+    with anyio.fail_after(10):
+        run = await execute_graph(g)
+    result = run.validations[0].result
+    assert result.passed is False
+    assert result.data["error"] == error
+    assert message in result.message
+
+
+async def test_too_large_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result over the size limit fails as too_large."""
+    mod = fake_module(
+        monkeypatch, "gg_large", big=lambda **_: {"passed": True, "data": {"x": "a" * (2 << 20)}}
+    )
+    g = graph(f"""
+        version: 1
+        name: large
+        validations: [{{name: big, entrypoint: "{mod}:big"}}]
+        nodes: [{{id: n, validation: big}}]
+        """)
+    result = (await execute_graph(g)).validations[0].result
+    assert result.data["error"] == "too_large"
+    assert result.data["size"] > 2 << 20
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("x = 1\n")
+    return repo
+
+
+async def test_read_only_violation(tmp_path: Path) -> None:
+    """A validation that writes is blocked and fails with read_only_violation."""
+    repo = _repo(tmp_path)
+    g = graph(f"""
+        version: 1
+        name: ro
+        resources: {{repo: {{kind: directory, path: "{repo}"}}}}
+        validations:
+          - name: writer
+            entrypoint: "{T}:writing"
+            resource_slots: [root]
+        nodes: [{{id: n, validation: writer, resources: [repo]}}]
+        """)
+    result = (await execute_graph(g)).validations[0].result
+    assert result.data["error"] == "read_only_violation"
+    assert "written-by-validation.txt" in result.message
+    assert sorted(p.name for p in repo.iterdir()) == ["a.py"]
+
+
+async def test_read_only_violation_inline_async(tmp_path: Path) -> None:
+    """The guard covers async validations and inline code too, even if they catch the error."""
+    repo = _repo(tmp_path)
+    code = (
+        "async def run(root, **_):\\n"
+        "    try:\\n"
+        "        (root / 'x').write_text('x')\\n"
+        "    except OSError:\\n"
+        "        pass\\n"
+        "    return {'passed': True}\\n"
+    )
+    g = graph(f"""
+        version: 1
+        name: ro2
+        resources: {{repo: {{kind: directory, path: "{repo}"}}}}
+        validations:
+          - {{name: sneaky, code: "{code}", resource_slots: [root]}}
+        nodes: [{{id: n, validation: sneaky}}]
+        """)
+    result = (await execute_graph(g)).validations[0].result
+    assert result.data["error"] == "read_only_violation"
+    assert not (repo / "x").exists()
+
+
+WRAPPED = """
+version: 1
+name: wrapped
+tools:
+  - name: count
+    read_only: true
+    code: |
+      def run(words, **_):
+          return {{"count": len(words)}}
+validations:
+  - name: few-words
+    wraps: count
+    argument_mapping: {{words: $text}}
+    transform: {transform}
+nodes:
+  - {{id: n, validation: few-words, arguments: {{text: [a, b, c]}}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("transform", "passed", "error"),
+    [
+        ("\"{'passed': output['count'] < 5, 'data': output}\"", True, None),
+        ("\"{'passed': output['count'] < 2}\"", False, None),
+        ('"1 / 0"', False, "exception"),
+        ("\"__import__('os').system('true')\"", False, "read_only_violation"),
+        ("\"open('/tmp/gategraph-impure-transform', 'w')\"", False, "read_only_violation"),
+    ],
+)
+async def test_wrapped_validation(transform: str, passed: bool, error: str | None) -> None:
+    """The wrapped tool's output goes through the transform, which must be pure."""
+    run = await execute_graph(graph(WRAPPED.format(transform=transform)))
+    result = run.validations[0].result
+    assert result.passed is passed
+    assert result.data.get("error") == error
+    if passed:
+        assert result.data == {"count": 3}
+
+
+async def test_wrapped_missing_mapped_argument() -> None:
+    """argument_mapping naming an absent argument is a clear failure."""
+    text = WRAPPED.format(transform="output").replace("arguments: {text: [a, b, c]}", "")
+    result = (await execute_graph(graph(text))).validations[0].result
+    assert result.data["error"] == "exception"
+    assert "no argument 'text'" in result.message
+
+
+async def test_sync_isolation_modes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sync callables run inline, in threads, or in worker processes, with the same result."""
+    g = graph(f"""
+        version: 1
+        name: iso
+        validations:
+          - {{name: v, entrypoint: "{T}:returning"}}
+        nodes:
+          - {{id: inline, validation: v, isolation: inline, arguments: {{value: {{passed: true}}}}}}
+          - {{id: thread, validation: v, isolation: thread, arguments: {{value: {{passed: true}}}}}}
+          - {{id: proc, validation: v, isolation: process, arguments: {{value: {{passed: true}}}}}}
+        """)
+    run = await execute_graph(g)
+    assert all(v.result.passed for v in run.validations), run.validations
+
+
+async def test_process_isolation_is_guarded(tmp_path: Path) -> None:
+    """A write from a validation in a worker process is refused there too."""
+    repo = _repo(tmp_path)
+    g = graph(f"""
+        version: 1
+        name: iso-ro
+        resources: {{repo: {{kind: directory, path: "{repo}"}}}}
+        validations:
+          - {{name: w, entrypoint: "{T}:writing", resource_slots: [root]}}
+        nodes: [{{id: n, validation: w, isolation: process}}]
+        """)
+    result = (await execute_graph(g)).validations[0].result
+    assert result.data["error"] == "read_only_violation"
+    assert sorted(p.name for p in repo.iterdir()) == ["a.py"]
+
+
+async def test_failed_work_node_skips_dependents() -> None:
+    """A failing work node fails; everything that needs it, directly or not, is skipped."""
+    log = MemoryEventLog()
+    g = graph(f"""
+        version: 1
+        name: skip
+        tools:
+          - {{name: boom, entrypoint: "{T}:raising"}}
+        validations:
+          - {{name: ok, entrypoint: "{T}:passing"}}
+        nodes:
+          - {{id: w, tool: boom}}
+          - {{id: v, validation: ok, needs: [w]}}
+          - {{id: v2, validation: ok, needs: [v]}}
+          - {{id: free, validation: ok}}
+        """)
+    run = await execute_graph(g, event_log=log, plan_id="p")
+    assert run.nodes["w"].status is NodeStatus.FAILED
+    assert "RuntimeError" in (run.nodes["w"].error or "")
+    assert run.nodes["v"].status is NodeStatus.SKIPPED
+    assert run.nodes["v2"].status is NodeStatus.SKIPPED
+    assert run.nodes["free"].status is NodeStatus.OK
+    skipped = [e.node for e in await log.read("p") if isinstance(e, NodeSkipped)]
+    assert skipped == ["v", "v2"]
+    assert not run.passed
+
+
+class Doubler:
+    """An actor node: replies with twice the sum of its inputs' counts."""
+
+    async def receive(self, message: NodeRequest) -> Any:
+        assert message.context.node == message.node
+        total = sum(v["count"] for v in message.inputs.values())
+        return {"doubled": total * message.arguments.get("factor", 2)}
+
+
+class Broken:
+    async def receive(self, message: NodeRequest) -> Any:
+        raise KeyError("nope")
+
+
+async def test_actor_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An actor node is asked to run with its inputs; a failing actor fails its node."""
+    mod = fake_module(monkeypatch, "gg_actors", Doubler=Doubler, Broken=Broken)
+    g = graph(f"""
+        version: 1
+        name: actors
+        tools:
+          - {{name: c, code: "def run(**_):\\n    return {{'count': 3}}\\n"}}
+        nodes:
+          - {{id: c, tool: c}}
+          - {{id: d, uses: "{mod}:Doubler", needs: [c], arguments: {{factor: 3}}}}
+          - {{id: b, uses: "{mod}:Broken"}}
+        """)
+    run = await execute_graph(g)
+    assert run.nodes["d"].output == {"doubled": 9}
+    assert run.nodes["b"].status is NodeStatus.FAILED
+    assert "KeyError" in (run.nodes["b"].error or "")
+
+
+async def test_attachments_run_per_attachment(tmp_path: Path) -> None:
+    """With a catalog, the resources' attachments run after the work nodes, one per attachment."""
+    repo = _repo(tmp_path)
+    catalog = Catalog.in_memory()
+    from gategraph.runtime import Validation
+
+    catalog.add(Validation.from_config({"name": "echo", "entrypoint": f"{T}:echo"}))
+    catalog.add(
+        Validation.from_config(
+            {"name": "advice", "entrypoint": f"{T}:failing", "mode": "informational"}
+        )
+    )
+    direct = catalog.attach("repo", "echo", arguments={"level": 1})
+    scoped = catalog.attach("repo", "echo", project="web", arguments={"level": 2})
+    catalog.attach("repo", "advice", plan="the-plan")
+    catalog.attach("repo", "echo", project="other")
+    g = graph(f"""
+        version: 1
+        name: att
+        project: web
+        resources: {{repo: {{kind: directory, path: "{repo}"}}}}
+        tools:
+          - {{name: w, code: "def run(**_):\\n    return {{'done': True}}\\n"}}
+        nodes: [{{id: w, tool: w}}]
+        """)
+    run = await execute_graph(g, catalog=catalog, plan_id="the-plan")
+    records = {v.attachment_id: v for v in run.validations}
+    assert set(records) == {direct.id, scoped.id, catalog.attachments(validation="advice")[0].id}
+    assert records[direct.id].result.data["arguments"]["level"] == 1
+    assert records[scoped.id].result.data["artifact"] == {"done": True}
+    assert run.nodes[f"attachment:{direct.id}"].status is NodeStatus.OK
+    assert run.passed  # the failing attachment is informational
+
+
+async def test_sqlite_log_durable_run(tmp_path: Path) -> None:
+    """With the SQLite log, every event of the run is on disk when execute_graph returns."""
+    path = tmp_path / "events.db"
+    async with SQLiteEventLog(path) as log:
+        run = await execute_graph(graph(FANOUT), event_log=log, plan_id="durable")
+        on_disk = read_events(path, "durable")
+    assert len(on_disk) == 2 + 2 * 5 + 1
+    completed = [e for e in on_disk if isinstance(e, ValidationCompleted)]
+    assert {e.node for e in completed} == {v.node for v in run.validations}
+
+
+async def test_cancellation_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelling execute_graph from outside cancels the validations; nothing swallows it."""
+    g = graph(f"""
+        version: 1
+        name: cancel
+        validations: [{{name: s, entrypoint: "{T}:sleeping"}}]
+        nodes:
+          - {{id: a, validation: s, arguments: {{seconds: 60}}}}
+          - {{id: b, validation: s, arguments: {{seconds: 60}}}}
+        """)
+    with anyio.move_on_after(0.1) as scope:
+        await execute_graph(g)
+    assert scope.cancelled_caught
+
+
+async def test_unpreparable_node_is_a_config_error() -> None:
+    """A node whose entrypoint cannot be imported is refused before anything runs."""
+    g = graph("""
+        version: 1
+        name: bad
+        validations: [{name: v, entrypoint: "gg_no_such_module:run"}]
+        nodes: [{id: n, validation: v}]
+        """)
+    log = MemoryEventLog()
+    with pytest.raises(ConfigError, match="cannot import 'gg_no_such_module'"):
+        await execute_graph(g, event_log=log)
+    assert len(log) == 0
+
+
+async def test_resource_overrides(tmp_path: Path) -> None:
+    """resources= replaces a graph resource (e.g. with a sandbox); unknown names are refused."""
+    repo = _repo(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    g = graph(f"""
+        version: 1
+        name: over
+        resources: {{repo: {{kind: directory, path: "{repo}"}}}}
+        validations: [{{name: e, entrypoint: "{T}:echo", resource_slots: [root]}}]
+        nodes: [{{id: n, validation: e}}]
+        """)
+    run = await execute_graph(g, resources={"repo": str(other)})
+    assert run.validations[0].result.data["arguments"]["root"] == str(other)
+    with pytest.raises(ConfigError, match="not a resource of the graph"):
+        await execute_graph(g, resources={"nope": other})
