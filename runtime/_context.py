@@ -51,6 +51,11 @@ class ToolContext:
         self._scratch: Path | None = None
 
     @property
+    def guard(self) -> Guard | None:
+        """The read-only guard of the call (``None`` for a tool that may write)."""
+        return self._guard
+
+    @property
     def scratch(self) -> Path:
         """A private, writable temporary folder, created on first use."""
         if self._scratch is None:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import enum
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.lowlevel
 import msgspec
+import sniffio
 
 from ._actors import Actor, ActorRef, ActorScope, open_actor_scope
 from ._context import ToolContext
@@ -43,9 +45,11 @@ from ._exceptions import ConfigError
 from ._ids import new_ulid
 from ._invoke import Isolation, Outcome, Prepared, prepare, resolve_entrypoint, to_result
 from ._models import Validation, ValidationMode
+from ._readonly import own_slot
 from ._results import ResultError, ValidationResult
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
     from ._catalog import Catalog
@@ -61,6 +65,8 @@ __all__ = [
 ]
 
 _ATTACHMENT_PREFIX: Final = "attachment:"
+# A worker that never has to wait (no-op validations) yields to the loop this often.
+_YIELD_EVERY: Final = 64
 
 
 class NodeStatus(enum.StrEnum):
@@ -74,7 +80,7 @@ class NodeStatus(enum.StrEnum):
     """A node it needs failed or was skipped, so it did not run."""
 
 
-class NodeResult(msgspec.Struct, kw_only=True):
+class NodeResult(msgspec.Struct, kw_only=True, gc=False):
     """What one node (or attachment) did in a run."""
 
     node: str
@@ -91,16 +97,16 @@ class NodeResult(msgspec.Struct, kw_only=True):
     attempt: int = 1
 
 
-class ValidationRecord(msgspec.Struct, kw_only=True):
-    """One validation call: which node or attachment, its mode and its result."""
+class ValidationRecord(NodeResult, kw_only=True, gc=False):
+    """A validation node's (or attachment's) result: which validation, its mode, its result.
 
-    node: str
+    It is the node's :class:`NodeResult` too, so a fan-out keeps one record per validation.
+    """
+
     validation: str
     mode: ValidationMode
-    attachment_id: str | None
+    attachment_id: str | None = None
     result: ValidationResult
-    duration: float
-    attempt: int
 
     @property
     def blocking(self) -> bool:
@@ -145,66 +151,86 @@ class NodeRequest(msgspec.Struct, kw_only=True):
     """Where the node runs (plan id, attempt, resources)."""
 
 
+class _Spec:
+    """What nodes running the same target the same way share: built once per target."""
+
+    __slots__ = ("actor", "kind", "mode", "prepared", "resources", "timeout", "validation")
+
+    def __init__(
+        self,
+        kind: str,
+        prepared: Prepared | None,
+        resources: Mapping[str, Any],
+        *,
+        validation: str | None = None,
+        mode: ValidationMode = ValidationMode.REQUIRED,
+        actor: type[Actor] | None = None,
+        timeout: float = math.inf,
+    ) -> None:
+        self.kind = kind
+        self.prepared = prepared
+        self.resources = resources
+        self.validation = validation
+        self.mode = mode
+        self.actor = actor
+        self.timeout = prepared.timeout if prepared is not None else timeout
+
+
 class _Unit:
-    """One schedulable node or attachment. Slotted: the fan-out hot path holds thousands."""
+    """One schedulable node or attachment. Slotted and small: a fan-out holds 100,000."""
 
     __slots__ = (
-        "actor",
         "arguments",
         "attachment_id",
         "dependents",
         "id",
-        "kind",
-        "mode",
         "needs",
         "pending",
-        "prepared",
-        "resources",
         "result",
-        "validation",
+        "spec",
     )
 
     def __init__(
         self,
         id: str,
-        kind: str,
-        *,
-        prepared: Prepared | None,
+        spec: _Spec,
         arguments: Mapping[str, Any],
-        resources: Mapping[str, Any],
-        needs: Sequence[str],
-        validation: str | None = None,
-        mode: ValidationMode = ValidationMode.REQUIRED,
+        needs: tuple[str, ...],
         attachment_id: str | None = None,
-        actor: type[Actor] | None = None,
     ) -> None:
         self.id = id
-        self.kind = kind
-        self.prepared = prepared
+        self.spec = spec
         self.arguments = arguments
-        self.resources = resources
-        self.needs = tuple(needs)
-        self.pending = len(self.needs)
-        self.dependents: list[_Unit] = []
-        self.validation = validation
-        self.mode = mode
+        self.needs = needs
+        self.pending = len(needs)
+        self.dependents: list[_Unit] | None = None
         self.attachment_id = attachment_id
-        self.actor = actor
         self.result: NodeResult | None = None
-
-    @property
-    def timeout(self) -> float:
-        return self.prepared.timeout if self.prepared is not None else math.inf
 
 
 class _Worker:
-    __slots__ = ("current", "deadline", "scope", "timed_out")
+    __slots__ = ("current", "deadline", "done", "scope", "timed_out")
 
     def __init__(self) -> None:
+        self.done = 0
         self.scope = anyio.CancelScope()
         self.deadline = math.inf
         self.current: _Unit | None = None
         self.timed_out = False
+
+
+def _backend_clock() -> Callable[[], float]:
+    """The running backend's clock, looked up once (``anyio.current_time`` costs ~2 µs a call).
+
+    It is the same clock anyio uses, so a test's fake clock (trio's ``MockClock``) applies.
+    """
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        return trio.current_time
+    import asyncio
+
+    return asyncio.get_running_loop().time
 
 
 def _resource_values(graph: PlanGraph, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -264,62 +290,72 @@ class _Compiler:
             )
         return found
 
-    def _node_resources(self, node: Node) -> Mapping[str, Any]:
-        if node.resources is None:
+    def _node_resources(self, names: tuple[str, ...] | None) -> Mapping[str, Any]:
+        if names is None:
             return self.resources
-        return {name: self.resources[name] for name in node.resources}
+        return {name: self.resources[name] for name in names}
 
     def compile(self) -> list[_Unit]:
         units: list[_Unit] = []
         errors: list[ConfigError] = []
         work_ids: list[str] = []
+        specs: dict[tuple[Any, ...], _Spec] = {}
         for index, node in enumerate(self.graph.nodes):
-            try:
-                units.append(self._unit(node))
-            except ConfigError as exc:
-                errors.append(exc.prefixed(f"nodes[{index}]"))
-            if node.kind.value == "work":
+            key = (
+                node.tool,
+                node.validation,
+                node.uses,
+                node.isolation,
+                node.timeout,
+                node.resources,
+            )
+            spec = specs.get(key)
+            if spec is None:
+                try:
+                    spec = specs[key] = self._spec(node)
+                except ConfigError as exc:
+                    errors.append(exc.prefixed(f"nodes[{index}]"))
+                    continue
+            units.append(_Unit(node.id, spec, node.arguments, node.needs))
+            if spec.kind == "work":
                 work_ids.append(node.id)
-        if self.catalog is not None:
-            units.extend(self._attachment_units(work_ids))
         if errors:
             raise ConfigError(
                 [issue for error in errors for issue in error.issues], source=self.graph.source
             )
+        if self.catalog is not None:
+            units.extend(self._attachment_units(tuple(work_ids)))
         by_id = {unit.id: unit for unit in units}
         for unit in units:
             for need in unit.needs:
-                by_id[need].dependents.append(unit)
+                needed = by_id[need]
+                if needed.dependents is None:
+                    needed.dependents = []
+                needed.dependents.append(unit)
         return units
 
-    def _unit(self, node: Node) -> _Unit:
+    def _spec(self, node: Node) -> _Spec:
         kind = node.kind.value
-        resources = self._node_resources(node)
+        resources = self._node_resources(node.resources)
         if kind == "actor":
-            return _Unit(
-                node.id,
+            return _Spec(
                 kind,
-                prepared=None,
-                arguments=node.arguments,
-                resources=resources,
-                needs=node.needs,
+                None,
+                resources,
                 actor=_load_actor(node.target),
+                timeout=node.timeout or self.graph.policy.default_timeout,
             )
         prepared = self._prepare(node.target, node.isolation, node.timeout)
         tool = prepared.tool
-        mode = tool.mode if isinstance(tool, Validation) else ValidationMode.REQUIRED
-        return _Unit(
-            node.id,
+        return _Spec(
             kind,
-            prepared=prepared,
-            arguments=node.arguments,
-            resources=resources,
-            needs=node.needs,
+            prepared,
+            resources,
             validation=tool.name if kind == "validation" else None,
-            mode=mode,
+            mode=tool.mode if isinstance(tool, Validation) else ValidationMode.REQUIRED,
         )
 
-    def _attachment_units(self, work_ids: list[str]) -> list[_Unit]:
+    def _attachment_units(self, work_ids: tuple[str, ...]) -> list[_Unit]:
         assert self.catalog is not None
         units = []
         for name in self.graph.resources:
@@ -334,16 +370,19 @@ class _Compiler:
                     isolation=self.isolation,
                     default_timeout=self.graph.policy.default_timeout,
                 )
+                spec = _Spec(
+                    "validation",
+                    prepared,
+                    {name: self.resources[name]},
+                    validation=validation.name,
+                    mode=validation.mode,
+                )
                 units.append(
                     _Unit(
                         f"{_ATTACHMENT_PREFIX}{attachment.id}",
-                        "validation",
-                        prepared=prepared,
-                        arguments=attachment.arguments,
-                        resources={name: self.resources[name]},
-                        needs=work_ids,
-                        validation=validation.name,
-                        mode=validation.mode,
+                        spec,
+                        attachment.arguments,
+                        work_ids,
                         attachment_id=attachment.id,
                     )
                 )
@@ -366,8 +405,20 @@ class _Engine:
         self.plan_id = plan_id
         self.log = log
         self.attempt = attempt
-        self.workers = [_Worker() for _ in range(max(1, min(max_concurrency, len(units))))]
-        self.limiter = anyio.CapacityLimiter(len(self.workers))
+        self.max_workers = max(1, min(max_concurrency, len(units)))
+        self.workers: list[_Worker] = []
+        self.limiter = anyio.CapacityLimiter(self.max_workers)
+        # Worker accounting for growing the pool on demand (see `_grow`).
+        self.queued = 0
+        self.idle = 0
+        self.starting = 0
+        self.busy = 0
+        self.pool: TaskGroup | None = None
+        # A log that stores on append needs no wait before releasing dependents.
+        self.immediate = bool(getattr(log, "appends_immediately", False))
+        self.unreleased: list[_Unit] = []
+        self.wake = anyio.Event()
+        self.receive: MemoryObjectReceiveStream[_Unit] | None = None
         self.remaining = len(units)
         self.results: dict[str, NodeResult] = {}
         self.validations: list[ValidationRecord] = []
@@ -375,7 +426,8 @@ class _Engine:
         self.start_id = ""
         self.send: MemoryObjectSendStream[_Unit] | None = None
         self.actors: dict[str, ActorRef] = {}
-        timeouts = [u.timeout for u in units if u.timeout != math.inf]
+        specs = {id(u.spec): u.spec for u in units}.values()
+        timeouts = [spec.timeout for spec in specs if spec.timeout != math.inf]
         shortest = min(timeouts, default=1.0)
         # Timeouts are enforced within a tick: a twentieth of the shortest, 1 ms to 100 ms.
         self.tick = min(0.1, max(0.001, shortest / 20))
@@ -385,6 +437,7 @@ class _Engine:
         return self.seq
 
     async def run(self) -> GraphRun:
+        self.clock = _backend_clock()
         started = time.perf_counter()
         event_id = new_ulid()
         self.start_id = event_id
@@ -430,30 +483,66 @@ class _Engine:
     ) -> None:
         async with open_actor_scope() as actors:
             self._spawn_actors(actors)
-            ready = [u for u in self.units if u.pending == 0]
-            for unit in ready:
-                send.send_nowait(unit)
+            for unit in self.units:
+                if unit.pending == 0:
+                    self._queue(unit)
             if not self.units:
                 send.close()
+            # From here a unit is held only by the queue or by the units that need it, so
+            # each is freed once it is done: a wide fan-out does not keep them all.
+            self.units = []
+            self.receive = receive
             async with anyio.create_task_group() as outer:
                 outer.start_soon(self._watchdog)
+                if not self.immediate:
+                    outer.start_soon(self._releaser)
                 async with anyio.create_task_group() as pool:
-                    for worker in self.workers:
-                        pool.start_soon(self._work, worker, receive.clone())
-                    receive.close()
+                    self.pool = pool
+                    self._spawn_workers(1)
                 outer.cancel_scope.cancel()
             actors.stop_all()
 
+    def _queue(self, unit: _Unit) -> None:
+        assert self.send is not None
+        self.queued += 1
+        self.send.send_nowait(unit)
+
+    def _spawn_workers(self, count: int) -> None:
+        assert self.pool is not None and self.receive is not None
+        for _ in range(count):
+            worker = _Worker()
+            self.workers.append(worker)
+            self.starting += 1
+            self.pool.start_soon(self._work, worker, self.receive)
+
+    def _grow(self) -> None:
+        """Start more workers when ready units wait and no worker is free to take them.
+
+        Workers start on demand rather than all at once: a fan-out of no-op validations is
+        best served by one worker that never waits, and starting 1,000 tasks costs more than
+        running 10,000 no-ops. A worker that is inside a call while another one runs is
+        suspended in it (one thread runs the loop), so ``busy`` counts the calls that are
+        waiting on I/O; the pool then doubles, reaching 1,000 workers in ten rounds.
+        """
+        waiting = self.queued - self.idle - self.starting
+        room = self.max_workers - len(self.workers)
+        if waiting > 0 and room > 0:
+            # Nothing suspended: keep one spare worker at most. Calls suspended: add as many
+            # workers as there are suspended calls (the pool doubles while that pays).
+            want = 1 - self.starting if not self.busy else min(waiting, room, self.busy)
+            if want > 0:
+                self._spawn_workers(want)
+
     def _spawn_actors(self, scope: ActorScope) -> None:
         for unit in self.units:
-            if unit.actor is not None:
-                self.actors[unit.id] = scope.spawn(unit.actor(), name=unit.id)
+            if unit.spec.actor is not None:
+                self.actors[unit.id] = scope.spawn(unit.spec.actor(), name=unit.id)
 
     async def _watchdog(self) -> None:
         workers = self.workers
         while True:
             await anyio.sleep(self.tick)
-            now = anyio.current_time()
+            now = self.clock()
             for worker in workers:
                 if worker.deadline < now:
                     worker.timed_out = True
@@ -461,24 +550,50 @@ class _Engine:
                     worker.scope.cancel()
 
     async def _work(self, worker: _Worker, receive: MemoryObjectReceiveStream[_Unit]) -> None:
-        async with receive:
-            while True:
-                with anyio.CancelScope() as worker.scope:
-                    async for unit in receive:
-                        worker.current = unit
+        own_slot()
+        self.starting -= 1
+        while True:
+            with anyio.CancelScope() as worker.scope:
+                while True:
+                    # Take what is ready without a trip through the event loop; wait only
+                    # when nothing is. A fan-out of no-op validations then costs one loop
+                    # iteration per batch instead of one per validation.
+                    try:
+                        unit = receive.receive_nowait()
+                    except anyio.WouldBlock:
+                        self.idle += 1
+                        try:
+                            unit = await receive.receive()
+                        except anyio.EndOfStream:
+                            return
+                        finally:
+                            self.idle -= 1
+                    except anyio.EndOfStream:
+                        return
+                    self.queued -= 1
+                    self._grow()
+                    worker.current = unit
+                    # Busy from taking the unit to logging its end: a worker waiting on
+                    # the call or on the event log is one the pool should not count on.
+                    self.busy += 1
+                    try:
                         outcome, duration, cause = await self._execute(worker, unit)
                         if worker.timed_out:
                             # The watchdog fired as the call returned; leave the cancelled
                             # scope before awaiting anything, and count it as a timeout.
                             break
-                        await self._finish(unit, outcome, duration, cause)
-                    else:
-                        return
-                # Only the watchdog cancels this scope: the current unit ran out of time.
-                late = worker.current
-                assert late is not None and worker.timed_out
-                worker.timed_out = False
-                await self._timed_out(late)
+                        self._finish(unit, outcome, duration, cause)
+                    finally:
+                        self.busy -= 1
+                    worker.done += 1
+                    if not worker.done % _YIELD_EVERY:
+                        # Let the watchdog, other workers and cancellation in.
+                        await anyio.lowlevel.checkpoint()
+            # Only the watchdog cancels this scope: the current unit ran out of time.
+            late = worker.current
+            assert late is not None and worker.timed_out
+            worker.timed_out = False
+            self._timed_out(late)
 
     # -- one unit ----------------------------------------------------------------------------
 
@@ -493,46 +608,53 @@ class _Engine:
         return inputs
 
     async def _execute(self, worker: _Worker, unit: _Unit) -> tuple[Outcome, float, str]:
-        inputs = self._inputs(unit) if unit.needs else {}
+        spec = unit.spec
+        inputs: dict[str, Any] | None = None
         artifact: Any = None
-        if len(inputs) == 1:
-            artifact = next(iter(inputs.values()))
-        elif inputs:
-            artifact = inputs
+        if unit.needs:
+            inputs = self._inputs(unit)
+            artifact = next(iter(inputs.values())) if len(inputs) == 1 else inputs
         event_id = new_ulid()
-        if unit.validation is not None:
-            started: EventBase = ValidationStarted(
-                id=event_id,
-                plan_id=self.plan_id,
-                seq=self._next(),
-                at=time.time(),
-                causation_id=self.start_id,
-                node=unit.id,
-                validation=unit.validation,
-                attachment_id=unit.attachment_id,
-                attempt=self.attempt,
+        self.seq += 1
+        # A start causes nothing that must survive a crash (a lost start only means the
+        # node runs again on resume), so it is queued, not awaited; the completion that
+        # follows is awaited, and commits it too.
+        if spec.validation is not None:
+            self.log.append_nowait(
+                ValidationStarted(
+                    id=event_id,
+                    plan_id=self.plan_id,
+                    seq=self.seq,
+                    at=time.time(),
+                    causation_id=self.start_id,
+                    node=unit.id,
+                    validation=spec.validation,
+                    attachment_id=unit.attachment_id,
+                    attempt=self.attempt,
+                )
             )
         else:
-            started = NodeStarted(
-                id=event_id,
-                plan_id=self.plan_id,
-                seq=self._next(),
-                at=time.time(),
-                causation_id=self.start_id,
-                node=unit.id,
-                attempt=self.attempt,
+            self.log.append_nowait(
+                NodeStarted(
+                    id=event_id,
+                    plan_id=self.plan_id,
+                    seq=self.seq,
+                    at=time.time(),
+                    causation_id=self.start_id,
+                    node=unit.id,
+                    attempt=self.attempt,
+                )
             )
-        await self.log.append(started)
         begin = time.perf_counter()
-        worker.deadline = anyio.current_time() + unit.timeout
+        worker.deadline = self.clock() + spec.timeout
         try:
-            if unit.actor is not None:
-                outcome = await self._ask_actor(unit, inputs)
+            if spec.actor is not None:
+                outcome = await self._ask_actor(unit, inputs or {})
             else:
-                assert unit.prepared is not None
-                outcome = await unit.prepared.call(
+                assert spec.prepared is not None
+                outcome = await spec.prepared.call(
                     arguments=unit.arguments,
-                    resources=unit.resources,
+                    resources=spec.resources,
                     artifact=artifact,
                     inputs=inputs,
                     plan_id=self.plan_id,
@@ -546,7 +668,7 @@ class _Engine:
 
     async def _ask_actor(self, unit: _Unit, inputs: dict[str, Any]) -> Outcome:
         context = ToolContext(
-            plan_id=self.plan_id, node=unit.id, attempt=self.attempt, resources=unit.resources
+            plan_id=self.plan_id, node=unit.id, attempt=self.attempt, resources=unit.spec.resources
         )
         request = NodeRequest(
             node=unit.id, inputs=inputs, arguments=dict(unit.arguments), context=context
@@ -563,28 +685,31 @@ class _Engine:
             context.cleanup()
         return Outcome(True, value)
 
-    async def _timed_out(self, unit: _Unit) -> None:
+    def _timed_out(self, unit: _Unit) -> None:
         outcome = Outcome(
             False,
             error=ResultError.TIMEOUT,
-            message=f"{unit.id} timed out after {unit.timeout:g} s",
-            detail={"timeout": unit.timeout},
+            message=f"{unit.id} timed out after {unit.spec.timeout:g} s",
+            detail={"timeout": unit.spec.timeout},
         )
-        await self._finish(unit, outcome, unit.timeout, self.start_id)
+        self._finish(unit, outcome, unit.spec.timeout, self.start_id)
 
-    async def _finish(self, unit: _Unit, outcome: Outcome, duration: float, cause: str) -> None:
-        if unit.validation is not None:
+    def _finish(self, unit: _Unit, outcome: Outcome, duration: float, cause: str) -> None:
+        if unit.spec.validation is not None:
             result = to_result(outcome)
             record = ValidationRecord(
                 node=unit.id,
-                validation=unit.validation,
-                mode=unit.mode,
-                attachment_id=unit.attachment_id,
-                result=result,
+                kind=unit.spec.kind,
+                status=NodeStatus.OK,
+                output=result,
                 duration=duration,
                 attempt=self.attempt,
+                validation=unit.spec.validation,
+                mode=unit.spec.mode,
+                attachment_id=unit.attachment_id,
+                result=result,
             )
-            await self.log.append(
+            self.log.append_nowait(
                 ValidationCompleted(
                     id=new_ulid(),
                     plan_id=self.plan_id,
@@ -592,7 +717,7 @@ class _Engine:
                     at=time.time(),
                     causation_id=cause,
                     node=unit.id,
-                    validation=unit.validation,
+                    validation=unit.spec.validation,
                     attachment_id=unit.attachment_id,
                     attempt=self.attempt,
                     result=result,
@@ -600,14 +725,7 @@ class _Engine:
                 )
             )
             self.validations.append(record)
-            node_result = NodeResult(
-                node=unit.id,
-                kind=unit.kind,
-                status=NodeStatus.OK,
-                output=result,
-                duration=duration,
-                attempt=self.attempt,
-            )
+            node_result: NodeResult = record
         else:
             events: list[EventBase] = []
             completed_id = new_ulid()
@@ -615,7 +733,7 @@ class _Engine:
                 output = outcome.value
                 node_result = NodeResult(
                     node=unit.id,
-                    kind=unit.kind,
+                    kind=unit.spec.kind,
                     status=NodeStatus.OK,
                     output=output,
                     duration=duration,
@@ -624,7 +742,7 @@ class _Engine:
             else:
                 node_result = NodeResult(
                     node=unit.id,
-                    kind=unit.kind,
+                    kind=unit.spec.kind,
                     status=NodeStatus.FAILED,
                     error=outcome.message,
                     duration=duration,
@@ -645,7 +763,7 @@ class _Engine:
                     error=None if outcome.ok else outcome.message,
                 )
             )
-            if outcome.ok and unit.kind == "work":
+            if outcome.ok and unit.spec.kind == "work":
                 events.append(
                     ArtifactProduced(
                         id=new_ulid(),
@@ -657,35 +775,52 @@ class _Engine:
                         artifact=_jsonable(outcome.value),
                     )
                 )
-            await self.log.append_many(events)
+            for event in events:
+                self.log.append_nowait(event)
         unit.result = node_result
         self.results[unit.id] = node_result
-        await self._release(unit)
+        if self.immediate:
+            self._release(unit)
+        else:
+            # Invariant: the nodes that need this one start only once its completion is
+            # durable; the releaser lets them go after the log confirms it.
+            self.unreleased.append(unit)
+            self.wake.set()
 
-    async def _release(self, unit: _Unit) -> None:
+    async def _releaser(self) -> None:
+        """Release completed units in batches, each once the log says it is durable."""
+        while True:
+            await self.wake.wait()
+            self.wake = anyio.Event()
+            batch, self.unreleased = self.unreleased, []
+            await self.log.flush()
+            for unit in batch:
+                self._release(unit)
+
+    def _release(self, unit: _Unit) -> None:
         """Count ``unit`` done; queue dependents whose needs are all done, skip the doomed."""
         self.remaining -= 1
         failed = unit.result is not None and unit.result.status is not NodeStatus.OK
-        assert self.send is not None
-        for dependent in unit.dependents:
+        for dependent in unit.dependents or ():
             dependent.pending -= 1
             if failed and dependent.result is None:
-                await self._skip(dependent, f"skipped: {unit.id} {unit.result.status.value}")  # type: ignore[union-attr]
+                self._skip(dependent, f"skipped: {unit.id} {unit.result.status.value}")  # type: ignore[union-attr]
             elif dependent.pending == 0 and dependent.result is None:
-                self.send.send_nowait(dependent)
+                self._queue(dependent)
         if self.remaining == 0:
+            assert self.send is not None
             self.send.close()
 
-    async def _skip(self, unit: _Unit, reason: str) -> None:
+    def _skip(self, unit: _Unit, reason: str) -> None:
         unit.result = NodeResult(
             node=unit.id,
-            kind=unit.kind,
+            kind=unit.spec.kind,
             status=NodeStatus.SKIPPED,
             error=reason,
             attempt=self.attempt,
         )
         self.results[unit.id] = unit.result
-        await self.log.append(
+        self.log.append_nowait(
             NodeSkipped(
                 id=new_ulid(),
                 plan_id=self.plan_id,
@@ -698,7 +833,7 @@ class _Engine:
         )
         # Its own dependents can never run either; count them down through it.
         unit.pending = 0
-        await self._release(unit)
+        self._release(unit)
 
 
 def _jsonable(value: Any) -> Any:

@@ -30,8 +30,12 @@ __all__ = [
 ]
 
 
-class EventBase(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
-    """Fields every event has."""
+class EventBase(msgspec.Struct, tag_field="type", kw_only=True, frozen=True, gc=False):
+    """Fields every event has.
+
+    ``gc=False``: an event refers to no other event, and a plan keeps hundreds of
+    thousands of them; untracked structs are smaller and cheaper to make.
+    """
 
     id: str
     """A ULID."""
@@ -45,7 +49,7 @@ class EventBase(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
     """The id of the event that caused this one."""
 
 
-class RunStarted(EventBase, tag="run_started", kw_only=True, frozen=True):
+class RunStarted(EventBase, tag="run_started", kw_only=True, frozen=True, gc=False):
     """A run of a plan graph's nodes began."""
 
     graph: str
@@ -56,7 +60,7 @@ class RunStarted(EventBase, tag="run_started", kw_only=True, frozen=True):
     """Which run of the graph this is within the plan (revalidations count up)."""
 
 
-class RunFinished(EventBase, tag="run_finished", kw_only=True, frozen=True):
+class RunFinished(EventBase, tag="run_finished", kw_only=True, frozen=True, gc=False):
     """A run of a plan graph's nodes ended."""
 
     status: str
@@ -65,7 +69,7 @@ class RunFinished(EventBase, tag="run_finished", kw_only=True, frozen=True):
     """Seconds the run took."""
 
 
-class NodeStarted(EventBase, tag="node_started", kw_only=True, frozen=True):
+class NodeStarted(EventBase, tag="node_started", kw_only=True, frozen=True, gc=False):
     """A node of the graph started."""
 
     node: str
@@ -74,7 +78,7 @@ class NodeStarted(EventBase, tag="node_started", kw_only=True, frozen=True):
     """1 for the first run of this node in the plan, then 2, 3, ..."""
 
 
-class NodeCompleted(EventBase, tag="node_completed", kw_only=True, frozen=True):
+class NodeCompleted(EventBase, tag="node_completed", kw_only=True, frozen=True, gc=False):
     """A node finished, with its output or its error."""
 
     node: str
@@ -89,14 +93,14 @@ class NodeCompleted(EventBase, tag="node_completed", kw_only=True, frozen=True):
     """What went wrong, if it did not."""
 
 
-class NodeSkipped(EventBase, tag="node_skipped", kw_only=True, frozen=True):
+class NodeSkipped(EventBase, tag="node_skipped", kw_only=True, frozen=True, gc=False):
     """A node did not run because a node it needs failed or was skipped."""
 
     node: str
     reason: str
 
 
-class ValidationStarted(EventBase, tag="validation_started", kw_only=True, frozen=True):
+class ValidationStarted(EventBase, tag="validation_started", kw_only=True, frozen=True, gc=False):
     """A validation call started."""
 
     node: str
@@ -108,7 +112,9 @@ class ValidationStarted(EventBase, tag="validation_started", kw_only=True, froze
     attempt: int = 1
 
 
-class ValidationCompleted(EventBase, tag="validation_completed", kw_only=True, frozen=True):
+class ValidationCompleted(
+    EventBase, tag="validation_completed", kw_only=True, frozen=True, gc=False
+):
     """A validation call finished, with the full result."""
 
     node: str
@@ -121,7 +127,7 @@ class ValidationCompleted(EventBase, tag="validation_completed", kw_only=True, f
     """Seconds the call took."""
 
 
-class ArtifactProduced(EventBase, tag="artifact_produced", kw_only=True, frozen=True):
+class ArtifactProduced(EventBase, tag="artifact_produced", kw_only=True, frozen=True, gc=False):
     """A node produced an artifact to be validated (seed 002 §11)."""
 
     node: str

@@ -25,7 +25,7 @@ import msgspec
 from ._context import ToolContext
 from ._exceptions import ConfigError
 from ._models import Tool, ToolSource, Validation
-from ._readonly import Guard, guarded, unguarded
+from ._readonly import Guard, enter, guarded, leave, run_guarded, unguarded
 from ._results import ResultError, ValidationResult, coerce_result
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ MAX_RESULT_BYTES: Final = 1 << 20
 """A result (message and data) larger than this, encoded as JSON, fails as ``too_large``."""
 _INJECTED: Final = ("artifact", "context", "inputs")
 _encoder: Final = msgspec.json.Encoder()
+_NOTHING_INJECTED: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 class Outcome(msgspec.Struct):
@@ -115,6 +116,7 @@ class Prepared:
 
     __slots__ = (
         "func",
+        "guard_label",
         "is_validation",
         "isolation",
         "signature",
@@ -139,6 +141,7 @@ class Prepared:
         self.func = func
         self.signature = _Signature(func) if func is not None else None
         self.is_validation = isinstance(tool, Validation)
+        self.guard_label = f"validation {tool.name!r}" if self.is_validation else None
         self.isolation = isolation
         self.timeout = timeout
         self.wrapped = wrapped
@@ -183,15 +186,18 @@ class Prepared:
         limiter: CapacityLimiter | None = None,
     ) -> Outcome:
         """Call the tool; for a validation, under the read-only guard."""
-        guard = Guard(f"validation {self.tool.name!r}") if self.is_validation else None
+        guard = Guard(self.guard_label) if self.guard_label is not None else None
         context = ToolContext(
             plan_id=plan_id, node=node, attempt=attempt, resources=resources, guard=guard
         )
         try:
             if guard is None:
                 return await self._call(arguments, resources, artifact, inputs, context, limiter)
-            with guarded(guard):
+            state = enter(guard)
+            try:
                 outcome = await self._call(arguments, resources, artifact, inputs, context, limiter)
+            finally:
+                leave(state)
             if guard.violation is not None:
                 return Outcome(
                     False,
@@ -216,7 +222,16 @@ class Prepared:
                 arguments, resources, artifact, inputs, context, limiter
             )
         assert self.func is not None and self.signature is not None
-        injected = {"artifact": artifact, "context": context, "inputs": inputs or {}}
+        sig = self.signature
+        injected: Mapping[str, Any]
+        if sig.injected or sig.varkw:
+            injected = {
+                "artifact": artifact,
+                "context": context,
+                "inputs": inputs if inputs is not None else {},
+            }
+        else:
+            injected = _NOTHING_INJECTED
         try:
             kwargs = self._bind(arguments, resources, injected)
             if self.signature.is_async:
@@ -224,8 +239,14 @@ class Prepared:
             elif self.isolation == "inline":
                 value = self.func(**kwargs)
             elif self.isolation == "thread":
+                guard = context.guard
+                call = (
+                    functools.partial(self.func, **kwargs)
+                    if guard is None
+                    else functools.partial(run_guarded, guard, self.func, kwargs)
+                )
                 value = await anyio.to_thread.run_sync(
-                    functools.partial(self.func, **kwargs), abandon_on_cancel=True, limiter=limiter
+                    call, abandon_on_cancel=True, limiter=limiter
                 )
             else:
                 value = await self._call_in_process(kwargs, context)

@@ -33,7 +33,7 @@ class ResultError:
     """The validation tried to write."""
 
 
-class ValidationResult(msgspec.Struct, frozen=True):
+class ValidationResult(msgspec.Struct, frozen=True, gc=False):
     """What one validation call concluded.
 
     ``passed`` is required; ``message`` and ``data`` are optional (seed 000).
@@ -51,6 +51,39 @@ class ValidationResult(msgspec.Struct, frozen=True):
         """Build a failed result that gategraph made on a validation's behalf."""
         data["error"] = error
         return cls(passed=False, message=message, data=data)
+
+
+class _NoData(dict[str, Any]):
+    """The read-only empty ``data`` of results that gategraph shares (see ``_shared``)."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("the data of a shared ValidationResult is read-only")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+    __ior__ = _read_only  # type: ignore[assignment]
+
+
+_NO_DATA: Final = _NoData()
+_SHARED: dict[tuple[bool, str], ValidationResult] = {}
+_SHARED_MAX: Final = 4096
+
+
+def _shared(passed: bool, message: str) -> ValidationResult:
+    """One result object per (passed, message) when there is no data.
+
+    A fan-out of 100,000 checks that all say ``{"passed": true, "message": "ok"}`` then keeps
+    one result instead of 100,000 (about 100 bytes each); results are frozen and their
+    shared ``data`` refuses changes, so sharing is invisible.
+    """
+    key = (passed, message)
+    found = _SHARED.get(key)
+    if found is None:
+        found = ValidationResult(passed=passed, message=message, data=_NO_DATA)
+        if len(message) <= 256 and len(_SHARED) < _SHARED_MAX:
+            _SHARED[key] = found
+    return found
 
 
 _decoder: Final = msgspec.json.Decoder()
@@ -82,8 +115,8 @@ def _from_mapping(value: Mapping[Any, Any]) -> ValidationResult:
         return _malformed(f"'message' must be a string, got {_describe(message)}")
     data = value.get("data")
     if data is None:
-        data = {}
-    elif isinstance(data, Mapping):
+        return _shared(passed, message)
+    if isinstance(data, Mapping):
         if not all(isinstance(k, str) for k in data):
             return _malformed("'data' keys must be strings")
         data = dict(data)
@@ -108,7 +141,7 @@ def coerce_result(value: object) -> ValidationResult:
             if (
                 type(value.passed) is bool
                 and type(value.message) is str
-                and type(value.data) is dict
+                and isinstance(value.data, dict)
             ):
                 return value
             return _from_mapping(

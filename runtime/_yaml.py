@@ -93,7 +93,7 @@ def _pydantic_locations(exc: ValidationError) -> list[tuple[tuple[str | int, ...
         loc = tuple(p for p in err["loc"] if isinstance(p, str | int))
         message = err["msg"]
         kind = err["type"]
-        if kind == "extra_forbidden":
+        if kind in ("extra_forbidden", "unexpected_keyword_argument"):
             message = "unknown field"
         elif kind == "missing":
             message = "field required"

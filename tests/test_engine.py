@@ -521,3 +521,51 @@ async def test_resource_overrides(tmp_path: Path) -> None:
     assert run.validations[0].result.data["arguments"]["root"] == str(other)
     with pytest.raises(ConfigError, match="not a resource of the graph"):
         await execute_graph(g, resources={"nope": other})
+
+
+class GatedLog(MemoryEventLog):
+    """A log whose durability the test controls: flush waits for the gate."""
+
+    appends_immediately = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = anyio.Event()
+        self.flushes = 0
+
+    async def flush(self) -> None:
+        await self.gate.wait()
+        self.flushes += 1
+
+
+async def test_dependents_wait_until_the_completion_is_durable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node that needs another starts only after the log says that completion is durable."""
+    started: list[str] = []
+    first_started = anyio.Event()
+
+    async def record(**kwargs: Any) -> dict[str, Any]:
+        started.append(kwargs["name"])
+        first_started.set()
+        return {"passed": True}
+
+    mod = fake_module(monkeypatch, "gg_durable", record=record)
+    g = graph(f"""
+        version: 1
+        name: durable
+        validations: [{{name: r, entrypoint: "{mod}:record"}}]
+        nodes:
+          - {{id: first, validation: r, arguments: {{name: first}}}}
+          - {{id: second, validation: r, needs: [first], arguments: {{name: second}}}}
+        """)
+    log = GatedLog()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: execute_graph(g, event_log=log, plan_id="d"))
+        with anyio.fail_after(5):
+            await first_started.wait()
+        await anyio.wait_all_tasks_blocked()
+        assert started == ["first"]  # `second` is held back: `first` is not durable yet
+        log.gate.set()
+    assert started == ["first", "second"]
+    assert log.flushes >= 1

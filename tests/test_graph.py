@@ -6,6 +6,7 @@ are reported all at once, as one ``ConfigError``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 import json
 import os
@@ -735,7 +736,7 @@ def test_near_valid_graphs_load_or_fail_cleanly(data: st.DataObject) -> None:
 _WORDS = ["a", "b", "c", "t", "v", "repo", "directory", "memory", "informational", "*", ".", "1"]
 _KEYS = [
     *PlanGraph.model_fields,
-    *Node.model_fields,
+    *Node.__pydantic_fields__,
     *ResourceSpec.model_fields,
     *AcceptanceCriterion.model_fields,
     *Policy.model_fields,
@@ -1117,17 +1118,17 @@ def test_unreadable_catalog_entry_is_a_config_error(tmp_path: Path, catalog: Cat
 def test_models_are_frozen_and_strict() -> None:
     """Graph models are frozen and refuse unknown fields."""
     node = Node(id="a", tool="t")
-    with pytest.raises(ValueError, match="frozen"):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         node.id = "b"  # type: ignore[misc]
     with pytest.raises(ValueError, match="not a valid id"):
         Node(id="a\n", tool="t")
-    with pytest.raises(ValueError, match="Extra inputs"):
+    with pytest.raises(ValueError, match="Unexpected keyword argument"):
         Node(id="a", tool="t", color="red")  # type: ignore[call-arg]
     assert Policy() == Policy(approval=ApprovalPolicy())
     assert AcceptanceCriterion(id="AC1", text="x", validations="v").validations == ("v",)  # type: ignore[arg-type]
     for field in ("path", "files", "needs", "timeout", "retry_limit"):
-        owner = next(m for m in (ResourceSpec, Node, Policy) if field in m.model_fields)
-        assert owner.model_fields[field].description, field
+        owner = next(m for m in (ResourceSpec, Node, Policy) if field in m.__pydantic_fields__)
+        assert owner.__pydantic_fields__[field].description, field
 
 
 def test_graph_built_in_python_has_working_accessors() -> None:

@@ -144,3 +144,18 @@ def test_coerce_result_never_raises(value: object) -> None:
     assert isinstance(result.data, dict)
     if isinstance(value, dict) and type(value.get("passed")) is bool and "error" not in result.data:
         assert result.passed is value["passed"]
+
+
+def test_identical_results_without_data_are_shared_and_read_only() -> None:
+    """Results without data are shared per (passed, message); their data refuses changes."""
+    first = coerce_result({"passed": True, "message": "ok"})
+    second = coerce_result('{"passed": true, "message": "ok"}')
+    assert first is second
+    assert first == ValidationResult(True, "ok")
+    with pytest.raises(TypeError, match="read-only"):
+        first.data["x"] = 1
+    assert first.data == {}
+    assert msgspec.json.encode(first) == b'{"passed":true,"message":"ok","data":{}}'
+    with_data = coerce_result({"passed": True, "message": "ok", "data": {}})
+    with_data.data["x"] = 1  # a result with its own data is its own
+    assert coerce_result({"passed": True, "message": "ok"}).data == {}
