@@ -15,15 +15,17 @@ is in the log before the nodes that need it are released.
 from __future__ import annotations
 
 import enum
+import inspect
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import msgspec
 import sniffio
 
@@ -41,7 +43,7 @@ from ._events import (
     ValidationCompleted,
     ValidationStarted,
 )
-from ._exceptions import ConfigError
+from ._exceptions import ConfigError, RuntimeFault
 from ._ids import new_ulid
 from ._invoke import Isolation, Outcome, Prepared, prepare, resolve_entrypoint, to_result
 from ._models import Validation, ValidationMode
@@ -125,6 +127,8 @@ class GraphRun(msgspec.Struct, kw_only=True):
     validations: list[ValidationRecord]
     """Every validation call (nodes and attachments), in completion order."""
     duration: float
+    hook_errors: list[str] = msgspec.field(default_factory=list)
+    """Teardown hooks that failed (a failed setup hook fails the run before it starts)."""
 
     @property
     def passed(self) -> bool:
@@ -413,6 +417,8 @@ class _Engine:
         self.idle = 0
         self.starting = 0
         self.busy = 0
+        self.hooks = _collect_hooks(units)
+        self.hook_errors: list[str] = []
         self.pool: TaskGroup | None = None
         # A log that stores on append needs no wait before releasing dependents.
         self.immediate = bool(getattr(log, "appends_immediately", False))
@@ -437,6 +443,34 @@ class _Engine:
         return self.seq
 
     async def run(self) -> GraphRun:
+        torn_down: list[str] = []
+        ready: list[tuple[str, Callable[..., Any]]] = []
+        try:
+            for name, setup, teardown in self.hooks:
+                if setup is not None:
+                    try:
+                        await _call_hook(setup)
+                    except Exception as exc:
+                        raise RuntimeFault(
+                            f"the setup hook of {name!r} failed: {type(exc).__name__}: {exc}"
+                        ) from exc
+                if teardown is not None:
+                    ready.append((name, teardown))
+            return await self._run()
+        finally:
+            # Teardown runs even when the run failed or was cancelled (shielded), last set up
+            # first; its failures are reported on the run, not raised over its results.
+            with anyio.CancelScope(shield=True):
+                for name, teardown in reversed(ready):
+                    try:
+                        await _call_hook(teardown)
+                    except Exception as exc:
+                        torn_down.append(
+                            f"the teardown hook of {name!r} failed: {type(exc).__name__}: {exc}"
+                        )
+            self.hook_errors.extend(torn_down)
+
+    async def _run(self) -> GraphRun:
         self.clock = _backend_clock()
         started = time.perf_counter()
         event_id = new_ulid()
@@ -476,6 +510,7 @@ class _Engine:
             nodes=self.results,
             validations=self.validations,
             duration=duration,
+            hook_errors=self.hook_errors,
         )
 
     async def _run_units(
@@ -834,6 +869,35 @@ class _Engine:
         # Its own dependents can never run either; count them down through it.
         unit.pending = 0
         self._release(unit)
+
+
+def _collect_hooks(
+    units: Sequence[_Unit],
+) -> list[tuple[str, Callable[..., Any] | None, Callable[..., Any] | None]]:
+    """Each tool's setup and teardown hooks, once per tool, in the order tools first appear."""
+    seen: dict[str, tuple[str, Callable[..., Any] | None, Callable[..., Any] | None]] = {}
+    for unit in units:
+        prepared = unit.spec.prepared
+        while prepared is not None:
+            tool = prepared.tool
+            if tool.name not in seen:
+                hooks = tool.hooks
+                try:
+                    setup = resolve_entrypoint(hooks.setup) if hooks.setup else None
+                    teardown = resolve_entrypoint(hooks.teardown) if hooks.teardown else None
+                except ConfigError as exc:
+                    raise exc.prefixed(f"hooks of {tool.name!r}") from None
+                seen[tool.name] = (tool.name, setup, teardown)
+            prepared = prepared.wrapped
+    return [hook for hook in seen.values() if hook[1] is not None or hook[2] is not None]
+
+
+async def _call_hook(hook: Callable[..., Any]) -> None:
+    """Call a lifecycle hook with no arguments: async hooks awaited, sync ones in a thread."""
+    if inspect.iscoroutinefunction(hook):
+        await hook()
+    else:
+        await anyio.to_thread.run_sync(hook)
 
 
 def _jsonable(value: Any) -> Any:

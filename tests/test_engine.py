@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from gategraph.runtime import Catalog, ConfigError, ValidationResult
+from gategraph.runtime import Catalog, ConfigError, RuntimeFault, ValidationResult
 from gategraph.runtime._engine import NodeRequest, NodeStatus, execute_graph
 from gategraph.runtime._eventlog import MemoryEventLog, SQLiteEventLog, read_events
 from gategraph.runtime._events import (
@@ -569,3 +569,82 @@ async def test_dependents_wait_until_the_completion_is_durable(
         log.gate.set()
     assert started == ["first", "second"]
     assert log.flushes >= 1
+
+
+async def test_lifecycle_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """setup runs once before a tool's first call, teardown once after its last, even on failure."""
+    calls: list[str] = []
+
+    async def setup() -> None:
+        calls.append("setup")
+
+    def teardown() -> None:
+        calls.append("teardown")
+
+    def broken_teardown() -> None:
+        raise OSError("disk gone")
+
+    async def check(**_: Any) -> dict[str, Any]:
+        calls.append("check")
+        return {"passed": True}
+
+    mod = fake_module(
+        monkeypatch,
+        "gg_hooks",
+        setup=setup,
+        teardown=teardown,
+        check=check,
+        broken_teardown=broken_teardown,
+        broken_setup=lambda: 1 / 0,
+    )
+    g = graph(f"""
+        version: 1
+        name: hooks
+        validations:
+          - name: v
+            entrypoint: "{mod}:check"
+            hooks: {{setup: "{mod}:setup", teardown: "{mod}:teardown"}}
+        nodes:
+          - {{id: a, validation: v}}
+          - {{id: b, validation: v}}
+        """)
+    run = await execute_graph(g)
+    assert calls == ["setup", "check", "check", "teardown"]
+    assert run.hook_errors == []
+
+    bad_teardown = graph(f"""
+        version: 1
+        name: hooks2
+        validations:
+          - {{name: v, entrypoint: "{mod}:check", hooks: {{teardown: "{mod}:broken_teardown"}}}}
+        nodes: [{{id: a, validation: v}}]
+        """)
+    run = await execute_graph(bad_teardown)
+    assert run.validations[0].result.passed
+    assert run.hook_errors == ["the teardown hook of 'v' failed: OSError: disk gone"]
+
+    bad_setup = graph(f"""
+        version: 1
+        name: hooks3
+        validations:
+          - name: v
+            entrypoint: "{mod}:check"
+            hooks: {{setup: "{mod}:broken_setup", teardown: "{mod}:teardown"}}
+        nodes: [{{id: a, validation: v}}]
+        """)
+    calls.clear()
+    with pytest.raises(RuntimeFault, match="setup hook of 'v' failed: ZeroDivisionError"):
+        await execute_graph(bad_setup)
+    assert calls == []  # nothing ran, and a tool that never set up is not torn down
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "graphs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+async def test_examples_run_through_execute_graph(path: Path) -> None:
+    """Every example graph runs end to end and passes; informational failures do not block."""
+    run = await execute_graph(load_graph(path))
+    assert run.passed, [(v.node, v.result.message) for v in run.required_failures]
+    assert all(r.status is NodeStatus.OK for r in run.nodes.values())
+    assert len(run.validations) >= 3
