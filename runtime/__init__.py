@@ -22,18 +22,33 @@ from ._eventlog import MemoryEventLog as MemoryEventLog
 from ._eventlog import SQLiteEventLog as SQLiteEventLog
 from ._eventlog import default_event_log_path as default_event_log_path
 from ._eventlog import read_events as read_events
+from ._events import ApplyCompleted as ApplyCompleted
+from ._events import ApplyStarted as ApplyStarted
 from ._events import ArtifactProduced as ArtifactProduced
+from ._events import ArtifactRejected as ArtifactRejected
+from ._events import ArtifactValidated as ArtifactValidated
+from ._events import ArtifactValidationStarted as ArtifactValidationStarted
+from ._events import EscalationDecided as EscalationDecided
+from ._events import EscalationRequested as EscalationRequested
 from ._events import Event as Event
 from ._events import EventBase as EventBase
+from ._events import FixRequested as FixRequested
 from ._events import NodeCompleted as NodeCompleted
 from ._events import NodeSkipped as NodeSkipped
 from ._events import NodeStarted as NodeStarted
+from ._events import PlanFinished as PlanFinished
+from ._events import PlanStarted as PlanStarted
+from ._events import RetryDecided as RetryDecided
 from ._events import RunFinished as RunFinished
 from ._events import RunStarted as RunStarted
+from ._events import StrategyProduced as StrategyProduced
+from ._events import StrategyRevisionRequested as StrategyRevisionRequested
 from ._events import ValidationCompleted as ValidationCompleted
 from ._events import ValidationStarted as ValidationStarted
 from ._events import decode_event as decode_event
 from ._events import encode_event as encode_event
+from ._exceptions import ApplyConflictError as ApplyConflictError
+from ._exceptions import ApplyTwiceError as ApplyTwiceError
 from ._exceptions import CatalogError as CatalogError
 from ._exceptions import ConfigError as ConfigError
 from ._exceptions import ConfigIssue as ConfigIssue
@@ -43,8 +58,10 @@ from ._exceptions import IntegrityError as IntegrityError
 from ._exceptions import NotFoundError as NotFoundError
 from ._exceptions import RuntimeFault as RuntimeFault
 from ._graph import AcceptanceCriterion as AcceptanceCriterion
+from ._graph import ActorSpec as ActorSpec
 from ._graph import ApprovalPolicy as ApprovalPolicy
 from ._graph import ApprovalRule as ApprovalRule
+from ._graph import Lifecycle as Lifecycle
 from ._graph import Node as Node
 from ._graph import NodeKind as NodeKind
 from ._graph import PlanGraph as PlanGraph
@@ -54,6 +71,25 @@ from ._graph import load_graph as load_graph
 from ._ids import EventId as EventId
 from ._ids import PlanId as PlanId
 from ._ids import new_ulid as new_ulid
+from ._maxn import AUDIT_FILE as AUDIT_FILE
+from ._maxn import DEFAULT_RETRY_LIMIT as DEFAULT_RETRY_LIMIT
+from ._maxn import FAULT_CATALOGUE as FAULT_CATALOGUE
+from ._maxn import Attempt as Attempt
+from ._maxn import AuditLog as AuditLog
+from ._maxn import AuditRecorder as AuditRecorder
+from ._maxn import Backoff as Backoff
+from ._maxn import FaultClass as FaultClass
+from ._maxn import FaultFamily as FaultFamily
+from ._maxn import FaultKind as FaultKind
+from ._maxn import InMemoryAuditLog as InMemoryAuditLog
+from ._maxn import MaxNPolicy as MaxNPolicy
+from ._maxn import RetryBudget as RetryBudget
+from ._maxn import RetryDecision as RetryDecision
+from ._maxn import classify as classify
+from ._maxn import default_audit_path as default_audit_path
+from ._maxn import primary_fault as primary_fault
+from ._maxn import read_audit as read_audit
+from ._maxn import wait_backoff as wait_backoff
 from ._models import NAME_PATTERN as NAME_PATTERN
 from ._models import Attachment as Attachment
 from ._models import AttachmentId as AttachmentId
@@ -67,10 +103,45 @@ from ._models import ToolType as ToolType
 from ._models import Validation as Validation
 from ._models import ValidationMode as ValidationMode
 from ._models import tool_from_config as tool_from_config
+from ._pipeline import LAYERS as LAYERS
+from ._pipeline import NeedsApproval as NeedsApproval
+from ._pipeline import Passed as Passed
+from ._pipeline import Reason as Reason
+from ._pipeline import Rejected as Rejected
+from ._pipeline import ValidationOutcome as ValidationOutcome
+from ._pipeline import build_verdict as build_verdict
+from ._protocols import Applicable as Applicable
+from ._protocols import EscalationDecision as EscalationDecision
+from ._protocols import EscalationHandler as EscalationHandler
+from ._protocols import EscalationRequest as EscalationRequest
+from ._protocols import ExecuteRequest as ExecuteRequest
+from ._protocols import ExecutionActor as ExecutionActor
+from ._protocols import FixRequest as FixRequest
+from ._protocols import RoundSummary as RoundSummary
+from ._protocols import Strategy as Strategy
+from ._protocols import StrategyActor as StrategyActor
+from ._protocols import StrategyRequest as StrategyRequest
 from ._readonly import ReadOnlyViolationError as ReadOnlyViolationError
+from ._resources import ApplyReport as ApplyReport
+from ._resources import Change as Change
+from ._resources import Changeset as Changeset
+from ._resources import DirectoryResource as DirectoryResource
+from ._resources import DirectorySandbox as DirectorySandbox
+from ._resources import MemoryResource as MemoryResource
+from ._resources import MemorySandbox as MemorySandbox
+from ._resources import Resource as Resource
+from ._resources import Sandbox as Sandbox
 from ._results import ResultError as ResultError
 from ._results import ValidationResult as ValidationResult
 from ._results import coerce_result as coerce_result
+from ._supervisor import GraphExecutor as GraphExecutor
+from ._supervisor import GraphStrategy as GraphStrategy
+from ._supervisor import LocalExecutor as LocalExecutor
+from ._supervisor import PlanOutcome as PlanOutcome
+from ._supervisor import PlanStatistics as PlanStatistics
+from ._supervisor import PlanStatus as PlanStatus
+from ._supervisor import Supervisor as Supervisor
+from ._supervisor import run_plan as run_plan
 from ._verdicts import ValidatorAttestation as ValidatorAttestation
 from ._verdicts import ValidatorFinding as ValidatorFinding
 from ._verdicts import ValidatorRejection as ValidatorRejection
@@ -81,31 +152,74 @@ from ._verdicts import parse_verdict as parse_verdict
 from ._version import __version__ as __version__
 
 __all__ = [
+    "AUDIT_FILE",
+    "DEFAULT_RETRY_LIMIT",
+    "FAULT_CATALOGUE",
+    "LAYERS",
     "NAME_PATTERN",
     "AcceptanceCriterion",
     "Actor",
     "ActorFailedError",
     "ActorRef",
     "ActorScope",
+    "ActorSpec",
+    "Applicable",
+    "ApplyCompleted",
+    "ApplyConflictError",
+    "ApplyReport",
+    "ApplyStarted",
+    "ApplyTwiceError",
     "ApprovalPolicy",
     "ApprovalRule",
     "ArtifactProduced",
+    "ArtifactRejected",
+    "ArtifactValidated",
+    "ArtifactValidationStarted",
     "Attachment",
     "AttachmentId",
+    "Attempt",
+    "AuditLog",
+    "AuditRecorder",
+    "Backoff",
     "Capability",
     "Catalog",
     "CatalogError",
+    "Change",
+    "Changeset",
     "ConfigError",
     "ConfigIssue",
+    "DirectoryResource",
+    "DirectorySandbox",
     "DuplicateError",
+    "EscalationDecided",
+    "EscalationDecision",
+    "EscalationHandler",
+    "EscalationRequest",
+    "EscalationRequested",
     "Event",
     "EventBase",
     "EventId",
     "EventLog",
+    "ExecuteRequest",
+    "ExecutionActor",
+    "FaultClass",
+    "FaultFamily",
+    "FaultKind",
+    "FixRequest",
+    "FixRequested",
     "GategraphError",
+    "GraphExecutor",
     "GraphRun",
+    "GraphStrategy",
+    "InMemoryAuditLog",
     "IntegrityError",
+    "Lifecycle",
+    "LocalExecutor",
+    "MaxNPolicy",
     "MemoryEventLog",
+    "MemoryResource",
+    "MemorySandbox",
+    "NeedsApproval",
     "Node",
     "NodeCompleted",
     "NodeKind",
@@ -115,18 +229,38 @@ __all__ = [
     "NodeStarted",
     "NodeStatus",
     "NotFoundError",
+    "Passed",
+    "PlanFinished",
     "PlanGraph",
     "PlanId",
+    "PlanOutcome",
+    "PlanStarted",
+    "PlanStatistics",
+    "PlanStatus",
     "Policy",
     "ReadOnlyViolationError",
+    "Reason",
+    "Rejected",
+    "Resource",
     "ResourceSlot",
     "ResourceSpec",
     "ResultError",
+    "RetryBudget",
+    "RetryDecided",
+    "RetryDecision",
+    "RoundSummary",
     "RunFinished",
     "RunStarted",
     "RuntimeFault",
     "SQLiteEventLog",
+    "Sandbox",
     "Scope",
+    "Strategy",
+    "StrategyActor",
+    "StrategyProduced",
+    "StrategyRequest",
+    "StrategyRevisionRequested",
+    "Supervisor",
     "Tool",
     "ToolContext",
     "ToolHooks",
@@ -135,6 +269,7 @@ __all__ = [
     "Validation",
     "ValidationCompleted",
     "ValidationMode",
+    "ValidationOutcome",
     "ValidationRecord",
     "ValidationResult",
     "ValidationStarted",
@@ -142,8 +277,11 @@ __all__ = [
     "ValidatorFinding",
     "ValidatorRejection",
     "__version__",
+    "build_verdict",
+    "classify",
     "coerce_result",
     "decode_event",
+    "default_audit_path",
     "default_catalog_path",
     "default_event_log_path",
     "encode_event",
@@ -155,6 +293,10 @@ __all__ = [
     "new_ulid",
     "open_actor_scope",
     "parse_verdict",
+    "primary_fault",
+    "read_audit",
     "read_events",
+    "run_plan",
     "tool_from_config",
+    "wait_backoff",
 ]

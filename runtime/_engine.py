@@ -18,7 +18,7 @@ import enum
 import inspect
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -127,6 +127,8 @@ class GraphRun(msgspec.Struct, kw_only=True):
     validations: list[ValidationRecord]
     """Every validation call (nodes and attachments), in completion order."""
     duration: float
+    last_seq: int = 0
+    """The seq of the run's last event: a caller logging more events continues after it."""
     hook_errors: list[str] = msgspec.field(default_factory=list)
     """Teardown hooks that failed (a failed setup hook fails the run before it starts)."""
 
@@ -273,10 +275,14 @@ class _Compiler:
         catalog: Catalog | None,
         plan_id: str,
         isolation: Isolation | None,
+        select: Collection[str] | None = None,
+        given: Mapping[str, Any] | None = None,
     ) -> None:
         self.graph = graph
         self.resources = resources
         self.catalog = catalog
+        self.select = frozenset(select) if select is not None else None
+        self.given = given or {}
         self.plan_id = plan_id
         self.isolation = isolation
         self.prepared: dict[tuple[str, str | None, float | None], Prepared] = {}
@@ -329,14 +335,36 @@ class _Compiler:
             )
         if self.catalog is not None:
             units.extend(self._attachment_units(tuple(work_ids)))
+        if self.select is not None:
+            units = self._selected(units)
         by_id = {unit.id: unit for unit in units}
         for unit in units:
             for need in unit.needs:
-                needed = by_id[need]
+                needed = by_id.get(need)
+                if needed is None:  # given: done before this run
+                    unit.pending -= 1
+                    continue
                 if needed.dependents is None:
                     needed.dependents = []
                 needed.dependents.append(unit)
         return units
+
+    def _selected(self, units: list[_Unit]) -> list[_Unit]:
+        """Keep the selected units; their other needs must be given."""
+        assert self.select is not None
+        known = {unit.id for unit in units}
+        unknown = sorted(set(self.select) - known)
+        if unknown:
+            raise ConfigError.at("select", f"no node or attachment {', '.join(unknown)}")
+        kept = [unit for unit in units if unit.id in self.select]
+        for unit in kept:
+            missing = [n for n in unit.needs if n not in self.select and n not in self.given]
+            if missing:
+                raise ConfigError.at(
+                    "given",
+                    f"{unit.id} needs {', '.join(missing)}, which neither runs nor is given",
+                )
+        return kept
 
     def _spec(self, node: Node) -> _Spec:
         kind = node.kind.value
@@ -403,7 +431,12 @@ class _Engine:
         log: EventLog,
         max_concurrency: int,
         attempt: int,
+        given: Mapping[str, Any] | None = None,
+        first_seq: int = 1,
+        causation_id: str | None = None,
     ) -> None:
+        self.given = given or {}
+        self.cause = causation_id
         self.graph = graph
         self.units = units
         self.plan_id = plan_id
@@ -428,7 +461,7 @@ class _Engine:
         self.remaining = len(units)
         self.results: dict[str, NodeResult] = {}
         self.validations: list[ValidationRecord] = []
-        self.seq = 0
+        self.seq = first_seq - 1
         self.start_id = ""
         self.send: MemoryObjectSendStream[_Unit] | None = None
         self.actors: dict[str, ActorRef] = {}
@@ -480,6 +513,7 @@ class _Engine:
                 id=event_id,
                 plan_id=self.plan_id,
                 seq=self._next(),
+                causation_id=self.cause,
                 at=time.time(),
                 graph=self.graph.name,
                 project=self.graph.project,
@@ -510,6 +544,7 @@ class _Engine:
             nodes=self.results,
             validations=self.validations,
             duration=duration,
+            last_seq=self.seq,
             hook_errors=self.hook_errors,
         )
 
@@ -635,8 +670,8 @@ class _Engine:
     def _inputs(self, unit: _Unit) -> dict[str, Any]:
         inputs = {}
         for need in unit.needs:
-            result = self.results[need]
-            output = result.output
+            result = self.results.get(need)
+            output = result.output if result is not None else self.given[need]
             if isinstance(output, ValidationResult):
                 output = msgspec.structs.asdict(output)
             inputs[need] = output
@@ -919,6 +954,10 @@ async def execute_graph(
     plan_id: str | None = None,
     attempt: int = 1,
     isolation: Isolation | None = None,
+    select: Collection[str] | None = None,
+    given: Mapping[str, Any] | None = None,
+    first_seq: int = 1,
+    causation_id: str | None = None,
 ) -> GraphRun:
     """Run every node of ``graph`` once and return what each node and attachment did.
 
@@ -927,15 +966,29 @@ async def execute_graph(
     validations attached to the graph's resources (resolved under the graph's project and
     ``plan_id``) run too, once every work node is done. ``resources`` replaces the graph's
     resources by name (a folder ``Path`` or a mapping of files), for example with a sandbox.
-    Events go to ``event_log`` (default: a new :class:`MemoryEventLog`).
+    Events go to ``event_log`` (default: a new :class:`MemoryEventLog`), numbered from
+    ``first_seq``; the first one's cause is ``causation_id`` (the supervisor's event).
+
+    ``select`` runs only those nodes (node ids, or ``attachment:ULID``); the outputs of the
+    nodes they need that do not run come from ``given`` (node id → output). The supervisor
+    uses this to run the work before the validations, and to re-run only a failed
+    validation.
 
     A failing tool or validation never raises here: it is a failed node or a failed
     result. :class:`ConfigError` is raised, before anything runs, for a node that cannot
-    be prepared (a missing entrypoint, an MCP tool).
+    be prepared (a missing entrypoint, an MCP tool) or a selection that cannot run.
     """
     run_id = plan_id or new_ulid()
     values = _resource_values(graph, resources)
-    units = _Compiler(graph, values, catalog=catalog, plan_id=run_id, isolation=isolation).compile()
+    units = _Compiler(
+        graph,
+        values,
+        catalog=catalog,
+        plan_id=run_id,
+        isolation=isolation,
+        select=select,
+        given=given,
+    ).compile()
     engine = _Engine(
         graph,
         units,
@@ -943,5 +996,8 @@ async def execute_graph(
         log=event_log if event_log is not None else MemoryEventLog(),
         max_concurrency=max_concurrency or graph.policy.max_concurrency,
         attempt=attempt,
+        given=given,
+        first_seq=first_seq,
+        causation_id=causation_id,
     )
     return await engine.run()

@@ -15,14 +15,27 @@ import msgspec
 from ._results import ValidationResult
 
 __all__ = [
+    "ApplyCompleted",
+    "ApplyStarted",
     "ArtifactProduced",
+    "ArtifactRejected",
+    "ArtifactValidated",
+    "ArtifactValidationStarted",
+    "EscalationDecided",
+    "EscalationRequested",
     "Event",
     "EventBase",
+    "FixRequested",
     "NodeCompleted",
     "NodeSkipped",
     "NodeStarted",
+    "PlanFinished",
+    "PlanStarted",
+    "RetryDecided",
     "RunFinished",
     "RunStarted",
+    "StrategyProduced",
+    "StrategyRevisionRequested",
     "ValidationCompleted",
     "ValidationStarted",
     "decode_event",
@@ -135,8 +148,133 @@ class ArtifactProduced(EventBase, tag="artifact_produced", kw_only=True, frozen=
     """The artifact (JSON-compatible)."""
 
 
+class PlanStarted(EventBase, tag="plan_started", kw_only=True, frozen=True, gc=False):
+    """The supervisor took a plan on."""
+
+    graph: str
+    project: str | None = None
+
+
+class StrategyProduced(EventBase, tag="strategy_produced", kw_only=True, frozen=True, gc=False):
+    """Strategize ended: the strategy actor's strategy for this revision."""
+
+    revision: int
+    summary: str = ""
+
+
+class ArtifactValidationStarted(
+    EventBase, tag="artifact_validation_started", kw_only=True, frozen=True, gc=False
+):
+    """The pipeline began validating an artifact (seed 002 §10)."""
+
+    round: int
+    """1 for the plan's first validation round, then 2, 3, ..."""
+    attempt: int
+    """The attempt within the current strategy (1, then one more per fix or retry)."""
+    revision: int
+
+
+class ArtifactValidated(EventBase, tag="artifact_validated", kw_only=True, frozen=True, gc=False):
+    """Every layer passed: the artifact may advance (seed 002 §10)."""
+
+    round: int
+    verdict: dict[str, Any]
+    """The seed 003 attestation."""
+
+
+class ArtifactRejected(EventBase, tag="artifact_rejected", kw_only=True, frozen=True, gc=False):
+    """A layer rejected the artifact; later layers were skipped (seed 002 §5.2)."""
+
+    round: int
+    layer: str
+    """``routing``, ``payload``, ``semantic`` or ``approval``."""
+    reasons: list[str]
+    verdict: dict[str, Any] | None = None
+    """The seed 003 rejection, for a semantic rejection."""
+
+
+class RetryDecided(EventBase, tag="retry_decided", kw_only=True, frozen=True, gc=False):
+    """The Max-N runtime's decision about a rejected round (seed 003)."""
+
+    round: int
+    attempt: int
+    fault_kind: str
+    classification: str
+    decision: str
+    """``fix``, ``retry-validator``, ``escalate-exhausted`` or ``escalate-permanent``."""
+    budget_used: int
+    budget_limit: int
+
+
+class FixRequested(EventBase, tag="fix_requested", kw_only=True, frozen=True, gc=False):
+    """The rejection went back to the execution actor (seed 000, self-fix attempt)."""
+
+    attempt: int
+    note: str | None = None
+
+
+class StrategyRevisionRequested(
+    EventBase, tag="strategy_revision_requested", kw_only=True, frozen=True, gc=False
+):
+    """The retry budget is spent: back to Strategize with the history (seed 000 step 5)."""
+
+    revision: int
+    reason: str
+
+
+class EscalationRequested(
+    EventBase, tag="escalation_requested", kw_only=True, frozen=True, gc=False
+):
+    """The plan needs a person (seed 000 step 6)."""
+
+    reason: str
+    """``exhausted`` or ``permanent``."""
+    message: str
+
+
+class EscalationDecided(EventBase, tag="escalation_decided", kw_only=True, frozen=True, gc=False):
+    """A person's decision on an escalation: retry or abort."""
+
+    action: str
+    note: str | None = None
+
+
+class ApplyStarted(EventBase, tag="apply_started", kw_only=True, frozen=True, gc=False):
+    """Apply began: the point of no return (seed 000)."""
+
+    resources: list[str]
+
+
+class ApplyCompleted(EventBase, tag="apply_completed", kw_only=True, frozen=True, gc=False):
+    """Every resource's changeset is committed."""
+
+    changes: dict[str, str]
+    """A summary of the changes, by resource."""
+
+
+class PlanFinished(EventBase, tag="plan_finished", kw_only=True, frozen=True, gc=False):
+    """The plan ended, or paused waiting for a person."""
+
+    status: str
+    """``applied``, ``failed``, ``awaiting_decision`` or ``awaiting_approval``."""
+    message: str = ""
+
+
 Event = (
-    RunStarted
+    PlanStarted
+    | StrategyProduced
+    | ArtifactValidationStarted
+    | ArtifactValidated
+    | ArtifactRejected
+    | RetryDecided
+    | FixRequested
+    | StrategyRevisionRequested
+    | EscalationRequested
+    | EscalationDecided
+    | ApplyStarted
+    | ApplyCompleted
+    | PlanFinished
+    | RunStarted
     | RunFinished
     | NodeStarted
     | NodeCompleted

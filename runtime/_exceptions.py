@@ -8,6 +8,8 @@ The tree::
     │   ├── DuplicateError                  the name (or the attachment) exists already
     │   ├── NotFoundError (also LookupError) no tool, validation or attachment of that id
     │   └── IntegrityError                  the change would break a catalog rule
+    ├── ApplyConflictError                  Apply refused; nothing was changed
+    │   └── ApplyTwiceError                 the plan was applied already (Apply at most once)
     └── RuntimeFault (also RuntimeError)    a plan failed for a reason of the runtime itself
 
 A :class:`ConfigError` carries every problem found in one input as :class:`ConfigIssue`
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "ApplyConflictError",
+    "ApplyTwiceError",
     "CatalogError",
     "ConfigError",
     "ConfigIssue",
@@ -161,3 +165,39 @@ class IntegrityError(CatalogError):
 
 class RuntimeFault(GategraphError, RuntimeError):
     """A plan failed because of the runtime itself, not because of a validation."""
+
+
+class ApplyConflictError(GategraphError):
+    """Apply refused; nothing was changed.
+
+    The real resource changed since the sandbox was taken, the changeset is not what the
+    sandbox holds any more, a path would escape the resource, or an earlier apply of the
+    plan did not finish.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        resource: str,
+        plan_id: str | None = None,
+        paths: Iterable[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.resource = resource
+        """The resource that refused."""
+        self.plan_id = plan_id
+        """The plan whose apply was refused, when known."""
+        self.paths: tuple[str, ...] = tuple(paths)
+        """The offending paths, relative to the resource."""
+
+
+class ApplyTwiceError(ApplyConflictError):
+    """The plan's apply committed already: Apply happens at most once (seed 000)."""
+
+    def __init__(self, *, resource: str, plan_id: str) -> None:
+        super().__init__(
+            f"resource {resource!r}: plan {plan_id!r} was applied already; Apply happens at most once",
+            resource=resource,
+            plan_id=plan_id,
+        )

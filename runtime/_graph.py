@@ -60,8 +60,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AcceptanceCriterion",
+    "ActorSpec",
     "ApprovalPolicy",
     "ApprovalRule",
+    "Lifecycle",
     "Node",
     "NodeKind",
     "PlanGraph",
@@ -299,6 +301,26 @@ class Policy(_Model):
     """The approval layer's tiers and rules."""
 
 
+class ActorSpec(_Model):
+    """An actor class the supervisor builds: ``uses`` names it, ``arguments`` go to it."""
+
+    uses: Annotated[str, AfterValidator(_check_uses)]
+    """``"package.module:Class"``."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the class."""
+
+
+class Lifecycle(_Model):
+    """Who strategizes and executes the plan, and what its artifact must look like."""
+
+    strategy: ActorSpec | None = None
+    """The strategy actor; by default the graph itself is the strategy."""
+    executor: ActorSpec | None = None
+    """The execution actor; by default the graph's work nodes run on the sandboxes."""
+    artifact_schema: dict[str, Any] | None = None
+    """A JSON Schema the artifact must match (the pipeline's payload layer)."""
+
+
 class PlanGraph(_Model):
     """A plan as a graph of nodes, with its resources, tools, criteria and policy.
 
@@ -326,6 +348,8 @@ class PlanGraph(_Model):
     """Acceptance criteria, each bound to validation nodes."""
     policy: Policy = Policy()
     """Retries, concurrency, timeouts and approval."""
+    lifecycle: Lifecycle = Lifecycle()
+    """The supervisor's actors and the artifact's schema."""
 
     @field_validator("nodes")
     @classmethod

@@ -9,6 +9,16 @@ Fake validations with predictable behaviour, to use as entrypoints in plan graph
         entrypoint: gategraph.runtime.testing:sleeping
 
 Each accepts and ignores arguments it does not use, so it can stand in anywhere.
+
+And scripted, deterministic actors for the supervisor (seed 000's lifecycle)::
+
+    lifecycle:
+      executor:
+        uses: gategraph.runtime.testing:ScriptedExecutor
+        arguments:
+          steps:
+            - files: {"src/app.py": "def greet(:\n"}                  # first try: broken
+            - files: {"src/app.py": "def greet():\n    return 1\n"}  # the fix
 """
 
 from __future__ import annotations
@@ -19,7 +29,17 @@ from typing import Any
 
 import anyio
 
-__all__ = ["echo", "failing", "passing", "raising", "returning", "sleeping", "writing"]
+__all__ = [
+    "ScriptedExecutor",
+    "ScriptedStrategy",
+    "echo",
+    "failing",
+    "passing",
+    "raising",
+    "returning",
+    "sleeping",
+    "writing",
+]
 
 
 async def passing(**_: Any) -> dict[str, Any]:
@@ -66,3 +86,74 @@ def echo(*, artifact: Any = None, inputs: Any = None, **arguments: Any) -> dict[
         "message": "echo",
         "data": {"arguments": shown, "artifact": artifact, "inputs": inputs},
     }
+
+
+class ScriptedStrategy:
+    """A strategy actor that records what it was asked and answers with a fixed summary."""
+
+    def __init__(self, summary: str = "scripted strategy") -> None:
+        self.summary = summary
+        self.requests: list[Any] = []
+        """Every :class:`StrategyRequest`, in order (revision, history ...)."""
+
+    async def strategize(self, request: Any) -> Any:
+        """Record the request; return ``summary`` (with the revision number)."""
+        from ._protocols import Strategy
+
+        self.requests.append(request)
+        return Strategy(summary=f"{self.summary} (revision {request.revision})")
+
+
+class ScriptedExecutor:
+    """An execution actor that follows a script, one step per attempt.
+
+    Each step may write ``files`` (path → text, or ``None`` to delete) into a resource's
+    sandbox (``resource``: its name; by default the only one), ``raise_`` an error with
+    that message, and return ``artifact`` (by default ``{"files": [the paths]}``). The
+    first step is the work; each fix takes the next step; past the end, the last step
+    repeats — so a one-step script is an executor that never fixes anything.
+    """
+
+    def __init__(self, steps: list[dict[str, Any]]) -> None:
+        if not steps:
+            raise ValueError("a script needs at least one step")
+        self.steps = steps
+        self.calls: list[Any] = []
+        """Every request, in order (an ``ExecuteRequest`` then ``FixRequest``s)."""
+
+    async def execute(self, request: Any) -> Any:
+        """Take the first step."""
+        self.calls.append(request)
+        return self._step(self.steps[0], request.resources)
+
+    async def fix(self, request: Any) -> Any:
+        """Take the next step (the last one again past the end of the script)."""
+        self.calls.append(request)
+        return self._step(
+            self.steps[min(len(self.calls) - 1, len(self.steps) - 1)], request.resources
+        )
+
+    def _step(self, step: Mapping[str, Any], resources: Mapping[str, Any]) -> Any:
+        if step.get("raise_"):
+            raise RuntimeError(str(step["raise_"]))
+        files: Mapping[str, str | None] = step.get("files") or {}
+        if files:
+            name = step.get("resource")
+            if name is None:
+                if len(resources) != 1:
+                    raise ValueError("say which resource the step writes to (`resource`)")
+                name = next(iter(resources))
+            view = resources[name]
+            for path, text in files.items():
+                if isinstance(view, Path):
+                    target = view / path
+                    if text is None:
+                        target.unlink(missing_ok=True)
+                    else:
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_text(text, encoding="utf-8")
+                elif text is None:
+                    view.pop(path, None)
+                else:
+                    view[path] = text
+        return step.get("artifact", {"files": sorted(files)})

@@ -648,3 +648,19 @@ async def test_examples_run_through_execute_graph(path: Path) -> None:
     assert run.passed, [(v.node, v.result.message) for v in run.required_failures]
     assert all(r.status is NodeStatus.OK for r in run.nodes.values())
     assert len(run.validations) >= 3
+
+
+async def test_select_and_given() -> None:
+    """Only the selected nodes run; the outputs they need come from `given`."""
+    g = graph(FANOUT)
+    first = await execute_graph(g, select={"make"})
+    assert set(first.nodes) == {"make"}
+    second = await execute_graph(
+        g, select={"v1", "v4"}, given={"make": first.nodes["make"].output}, attempt=2
+    )
+    assert set(second.nodes) == {"v1", "v4"}
+    assert [v.node for v in second.required_failures] == ["v4"]
+    with pytest.raises(ConfigError, match="v1 needs make, which neither runs nor is given"):
+        await execute_graph(g, select={"v1"})
+    with pytest.raises(ConfigError, match="no node or attachment nope"):
+        await execute_graph(g, select={"nope"})

@@ -1,0 +1,215 @@
+"""The layered validation pipeline (seed 002) and the verdict envelope of each round (seed 003).
+
+Layers run in a fixed order — routing, payload, semantic, approval — and the first
+rejection skips the rest (seed 002 §5.2). Outcomes are :class:`Passed`,
+:class:`Rejected` and :class:`NeedsApproval` (seed 002 §9).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from ._models import ValidationMode
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ._engine import ValidationRecord
+    from ._graph import PlanGraph
+    from ._protocols import Applicable
+
+__all__ = [
+    "LAYERS",
+    "NeedsApproval",
+    "Passed",
+    "Reason",
+    "Rejected",
+    "ValidationOutcome",
+    "build_verdict",
+    "check_approval",
+    "check_payload",
+]
+
+LAYERS: Final = ("routing", "payload", "semantic", "approval")
+"""The pipeline's layers, in the order they run (seed 002 §5.2; immutable, §12)."""
+
+VALIDATOR_ID: Final = "validator-gategraph"
+"""The ``validatorId`` of the envelopes gategraph issues."""
+
+
+class Reason(msgspec.Struct, kw_only=True, frozen=True):
+    """Why a layer rejected an artifact."""
+
+    layer: str
+    message: str
+    node: str | None = None
+    """The validation node (or attachment) that failed, for a semantic reason."""
+    error: str | None = None
+    """The failed result's ``data.error`` (``timeout``, ``exception`` ...), if any."""
+
+    def __str__(self) -> str:
+        where = f"{self.node}: " if self.node else ""
+        return f"{self.layer}: {where}{self.message}"
+
+
+class Passed(msgspec.Struct, frozen=True):
+    """Every layer accepted the artifact."""
+
+
+class Rejected(msgspec.Struct, frozen=True):
+    """A layer rejected the artifact, for these reasons."""
+
+    layer: str
+    reasons: tuple[Reason, ...]
+
+
+class NeedsApproval(msgspec.Struct, frozen=True):
+    """The approval layer wants a person's decision before the artifact may advance."""
+
+    tier: str
+    message: str
+
+
+ValidationOutcome = Passed | Rejected | NeedsApproval
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def check_payload(artifact: Any, schema: Mapping[str, Any] | None) -> tuple[Reason, ...]:
+    """The payload layer: the artifact is JSON and matches the declared schema, if any."""
+    try:
+        msgspec.json.encode(artifact)
+    except (TypeError, ValueError, OverflowError) as exc:
+        return (Reason(layer="payload", message=f"the artifact is not JSON-compatible: {exc}"),)
+    if schema is None:
+        return ()
+    from jsonschema import validators
+
+    validator = validators.validator_for(schema)(schema)
+    reasons = []
+    for error in sorted(validator.iter_errors(artifact), key=lambda e: list(e.absolute_path)):
+        where = "/".join(str(p) for p in error.absolute_path) or "(the artifact)"
+        reasons.append(Reason(layer="payload", message=f"{where}: {error.message}"))
+    return tuple(reasons[:20])
+
+
+def check_approval(
+    graph: PlanGraph, ran: Sequence[str], *, auto_approve: bool
+) -> ValidationOutcome:
+    """The approval layer: the first rule matching a node that ran decides (seed 002 §8).
+
+    ``approve`` passes; ``deny`` rejects; ``require`` and ``escalate`` need a person unless
+    the rule's tier is auto-approved by the policy, or the session auto-approves.
+    """
+    policy = graph.policy.approval
+    for rule in policy.rules:
+        matched = [node for node in ran if fnmatch.fnmatchcase(node, rule.match)]
+        if not matched:
+            continue
+        if rule.action == "approve":
+            return Passed()
+        if rule.action == "deny":
+            return Rejected(
+                "approval",
+                (
+                    Reason(
+                        layer="approval",
+                        message=f"denied by policy: {rule.match!r} matches {matched[0]}",
+                    ),
+                ),
+            )
+        if rule.tier in policy.auto_approve or auto_approve:
+            return Passed()
+        verb = "needs approval" if rule.action == "require" else "is escalated"
+        return NeedsApproval(rule.tier, f"{matched[0]} {verb} (tier {rule.tier})")
+    return Passed()
+
+
+def build_verdict(
+    plan_id: str,
+    graph: PlanGraph,
+    applicable: Sequence[Applicable],
+    records: Mapping[str, ValidationRecord],
+) -> dict[str, Any]:
+    """The round's seed 003 envelope: one finding per acceptance criterion.
+
+    With no criteria declared, each required validation is its own criterion. Informational
+    results never count against a criterion (seed 000). A required validation that failed
+    because of an infrastructure fault (timeout, exception, malformed ...) makes its
+    criterion ``inconclusive`` rather than ``fail``: nothing was decided.
+    """
+    now = _now()
+    required = [a for a in applicable if a.mode == ValidationMode.REQUIRED.value]
+    criteria: list[tuple[str, list[Applicable]]] = []
+    if graph.acceptance:
+        for criterion in graph.acceptance:
+            bound = [a for a in required if criterion.id in a.criteria]
+            criteria.append((criterion.id, bound))
+    else:
+        criteria = [(a.id, [a]) for a in required]
+    findings: list[dict[str, Any]] = []
+    for criterion_id, bound in criteria:
+        failed = [
+            records[a.id] for a in bound if a.id in records and not records[a.id].result.passed
+        ]
+        missing = [a.id for a in bound if a.id not in records]
+        if not failed and not missing:
+            status = "pass"
+            reasoning = (
+                "; ".join(f"{a.id}: {records[a.id].result.message or 'passed'}" for a in bound)
+                or "no required validation is bound to this criterion"
+            )
+        else:
+            infra = all(r.result.data.get("error") for r in failed)
+            status = "inconclusive" if (failed and infra) or (missing and not failed) else "fail"
+            parts = [f"{r.node}: {r.result.message or 'failed'}" for r in failed]
+            parts += [f"{m}: did not run" for m in missing]
+            reasoning = "; ".join(parts)
+        findings.append(
+            {
+                "acId": criterion_id,
+                "status": status,
+                "reasoning": reasoning,
+                "evidenceRefs": [f"validation:{a.id}" for a in bound],
+                "checkedAt": now,
+            }
+        )
+    if not findings:
+        findings.append(
+            {
+                "acId": "plan",
+                "status": "pass",
+                "reasoning": "the plan has no required validation",
+                "checkedAt": now,
+            }
+        )
+    failing = [f for f in findings if f["status"] != "pass"]
+    if not failing:
+        return {
+            "verdict": "attest",
+            "taskId": plan_id,
+            "validatorId": VALIDATOR_ID,
+            "findings": findings,
+            "summary": f"All {len(findings)} acceptance criteria pass.",
+            "attestedAt": now,
+            "schemaVersion": "1",
+        }
+    return {
+        "verdict": "reject",
+        "taskId": plan_id,
+        "validatorId": VALIDATOR_ID,
+        "findings": findings,
+        "summary": (
+            f"{len(failing)} of {len(findings)} acceptance criteria do not pass: "
+            + ", ".join(f["acId"] for f in failing)
+        ),
+        "remediationHints": [f["reasoning"] for f in failing][:10],
+        "rejectedAt": now,
+        "schemaVersion": "1",
+    }

@@ -1,0 +1,139 @@
+"""What users plug into the supervisor: strategy and execution actors, escalation handlers.
+
+Each is a small protocol; ``gategraph.runtime.testing`` has scripted implementations, and
+the defaults (:class:`GraphStrategy`, :class:`GraphExecutor`) run the plan graph itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+__all__ = [
+    "Applicable",
+    "EscalationDecision",
+    "EscalationHandler",
+    "EscalationRequest",
+    "ExecuteRequest",
+    "ExecutionActor",
+    "FixRequest",
+    "RoundSummary",
+    "Strategy",
+    "StrategyActor",
+    "StrategyRequest",
+]
+
+
+class Applicable(msgspec.Struct, kw_only=True, frozen=True):
+    """A validation that applies to the plan: a graph node or a catalog attachment."""
+
+    id: str
+    """The node id, or ``attachment:ULID``."""
+    validation: str
+    mode: str
+    """``required`` or ``informational``."""
+    attachment_id: str | None = None
+    criteria: tuple[str, ...] = ()
+    """The acceptance criteria it is bound to."""
+
+
+class RoundSummary(msgspec.Struct, kw_only=True, frozen=True):
+    """One validation round, as strategy and execution actors see the history."""
+
+    revision: int
+    attempt: int
+    passed: bool
+    failures: tuple[str, ...] = ()
+    """``node: message`` for each required validation that did not pass."""
+
+
+class StrategyRequest(msgspec.Struct, kw_only=True):
+    """Asks the strategy actor for a strategy (seed 000: Strategize is not validated, but
+    the strategy actor knows which validations apply)."""
+
+    plan_id: str
+    graph: Any
+    """The :class:`PlanGraph`."""
+    applicable: tuple[Applicable, ...]
+    revision: int
+    """0 for the first strategy, then 1, 2, ... for each revision."""
+    history: tuple[RoundSummary, ...] = ()
+    """The rounds of earlier strategies, for a revision."""
+
+
+class Strategy(msgspec.Struct, kw_only=True):
+    """What the strategy actor decided; passed on to the execution actor."""
+
+    summary: str = ""
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ExecuteRequest(msgspec.Struct, kw_only=True):
+    """Asks the execution actor to do the work, on sandboxed resources."""
+
+    plan_id: str
+    graph: Any
+    strategy: Strategy
+    resources: Mapping[str, Any]
+    """The sandboxes' views by resource name: a folder ``Path`` or a mutable mapping."""
+    attempt: int
+    revision: int
+
+
+class FixRequest(ExecuteRequest, kw_only=True):
+    """Asks the execution actor to fix a rejected artifact (seed 000: self-fix attempt)."""
+
+    artifact: Any
+    """The artifact that was rejected."""
+    rejection: dict[str, Any]
+    """The seed 003 rejection envelope: findings per acceptance criterion."""
+    failures: tuple[dict[str, Any], ...]
+    """Each failing required validation: node, validation, message, data."""
+    note: str | None = None
+    """A person's note, when the retry came from an escalation decision."""
+
+
+@runtime_checkable
+class StrategyActor(Protocol):
+    """Produces a strategy for a plan, and revisions of it."""
+
+    async def strategize(self, request: StrategyRequest) -> Strategy:
+        """Return the strategy for this revision."""
+        ...
+
+
+@runtime_checkable
+class ExecutionActor(Protocol):
+    """Does the plan's work on sandboxed resources and fixes rejected artifacts."""
+
+    async def execute(self, request: ExecuteRequest) -> Any:
+        """Do the work; return the artifact (JSON-compatible) to be validated."""
+        ...
+
+    async def fix(self, request: FixRequest) -> Any:
+        """Fix the rejected artifact (the sandbox keeps the earlier work); return the new one."""
+        ...
+
+
+class EscalationRequest(msgspec.Struct, kw_only=True):
+    """A plan that needs a person: its retries and revisions are spent, or a fault is
+    permanent (seed 000, Required Validation Failure Handling, step 6)."""
+
+    plan_id: str
+    reason: Literal["exhausted", "permanent"]
+    message: str
+    verdict: dict[str, Any] | None
+    history: tuple[RoundSummary, ...]
+
+
+class EscalationDecision(msgspec.Struct, kw_only=True, frozen=True):
+    """A person's answer: try again (with a fresh budget) or give up."""
+
+    action: Literal["retry", "abort"]
+    note: str | None = None
+
+
+EscalationHandler = Callable[[EscalationRequest], Awaitable[EscalationDecision]]
+"""An async callable deciding escalations; without one the plan pauses for ``decide``."""

@@ -1,0 +1,766 @@
+"""The supervisor: a plan's lifecycle, Strategize → Execute → Apply (seed 000).
+
+Strategize is not validated, but the strategy actor is told which validations apply.
+Execute runs on sandboxes; its last step is the validation pipeline (routing → payload →
+semantic → approval, seed 002). A required failure climbs the failure ladder: fix and
+revalidate on one shared Max-N budget (seed 003), then a strategy revision, then a person,
+then terminal failure. Apply commits the sandboxes' changesets atomically; it is never
+validated and happens at most once.
+
+Invariant: no path reaches Apply while a required validation is failing.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from ._catalog import default_catalog_path
+from ._engine import GraphRun, ValidationRecord, execute_graph
+from ._eventlog import EventLog, MemoryEventLog
+from ._events import (
+    ApplyCompleted,
+    ApplyStarted,
+    ArtifactRejected,
+    ArtifactValidated,
+    ArtifactValidationStarted,
+    EscalationDecided,
+    EscalationRequested,
+    EventBase,
+    FixRequested,
+    PlanFinished,
+    PlanStarted,
+    RetryDecided,
+    StrategyProduced,
+    StrategyRevisionRequested,
+)
+from ._exceptions import ConfigError
+from ._ids import new_ulid
+from ._invoke import Isolation, prepare, resolve_entrypoint
+from ._maxn import (
+    Attempt,
+    AuditLog,
+    AuditRecorder,
+    FaultKind,
+    MaxNPolicy,
+    RetryBudget,
+    RetryDecision,
+    classify,
+    primary_fault,
+    wait_backoff,
+)
+from ._models import Validation
+from ._pipeline import (
+    LAYERS,
+    NeedsApproval,
+    Passed,
+    Reason,
+    Rejected,
+    ValidationOutcome,
+    build_verdict,
+    check_approval,
+    check_payload,
+)
+from ._protocols import (
+    Applicable,
+    EscalationDecision,
+    EscalationHandler,
+    EscalationRequest,
+    ExecuteRequest,
+    ExecutionActor,
+    FixRequest,
+    RoundSummary,
+    Strategy,
+    StrategyActor,
+    StrategyRequest,
+)
+from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
+from ._results import ResultError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ._catalog import Catalog
+    from ._graph import PlanGraph
+
+__all__ = [
+    "GraphExecutor",
+    "GraphStrategy",
+    "LocalExecutor",
+    "PlanOutcome",
+    "PlanStatistics",
+    "PlanStatus",
+    "Supervisor",
+    "run_plan",
+]
+
+_ATTACHMENT: Final = "attachment:"
+
+
+class PlanStatus(enum.StrEnum):
+    """Where a plan ended (or paused)."""
+
+    APPLIED = "applied"
+    FAILED = "failed"
+    AWAITING_DECISION = "awaiting_decision"
+    AWAITING_APPROVAL = "awaiting_approval"
+
+
+class PlanStatistics(msgspec.Struct, kw_only=True):
+    """What a plan cost and what it ran into (seed 002 §16)."""
+
+    rounds: int = 0
+    """Validation rounds (pipeline runs)."""
+    pipeline_completions: int = 0
+    """Rounds that got through every layer."""
+    semantic_invocations: int = 0
+    """Validation calls made by the semantic layer."""
+    layer_seconds: dict[str, float] = msgspec.field(default_factory=dict)
+    """Time spent in each pipeline layer, summed over the rounds."""
+    rejection_reasons: dict[str, int] = msgspec.field(default_factory=dict)
+    """How often each layer (and fault kind) rejected."""
+    approval_wait_seconds: float = 0.0
+    fixes: int = 0
+    validator_retries: int = 0
+    revisions: int = 0
+    escalations: int = 0
+
+
+class PlanOutcome(msgspec.Struct, kw_only=True):
+    """How a plan ended: its status, last verdict, attempts and statistics."""
+
+    plan_id: str
+    status: PlanStatus
+    message: str = ""
+    verdict: dict[str, Any] | None = None
+    """The last round's seed 003 envelope."""
+    attempts: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    """One seed 003 audit line per attempt."""
+    rounds: list[RoundSummary] = msgspec.field(default_factory=list)
+    validations: list[ValidationRecord] = msgspec.field(default_factory=list)
+    """The last round's validation records, per node and attachment."""
+    changes: dict[str, str] = msgspec.field(default_factory=dict)
+    """What Apply committed, by resource."""
+    statistics: PlanStatistics = msgspec.field(default_factory=PlanStatistics)
+
+
+class LocalExecutor(msgspec.Struct, kw_only=True, frozen=True):
+    """Runs validation actors in this process, on anyio (the default executor)."""
+
+    max_concurrency: int | None = None
+    """At most this many at once (default: the graph's policy)."""
+    isolation: Isolation | None = None
+    """How sync validations run: ``inline``, ``thread`` (default) or ``process``."""
+
+
+class GraphStrategy:
+    """The default strategy actor: the plan graph itself is the strategy."""
+
+    async def strategize(self, request: StrategyRequest) -> Strategy:
+        """Return the graph's description as the strategy, noting a revision."""
+        graph = request.graph
+        summary = graph.description or f"run the nodes of {graph.name}"
+        if request.revision:
+            summary += f" (revision {request.revision})"
+        return Strategy(summary=summary, data={"applicable": len(request.applicable)})
+
+
+class GraphExecutor:
+    """The default execution actor: runs the graph's work nodes on the sandboxes.
+
+    A fix runs them again; tools see the rejection through their ``context``.
+    """
+
+    def __init__(self, *, catalog: Catalog | None = None, event_log: EventLog | None = None):
+        self.catalog = catalog
+        self.event_log = event_log
+
+    async def execute(self, request: ExecuteRequest) -> Any:
+        """Run the work phase; the artifact maps each work node to its output."""
+        work = _work_phase(request.graph)
+        if not work:
+            return {}
+        run = await execute_graph(
+            request.graph,
+            resources=request.resources,
+            select=work,
+            plan_id=request.plan_id,
+            attempt=request.attempt,
+        )
+        failed = [r for r in run.nodes.values() if r.status.value != "ok"]
+        if failed:
+            raise RuntimeError("; ".join(f"{r.node}: {r.error}" for r in failed))
+        return {node: result.output for node, result in run.nodes.items()}
+
+    async def fix(self, request: FixRequest) -> Any:
+        """Run the work phase again (a tool that can fix reads the rejection itself)."""
+        return await self.execute(request)
+
+
+def _work_phase(graph: PlanGraph) -> list[str]:
+    """Nodes that come before any validation: not validations, and not after one."""
+    after_validation: set[str] = set()
+    work: list[str] = []
+    for node_id in graph.topological_order():
+        node = graph.node(node_id)
+        if node.kind.value == "validation" or any(n in after_validation for n in node.needs):
+            after_validation.add(node_id)
+        else:
+            work.append(node_id)
+    return work
+
+
+def _build_actor(spec: Any, default: Any) -> Any:
+    if spec is None:
+        return default
+    cls = resolve_entrypoint(spec.uses)
+    try:
+        return cls(**spec.arguments)
+    except Exception as exc:
+        raise ConfigError.at(
+            "lifecycle", f"cannot build {spec.uses}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+class Supervisor:
+    """Drives one plan through its lifecycle. Most callers want :func:`run_plan`."""
+
+    def __init__(
+        self,
+        graph: PlanGraph,
+        *,
+        catalog: Catalog | None = None,
+        event_log: EventLog | None = None,
+        resources: Mapping[str, Resource] | None = None,
+        escalation: EscalationHandler | None = None,
+        executor: LocalExecutor | None = None,
+        plan_id: str | None = None,
+        audit: AuditRecorder | None = None,
+        auto_approve: bool = False,
+        home: Path | None = None,
+        sleep: Any = None,
+    ) -> None:
+        self.graph = graph
+        self.catalog = catalog
+        self.log: EventLog = event_log if event_log is not None else MemoryEventLog()
+        self.escalation = escalation
+        self.executor = executor or LocalExecutor()
+        self.plan_id = plan_id or new_ulid()
+        self.home = home or default_catalog_path().parent
+        self.audit: AuditRecorder = audit if audit is not None else AuditLog()
+        self.auto_approve = auto_approve
+        self.sleep = sleep or anyio.sleep
+        self.resources: dict[str, Resource] = dict(resources or {})
+        for name, spec in graph.resources.items():
+            if name in self.resources:
+                continue
+            if spec.kind == "directory":
+                assert spec.path is not None
+                self.resources[name] = DirectoryResource(name, spec.path)
+            else:
+                self.resources[name] = MemoryResource(name, dict(spec.files))
+        unknown = sorted(set(self.resources) - set(graph.resources))
+        if unknown:
+            raise ConfigError.at("resources", f"not resources of the graph: {', '.join(unknown)}")
+        self.strategy_actor: StrategyActor = _build_actor(graph.lifecycle.strategy, GraphStrategy())
+        self.execution_actor: ExecutionActor = _build_actor(
+            graph.lifecycle.executor, GraphExecutor(catalog=catalog)
+        )
+        self.seq = 0
+        self.last_event = ""
+        self.round = 0
+        self.revision = 0
+        self.attempt = 0
+        self.budget = RetryBudget(MaxNPolicy(limit=graph.policy.retry_limit))
+        self.stats = PlanStatistics()
+        self.rounds: list[RoundSummary] = []
+        self.attempts: list[dict[str, Any]] = []
+        self.sandboxes: dict[str, Sandbox] = {}
+        self.records: dict[str, ValidationRecord] = {}
+        self.verdict: dict[str, Any] | None = None
+        self.applicable = self._applicable()
+
+    # -- events ---------------------------------------------------------------------------
+
+    async def _emit(self, event_type: type[EventBase], **fields: Any) -> str:
+        """Append an event (durably) before the transition it announces."""
+        self.seq += 1
+        event_id = new_ulid()
+        event = event_type(
+            id=event_id,
+            plan_id=self.plan_id,
+            seq=self.seq,
+            at=time.time(),
+            causation_id=self.last_event or None,
+            **fields,
+        )
+        await self.log.append(event)
+        self.last_event = event_id
+        return event_id
+
+    # -- what applies ---------------------------------------------------------------------
+
+    def _applicable(self) -> list[Applicable]:
+        graph = self.graph
+        found: list[Applicable] = []
+        by_name: dict[str, list[str]] = {}
+        for criterion in graph.acceptance:
+            for name in criterion.validations:
+                by_name.setdefault(name, []).append(criterion.id)
+        for node in graph.validation_nodes():
+            tool = graph.get_tool(node.target)
+            mode = tool.mode.value if isinstance(tool, Validation) else "required"
+            criteria = tuple(by_name.get(node.id, []) + by_name.get(node.target, []))
+            found.append(
+                Applicable(id=node.id, validation=node.target, mode=mode, criteria=criteria)
+            )
+        if self.catalog is not None:
+            for name in graph.resources:
+                for att in self.catalog.resolve(name, project=graph.project, plan=self.plan_id):
+                    validation = self.catalog.get(att.validation)
+                    assert isinstance(validation, Validation)
+                    found.append(
+                        Applicable(
+                            id=f"{_ATTACHMENT}{att.id}",
+                            validation=att.validation,
+                            mode=validation.mode.value,
+                            attachment_id=att.id,
+                            criteria=tuple(by_name.get(att.validation, [])),
+                        )
+                    )
+        return found
+
+    # -- the lifecycle --------------------------------------------------------------------
+
+    async def run(self) -> PlanOutcome:
+        """Run the plan to an outcome: applied, failed, or paused for a person."""
+        await self._emit(PlanStarted, graph=self.graph.name, project=self.graph.project)
+        try:
+            return await self._lifecycle()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._discard_sandboxes)
+
+    async def _lifecycle(self) -> PlanOutcome:
+        note: str | None = None
+        while True:
+            strategy = await self._strategize()
+            await self._open_sandboxes()
+            artifact = await self._work(strategy, None, note)
+            while True:
+                outcome = await self._validate(artifact)
+                if isinstance(outcome, Passed):
+                    return await self._apply()
+                if isinstance(outcome, NeedsApproval):
+                    return await self._finish(PlanStatus.AWAITING_APPROVAL, outcome.message)
+                decision, fault = await self._decide(outcome)
+                if decision is RetryDecision.FIX:
+                    artifact = await self._work(strategy, outcome, None, previous=artifact)
+                    continue
+                if decision is RetryDecision.RETRY_VALIDATOR:
+                    self.stats.validator_retries += 1
+                    await wait_backoff(fault, self.budget.used_by(fault.kind), sleep=self.sleep)
+                    continue
+                # The budget is spent, or the fault is permanent: up the ladder.
+                if (
+                    decision is RetryDecision.ESCALATE_EXHAUSTED
+                    and self.revision < self.graph.policy.strategy_revisions
+                ):
+                    self.revision += 1
+                    self.stats.revisions += 1
+                    await self._emit(
+                        StrategyRevisionRequested,
+                        revision=self.revision,
+                        reason=f"{self.budget.used} attempts spent: {self._failure_text(outcome)}",
+                    )
+                    self.budget.reset()
+                    break
+                escalated = await self._escalate(decision, outcome)
+                if escalated is None:
+                    return await self._finish(
+                        PlanStatus.AWAITING_DECISION, "waiting for a person's decision"
+                    )
+                if escalated.action == "abort":
+                    return await self._finish(
+                        PlanStatus.FAILED,
+                        f"aborted after escalation: {escalated.note or 'no note'}",
+                    )
+                self.budget.reset()
+                note = escalated.note
+                artifact = await self._work(strategy, outcome, note, previous=artifact)
+
+    async def _strategize(self) -> Strategy:
+        strategy = await self.strategy_actor.strategize(
+            StrategyRequest(
+                plan_id=self.plan_id,
+                graph=self.graph,
+                applicable=tuple(self.applicable),
+                revision=self.revision,
+                history=tuple(self.rounds),
+            )
+        )
+        await self._emit(StrategyProduced, revision=self.revision, summary=strategy.summary)
+        return strategy
+
+    async def _open_sandboxes(self) -> None:
+        await anyio.to_thread.run_sync(self._discard_sandboxes)
+        for name, resource in self.resources.items():
+            folder = self.home / "sandboxes" / self.plan_id / f"{name}-r{self.revision}"
+            self.sandboxes[name] = await anyio.to_thread.run_sync(resource.open_sandbox, folder)
+
+    def _discard_sandboxes(self) -> None:
+        for sandbox in self.sandboxes.values():
+            sandbox.discard()
+        self.sandboxes.clear()
+
+    def _views(self) -> dict[str, Any]:
+        return {name: sandbox.view for name, sandbox in self.sandboxes.items()}
+
+    async def _work(
+        self,
+        strategy: Strategy,
+        rejection: ValidationOutcome | None,
+        note: str | None,
+        *,
+        previous: Any = None,
+    ) -> Any:
+        self.attempt += 1
+        request = ExecuteRequest(
+            plan_id=self.plan_id,
+            graph=self.graph,
+            strategy=strategy,
+            resources=self._views(),
+            attempt=self.attempt,
+            revision=self.revision,
+        )
+        try:
+            if rejection is None and previous is None:
+                return await self.execution_actor.execute(request)
+            self.stats.fixes += 1
+            await self._emit(FixRequested, attempt=self.attempt, note=note)
+            failures = tuple(
+                {
+                    "node": r.node,
+                    "validation": r.validation,
+                    "message": r.result.message,
+                    "data": r.result.data,
+                }
+                for r in self.records.values()
+                if r.blocking
+            )
+            return await self.execution_actor.fix(
+                FixRequest(
+                    **msgspec.structs.asdict(request),
+                    artifact=previous,
+                    rejection=self.verdict or {},
+                    failures=failures,
+                    note=note,
+                )
+            )
+        except Exception as exc:
+            return _WorkFailed(f"{type(exc).__name__}: {exc}")
+
+    async def _validate(self, artifact: Any) -> ValidationOutcome:
+        """One pipeline round: routing → payload → semantic → approval (seed 002 §6)."""
+        self.round += 1
+        self.stats.rounds += 1
+        await self._emit(
+            ArtifactValidationStarted,
+            round=self.round,
+            attempt=self.attempt,
+            revision=self.revision,
+        )
+        layers = {
+            "routing": self._routing,
+            "payload": self._payload,
+            "semantic": self._semantic,
+            "approval": self._approval,
+        }
+        outcome: ValidationOutcome = Passed()
+        for layer in LAYERS:  # seed 002 §5.2: a fixed order; the first rejection ends it
+            began = time.perf_counter()
+            outcome = await layers[layer](artifact)
+            spent = self.stats.layer_seconds.get(layer, 0.0) + time.perf_counter() - began
+            self.stats.layer_seconds[layer] = spent
+            if not isinstance(outcome, Passed):
+                break
+        summary = RoundSummary(
+            revision=self.revision,
+            attempt=self.attempt,
+            passed=isinstance(outcome, Passed),
+            failures=tuple(str(r) for r in outcome.reasons)
+            if isinstance(outcome, Rejected)
+            else (),
+        )
+        self.rounds.append(summary)
+        if isinstance(outcome, Rejected):
+            self.stats.rejection_reasons[outcome.layer] = (
+                self.stats.rejection_reasons.get(outcome.layer, 0) + 1
+            )
+            await self._emit(
+                ArtifactRejected,
+                round=self.round,
+                layer=outcome.layer,
+                reasons=[str(r) for r in outcome.reasons],
+                verdict=self.verdict if outcome.layer == "semantic" else None,
+            )
+        elif isinstance(outcome, Passed):
+            self.stats.pipeline_completions += 1
+            await self._audit(RetryDecision.ATTESTED, None, "")
+            await self._emit(ArtifactValidated, round=self.round, verdict=self.verdict or {})
+        return outcome
+
+    async def _routing(self, artifact: Any) -> ValidationOutcome:
+        """The transition Execute → Apply needs an artifact, and every applicable validation
+        callable (seed 002 §8: "required capabilities are available")."""
+        if isinstance(artifact, _WorkFailed):
+            return Rejected(
+                "routing",
+                (Reason(layer="routing", message=f"the execution actor failed: {artifact}"),),
+            )
+        reasons = []
+        for item in self.applicable:
+            getter = (
+                self.catalog.get if item.attachment_id and self.catalog else self.graph.get_tool
+            )
+            try:
+                prepare(getter(item.validation), getter)
+            except ConfigError as exc:
+                reasons.append(
+                    Reason(layer="routing", node=item.id, message=f"cannot be called: {exc}")
+                )
+        return Rejected("routing", tuple(reasons)) if reasons else Passed()
+
+    async def _payload(self, artifact: Any) -> ValidationOutcome:
+        reasons = check_payload(artifact, self.graph.lifecycle.artifact_schema)
+        return Rejected("payload", reasons) if reasons else Passed()
+
+    def _given(self, artifact: Any) -> dict[str, Any]:
+        work = _work_phase(self.graph)
+        if isinstance(artifact, Mapping) and work and set(work) <= set(artifact):
+            return {node: artifact[node] for node in work}
+        return dict.fromkeys(work, artifact)
+
+    async def _semantic(self, artifact: Any) -> ValidationOutcome:
+        """The attached and graph validations, fanned out concurrently (seed 000, Execute)."""
+        given = self._given(artifact)
+        retry_only = self._retry_only
+        self._retry_only = None
+        if retry_only:
+            select: Sequence[str] = retry_only
+            given.update({n: r.output for n, r in self.records.items() if n not in retry_only})
+        else:
+            select = list(self._validation_phase()) + [
+                a.id for a in self.applicable if a.attachment_id
+            ]
+        if select:
+            run: GraphRun = await execute_graph(
+                self.graph,
+                catalog=self.catalog,
+                resources=self._views(),
+                event_log=self.log,
+                plan_id=self.plan_id,
+                attempt=self.attempt,
+                max_concurrency=self.executor.max_concurrency,
+                isolation=self.executor.isolation,
+                select=select,
+                given=given,
+                first_seq=self.seq + 1,
+                causation_id=self.last_event,
+            )
+            self.seq = run.last_seq
+            self.stats.semantic_invocations += len(run.validations)
+            if not retry_only:
+                self.records = {}
+            self.records.update({r.node: r for r in run.validations})
+            broken = [r for r in run.nodes.values() if r.status.value == "failed"]
+        else:
+            broken = []
+        self.verdict = build_verdict(self.plan_id, self.graph, self.applicable, self.records)
+        reasons = [
+            Reason(
+                layer="semantic",
+                node=r.node,
+                message=r.result.message or "failed",
+                # Only failures gategraph made for the validation are infrastructure
+                # faults; an `error` a validation reports itself is its verdict.
+                error=_runtime_error(r),
+            )
+            for r in self.records.values()
+            if r.blocking
+        ]
+        reasons += [
+            Reason(layer="semantic", node=r.node, message=r.error or "failed", error="exception")
+            for r in broken
+        ]
+        return Rejected("semantic", tuple(reasons)) if reasons else Passed()
+
+    _retry_only: list[str] | None = None
+
+    def _validation_phase(self) -> list[str]:
+        work = set(_work_phase(self.graph))
+        return [n.id for n in self.graph.nodes if n.id not in work]
+
+    async def _approval(self, artifact: Any) -> ValidationOutcome:
+        ran = [*_work_phase(self.graph), *self.records]
+        return check_approval(self.graph, ran, auto_approve=self.auto_approve)
+
+    async def _decide(self, outcome: Rejected) -> tuple[RetryDecision, FaultKind]:
+        """Max-N (seed 003): one shared budget across rejections and infrastructure faults."""
+        faults = self._faults(outcome)
+        decision = self.budget.decide_round(faults)
+        fault = primary_fault(faults) or faults[0]
+        await self._audit(decision, fault, self._failure_text(outcome))
+        await self._emit(
+            RetryDecided,
+            round=self.round,
+            attempt=self.attempt,
+            fault_kind=fault.kind,
+            classification=fault.classification.value,
+            decision=decision.value,
+            budget_used=self.budget.used,
+            budget_limit=self.budget.limit,
+        )
+        if decision is RetryDecision.RETRY_VALIDATOR:
+            self._retry_only = [
+                r.node for r in outcome.reasons if r.node is not None and r.error is not None
+            ] or None
+        return decision, fault
+
+    async def _audit(self, decision: RetryDecision, fault: FaultKind | None, detail: str) -> None:
+        """One seed 003 audit line per round (the file write blocks: a worker thread)."""
+        attempt = Attempt.create(self.plan_id, self.round, decision, fault, detail or None)
+        await anyio.to_thread.run_sync(self.audit.record, attempt)
+        self.attempts.append(attempt.to_audit())
+
+    def _faults(self, outcome: Rejected) -> list[FaultKind]:
+        faults: list[FaultKind] = []
+        for reason in outcome.reasons:
+            if outcome.layer == "semantic":
+                fault = classify(reason.error, False)
+            elif outcome.layer == "routing" and reason.node is None:
+                fault = classify("exception", False)  # the execution actor itself failed
+            else:
+                fault = classify(None, False)  # routing/payload/approval: a semantic rejection
+            if fault is not None:
+                faults.append(fault)
+        return faults or [classify(None, False)]  # type: ignore[list-item]
+
+    def _failure_text(self, outcome: ValidationOutcome) -> str:
+        if isinstance(outcome, Rejected):
+            return "; ".join(str(r) for r in outcome.reasons)[:500]
+        return ""
+
+    async def _escalate(
+        self, decision: RetryDecision, outcome: Rejected
+    ) -> EscalationDecision | None:
+        reason = "permanent" if decision is RetryDecision.ESCALATE_PERMANENT else "exhausted"
+        message = self._failure_text(outcome)
+        self.stats.escalations += 1
+        await self._emit(EscalationRequested, reason=reason, message=message)
+        if self.escalation is None:
+            return None
+        answer = await self.escalation(
+            EscalationRequest(
+                plan_id=self.plan_id,
+                reason=reason,  # type: ignore[arg-type]
+                message=message,
+                verdict=self.verdict,
+                history=tuple(self.rounds),
+            )
+        )
+        await self._emit(EscalationDecided, action=answer.action, note=answer.note)
+        return answer
+
+    async def _apply(self) -> PlanOutcome:
+        """Commit every sandbox's changeset (seed 000: Apply is never validated)."""
+        # Invariant: reached only from a Passed pipeline outcome.
+        names = sorted(self.sandboxes)
+        await self._emit(ApplyStarted, resources=names)
+        changes: dict[str, str] = {}
+        for name in names:
+            sandbox = self.sandboxes[name]
+            resource = self.resources[name]
+            changeset = await anyio.to_thread.run_sync(sandbox.changeset)
+            # Applied even when empty: the resource then records the plan as applied, so
+            # Apply stays at most once.
+            await anyio.to_thread.run_sync(
+                functools.partial(resource.apply, sandbox, changeset, plan_id=self.plan_id)
+            )
+            changes[name] = changeset.summary()
+        await self._emit(ApplyCompleted, changes=changes)
+        return await self._finish(PlanStatus.APPLIED, "applied", changes=changes)
+
+    async def _finish(
+        self, status: PlanStatus, message: str, *, changes: dict[str, str] | None = None
+    ) -> PlanOutcome:
+        await self._emit(PlanFinished, status=status.value, message=message)
+        return PlanOutcome(
+            plan_id=self.plan_id,
+            status=status,
+            message=message,
+            verdict=self.verdict,
+            attempts=self.attempts,
+            rounds=self.rounds,
+            validations=list(self.records.values()),
+            changes=changes or {},
+            statistics=self.stats,
+        )
+
+
+_RUNTIME_ERRORS: Final = frozenset(
+    {
+        ResultError.MALFORMED,
+        ResultError.EXCEPTION,
+        ResultError.TIMEOUT,
+        ResultError.TOO_LARGE,
+        ResultError.READ_ONLY_VIOLATION,
+    }
+)
+
+
+def _runtime_error(record: ValidationRecord) -> str | None:
+    error = record.result.data.get("error")
+    return error if error in _RUNTIME_ERRORS else None
+
+
+class _WorkFailed(str):
+    """The execution actor raised: the pipeline's routing layer rejects its non-artifact."""
+
+
+async def run_plan(
+    graph: PlanGraph,
+    *,
+    catalog: Catalog | None = None,
+    event_log: EventLog | None = None,
+    resources: Mapping[str, Resource] | None = None,
+    escalation: EscalationHandler | None = None,
+    executor: LocalExecutor | None = None,
+    plan_id: str | None = None,
+    audit: AuditRecorder | None = None,
+    auto_approve: bool = False,
+) -> PlanOutcome:
+    """Run ``graph`` as a plan: Strategize → Execute (validated) → Apply.
+
+    Returns when the plan is applied, has failed, or waits for a person (``escalation``
+    decides escalations when given; otherwise the plan pauses as ``awaiting_decision``).
+    """
+    supervisor = Supervisor(
+        graph,
+        catalog=catalog,
+        event_log=event_log,
+        resources=resources,
+        escalation=escalation,
+        executor=executor,
+        plan_id=plan_id,
+        audit=audit,
+        auto_approve=auto_approve,
+    )
+    return await supervisor.run()
