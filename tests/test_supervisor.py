@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from gategraph.runtime import Catalog, MemoryEventLog, Validation, load_graph
 from gategraph.runtime._maxn import InMemoryAuditLog
 from gategraph.runtime._protocols import EscalationDecision, EscalationRequest
@@ -30,11 +29,10 @@ def repo(tmp_path: Path) -> Path:
 
 
 def plan(root: Path, steps: list[str], **policy: Any) -> str:
-    step_lines = "\n".join(
-        f'            - files: {{"src/greet.py": "{text}"}}' for text in steps
-    )
+    step_lines = "\n".join(f'            - files: {{"src/greet.py": "{text}"}}' for text in steps)
     policy_lines = "\n".join(f"  {k}: {v}" for k, v in policy.items())
-    return textwrap.dedent(f"""\
+    return (
+        textwrap.dedent(f"""\
         version: 1
         name: greet
         resources: {{repo: {{kind: directory, path: "{root}"}}}}
@@ -55,7 +53,11 @@ def plan(root: Path, steps: list[str], **policy: Any) -> str:
             uses: gategraph.runtime.testing:ScriptedExecutor
             arguments:
               steps:
-        """) + step_lines + ("\npolicy:\n" + policy_lines if policy else "") + "\n"
+        """)
+        + step_lines
+        + ("\npolicy:\n" + policy_lines if policy else "")
+        + "\n"
+    )
 
 
 async def run(text: str, **kwargs: Any) -> tuple[Any, list[Any], InMemoryAuditLog]:
@@ -74,7 +76,9 @@ async def test_happy_path_applies(tmp_path: Path) -> None:
     root = repo(tmp_path)
     outcome, events, audit = await run(plan(root, [GOOD]))
     assert outcome.status is PlanStatus.APPLIED
-    assert (root / "src" / "greet.py").read_text() == "def greet(name):\n    return 'hello ' + name\n"
+    assert (
+        root / "src" / "greet.py"
+    ).read_text() == "def greet(name):\n    return 'hello ' + name\n"
     assert outcome.changes == {"repo": "1 added, 0 modified, 0 deleted"}
     assert outcome.verdict is not None and outcome.verdict["verdict"] == "attest"
     kinds = types_of(events)
@@ -103,7 +107,9 @@ async def test_fix_then_revalidate(tmp_path: Path) -> None:
     rejected = next(e for e in events if type(e).__struct_config__.tag == "artifact_rejected")
     assert rejected.layer == "semantic" and rejected.verdict["verdict"] == "reject"
     assert rejected.verdict["findings"][0]["acId"] == "AC1"
-    assert "parse" in (root / "src" / "greet.py").read_text() or (root / "src" / "greet.py").exists()
+    assert (
+        "parse" in (root / "src" / "greet.py").read_text() or (root / "src" / "greet.py").exists()
+    )
     assert outcome.statistics.fixes == 1
 
 
@@ -195,7 +201,9 @@ async def test_infra_fault_retries_only_the_validator(
     root = repo(tmp_path)
     text = plan(root, [GOOD]).replace(
         "nodes:\n",
-        "  - {name: flaky, entrypoint: \"" + mod + ":flaky\"}\nnodes:\n  - {id: flaky, validation: flaky}\n",
+        '  - {name: flaky, entrypoint: "'
+        + mod
+        + ':flaky"}\nnodes:\n  - {id: flaky, validation: flaky}\n',
     )
     slept: list[float] = []
 
@@ -205,7 +213,9 @@ async def test_infra_fault_retries_only_the_validator(
     from gategraph.runtime._supervisor import Supervisor
 
     log = MemoryEventLog()
-    supervisor = Supervisor(load_graph(text), event_log=log, audit=InMemoryAuditLog(), sleep=fake_sleep)
+    supervisor = Supervisor(
+        load_graph(text), event_log=log, audit=InMemoryAuditLog(), sleep=fake_sleep
+    )
     outcome = await supervisor.run()
     assert outcome.status is PlanStatus.APPLIED
     assert [a["retryDecision"] for a in outcome.attempts] == ["retry-validator", "attested"]
@@ -262,7 +272,10 @@ async def test_approval_layer(tmp_path: Path, rule: str, auto: bool, status: Pla
     text = plan(root, [GOOD], retry_limit=0, strategy_revisions=0) + (
         f"  approval: {{rules: [{rule}]}}\n"
     )
-    text = text.replace("policy:\n  retry_limit: 0\n  strategy_revisions: 0\n", "policy:\n  retry_limit: 0\n  strategy_revisions: 0\n")
+    text = text.replace(
+        "policy:\n  retry_limit: 0\n  strategy_revisions: 0\n",
+        "policy:\n  retry_limit: 0\n  strategy_revisions: 0\n",
+    )
     outcome, _, _ = await run(text, auto_approve=auto)
     assert outcome.status is status
     assert (root / "src" / "greet.py").exists() is (status is PlanStatus.APPLIED)
@@ -272,7 +285,9 @@ async def test_catalog_attachments_gate_the_plan(tmp_path: Path) -> None:
     """A required validation attached to the resource in the catalog blocks the plan too."""
     root = repo(tmp_path)
     catalog = Catalog.in_memory()
-    catalog.add(Validation.from_config({"name": "nope", "entrypoint": "gategraph.runtime.testing:failing"}))
+    catalog.add(
+        Validation.from_config({"name": "nope", "entrypoint": "gategraph.runtime.testing:failing"})
+    )
     attachment = catalog.attach("repo", "nope")
     outcome, _, _ = await run(
         plan(root, [GOOD], retry_limit=0, strategy_revisions=0), catalog=catalog
