@@ -641,6 +641,243 @@ def events(plan_id: str, as_json: bool) -> None:
         click.echo(f"{event.seq:>5} {when} {tag:<20} {detail}")
 
 
+EXIT_AWAITING = 3
+
+
+class _ProgressLog:
+    """An event log that prints a line for each step of a plan, then stores the event."""
+
+    def __init__(self, inner: Any, *, err: bool) -> None:
+        self.inner = inner
+        self.err = err
+        self.appends_immediately = getattr(inner, "appends_immediately", False)
+
+    def _show(self, event: Any) -> None:
+        line = _progress_line(event)
+        if line is not None:
+            click.echo(line, err=self.err)
+
+    async def append(self, event: Any) -> None:
+        self._show(event)
+        await self.inner.append(event)
+
+    async def append_many(self, events: Sequence[Any]) -> None:
+        for event in events:
+            self._show(event)
+        await self.inner.append_many(events)
+
+    def append_nowait(self, event: Any) -> None:
+        self._show(event)
+        self.inner.append_nowait(event)
+
+    async def flush(self) -> None:
+        await self.inner.flush()
+
+    async def read(self, plan_id: str, *, after: int = 0) -> Any:
+        return await self.inner.read(plan_id, after=after)
+
+    async def plans(self) -> Any:
+        return await self.inner.plans()
+
+
+def _progress_line(event: Any) -> str | None:
+    tag = type(event).__struct_config__.tag
+    if tag == "plan_started":
+        return f"plan {event.plan_id} ({event.graph}): started"
+    if tag == "strategy_produced":
+        return f"strategize, revision {event.revision}: {event.summary}"
+    if tag == "artifact_validation_started":
+        return f"round {event.round}: validating (attempt {event.attempt})"
+    if tag == "validation_completed":
+        mark = "ok  " if event.result.passed else "FAIL"
+        message = f": {event.result.message}" if event.result.message else ""
+        return f"  {mark} {event.node}{message}"[:160]
+    if tag == "artifact_rejected":
+        return f"round {event.round}: rejected at the {event.layer} layer"
+    if tag == "artifact_validated":
+        return f"round {event.round}: every layer passed"
+    if tag == "retry_decided":
+        return (
+            f"  -> {event.decision} ({event.fault_kind}, {event.classification}; "
+            f"retries used {event.budget_used} of {event.budget_limit})"
+        )
+    if tag == "fix_requested":
+        return f"fix: the rejection goes back to the executor (attempt {event.attempt})"
+    if tag == "strategy_revision_requested":
+        return f"strategy revision {event.revision}: {event.reason}"[:160]
+    if tag == "escalation_requested":
+        return f"escalated to a person ({event.reason}): {event.message}"[:160]
+    if tag == "escalation_decided":
+        return f"decision: {event.action}" + (f" ({event.note})" if event.note else "")
+    if tag == "apply_completed":
+        return "apply: " + ", ".join(f"{k}: {v}" for k, v in event.changes.items())
+    if tag == "plan_finished":
+        return f"plan {event.plan_id}: {event.status}"
+    return None
+
+
+def _parse_resources(pairs: Sequence[str]) -> dict[str, Any]:
+    from ._resources import DirectoryResource
+
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, path = pair.partition("=")
+        if not sep or not name or not path:
+            _fail(f"--resource {pair!r}: expected NAME=FOLDER")
+        folder = Path(path)
+        if not folder.is_dir():
+            _fail(f"--resource {name}: {path}: no such folder")
+        found[name] = DirectoryResource(name, folder.resolve())
+    return found
+
+
+def _run_plan_command(
+    graph_path: Path,
+    *,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+    auto_approve: bool,
+    resources: dict[str, Any],
+    plan_id: str | None,
+) -> None:
+    import anyio
+    import msgspec
+
+    from ._eventlog import SQLiteEventLog
+    from ._graph import load_graph
+    from ._supervisor import PlanStatus, run_plan
+
+    with _catalog(create=False) as catalog:
+        plan = load_graph(graph_path, catalog=catalog)
+
+        async def go() -> Any:
+            async with SQLiteEventLog(_event_log_path()) as log:
+                return await run_plan(
+                    plan,
+                    catalog=catalog,
+                    event_log=_ProgressLog(log, err=as_json),
+                    resources=resources or None,
+                    auto_approve=auto_approve,
+                    plan_id=plan_id,
+                )
+
+        outcome = anyio.run(go)
+    if report is not None:
+        from ._reports import render_report
+
+        kind, target = report
+        target.write_text(render_report(outcome, kind, name=plan.name), encoding="utf-8")
+    if as_json:
+        _json_out(msgspec.to_builtins(outcome))
+    else:
+        modes = {v.node: v.mode.value for v in outcome.validations}
+        rows = [_node_row(r, modes.get(r.node)) for r in outcome.validations]
+        if rows:
+            click.echo("")
+            _table(rows, ["VALIDATION", "KIND", "RESULT", "TIME", "MESSAGE"])
+        verdict = (outcome.verdict or {}).get("verdict", "none")
+        click.echo(
+            f"\nplan {outcome.plan_id}: {outcome.status.value} — verdict {verdict}, "
+            f"{outcome.statistics.rounds} round(s), {outcome.statistics.fixes} fix(es), "
+            f"{outcome.statistics.revisions} revision(s)"
+        )
+        if outcome.status is PlanStatus.AWAITING_DECISION:
+            click.echo(f"decide with: gategraph decide {outcome.plan_id} --retry | --abort")
+    code = {
+        PlanStatus.APPLIED: EXIT_OK,
+        PlanStatus.FAILED: EXIT_REFUSED,
+    }.get(outcome.status, EXIT_AWAITING)
+    if code:
+        click.get_current_context().exit(code)
+
+
+_report_option = click.option(
+    "--report",
+    nargs=2,
+    type=(click.Choice(["junit", "sarif"]), click.Path(path_type=Path, dir_okay=False)),
+    metavar="junit|sarif FILE",
+    help="Also write the last round's validations in that format.",
+)
+
+
+@cli.command("run")
+@click.argument("graph", type=click.Path(path_type=Path))
+@_json_option
+@_report_option
+@click.option("--auto-approve", is_flag=True, help="Approve every approval tier for this run.")
+@click.option(
+    "--resource",
+    "resource_pairs",
+    multiple=True,
+    metavar="NAME=FOLDER",
+    help="Run on this folder instead of the graph's resource NAME.",
+)
+@click.option("--plan-id", help="Use this plan id instead of a new ULID.")
+def run_command(
+    graph: Path,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+    auto_approve: bool,
+    resource_pairs: tuple[str, ...],
+    plan_id: str | None,
+) -> None:
+    """Run GRAPH as a plan: Strategize, Execute (validated), Apply.
+
+    Exit codes: 0 applied, 1 failed, 2 usage or configuration error, 3 waiting for a
+    person's decision or approval.
+    """
+    _run_plan_command(
+        graph,
+        as_json=as_json,
+        report=report,
+        auto_approve=auto_approve,
+        resources=_parse_resources(resource_pairs),
+        plan_id=plan_id,
+    )
+
+
+_DEMO_MARKER = ".gategraph-demo"
+
+
+@cli.command("demo")
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("gategraph-demo"),
+    show_default=True,
+    help="Where to copy the demo plan and its project.",
+)
+@_json_option
+def demo(folder: Path, as_json: bool) -> None:
+    """Copy the demo plan and its project, then run it: a required failure is fixed and
+    the change applied."""
+    import shutil
+    from importlib.resources import files
+
+    source = Path(str(files("gategraph.graphs") / "demo"))
+    if folder.exists():
+        if not (folder / _DEMO_MARKER).exists():
+            _fail(
+                f"{folder}: exists and is not a gategraph demo folder; pick another --dir",
+                EXIT_REFUSED,
+            )
+        shutil.rmtree(folder)
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / _DEMO_MARKER).write_text("made by `gategraph demo`; safe to delete\n")
+    click.echo(f"demo copied to {folder}; running {folder / 'plan.yaml'}", err=as_json)
+    _run_plan_command(
+        folder / "plan.yaml",
+        as_json=as_json,
+        report=None,
+        auto_approve=False,
+        resources={},
+        plan_id=None,
+    )
+    if not as_json:
+        click.echo(f"the applied project is in {folder / 'project'}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``gategraph`` command line."""
     cli.main(args=list(argv) if argv is not None else None, prog_name="gategraph")

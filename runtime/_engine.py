@@ -434,8 +434,10 @@ class _Engine:
         given: Mapping[str, Any] | None = None,
         first_seq: int = 1,
         causation_id: str | None = None,
+        artifact: Any = None,
     ) -> None:
         self.given = given or {}
+        self.artifact = artifact
         self.cause = causation_id
         self.graph = graph
         self.units = units
@@ -680,7 +682,7 @@ class _Engine:
     async def _execute(self, worker: _Worker, unit: _Unit) -> tuple[Outcome, float, str]:
         spec = unit.spec
         inputs: dict[str, Any] | None = None
-        artifact: Any = None
+        artifact: Any = self.artifact
         if unit.needs:
             inputs = self._inputs(unit)
             artifact = next(iter(inputs.values())) if len(inputs) == 1 else inputs
@@ -958,6 +960,7 @@ async def execute_graph(
     given: Mapping[str, Any] | None = None,
     first_seq: int = 1,
     causation_id: str | None = None,
+    artifact: Any = None,
 ) -> GraphRun:
     """Run every node of ``graph`` once and return what each node and attachment did.
 
@@ -968,6 +971,8 @@ async def execute_graph(
     resources by name (a folder ``Path`` or a mapping of files), for example with a sandbox.
     Events go to ``event_log`` (default: a new :class:`MemoryEventLog`), numbered from
     ``first_seq``; the first one's cause is ``causation_id`` (the supervisor's event).
+    ``artifact`` is what nodes that need nothing receive as their artifact (the plan's
+    artifact, when the supervisor validates it).
 
     ``select`` runs only those nodes (node ids, or ``attachment:ULID``); the outputs of the
     nodes they need that do not run come from ``given`` (node id → output). The supervisor
@@ -999,5 +1004,6 @@ async def execute_graph(
         given=given,
         first_seq=first_seq,
         causation_id=causation_id,
+        artifact=artifact,
     )
     return await engine.run()

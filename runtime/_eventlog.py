@@ -189,6 +189,13 @@ class SQLiteEventLog:
         self._send.close()
         try:
             return await self._task_group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # The writer never fails on its own (it records failures for the appenders), so
+            # a group here carries the body's own error: give the caller that error, not a
+            # group it did not start.
+            if exc is not None and group.subgroup(lambda e: e is exc) is not None:
+                raise exc from None
+            raise
         finally:
             db, self._db = self._db, None
             if db is not None:

@@ -574,6 +574,7 @@ class Supervisor:
                 given=given,
                 first_seq=self.seq + 1,
                 causation_id=self.last_event,
+                artifact=artifact,
             )
             self.seq = run.last_seq
             self.stats.semantic_invocations += len(run.validations)

@@ -208,8 +208,10 @@ def test_every_expected_command_exists() -> None:
     assert COMMAND_PATHS == [
         (),
         ("check",),
+        ("demo",),
         ("events",),
         ("execute",),
+        ("run",),
         ("tool",),
         ("tool", "add"),
         ("tool", "list"),

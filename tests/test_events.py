@@ -132,3 +132,11 @@ def test_default_path_is_beside_the_catalog(
     """The embedded event log lives in the catalog's folder."""
     monkeypatch.setenv("GATEGRAPH_HOME", str(tmp_path))
     assert default_event_log_path() == tmp_path / "events.db"
+
+
+@pytest.mark.anyio
+async def test_sqlite_log_passes_the_bodys_error_through(tmp_path: Path) -> None:
+    """An error raised inside `async with SQLiteEventLog` comes out as itself, not a group."""
+    with pytest.raises(ConfigError, match="bad input"):
+        async with SQLiteEventLog(tmp_path / "e.db"):
+            raise ConfigError("bad input")

@@ -22,8 +22,8 @@ def test_readme_has_two_setup_commands() -> None:
     assert 'python -m pip install -e ".[test]" && python -m pytest\n' in bash
 
 
-def test_main_job_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every gategraph command of the README's main job succeeds from the repository root."""
+def test_main_job_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every gategraph command of the README's main job succeeds, in an empty folder."""
     from click.testing import CliRunner
     from gategraph.runtime._cli import cli
 
@@ -33,7 +33,7 @@ def test_main_job_runs(monkeypatch: pytest.MonkeyPatch) -> None:
         for b in re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
         if b.startswith("python -m pip install -e . && gategraph ")
     )
-    monkeypatch.chdir(README.parent)  # GATEGRAPH_HOME points at a temporary folder
+    monkeypatch.chdir(tmp_path)  # GATEGRAPH_HOME points at a temporary folder too
     commands = [c.strip().split() for c in main_job.split("&&")[1:]]
     assert commands and all(c[0] == "gategraph" for c in commands)
     for command in commands:

@@ -1,0 +1,117 @@
+"""Reports of a plan's validations for other tools: JUnit XML and SARIF 2.1.0."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING, Any, Final
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._supervisor import PlanOutcome
+
+__all__ = ["REPORT_FORMATS", "render_report"]
+
+REPORT_FORMATS: Final = ("junit", "sarif")
+_SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def _junit(outcome: PlanOutcome, name: str) -> str:
+    records = outcome.validations
+    failures = [r for r in records if not r.result.passed and r.mode.value == "required"]
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": name,
+            "tests": str(len(records)),
+            "failures": str(len(failures)),
+            "errors": "0",
+            "skipped": "0",
+            "time": f"{sum(r.duration for r in records):.3f}",
+        },
+    )
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", {"name": "plan_id", "value": outcome.plan_id})
+    ET.SubElement(properties, "property", {"name": "status", "value": outcome.status.value})
+    for record in records:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": f"{name}.{record.mode.value}",
+                "name": record.node,
+                "time": f"{record.duration:.3f}",
+            },
+        )
+        if not record.result.passed:
+            # An informational failure is shown, never counted as a failing test (seed 000).
+            tag = "failure" if record.mode.value == "required" else "system-out"
+            element = ET.SubElement(case, tag)
+            if tag == "failure":
+                element.set("message", record.result.message[:500])
+                element.set("type", str(record.result.data.get("error", "rejected")))
+            element.text = json.dumps(
+                {"message": record.result.message, "data": record.result.data},
+                default=str,
+                indent=2,
+            )
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode")
+
+
+def _sarif(outcome: PlanOutcome, name: str) -> str:
+    rules: dict[str, dict[str, Any]] = {}
+    results = []
+    for record in outcome.validations:
+        rules.setdefault(
+            record.validation,
+            {
+                "id": record.validation,
+                "name": record.validation,
+                "shortDescription": {"text": record.validation},
+            },
+        )
+        if record.result.passed:
+            continue
+        results.append(
+            {
+                "ruleId": record.validation,
+                "level": "error" if record.mode.value == "required" else "note",
+                "message": {"text": record.result.message or "failed"},
+                "properties": {
+                    "node": record.node,
+                    "attachmentId": record.attachment_id,
+                    "mode": record.mode.value,
+                    "data": record.result.data,
+                },
+            }
+        )
+    document = {
+        "$schema": _SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "gategraph",
+                        "version": __version__,
+                        "rules": list(rules.values()),
+                    }
+                },
+                "automationDetails": {"id": f"{name}/{outcome.plan_id}"},
+                "results": results,
+                "properties": {"status": outcome.status.value, "verdict": outcome.verdict},
+            }
+        ],
+    }
+    return json.dumps(document, indent=2, default=str)
+
+
+def render_report(outcome: PlanOutcome, kind: str, *, name: str) -> str:
+    """Render the last round's validations as ``junit`` (XML) or ``sarif`` (JSON)."""
+    if kind == "junit":
+        return _junit(outcome, name)
+    if kind == "sarif":
+        return _sarif(outcome, name)
+    raise ValueError(f"unknown report format {kind!r}: use one of {', '.join(REPORT_FORMATS)}")
