@@ -122,6 +122,8 @@ from ._protocols import Strategy as Strategy
 from ._protocols import StrategyActor as StrategyActor
 from ._protocols import StrategyRequest as StrategyRequest
 from ._readonly import ReadOnlyViolationError as ReadOnlyViolationError
+from ._replay import ReplayReport as ReplayReport
+from ._replay import replay_plan as replay_plan
 from ._resources import ApplyReport as ApplyReport
 from ._resources import Change as Change
 from ._resources import Changeset as Changeset
@@ -241,6 +243,7 @@ __all__ = [
     "ReadOnlyViolationError",
     "Reason",
     "Rejected",
+    "ReplayReport",
     "Resource",
     "ResourceSlot",
     "ResourceSpec",
@@ -296,6 +299,7 @@ __all__ = [
     "primary_fault",
     "read_audit",
     "read_events",
+    "replay_plan",
     "run_plan",
     "tool_from_config",
     "wait_backoff",

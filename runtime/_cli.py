@@ -69,7 +69,7 @@ class _Group(click.Group):
         complete_var: str | None,
         **extra: Any,
     ) -> int:
-        from ._exceptions import CatalogError, ConfigError, NotFoundError
+        from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError
 
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -102,6 +102,11 @@ class _Group(click.Group):
             _print_error(str(exc))
             return EXIT_USAGE
         except CatalogError as exc:
+            _print_error(str(exc))
+            return EXIT_REFUSED
+        except GategraphError as exc:
+            # A refusal or a runtime fault (the plan id is in use, a hook failed ...): one
+            # line, never a traceback.
             _print_error(str(exc))
             return EXIT_REFUSED
         except KeyboardInterrupt:
@@ -670,8 +675,8 @@ class _ProgressLog:
         self._show(event)
         self.inner.append_nowait(event)
 
-    async def flush(self) -> None:
-        await self.inner.flush()
+    async def flush(self, plan_id: str | None = None) -> None:
+        await self.inner.flush(plan_id)
 
     async def read(self, plan_id: str, *, after: int = 0) -> Any:
         return await self.inner.read(plan_id, after=after)
@@ -747,6 +752,9 @@ def _run_plan_command(
     from ._graph import load_graph
     from ._supervisor import PlanStatus, run_plan
 
+    if report is not None and not report[1].resolve().parent.is_dir():
+        # Checked before the plan runs: a plan must not be applied and its report lost.
+        _fail(f"--report: {report[1]}: no such folder for the report")
     with _catalog(create=False) as catalog:
         plan = load_graph(graph_path, catalog=catalog)
 
@@ -876,6 +884,61 @@ def demo(folder: Path, as_json: bool) -> None:
     )
     if not as_json:
         click.echo(f"the applied project is in {folder / 'project'}")
+
+
+@cli.command("replay")
+@click.argument("plan_id")
+@click.argument("graph", required=False, type=click.Path(path_type=Path))
+@_json_option
+def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
+    """Re-derive every decision of the plan PLAN_ID from its event log, running nothing.
+
+    GRAPH is the plan graph file the plan ran (the log records the graph's name, not its
+    file). No validation, actor or resource is touched: validation outcomes are read from
+    the log (seed 002 §13). Exit codes: 0 every decision matches the log, 1 a decision
+    differs, 2 usage error (unknown plan, bad or wrong graph).
+    """
+    import msgspec
+
+    from ._eventlog import read_events
+    from ._events import PlanStarted
+    from ._graph import load_graph
+    from ._replay import replay_plan
+
+    log_path = _event_log_path()
+    found = read_events(log_path, plan_id)
+    if not found:
+        _fail(f"no events for plan {plan_id!r} in {log_path}")
+    started = next((e for e in found if isinstance(e, PlanStarted)), None)
+    ran = started.graph if started is not None else None
+    if graph is None:
+        _fail(
+            f"plan {plan_id} ran graph {ran!r}; the log records the graph's name, not its "
+            f"file: pass it, as in `gategraph replay {plan_id} GRAPH.yaml`"
+        )
+    with _catalog(create=False) as catalog:
+        plan = load_graph(graph, catalog=catalog)
+        if ran is not None and plan.name != ran:
+            _fail(f"{graph} is graph {plan.name!r}, but plan {plan_id} ran graph {ran!r}")
+        report = replay_plan(found, plan, catalog=catalog)
+    if as_json:
+        _json_out(msgspec.to_builtins(report))
+    else:
+        for line in report.mismatches:
+            click.echo(line)
+        for note in report.notes:
+            click.echo(f"note: {note}")
+        verdict = (
+            "all match"
+            if report.matches
+            else _plural(len(report.mismatches), "mismatch", "mismatches")
+        )
+        click.echo(
+            f"replayed {_plural(report.events, 'event', 'events')}, "
+            f"{_plural(report.decisions_checked, 'decision', 'decisions')}: {verdict}"
+        )
+    if not report.matches:
+        click.get_current_context().exit(EXIT_REFUSED)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -43,7 +43,7 @@ from ._events import (
     ValidationCompleted,
     ValidationStarted,
 )
-from ._exceptions import ConfigError, RuntimeFault
+from ._exceptions import ConfigError, GategraphError, RuntimeFault
 from ._ids import new_ulid
 from ._invoke import Isolation, Outcome, Prepared, prepare, resolve_entrypoint, to_result
 from ._models import Validation, ValidationMode
@@ -467,6 +467,7 @@ class _Engine:
         self.start_id = ""
         self.send: MemoryObjectSendStream[_Unit] | None = None
         self.actors: dict[str, ActorRef] = {}
+        self.actor_errors: dict[str, Exception] = {}
         specs = {id(u.spec): u.spec for u in units}.values()
         timeouts = [spec.timeout for spec in specs if spec.timeout != math.inf]
         shortest = min(timeouts, default=1.0)
@@ -553,7 +554,7 @@ class _Engine:
     async def _run_units(
         self, send: MemoryObjectSendStream[_Unit], receive: MemoryObjectReceiveStream[_Unit]
     ) -> None:
-        async with open_actor_scope() as actors:
+        async with open_actor_scope(self._actor_failed) as actors:
             self._spawn_actors(actors)
             for unit in self.units:
                 if unit.pending == 0:
@@ -604,6 +605,10 @@ class _Engine:
             want = 1 - self.starting if not self.busy else min(waiting, room, self.busy)
             if want > 0:
                 self._spawn_workers(want)
+
+    def _actor_failed(self, ref: ActorRef, error: Exception) -> None:
+        # An actor that failed outside an ask (its on_start) fails its node, not the run.
+        self.actor_errors[ref.name] = error
 
     def _spawn_actors(self, scope: ActorScope) -> None:
         for unit in self.units:
@@ -748,10 +753,11 @@ class _Engine:
         try:
             value = await self.actors[unit.id].ask(request)
         except Exception as exc:
+            cause = self.actor_errors.get(unit.id, exc)
             return Outcome(
                 False,
                 error=ResultError.EXCEPTION,
-                message=f"actor {unit.id!r} raised {type(exc).__name__}: {exc}",
+                message=f"actor {unit.id!r} raised {type(cause).__name__}: {cause}",
             )
         finally:
             context.cleanup()
@@ -865,7 +871,7 @@ class _Engine:
             await self.wake.wait()
             self.wake = anyio.Event()
             batch, self.unreleased = self.unreleased, []
-            await self.log.flush()
+            await self.log.flush(self.plan_id)
             for unit in batch:
                 self._release(unit)
 
@@ -1006,4 +1012,30 @@ async def execute_graph(
         causation_id=causation_id,
         artifact=artifact,
     )
-    return await engine.run()
+    try:
+        return await engine.run()
+    except BaseExceptionGroup as group:
+        # A runtime failure (the event log could not be written) surfaces from inside the
+        # run's task groups; the caller gets it as itself, not wrapped in groups.
+        error = _single_error(group)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _single_error(group: BaseExceptionGroup[BaseException]) -> GategraphError | None:
+    """The one gategraph error in a group of otherwise only cancellations, if that is all."""
+    cancelled = anyio.get_cancelled_exc_class()
+    errors: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        elif not isinstance(exc, cancelled):
+            errors.append(exc)
+
+    walk(group)
+    if len(errors) == 1 and isinstance(errors[0], GategraphError):
+        return errors[0]
+    return None

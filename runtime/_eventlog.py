@@ -75,8 +75,9 @@ class EventLog(Protocol):
         after it, so the next awaited ``append`` makes it durable too.
         """
 
-    async def flush(self) -> None:
-        """Return once every event appended so far is durable."""
+    async def flush(self, plan_id: str | None = None) -> None:
+        """Return once every event appended so far is durable; raise if ``plan_id``'s (or,
+        without one, any plan's) events could not be written."""
 
     async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
         """Return the plan's events with ``seq > after``, in order."""
@@ -103,7 +104,7 @@ class MemoryEventLog:
         for event in events:
             self.append_nowait(event)
 
-    async def flush(self) -> None:
+    async def flush(self, plan_id: str | None = None) -> None:
         """Nothing to wait for: appends are stored at once."""
 
     def append_nowait(self, event: EventBase) -> None:
@@ -135,7 +136,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     try:
         db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
+        # FULL: a commit is on disk when it returns, so an event acted on survives a power
+        # loss too (group commit keeps this to one fsync per batch).
+        db.execute("PRAGMA synchronous = FULL")
         db.execute(_SCHEMA)
         db.commit()
     except sqlite3.DatabaseError as exc:
@@ -162,7 +165,7 @@ class SQLiteEventLog:
         self._db: sqlite3.Connection | None = None
         self._send: MemoryObjectSendStream[_Pending] | None = None
         self._task_group: TaskGroup | None = None
-        self._failure: BaseException | None = None
+        self._failures: dict[str, Exception] = {}
 
     @property
     def path(self) -> Path:
@@ -219,17 +222,24 @@ class SQLiteEventLog:
                     for event in events:
                         by_plan.setdefault(event.plan_id, []).append(event)
                 try:
-                    await anyio.to_thread.run_sync(self._commit, by_plan)
+                    failures = await anyio.to_thread.run_sync(self._commit, by_plan)
                 except Exception as exc:
-                    self._failure = exc
+                    failures = dict.fromkeys(by_plan, exc)
+                self._failures.update(failures)
                 for _, done in batch:
                     if done is not None:
                         done.set()
 
-    def _commit(self, by_plan: dict[str, list[EventBase]]) -> None:
+    def _commit(self, by_plan: dict[str, list[EventBase]]) -> dict[str, Exception]:
+        """Commit each plan's events as one segment; a plan whose seq does not follow on is
+        refused alone, without costing the other plans of the batch their events."""
         assert self._db is not None
+        refused: dict[str, Exception] = {}
         with self._db:
             for plan_id, events in by_plan.items():
+                if plan_id in self._failures:
+                    refused[plan_id] = self._failures[plan_id]
+                    continue
                 last = self._db.execute(
                     "SELECT max(last_seq) FROM event_segments WHERE plan_id = ?", (plan_id,)
                 ).fetchone()[0]
@@ -237,12 +247,18 @@ class SQLiteEventLog:
                 # Concurrent appenders may queue a plan's events out of order within a
                 # batch; a segment keeps them sorted. Across batches, seq must only grow.
                 events.sort(key=_seq)
+                conflict = None
                 for event in events:
                     if event.seq <= previous:
-                        raise RuntimeFault(
+                        conflict = RuntimeFault(
                             f"plan {plan_id}: event seq {event.seq} does not follow {previous}"
+                            " (is the plan id used twice?)"
                         )
+                        break
                     previous = event.seq
+                if conflict is not None:
+                    refused[plan_id] = conflict
+                    continue
                 self._db.execute(
                     "INSERT INTO event_segments (plan_id, first_seq, last_seq, first_id, count,"
                     " body) VALUES (?, ?, ?, ?, ?, ?)",
@@ -255,6 +271,7 @@ class SQLiteEventLog:
                         _segment_encoder.encode(events),
                     ),
                 )
+        return refused
 
     async def append(self, event: EventBase) -> None:
         """Store one event; return once it is committed."""
@@ -262,17 +279,29 @@ class SQLiteEventLog:
 
     async def append_many(self, events: Sequence[EventBase]) -> None:
         """Store several events in one transaction; return once they are committed."""
+        await self._wait(events)
+        for plan_id in {event.plan_id for event in events}:
+            self._raise_for(plan_id)
+
+    async def _wait(self, events: Sequence[EventBase]) -> None:
         if self._send is None:
             raise RuntimeFault("the SQLite event log is not open: use `async with` on it")
         done = anyio.Event()
         self._send.send_nowait((events, done))
         await done.wait()
-        if self._failure is not None:
-            raise RuntimeFault(f"the event log could not be written: {self._failure}")
 
-    async def flush(self) -> None:
+    def _raise_for(self, plan_id: str | None) -> None:
+        if plan_id is None:
+            failure = next(iter(self._failures.values()), None)
+        else:
+            failure = self._failures.get(plan_id)
+        if failure is not None:
+            raise RuntimeFault(f"the event log could not be written: {failure}")
+
+    async def flush(self, plan_id: str | None = None) -> None:
         """Return once every event appended so far is committed."""
-        await self.append_many(())
+        await self._wait(())
+        self._raise_for(plan_id)
 
     def append_nowait(self, event: EventBase) -> None:
         """Queue one event; it is committed with (or before) the next awaited append."""

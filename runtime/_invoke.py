@@ -268,7 +268,9 @@ class Prepared:
                 tool.entrypoint,
                 (tool.name, tool.code) if tool.code is not None else None,
                 kwargs,
-                self.is_validation,
+                # The guard of the call, not of this tool: a wrapped tool runs under the
+                # validation that wraps it.
+                context.guard is not None,
                 wants_context,
                 {
                     k: dict(v) if isinstance(v, MappingProxyType) else v

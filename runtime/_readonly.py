@@ -44,26 +44,24 @@ __all__ = [
 _WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # Audit events (CPython's audit events table) that change the file system; the first
 # argument is the path.
-_FS_EVENTS: Final = frozenset(
-    {
-        "os.remove",
-        "os.rename",
-        "os.rmdir",
-        "os.mkdir",
-        "os.chmod",
-        "os.chown",
-        "os.link",
-        "os.symlink",
-        "os.truncate",
-        "os.utime",
-        "os.chflags",
-        "os.lchflags",
-        "os.setxattr",
-        "os.removexattr",
-        "shutil.rmtree",
-        "shutil.chown",
-    }
-)
+_FS_EVENTS: Final[dict[str, tuple[tuple[int, int | None], ...]]] = {
+    "os.remove": ((0, 1),),
+    "os.rmdir": ((0, 1),),
+    "os.mkdir": ((0, 2),),
+    "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.link": ((1, 3),),
+    "os.symlink": ((1, 2),),
+    "os.truncate": ((0, None),),
+    "os.utime": ((0, 3),),
+    "os.chflags": ((0, None),),
+    "os.lchflags": ((0, None),),
+    "os.setxattr": ((0, None),),
+    "os.removexattr": ((0, None),),
+    "shutil.rmtree": ((0, 1),),
+    "shutil.chown": ((0, None),),
+}
 _EXEC_EVENTS: Final = frozenset(
     {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty"}
 )
@@ -95,15 +93,25 @@ class Guard:
         path = os.path.realpath(os.fspath(folder))
         self.allowed = (*self.allowed, path.rstrip(os.sep) + os.sep)
 
-    def _inside_allowed(self, target: Any) -> bool:
-        if isinstance(target, int):  # a file descriptor: the open() that made it was checked
-            return True
-        try:
-            path = os.fsdecode(target)
-        except TypeError:
-            return False
-        if path in _HARMLESS_TARGETS:
-            return True
+    def _inside_allowed(self, target: Any, dir_fd: Any = None) -> bool:
+        if isinstance(target, int):
+            # A file descriptor: judge the file it refers to.
+            path = _fd_path(target)
+            if path is None:
+                return False
+        else:
+            try:
+                path = os.fsdecode(target)
+            except TypeError:
+                return False
+            if path in _HARMLESS_TARGETS:
+                return True
+            if isinstance(dir_fd, int) and not os.path.isabs(path):
+                # Relative to an open folder (shutil.rmtree works this way).
+                folder = _fd_path(dir_fd)
+                if folder is None:
+                    return False
+                path = os.path.join(folder, path)
         full = os.path.realpath(path) + os.sep
         return any(full.startswith(root) for root in self.allowed)
 
@@ -128,6 +136,14 @@ _current: Final[contextvars.ContextVar[_Slot | None]] = contextvars.ContextVar(
 )
 _installed = False
 _install_lock = threading.Lock()
+
+
+def _fd_path(fd: int) -> str | None:
+    """The path an open file descriptor refers to (Linux), or None if it cannot be told."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
 
 
 def _is_bytecode_cache(path: Any) -> bool:
@@ -157,9 +173,12 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
                 raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
             guard.refuse(f"opening {os.fsdecode(path)!r} for writing")
     elif event in _FS_EVENTS:
-        targets = args[:2] if event in {"os.rename", "os.link", "os.symlink"} else args[:1]
-        for target in targets:
-            if not guard._inside_allowed(target):
+        # (path index, dir_fd index) of what the operation changes, per CPython's audit
+        # events table; a link's or a symlink's source is only read.
+        for index, fd_index in _FS_EVENTS[event]:
+            target = args[index] if index < len(args) else None
+            dir_fd = args[fd_index] if fd_index is not None and fd_index < len(args) else None
+            if target is not None and not guard._inside_allowed(target, dir_fd):
                 guard.refuse(f"{event} on {target!r}")
     elif event == "subprocess.Popen":
         _executable, argv, cwd, _env = args
@@ -172,7 +191,15 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
                 "(use context.disposable_copy() and run the command there)"
             )
     elif event in _EXEC_EVENTS:
-        if guard.pure or event in {"os.system", "os.exec", "os.fork", "os.forkpty"}:
+        # posix_spawn and spawn take no working directory: no way to hold them to a copy.
+        if guard.pure or event in {
+            "os.system",
+            "os.exec",
+            "os.fork",
+            "os.forkpty",
+            "os.posix_spawn",
+            "os.spawn",
+        }:
             guard.refuse(f"{event} {args[0]!r}" if args else event)
     elif event in _NET_EVENTS and guard.pure:
         guard.refuse(f"network access ({event}) in a transform")

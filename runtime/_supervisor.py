@@ -23,7 +23,7 @@ import anyio.to_thread
 import msgspec
 
 from ._catalog import default_catalog_path
-from ._engine import GraphRun, ValidationRecord, execute_graph
+from ._engine import GraphRun, NodeResult, ValidationRecord, execute_graph
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
     ApplyCompleted,
@@ -41,7 +41,7 @@ from ._events import (
     StrategyProduced,
     StrategyRevisionRequested,
 )
-from ._exceptions import ConfigError
+from ._exceptions import CatalogError, ConfigError
 from ._ids import new_ulid
 from ._invoke import Isolation, prepare, resolve_entrypoint
 from ._maxn import (
@@ -52,7 +52,6 @@ from ._maxn import (
     MaxNPolicy,
     RetryBudget,
     RetryDecision,
-    classify,
     primary_fault,
     wait_backoff,
 )
@@ -64,7 +63,6 @@ from ._pipeline import (
     Reason,
     Rejected,
     ValidationOutcome,
-    build_verdict,
     check_approval,
     check_payload,
 )
@@ -81,8 +79,8 @@ from ._protocols import (
     StrategyActor,
     StrategyRequest,
 )
+from ._replay import retry_only_nodes, round_faults, semantic_outcome, with_descendants
 from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
-from ._results import ResultError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -284,6 +282,7 @@ class Supervisor:
         self.attempts: list[dict[str, Any]] = []
         self.sandboxes: dict[str, Sandbox] = {}
         self.records: dict[str, ValidationRecord] = {}
+        self.results: dict[str, NodeResult] = {}
         self.verdict: dict[str, Any] | None = None
         self.applicable = self._applicable()
 
@@ -532,7 +531,8 @@ class Supervisor:
             )
             try:
                 prepare(getter(item.validation), getter)
-            except ConfigError as exc:
+            except (ConfigError, CatalogError, KeyError) as exc:
+                # Removed or broken since the plan started: a capability that is missing.
                 reasons.append(
                     Reason(layer="routing", node=item.id, message=f"cannot be called: {exc}")
                 )
@@ -549,17 +549,29 @@ class Supervisor:
         return dict.fromkeys(work, artifact)
 
     async def _semantic(self, artifact: Any) -> ValidationOutcome:
-        """The attached and graph validations, fanned out concurrently (seed 000, Execute)."""
+        """The attached and graph validations, fanned out concurrently (seed 000, Execute).
+
+        A validator-only retry (an infrastructure fault) re-runs the failed nodes and every
+        node after them; the rest of the round's outputs are given.
+        """
         given = self._given(artifact)
         retry_only = self._retry_only
         self._retry_only = None
         if retry_only:
-            select: Sequence[str] = retry_only
-            given.update({n: r.output for n, r in self.records.items() if n not in retry_only})
+            select: Sequence[str] = with_descendants(self.graph, retry_only)
+            given.update(
+                {
+                    node: result.output
+                    for node, result in self.results.items()
+                    if node not in select and result.status.value == "ok"
+                }
+            )
         else:
             select = list(self._validation_phase()) + [
                 a.id for a in self.applicable if a.attachment_id
             ]
+            self.results = {}
+            self.records = {}
         if select:
             run: GraphRun = await execute_graph(
                 self.graph,
@@ -578,30 +590,13 @@ class Supervisor:
             )
             self.seq = run.last_seq
             self.stats.semantic_invocations += len(run.validations)
-            if not retry_only:
-                self.records = {}
+            self.results.update(run.nodes)
             self.records.update({r.node: r for r in run.validations})
-            broken = [r for r in run.nodes.values() if r.status.value == "failed"]
-        else:
-            broken = []
-        self.verdict = build_verdict(self.plan_id, self.graph, self.applicable, self.records)
-        reasons = [
-            Reason(
-                layer="semantic",
-                node=r.node,
-                message=r.result.message or "failed",
-                # Only failures gategraph made for the validation are infrastructure
-                # faults; an `error` a validation reports itself is its verdict.
-                error=_runtime_error(r),
-            )
-            for r in self.records.values()
-            if r.blocking
-        ]
-        reasons += [
-            Reason(layer="semantic", node=r.node, message=r.error or "failed", error="exception")
-            for r in broken
-        ]
-        return Rejected("semantic", tuple(reasons)) if reasons else Passed()
+        # The same decision replay re-derives from the log (shared, so they cannot drift).
+        outcome, self.verdict = semantic_outcome(
+            self.plan_id, self.graph, self.applicable, self.records, self.results
+        )
+        return outcome
 
     _retry_only: list[str] | None = None
 
@@ -615,7 +610,7 @@ class Supervisor:
 
     async def _decide(self, outcome: Rejected) -> tuple[RetryDecision, FaultKind]:
         """Max-N (seed 003): one shared budget across rejections and infrastructure faults."""
-        faults = self._faults(outcome)
+        faults = round_faults(outcome)
         decision = self.budget.decide_round(faults)
         fault = primary_fault(faults) or faults[0]
         await self._audit(decision, fault, self._failure_text(outcome))
@@ -630,9 +625,7 @@ class Supervisor:
             budget_limit=self.budget.limit,
         )
         if decision is RetryDecision.RETRY_VALIDATOR:
-            self._retry_only = [
-                r.node for r in outcome.reasons if r.node is not None and r.error is not None
-            ] or None
+            self._retry_only = retry_only_nodes(outcome)
         return decision, fault
 
     async def _audit(self, decision: RetryDecision, fault: FaultKind | None, detail: str) -> None:
@@ -640,19 +633,6 @@ class Supervisor:
         attempt = Attempt.create(self.plan_id, self.round, decision, fault, detail or None)
         await anyio.to_thread.run_sync(self.audit.record, attempt)
         self.attempts.append(attempt.to_audit())
-
-    def _faults(self, outcome: Rejected) -> list[FaultKind]:
-        faults: list[FaultKind] = []
-        for reason in outcome.reasons:
-            if outcome.layer == "semantic":
-                fault = classify(reason.error, False)
-            elif outcome.layer == "routing" and reason.node is None:
-                fault = classify("exception", False)  # the execution actor itself failed
-            else:
-                fault = classify(None, False)  # routing/payload/approval: a semantic rejection
-            if fault is not None:
-                faults.append(fault)
-        return faults or [classify(None, False)]  # type: ignore[list-item]
 
     def _failure_text(self, outcome: ValidationOutcome) -> str:
         if isinstance(outcome, Rejected):
@@ -714,22 +694,6 @@ class Supervisor:
             changes=changes or {},
             statistics=self.stats,
         )
-
-
-_RUNTIME_ERRORS: Final = frozenset(
-    {
-        ResultError.MALFORMED,
-        ResultError.EXCEPTION,
-        ResultError.TIMEOUT,
-        ResultError.TOO_LARGE,
-        ResultError.READ_ONLY_VIOLATION,
-    }
-)
-
-
-def _runtime_error(record: ValidationRecord) -> str | None:
-    error = record.result.data.get("error")
-    return error if error in _RUNTIME_ERRORS else None
 
 
 class _WorkFailed(str):

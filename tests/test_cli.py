@@ -211,6 +211,7 @@ def test_every_expected_command_exists() -> None:
         ("demo",),
         ("events",),
         ("execute",),
+        ("replay",),
         ("run",),
         ("tool",),
         ("tool", "add"),

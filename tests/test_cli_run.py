@@ -127,3 +127,28 @@ def test_run_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     assert code == 2, (out, err)
     assert message in err and "Traceback" not in err
     assert not (copy / "project" / "src" / "farewell.py").exists()
+
+
+def test_runtime_faults_are_one_line(tmp_path: Path) -> None:
+    """Reusing a plan id is refused in one line (exit 1), not with a traceback."""
+    copy = demo_copy(tmp_path)
+    assert invoke(tmp_path, "run", str(copy / "plan.yaml"), "--plan-id", "P1")[0] == 0
+    again = demo_copy(tmp_path / "again")
+    code, out, err = invoke(tmp_path, "run", str(again / "plan.yaml"), "--plan-id", "P1")
+    assert code == 1, (out, err)
+    assert err.startswith("error: ") and "Traceback" not in err + out
+
+
+def test_report_folder_is_checked_before_running(tmp_path: Path) -> None:
+    """A report path in a missing folder is refused before the plan runs."""
+    copy = demo_copy(tmp_path)
+    code, _, err = invoke(
+        tmp_path,
+        "run",
+        str(copy / "plan.yaml"),
+        "--report",
+        "junit",
+        str(tmp_path / "no" / "r.xml"),
+    )
+    assert code == 2 and "no such folder" in err
+    assert not (copy / "project" / "src" / "farewell.py").exists()

@@ -533,7 +533,7 @@ class GatedLog(MemoryEventLog):
         self.gate = anyio.Event()
         self.flushes = 0
 
-    async def flush(self) -> None:
+    async def flush(self, plan_id: str | None = None) -> None:
         await self.gate.wait()
         self.flushes += 1
 
@@ -664,3 +664,61 @@ async def test_select_and_given() -> None:
         await execute_graph(g, select={"v1"})
     with pytest.raises(ConfigError, match="no node or attachment nope"):
         await execute_graph(g, select={"nope"})
+
+
+async def test_wrapped_tool_in_a_worker_process_is_guarded(tmp_path: Path) -> None:
+    """Regression: a validation wrapping a writing tool is guarded in a worker process too."""
+    repo = _repo(tmp_path)
+    g = graph(f"""
+        version: 1
+        name: wrapped-process
+        resources: {{repo: {{kind: directory, path: "{repo}"}}}}
+        tools:
+          - {{name: w, entrypoint: "{T}:writing", resource_slots: [root]}}
+        validations:
+          - {{name: v, wraps: w, transform: output}}
+        nodes: [{{id: n, validation: v, isolation: process}}]
+        """)
+    result = (await execute_graph(g)).validations[0].result
+    assert result.data["error"] == "read_only_violation"
+    assert sorted(p.name for p in repo.iterdir()) == ["a.py"]
+
+
+class FailsToStart:
+    async def on_start(self) -> None:
+        raise ValueError("no licence")
+
+    async def receive(self, message: NodeRequest) -> Any:
+        return "never"
+
+
+async def test_actor_failing_to_start_fails_its_node_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An actor whose on_start raises fails its node; the other nodes still run."""
+    mod = fake_module(monkeypatch, "gg_start", FailsToStart=FailsToStart)
+    g = graph(f"""
+        version: 1
+        name: start
+        validations: [{{name: ok, entrypoint: "{T}:passing"}}]
+        nodes:
+          - {{id: a, uses: "{mod}:FailsToStart"}}
+          - {{id: v, validation: ok}}
+        """)
+    run = await execute_graph(g)
+    assert run.nodes["a"].status is NodeStatus.FAILED
+    assert "ValueError: no licence" in (run.nodes["a"].error or "")
+    assert run.nodes["v"].status is NodeStatus.OK
+
+
+class BrokenLog(MemoryEventLog):
+    """A log whose flush fails, like a disk that filled up."""
+
+    appends_immediately = False
+
+    async def flush(self, plan_id: str | None = None) -> None:
+        raise RuntimeFault("the event log could not be written: disk full")
+
+
+async def test_event_log_failure_surfaces_as_itself() -> None:
+    """A failing event log stops the run with RuntimeFault, not an exception group."""
+    with pytest.raises(RuntimeFault, match="disk full"):
+        await execute_graph(graph(FANOUT), event_log=BrokenLog())

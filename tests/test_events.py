@@ -140,3 +140,18 @@ async def test_sqlite_log_passes_the_bodys_error_through(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="bad input"):
         async with SQLiteEventLog(tmp_path / "e.db"):
             raise ConfigError("bad input")
+
+
+@pytest.mark.anyio
+async def test_a_refused_plan_does_not_poison_the_log(tmp_path: Path) -> None:
+    """A plan whose seq does not follow on is refused alone; other plans keep writing."""
+    async with SQLiteEventLog(tmp_path / "e.db") as log:
+        await log.append(_validation_event("a", 1))
+        log.append_nowait(_validation_event("a", 1))  # the same seq again: refused
+        await log.append(_validation_event("b", 1))  # another plan in the same batch: fine
+        with pytest.raises(RuntimeFault, match="does not follow"):
+            await log.flush("a")
+        await log.flush("b")
+        await log.append(_validation_event("b", 2))
+    assert [e.seq for e in read_events(tmp_path / "e.db", "b")] == [1, 2]
+    assert [e.seq for e in read_events(tmp_path / "e.db", "a")] == [1]

@@ -170,3 +170,34 @@ async def test_guard_follows_into_worker_threads_but_not_other_tasks(tree: Path)
         tg.start_soon(free_task)
     assert outcome == {"thread_refused": True, "free_wrote": True}
     assert not (tree / "in-thread").exists()
+
+
+def test_disposable_copy_keeps_symlinks_and_rmtree_in_scratch_works(tree: Path) -> None:
+    """Regression: copying a tree with a symlink, and rmtree inside scratch, are allowed."""
+    (tree / "README").symlink_to("pkg/a.py")
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        copy = context.disposable_copy()
+        assert (copy / "README").is_symlink()
+        shutil.rmtree(copy / "pkg")
+    assert guard.violation is None
+    assert (tree / "pkg" / "a.py").exists()
+    context.cleanup()
+
+
+def test_fd_operations_are_judged_by_their_file(tree: Path) -> None:
+    """chmod through a descriptor of a file outside scratch is refused."""
+    fd = os.open(tree / "pkg" / "a.py", os.O_RDONLY)
+    try:
+        guard = Guard("validation 'v'")
+        with guarded(guard), pytest.raises(ReadOnlyViolationError):
+            os.chmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def test_posix_spawn_is_refused(tree: Path) -> None:
+    """posix_spawn has no working directory, so it cannot be held to a copy."""
+    with guarded(Guard("validation 'v'")), pytest.raises(ReadOnlyViolationError):
+        os.posix_spawn(sys.executable, [sys.executable, "-c", "pass"], dict(os.environ))

@@ -308,3 +308,42 @@ async def test_executor_crash_is_a_routing_rejection(tmp_path: Path) -> None:
     assert outcome.status is PlanStatus.AWAITING_DECISION
     rejected = next(e for e in events if type(e).__struct_config__.tag == "artifact_rejected")
     assert rejected.layer == "routing" and "out of disk" in rejected.reasons[0]
+
+
+async def test_a_retry_reruns_everything_after_the_failed_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a validator-only retry must not skip the required validations after it."""
+    calls = {"x": 0}
+
+    def flaky_tool(**_: Any) -> dict[str, Any]:
+        calls["x"] += 1
+        if calls["x"] == 1:
+            raise OSError("disk hiccup")
+        return {"ok": True}
+
+    mod = _module(monkeypatch, "gg_sup_chain", flaky_tool=flaky_tool)
+    root = repo(tmp_path)
+    text = plan(root, [GOOD], retry_limit=2, strategy_revisions=0).replace(
+        "nodes:\n",
+        "  - {name: never, entrypoint: gategraph.runtime.testing:failing}\n"
+        "tools:\n"
+        f'  - {{name: x, entrypoint: "{mod}:flaky_tool"}}\n'
+        "nodes:\n"
+        "  - {id: after, tool: x, needs: [syntax]}\n"
+        "  - {id: v2, validation: never, needs: [after]}\n",
+    )
+
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    from gategraph.runtime._supervisor import Supervisor
+
+    supervisor = Supervisor(
+        load_graph(text), event_log=MemoryEventLog(), audit=InMemoryAuditLog(), sleep=no_sleep
+    )
+    outcome = await supervisor.run()
+    # Invariant: v2 fails every time it runs, so the plan is never applied.
+    assert outcome.status is not PlanStatus.APPLIED
+    assert not (root / "src" / "greet.py").exists()
+    assert any(v.node == "v2" and v.blocking for v in outcome.validations)
