@@ -876,15 +876,26 @@ class _Engine:
                 self._release(unit)
 
     def _release(self, unit: _Unit) -> None:
-        """Count ``unit`` done; queue dependents whose needs are all done, skip the doomed."""
-        self.remaining -= 1
-        failed = unit.result is not None and unit.result.status is not NodeStatus.OK
-        for dependent in unit.dependents or ():
-            dependent.pending -= 1
-            if failed and dependent.result is None:
-                self._skip(dependent, f"skipped: {unit.id} {unit.result.status.value}")  # type: ignore[union-attr]
-            elif dependent.pending == 0 and dependent.result is None:
-                self._queue(dependent)
+        """Count ``unit`` done; queue dependents whose needs are all done, skip the doomed.
+
+        Iterative, not recursive: a failure before a long chain skips the whole chain.
+        """
+        pending = [unit]
+        while pending:
+            done = pending.pop()
+            self.remaining -= 1
+            result = done.result
+            failed = result is not None and result.status is not NodeStatus.OK
+            for dependent in done.dependents or ():
+                dependent.pending -= 1
+                if failed and dependent.result is None:
+                    assert result is not None
+                    self._skip(dependent, f"skipped: {done.id} {result.status.value}")
+                    # Its own dependents can never run either; count them down through it.
+                    dependent.pending = 0
+                    pending.append(dependent)
+                elif dependent.pending == 0 and dependent.result is None:
+                    self._queue(dependent)
         if self.remaining == 0:
             assert self.send is not None
             self.send.close()
@@ -909,9 +920,6 @@ class _Engine:
                 reason=reason,
             )
         )
-        # Its own dependents can never run either; count them down through it.
-        unit.pending = 0
-        self._release(unit)
 
 
 def _collect_hooks(

@@ -19,6 +19,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from ._catalog import _enable_wal
 from ._events import Event, EventBase
 from ._exceptions import ConfigError, RuntimeFault
 
@@ -135,7 +136,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         raise ConfigError(f"cannot open the event log: {exc}", source=source) from None
     try:
         db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        db.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(db)
         # FULL: a commit is on disk when it returns, so an event acted on survives a power
         # loss too (group commit keeps this to one fsync per batch).
         db.execute("PRAGMA synchronous = FULL")

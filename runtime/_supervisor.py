@@ -176,10 +176,6 @@ class GraphExecutor:
     A fix runs them again; tools see the rejection through their ``context``.
     """
 
-    def __init__(self, *, catalog: Catalog | None = None, event_log: EventLog | None = None):
-        self.catalog = catalog
-        self.event_log = event_log
-
     async def execute(self, request: ExecuteRequest) -> Any:
         """Run the work phase; the artifact maps each work node to its output."""
         work = _work_phase(request.graph)
@@ -269,7 +265,7 @@ class Supervisor:
             raise ConfigError.at("resources", f"not resources of the graph: {', '.join(unknown)}")
         self.strategy_actor: StrategyActor = _build_actor(graph.lifecycle.strategy, GraphStrategy())
         self.execution_actor: ExecutionActor = _build_actor(
-            graph.lifecycle.executor, GraphExecutor(catalog=catalog)
+            graph.lifecycle.executor, GraphExecutor()
         )
         self.seq = 0
         self.last_event = ""

@@ -722,3 +722,22 @@ async def test_event_log_failure_surfaces_as_itself() -> None:
     """A failing event log stops the run with RuntimeFault, not an exception group."""
     with pytest.raises(RuntimeFault, match="disk full"):
         await execute_graph(graph(FANOUT), event_log=BrokenLog())
+
+
+async def test_a_failure_skips_a_long_chain() -> None:
+    """A failure before a chain of 2,000 nodes skips them all (no recursion limit)."""
+    nodes = [{"id": "w", "tool": "boom"}] + [
+        {"id": f"v{i}", "validation": "ok", "needs": ["w" if i == 0 else f"v{i - 1}"]}
+        for i in range(2000)
+    ]
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "chain",
+            "tools": [{"name": "boom", "entrypoint": f"{T}:raising"}],
+            "validations": [{"name": "ok", "entrypoint": f"{T}:passing"}],
+            "nodes": nodes,
+        }
+    )
+    run = await execute_graph(g)
+    assert sum(r.status is NodeStatus.SKIPPED for r in run.nodes.values()) == 2000
