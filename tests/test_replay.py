@@ -6,7 +6,6 @@ import json
 import shutil
 import sqlite3
 import sys
-import textwrap
 import time
 import types
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from _plans import BAD, GOOD, plan, repo
 from click.testing import CliRunner
 from gategraph.runtime import Catalog, MemoryEventLog, Validation, load_graph
 from gategraph.runtime._cli import cli
@@ -27,49 +27,7 @@ from gategraph.runtime._replay import ReplayReport, replay_plan, round_faults
 from gategraph.runtime._results import ValidationResult
 from gategraph.runtime._supervisor import PlanStatus, Supervisor
 
-SYNTAX = "gategraph.validators:python_syntax"
-GOOD = "def greet(name):\\n    return 'hello ' + name\\n"
-BAD = "def greet(name:\\n"
 DEMO = Path(__file__).resolve().parents[1] / "graphs" / "demo"
-
-
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("x = 1\n")
-    return root
-
-
-def plan(root: Path, steps: list[str], **policy: Any) -> str:
-    step_lines = "\n".join(f'            - files: {{"src/greet.py": "{text}"}}' for text in steps)
-    policy_lines = "\n".join(f"  {k}: {v}" for k, v in policy.items())
-    return (
-        textwrap.dedent(f"""\
-        version: 1
-        name: greet
-        resources: {{repo: {{kind: directory, path: "{root}"}}}}
-        validations:
-          - name: syntax
-            entrypoint: {SYNTAX}
-            resource_slots: [root]
-          - name: advice
-            entrypoint: gategraph.runtime.testing:failing
-            mode: informational
-        nodes:
-          - {{id: syntax, validation: syntax}}
-          - {{id: advice, validation: advice}}
-        acceptance:
-          - {{id: AC1, text: The code parses., validations: [syntax]}}
-        lifecycle:
-          executor:
-            uses: gategraph.runtime.testing:ScriptedExecutor
-            arguments:
-              steps:
-        """)
-        + step_lines
-        + ("\npolicy:\n" + policy_lines if policy else "")
-        + "\n"
-    )
 
 
 async def recorded(text: str, **kwargs: Any) -> tuple[Any, list[Any], Any]:

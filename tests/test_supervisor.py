@@ -3,61 +3,18 @@
 from __future__ import annotations
 
 import sys
-import textwrap
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _plans import BAD, GOOD, plan, repo
 from gategraph.runtime import Catalog, MemoryEventLog, Validation, load_graph
 from gategraph.runtime._maxn import InMemoryAuditLog
 from gategraph.runtime._protocols import EscalationDecision, EscalationRequest
 from gategraph.runtime._supervisor import PlanStatus, run_plan
 
 pytestmark = pytest.mark.anyio
-
-SYNTAX = "gategraph.validators:python_syntax"
-GOOD = "def greet(name):\\n    return 'hello ' + name\\n"
-BAD = "def greet(name:\\n"
-
-
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("x = 1\n")
-    return root
-
-
-def plan(root: Path, steps: list[str], **policy: Any) -> str:
-    step_lines = "\n".join(f'            - files: {{"src/greet.py": "{text}"}}' for text in steps)
-    policy_lines = "\n".join(f"  {k}: {v}" for k, v in policy.items())
-    return (
-        textwrap.dedent(f"""\
-        version: 1
-        name: greet
-        resources: {{repo: {{kind: directory, path: "{root}"}}}}
-        validations:
-          - name: syntax
-            entrypoint: {SYNTAX}
-            resource_slots: [root]
-          - name: advice
-            entrypoint: gategraph.runtime.testing:failing
-            mode: informational
-        nodes:
-          - {{id: syntax, validation: syntax}}
-          - {{id: advice, validation: advice}}
-        acceptance:
-          - {{id: AC1, text: The code parses., validations: [syntax]}}
-        lifecycle:
-          executor:
-            uses: gategraph.runtime.testing:ScriptedExecutor
-            arguments:
-              steps:
-        """)
-        + step_lines
-        + ("\npolicy:\n" + policy_lines if policy else "")
-        + "\n"
-    )
 
 
 async def run(text: str, **kwargs: Any) -> tuple[Any, list[Any], InMemoryAuditLog]:
