@@ -876,29 +876,35 @@ class _Engine:
                 self._release(unit)
 
     def _release(self, unit: _Unit) -> None:
-        """Count ``unit`` done; queue dependents whose needs are all done, skip the doomed.
-
-        Iterative, not recursive: a failure before a long chain skips the whole chain.
-        """
-        pending = [unit]
-        while pending:
-            done = pending.pop()
-            self.remaining -= 1
-            result = done.result
-            failed = result is not None and result.status is not NodeStatus.OK
-            for dependent in done.dependents or ():
-                dependent.pending -= 1
-                if failed and dependent.result is None:
-                    assert result is not None
-                    self._skip(dependent, f"skipped: {done.id} {result.status.value}")
-                    # Its own dependents can never run either; count them down through it.
-                    dependent.pending = 0
-                    pending.append(dependent)
-                elif dependent.pending == 0 and dependent.result is None:
-                    self._queue(dependent)
+        """Count ``unit`` done; queue dependents whose needs are all done, skip the doomed."""
+        self.remaining -= 1
+        dependents = unit.dependents
+        if dependents:
+            result = unit.result
+            if result is not None and result.status is not NodeStatus.OK:
+                self._skip_after(unit, result.status)
+            else:
+                for dependent in dependents:
+                    dependent.pending -= 1
+                    if dependent.pending == 0 and dependent.result is None:
+                        self._queue(dependent)
         if self.remaining == 0:
             assert self.send is not None
             self.send.close()
+
+    def _skip_after(self, failed: _Unit, status: NodeStatus) -> None:
+        """Skip everything that needs ``failed``, directly or not (iteratively: a failure
+        before a long chain must not recurse once per node)."""
+        pending = [(failed, status)]
+        while pending:
+            done, done_status = pending.pop()
+            for dependent in done.dependents or ():
+                dependent.pending -= 1
+                if dependent.result is None:
+                    self._skip(dependent, f"skipped: {done.id} {done_status.value}")
+                    dependent.pending = 0
+                    self.remaining -= 1
+                    pending.append((dependent, NodeStatus.SKIPPED))
 
     def _skip(self, unit: _Unit, reason: str) -> None:
         unit.result = NodeResult(
