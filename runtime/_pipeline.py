@@ -13,17 +13,22 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from ._engine import NodeResult, NodeStatus, ValidationRecord
+from ._maxn import FaultKind, classify
 from ._models import ValidationMode
+from ._results import ResultError, ValidationResult
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from ._engine import ValidationRecord
     from ._graph import PlanGraph
     from ._protocols import Applicable
 
 __all__ = [
+    "ATTACHMENT",
     "LAYERS",
+    "RUNTIME_ERRORS",
     "NeedsApproval",
     "Passed",
     "Reason",
@@ -32,6 +37,12 @@ __all__ = [
     "build_verdict",
     "check_approval",
     "check_payload",
+    "retry_only_nodes",
+    "round_faults",
+    "runtime_error",
+    "semantic_outcome",
+    "semantic_reasons",
+    "with_descendants",
 ]
 
 LAYERS: Final = ("routing", "payload", "semantic", "approval")
@@ -213,3 +224,128 @@ def build_verdict(
         "rejectedAt": now,
         "schemaVersion": "1",
     }
+
+
+ATTACHMENT: Final = "attachment:"
+"""The prefix of an attachment's pseudo-node id."""
+
+RUNTIME_ERRORS: Final = frozenset(
+    {
+        ResultError.MALFORMED,
+        ResultError.EXCEPTION,
+        ResultError.TIMEOUT,
+        ResultError.TOO_LARGE,
+        ResultError.READ_ONLY_VIOLATION,
+    }
+)
+"""The ``data.error`` kinds gategraph itself gives a failed call: infrastructure faults."""
+
+
+def runtime_error(result: ValidationResult) -> str | None:
+    """The result's ``data.error`` if gategraph made it (an infrastructure fault), else None.
+
+    An ``error`` a validation reports itself is its verdict, not a fault of the machinery.
+    """
+    error = result.data.get("error")
+    return error if error in RUNTIME_ERRORS else None
+
+
+def semantic_reasons(
+    records: Mapping[str, ValidationRecord],
+    results: Iterable[NodeResult] = (),
+    applicable: Iterable[Applicable] = (),
+) -> tuple[Reason, ...]:
+    """The semantic layer's reasons, as the supervisor gives them.
+
+    Each required validation that did not pass (``records``); each node of the validation
+    phase that failed or was skipped (``results``: the round's nodes, any status); each
+    required ``applicable`` validation with neither a record nor a result ("did not run").
+    """
+    results = list(results)
+    reasons = [
+        Reason(
+            layer="semantic",
+            node=r.node,
+            message=r.result.message or "failed",
+            error=runtime_error(r.result),
+        )
+        for r in records.values()
+        if r.blocking
+    ]
+    reasons += [
+        Reason(layer="semantic", node=n.node, message=n.error or n.status.value, error="exception")
+        for n in results
+        if n.status is not NodeStatus.OK
+    ]
+    seen = {n.node for n in results}
+    reasons += [
+        Reason(layer="semantic", node=a.id, message="did not run", error="exception")
+        for a in applicable
+        if a.mode == ValidationMode.REQUIRED.value and a.id not in records and a.id not in seen
+    ]
+    return tuple(reasons)
+
+
+def semantic_outcome(
+    plan_id: str,
+    graph: PlanGraph,
+    applicable: Sequence[Applicable],
+    records: Mapping[str, ValidationRecord],
+    results: Mapping[str, NodeResult],
+) -> tuple[Passed | Rejected, dict[str, Any]]:
+    """The semantic layer's outcome and the round's verdict envelope.
+
+    Invariant: ``Passed`` only with an attestation: every required validation ran and
+    passed. A verdict that does not attest rejects even without a reason of its own.
+    """
+    verdict = build_verdict(plan_id, graph, applicable, records)
+    reasons = semantic_reasons(records, results.values(), applicable)
+    if reasons or verdict.get("verdict") != "attest":
+        summary = str(verdict.get("summary", "rejected"))
+        return Rejected(
+            "semantic", reasons or (Reason(layer="semantic", message=summary),)
+        ), verdict
+    return Passed(), verdict
+
+
+def with_descendants(graph: PlanGraph, nodes: Iterable[str]) -> list[str]:
+    """``nodes`` and every graph node after them (attachments have none): what a
+    validator-only retry re-runs."""
+    found: list[str] = []
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        if node in found:
+            continue
+        found.append(node)
+        if not node.startswith(ATTACHMENT):
+            pending.extend(graph.dependents(node))
+    return found
+
+
+def round_faults(outcome: Rejected) -> list[FaultKind]:
+    """Classify a rejected round's faults (Max-N, seed 003), one per reason.
+
+    Semantic reasons by their runtime error (none: ``rejected``); every routing, payload
+    or approval reason is a rejection — including the execution actor's own failure: only
+    the execution actor can do something about it, so it goes back to it as a fix
+    (re-running the validators on the same missing artifact would not help). Never empty.
+    """
+    faults: list[FaultKind] = []
+    for reason in outcome.reasons:
+        if outcome.layer == "semantic":
+            fault = classify(reason.error, False)
+        else:
+            fault = classify(None, False)
+        if fault is not None:
+            faults.append(fault)
+    if not faults:
+        rejected = classify(None, False)
+        assert rejected is not None  # Invariant: a failed result always has a row.
+        faults.append(rejected)
+    return faults
+
+
+def retry_only_nodes(outcome: Rejected) -> list[str] | None:
+    """The nodes a ``retry-validator`` decision re-runs: those failed by a runtime error."""
+    return [r.node for r in outcome.reasons if r.node is not None and r.error is not None] or None

@@ -16,7 +16,7 @@ import enum
 import functools
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -57,6 +57,7 @@ from ._maxn import (
 )
 from ._models import Validation
 from ._pipeline import (
+    ATTACHMENT,
     LAYERS,
     NeedsApproval,
     Passed,
@@ -65,6 +66,10 @@ from ._pipeline import (
     ValidationOutcome,
     check_approval,
     check_payload,
+    retry_only_nodes,
+    round_faults,
+    semantic_outcome,
+    with_descendants,
 )
 from ._protocols import (
     Applicable,
@@ -79,7 +84,6 @@ from ._protocols import (
     StrategyActor,
     StrategyRequest,
 )
-from ._replay import retry_only_nodes, round_faults, semantic_outcome, with_descendants
 from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
 
 if TYPE_CHECKING:
@@ -98,8 +102,6 @@ __all__ = [
     "Supervisor",
     "run_plan",
 ]
-
-_ATTACHMENT: Final = "attachment:"
 
 
 class PlanStatus(enum.StrEnum):
@@ -323,7 +325,7 @@ class Supervisor:
                     assert isinstance(validation, Validation)
                     found.append(
                         Applicable(
-                            id=f"{_ATTACHMENT}{att.id}",
+                            id=f"{ATTACHMENT}{att.id}",
                             validation=att.validation,
                             mode=validation.mode.value,
                             attachment_id=att.id,

@@ -21,9 +21,9 @@ from gategraph.runtime._eventlog import read_events
 from gategraph.runtime._events import ApplyStarted, ValidationCompleted
 from gategraph.runtime._ids import new_ulid
 from gategraph.runtime._maxn import InMemoryAuditLog
-from gategraph.runtime._pipeline import Reason, Rejected
+from gategraph.runtime._pipeline import Reason, Rejected, round_faults
 from gategraph.runtime._protocols import EscalationDecision, EscalationRequest
-from gategraph.runtime._replay import ReplayReport, replay_plan, round_faults
+from gategraph.runtime._replay import ReplayReport, replay_plan
 from gategraph.runtime._results import ValidationResult
 from gategraph.runtime._supervisor import PlanStatus, Supervisor
 
