@@ -66,7 +66,8 @@ __all__ = [
     "execute_graph",
 ]
 
-_ATTACHMENT_PREFIX: Final = "attachment:"
+ATTACHMENT_PREFIX: Final = "attachment:"
+"""The prefix of an attachment's pseudo-node id (``attachment:ULID``)."""
 # A worker that never has to wait (no-op validations) yields to the loop this often.
 _YIELD_EVERY: Final = 64
 
@@ -411,7 +412,7 @@ class _Compiler:
                 )
                 units.append(
                     _Unit(
-                        f"{_ATTACHMENT_PREFIX}{attachment.id}",
+                        f"{ATTACHMENT_PREFIX}{attachment.id}",
                         spec,
                         attachment.arguments,
                         work_ids,

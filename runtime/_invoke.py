@@ -25,7 +25,15 @@ import msgspec
 from ._context import ToolContext
 from ._exceptions import ConfigError
 from ._models import Tool, ToolSource, Validation
-from ._readonly import Guard, enter, guarded, leave, run_guarded, unguarded
+from ._readonly import (
+    Guard,
+    ReadOnlyViolationError,
+    enter,
+    guarded,
+    leave,
+    run_guarded,
+    unguarded,
+)
 from ._results import ResultError, ValidationResult, coerce_result
 
 if TYPE_CHECKING:
@@ -336,8 +344,6 @@ class Prepared:
 def _exception_outcome(name: str, exc: Exception) -> Outcome:
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    from ._readonly import ReadOnlyViolationError
-
     if isinstance(exc, ReadOnlyViolationError):
         return Outcome(False, error=ResultError.READ_ONLY_VIOLATION, message=str(exc))
     return Outcome(
@@ -372,8 +378,6 @@ def _process_entry(
         with guarded(guard):
             value = func(**kwargs)
         if guard.violation is not None:
-            from ._readonly import ReadOnlyViolationError
-
             raise ReadOnlyViolationError(f"{guard.what} attempted a write: {guard.violation}")
         return value
     finally:
@@ -423,7 +427,7 @@ def prepare(
         try:
             func = _inline_function(tool.name, tool.code, "run")
         except ConfigError:
-            raise
+            raise  # already says what is wrong (no `run`)
         except Exception as exc:
             raise ConfigError.at(
                 "code", f"inline code of {tool.name!r} failed to load: {type(exc).__name__}: {exc}"

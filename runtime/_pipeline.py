@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from ._engine import ATTACHMENT_PREFIX as ATTACHMENT
 from ._engine import NodeResult, NodeStatus, ValidationRecord
 from ._maxn import FaultKind, classify
 from ._models import ValidationMode
@@ -225,9 +226,6 @@ def build_verdict(
         "schemaVersion": "1",
     }
 
-
-ATTACHMENT: Final = "attachment:"
-"""The prefix of an attachment's pseudo-node id."""
 
 RUNTIME_ERRORS: Final = frozenset(
     {

@@ -201,27 +201,36 @@ class GraphExecutor:
 
 
 def _work_phase(graph: PlanGraph) -> list[str]:
-    """Nodes that come before any validation: not validations, and not after one."""
-    after_validation: set[str] = set()
-    work: list[str] = []
-    for node_id in graph.topological_order():
-        node = graph.node(node_id)
-        if node.kind.value == "validation" or any(n in after_validation for n in node.needs):
-            after_validation.add(node_id)
-        else:
-            work.append(node_id)
-    return work
+    """Nodes that come before any validation (not validations, and not after one), in the
+    file's order. A walk over ``needs``; no topological sort, no networkx."""
+    after: dict[str, bool] = {}
+
+    def after_validation(node_id: str) -> bool:
+        known = after.get(node_id)
+        if known is None:
+            node = graph.node(node_id)
+            after[node_id] = False  # the graph is acyclic; this only guards the walk
+            known = after[node_id] = node.kind.value == "validation" or any(
+                after_validation(need) for need in node.needs
+            )
+        return known
+
+    return [node.id for node in graph.nodes if not after_validation(node.id)]
 
 
-def _build_actor(spec: Any, default: Any) -> Any:
+def _build_actor(graph: PlanGraph, role: str, default: Any) -> Any:
+    spec = getattr(graph.lifecycle, role)
     if spec is None:
         return default
-    cls = resolve_entrypoint(spec.uses)
+    field = f"lifecycle.{role}.uses"
     try:
+        cls = resolve_entrypoint(spec.uses)
         return cls(**spec.arguments)
+    except ConfigError as exc:
+        raise ConfigError.at(field, exc.issues[0].message, source=graph.source) from None
     except Exception as exc:
         raise ConfigError.at(
-            "lifecycle", f"cannot build {spec.uses}: {type(exc).__name__}: {exc}"
+            field, f"cannot build {spec.uses}: {type(exc).__name__}: {exc}", source=graph.source
         ) from None
 
 
@@ -265,10 +274,10 @@ class Supervisor:
         unknown = sorted(set(self.resources) - set(graph.resources))
         if unknown:
             raise ConfigError.at("resources", f"not resources of the graph: {', '.join(unknown)}")
-        self.strategy_actor: StrategyActor = _build_actor(graph.lifecycle.strategy, GraphStrategy())
-        self.execution_actor: ExecutionActor = _build_actor(
-            graph.lifecycle.executor, GraphExecutor()
-        )
+        self.strategy_actor: StrategyActor = _build_actor(graph, "strategy", GraphStrategy())
+        self.execution_actor: ExecutionActor = _build_actor(graph, "executor", GraphExecutor())
+        self.work_phase = _work_phase(graph)
+        """The graph's nodes before any validation: the execution actor's part."""
         self.seq = 0
         self.last_event = ""
         self.round = 0
@@ -523,25 +532,36 @@ class Supervisor:
                 (Reason(layer="routing", message=f"the execution actor failed: {artifact}"),),
             )
         reasons = []
+        # Once per distinct validation, not per node: a fan-out of 100,000 nodes running one
+        # validation prepares it once.
+        problems: dict[tuple[bool, str], str | None] = {}
         for item in self.applicable:
-            getter = (
-                self.catalog.get if item.attachment_id and self.catalog else self.graph.get_tool
-            )
-            try:
-                prepare(getter(item.validation), getter)
-            except (ConfigError, CatalogError, KeyError) as exc:
-                # Removed or broken since the plan started: a capability that is missing.
+            key = (item.attachment_id is not None, item.validation)
+            if key not in problems:
+                problems[key] = self._callable_problem(*key)
+            problem = problems[key]
+            if problem is not None:
                 reasons.append(
-                    Reason(layer="routing", node=item.id, message=f"cannot be called: {exc}")
+                    Reason(layer="routing", node=item.id, message=f"cannot be called: {problem}")
                 )
         return Rejected("routing", tuple(reasons)) if reasons else Passed()
+
+    def _callable_problem(self, attached: bool, name: str) -> str | None:
+        """Why the validation cannot be called now (removed or broken since the plan
+        started: a missing capability), or None."""
+        getter = self.catalog.get if attached and self.catalog else self.graph.get_tool
+        try:
+            prepare(getter(name), getter)
+        except (ConfigError, CatalogError, KeyError) as exc:
+            return str(exc)
+        return None
 
     async def _payload(self, artifact: Any) -> ValidationOutcome:
         reasons = check_payload(artifact, self.graph.lifecycle.artifact_schema)
         return Rejected("payload", reasons) if reasons else Passed()
 
     def _given(self, artifact: Any) -> dict[str, Any]:
-        work = _work_phase(self.graph)
+        work = self.work_phase
         if isinstance(artifact, Mapping) and work and set(work) <= set(artifact):
             return {node: artifact[node] for node in work}
         return dict.fromkeys(work, artifact)
@@ -599,11 +619,11 @@ class Supervisor:
     _retry_only: list[str] | None = None
 
     def _validation_phase(self) -> list[str]:
-        work = set(_work_phase(self.graph))
+        work = set(self.work_phase)
         return [n.id for n in self.graph.nodes if n.id not in work]
 
     async def _approval(self, artifact: Any) -> ValidationOutcome:
-        ran = [*_work_phase(self.graph), *self.records]
+        ran = [*self.work_phase, *self.records]
         return check_approval(self.graph, ran, auto_approve=self.auto_approve)
 
     async def _decide(self, outcome: Rejected) -> tuple[RetryDecision, FaultKind]:

@@ -152,3 +152,18 @@ def test_report_folder_is_checked_before_running(tmp_path: Path) -> None:
     )
     assert code == 2 and "no such folder" in err
     assert not (copy / "project" / "src" / "farewell.py").exists()
+
+
+def test_unloadable_executor_names_file_and_field(tmp_path: Path) -> None:
+    """A lifecycle executor that cannot be imported is one line naming the file and field."""
+    copy = demo_copy(tmp_path)
+    plan = copy / "plan.yaml"
+    plan.write_text(
+        plan.read_text().replace(
+            "gategraph.runtime.testing:ScriptedExecutor", "gg_no_such_module:Executor"
+        )
+    )
+    code, out, err = invoke(tmp_path, "run", str(plan))
+    assert code == 2, (out, err)
+    assert err.startswith(f"error: {plan}: lifecycle.executor.uses: cannot import")
+    assert len(err.strip().splitlines()) == 1
