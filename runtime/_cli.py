@@ -649,78 +649,6 @@ def events(plan_id: str, as_json: bool) -> None:
 EXIT_AWAITING = 3
 
 
-class _ProgressLog:
-    """An event log that prints a line for each step of a plan, then stores the event."""
-
-    def __init__(self, inner: Any, *, err: bool) -> None:
-        self.inner = inner
-        self.err = err
-        self.appends_immediately = getattr(inner, "appends_immediately", False)
-
-    def _show(self, event: Any) -> None:
-        line = _progress_line(event)
-        if line is not None:
-            click.echo(line, err=self.err)
-
-    async def append(self, event: Any) -> None:
-        self._show(event)
-        await self.inner.append(event)
-
-    async def append_many(self, events: Sequence[Any]) -> None:
-        for event in events:
-            self._show(event)
-        await self.inner.append_many(events)
-
-    def append_nowait(self, event: Any) -> None:
-        self._show(event)
-        self.inner.append_nowait(event)
-
-    async def flush(self, plan_id: str | None = None) -> None:
-        await self.inner.flush(plan_id)
-
-    async def read(self, plan_id: str, *, after: int = 0) -> Any:
-        return await self.inner.read(plan_id, after=after)
-
-    async def plans(self) -> Any:
-        return await self.inner.plans()
-
-
-def _progress_line(event: Any) -> str | None:
-    tag = type(event).__struct_config__.tag
-    if tag == "plan_started":
-        return f"plan {event.plan_id} ({event.graph}): started"
-    if tag == "strategy_produced":
-        return f"strategize, revision {event.revision}: {event.summary}"
-    if tag == "artifact_validation_started":
-        return f"round {event.round}: validating (attempt {event.attempt})"
-    if tag == "validation_completed":
-        mark = "ok  " if event.result.passed else "FAIL"
-        message = f": {event.result.message}" if event.result.message else ""
-        return f"  {mark} {event.node}{message}"[:160]
-    if tag == "artifact_rejected":
-        return f"round {event.round}: rejected at the {event.layer} layer"
-    if tag == "artifact_validated":
-        return f"round {event.round}: every layer passed"
-    if tag == "retry_decided":
-        return (
-            f"  -> {event.decision} ({event.fault_kind}, {event.classification}; "
-            f"retries used {event.budget_used} of {event.budget_limit})"
-        )
-    if tag == "fix_requested":
-        return f"fix: the rejection goes back to the executor (attempt {event.attempt})"
-    if tag == "strategy_revision_requested":
-        return f"strategy revision {event.revision}: {event.reason}"[:160]
-    if tag == "escalation_requested":
-        return f"escalated to a person ({event.reason}): {event.message}"[:160]
-    if tag == "escalation_decided":
-        return f"decision: {event.action}" + (f" ({event.note})" if event.note else "")
-    if tag == "apply_completed":
-        return "apply: " + ", ".join(f"{k}: {v}" for k, v in event.changes.items())
-    if tag == "plan_finished":
-        return f"plan {event.plan_id}: {event.status}"
-    return None
-
-
 def _parse_resources(pairs: Sequence[str]) -> dict[str, Any]:
     from ._resources import DirectoryResource
 
@@ -750,6 +678,7 @@ def _run_plan_command(
 
     from ._eventlog import SQLiteEventLog
     from ._graph import load_graph
+    from ._observe import ObservedEventLog, PlainProgress
     from ._supervisor import PlanStatus, run_plan
 
     if report is not None and not report[1].resolve().parent.is_dir():
@@ -763,7 +692,7 @@ def _run_plan_command(
                 return await run_plan(
                     plan,
                     catalog=catalog,
-                    event_log=_ProgressLog(log, err=as_json),
+                    event_log=ObservedEventLog(log, PlainProgress(err=as_json)),
                     resources=resources or None,
                     auto_approve=auto_approve,
                     plan_id=plan_id,
