@@ -8,10 +8,12 @@ few commits instead of paying one each.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Final, Protocol, Self, runtime_checkable
 
@@ -21,7 +23,7 @@ import msgspec
 
 from ._catalog import _enable_wal
 from ._events import Event, EventBase
-from ._exceptions import ConfigError, RuntimeFault
+from ._exceptions import ConfigError, PlanBusyError, RuntimeFault
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -95,6 +97,19 @@ class MemoryEventLog:
 
     def __init__(self) -> None:
         self._events: dict[str, list[EventBase]] = {}
+        self._leased: set[str] = set()
+
+    @contextmanager
+    def lease(self, plan_id: str) -> Iterator[None]:
+        """Hold the plan's one writer slot in this log (this process): a second supervisor
+        of the same plan gets :class:`PlanBusyError` while the first one runs."""
+        if plan_id in self._leased:
+            raise PlanBusyError(_busy(plan_id))
+        self._leased.add(plan_id)
+        try:
+            yield
+        finally:
+            self._leased.discard(plan_id)
 
     async def append(self, event: EventBase) -> None:
         """Store one event."""
@@ -125,6 +140,13 @@ class MemoryEventLog:
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._events.values())
+
+
+def _busy(plan_id: str) -> str:
+    return (
+        f"plan {plan_id} is being run by another process or task right now; one supervisor "
+        "per plan: wait for it to finish or pause"
+    )
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -309,6 +331,33 @@ class SQLiteEventLog:
         if self._send is None:
             raise RuntimeFault("the SQLite event log is not open: use `async with` on it")
         self._send.send_nowait(((event,), None))
+
+    @contextmanager
+    def lease(self, plan_id: str) -> Iterator[None]:
+        """Hold the plan's one writer slot, across processes: a second supervisor of the
+        same plan (another ``gategraph resume``, say) gets :class:`PlanBusyError`.
+
+        An advisory ``flock`` on a file beside the database: the kernel releases it when its
+        holder dies, so a killed run never blocks its own resumption.
+        """
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no cross-process lease
+            yield
+            return
+        folder = Path(f"{self._path}.locks")
+        folder.mkdir(parents=True, exist_ok=True)
+        # A digest, not the id itself: any plan id makes a safe file name.
+        name = hashlib.sha256(plan_id.encode()).hexdigest()[:32]
+        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise PlanBusyError(_busy(plan_id)) from None
+            yield
+        finally:
+            os.close(fd)
 
     async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
         """Return the plan's committed events with ``seq > after``."""

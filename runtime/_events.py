@@ -17,6 +17,8 @@ from ._results import ValidationResult
 __all__ = [
     "ApplyCompleted",
     "ApplyStarted",
+    "ApprovalDecided",
+    "ApprovalRequired",
     "ArtifactProduced",
     "ArtifactRejected",
     "ArtifactValidated",
@@ -30,6 +32,7 @@ __all__ = [
     "NodeSkipped",
     "NodeStarted",
     "PlanFinished",
+    "PlanResumed",
     "PlanStarted",
     "RetryDecided",
     "RunFinished",
@@ -38,6 +41,7 @@ __all__ = [
     "StrategyRevisionRequested",
     "ValidationCompleted",
     "ValidationStarted",
+    "WorkFinished",
     "decode_event",
     "encode_event",
 ]
@@ -153,6 +157,25 @@ class PlanStarted(EventBase, tag="plan_started", kw_only=True, frozen=True, gc=F
 
     graph: str
     project: str | None = None
+    graph_path: str | None = None
+    """The graph file the plan runs (absolute), when it came from one: what resume reloads."""
+    graph_sha256: str | None = None
+    """The graph file's digest when the plan started: resume refuses a changed file."""
+    applicable: list[str] = msgspec.field(default_factory=list)
+    """The ids of the validations that apply (graph nodes and attachments), in order."""
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+    """How the plan was run (auto-approve, resource folders): what resume runs it with."""
+
+
+class PlanResumed(EventBase, tag="plan_resumed", kw_only=True, frozen=True, gc=False):
+    """Another run of the supervisor took the plan on where the log ends (a crash, or a
+    person's decision on a paused plan). Events before it that no step finished (a
+    crashed fan-out's partial run) stay in the log; what they completed is not redone."""
+
+    after_seq: int
+    """The seq of the last event before the resumption."""
+    reason: str
+    """``crashed``, ``decision`` or ``approval``."""
 
 
 class StrategyProduced(EventBase, tag="strategy_produced", kw_only=True, frozen=True, gc=False):
@@ -160,6 +183,18 @@ class StrategyProduced(EventBase, tag="strategy_produced", kw_only=True, frozen=
 
     revision: int
     summary: str = ""
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The strategy's data (JSON-compatible), as a resumed plan gets it back."""
+
+
+class WorkFinished(EventBase, tag="work_finished", kw_only=True, frozen=True, gc=False):
+    """The execution actor returned (or raised): the artifact the pipeline validates next."""
+
+    attempt: int
+    artifact: Any = None
+    """The artifact (JSON-compatible; anything else is described, not kept)."""
+    error: str | None = None
+    """Why the execution actor failed; then there is no artifact."""
 
 
 class ArtifactValidationStarted(
@@ -239,6 +274,23 @@ class EscalationDecided(EventBase, tag="escalation_decided", kw_only=True, froze
     note: str | None = None
 
 
+class ApprovalRequired(EventBase, tag="approval_required", kw_only=True, frozen=True, gc=False):
+    """The approval layer needs a person (seed 002 §8: NeedsApproval)."""
+
+    round: int
+    tier: str
+    message: str
+
+
+class ApprovalDecided(EventBase, tag="approval_decided", kw_only=True, frozen=True, gc=False):
+    """A person's answer to :class:`ApprovalRequired` (seed 002: ApprovalDecision)."""
+
+    approved: bool
+    note: str | None = None
+    waited: float = 0.0
+    """Seconds between the request and the answer."""
+
+
 class ApplyStarted(EventBase, tag="apply_started", kw_only=True, frozen=True, gc=False):
     """Apply began: the point of no return (seed 000)."""
 
@@ -271,9 +323,13 @@ Event = (
     | StrategyRevisionRequested
     | EscalationRequested
     | EscalationDecided
+    | ApprovalRequired
+    | ApprovalDecided
     | ApplyStarted
     | ApplyCompleted
     | PlanFinished
+    | PlanResumed
+    | WorkFinished
     | RunStarted
     | RunFinished
     | NodeStarted

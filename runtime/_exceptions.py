@@ -8,6 +8,8 @@ The tree::
     │   ├── DuplicateError                  the name (or the attachment) exists already
     │   ├── NotFoundError (also LookupError) no tool, validation or attachment of that id
     │   └── IntegrityError                  the change would break a catalog rule
+    ├── ResumeError                         a plan cannot be resumed (log and plan disagree)
+    ├── PlanBusyError                       another process or task runs the plan right now
     ├── ApplyConflictError                  Apply refused; nothing was changed
     │   └── ApplyTwiceError                 the plan was applied already (Apply at most once)
     └── RuntimeFault (also RuntimeError)    a plan failed for a reason of the runtime itself
@@ -35,6 +37,8 @@ __all__ = [
     "GategraphError",
     "IntegrityError",
     "NotFoundError",
+    "PlanBusyError",
+    "ResumeError",
     "RuntimeFault",
 ]
 
@@ -165,6 +169,15 @@ class IntegrityError(CatalogError):
 
 class RuntimeFault(GategraphError, RuntimeError):
     """A plan failed because of the runtime itself, not because of a validation."""
+
+
+class ResumeError(GategraphError):
+    """A plan cannot be resumed: its log disagrees with what the plan decides now, what the
+    log's steps worked on is gone, or it is not waiting for the decision given."""
+
+
+class PlanBusyError(GategraphError):
+    """The plan is being run right now by another process or task: one supervisor per plan."""
 
 
 class ApplyConflictError(GategraphError):

@@ -22,7 +22,6 @@ from ._results import ResultError, ValidationResult
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from ._engine import ValidationRecord
     from ._graph import PlanGraph
     from ._protocols import Applicable
 
@@ -38,6 +37,7 @@ __all__ = [
     "build_verdict",
     "check_approval",
     "check_payload",
+    "logged_result",
     "retry_only_nodes",
     "round_faults",
     "runtime_error",
@@ -347,3 +347,40 @@ def round_faults(outcome: Rejected) -> list[FaultKind]:
 def retry_only_nodes(outcome: Rejected) -> list[str] | None:
     """The nodes a ``retry-validator`` decision re-runs: those failed by a runtime error."""
     return [r.node for r in outcome.reasons if r.node is not None and r.error is not None] or None
+
+
+def logged_result(event: Any, kind: str, mode: str | None) -> NodeResult | None:
+    """A node's result as its ``validation_completed``, ``node_completed`` or
+    ``node_skipped`` event records it; None for any other event.
+
+    ``kind`` is the node's kind (``work``, ``validation``, ``actor``), ``mode`` a
+    validation's mode (``required`` when unknown). Replay and a resumed supervisor both
+    read a round's results this way, so they cannot read them differently.
+    """
+    tag = type(event).__struct_config__.tag
+    if tag == "validation_completed":
+        return ValidationRecord(
+            node=event.node,
+            kind="validation",
+            status=NodeStatus.OK,
+            output=event.result,
+            duration=event.duration,
+            attempt=event.attempt,
+            validation=event.validation,
+            mode=ValidationMode(mode or ValidationMode.REQUIRED.value),
+            attachment_id=event.attachment_id,
+            result=event.result,
+        )
+    if tag == "node_completed":
+        return NodeResult(
+            node=event.node,
+            kind=kind,
+            status=NodeStatus.OK if event.ok else NodeStatus.FAILED,
+            output=event.output,
+            error=event.error,
+            duration=event.duration,
+            attempt=event.attempt,
+        )
+    if tag == "node_skipped":
+        return NodeResult(node=event.node, kind=kind, status=NodeStatus.SKIPPED, error=event.reason)
+    return None

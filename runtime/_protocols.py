@@ -80,6 +80,10 @@ class ExecuteRequest(msgspec.Struct, kw_only=True):
     """The sandboxes' views by resource name: a folder ``Path`` or a mutable mapping."""
     attempt: int
     revision: int
+    journal: Any = None
+    """The plan's :class:`PlanJournal`: log the work's own runs into the plan's sequence
+    (``execute_graph(..., **journal.engine_arguments())``, then ``journal.advance(run)``).
+    Optional; a resumed plan never asks again for work the log shows finished."""
 
 
 class FixRequest(ExecuteRequest, kw_only=True):
@@ -119,21 +123,32 @@ class ExecutionActor(Protocol):
 
 class EscalationRequest(msgspec.Struct, kw_only=True):
     """A plan that needs a person: its retries and revisions are spent, or a fault is
-    permanent (seed 000, Required Validation Failure Handling, step 6)."""
+    permanent (seed 000, Required Validation Failure Handling, step 6) — answer ``retry``
+    or ``abort``; or the approval layer needs a person (seed 002 §8, ``reason="approval"``)
+    — answer ``approve`` or ``deny``."""
 
     plan_id: str
-    reason: Literal["exhausted", "permanent"]
+    reason: Literal["exhausted", "permanent", "approval"]
     message: str
     verdict: dict[str, Any] | None
     history: tuple[RoundSummary, ...]
+    tier: str | None = None
+    """The approval tier, for an approval."""
 
 
 class EscalationDecision(msgspec.Struct, kw_only=True, frozen=True):
-    """A person's answer: try again (with a fresh budget) or give up."""
+    """A person's answer: to an escalation, try again (with a fresh budget) or give up; to
+    an approval, approve or deny."""
 
-    action: Literal["retry", "abort"]
+    action: Literal["retry", "abort", "approve", "deny"]
     note: str | None = None
+
+    @property
+    def for_approval(self) -> bool:
+        """Whether this answers an approval (``approve`` / ``deny``)."""
+        return self.action in ("approve", "deny")
 
 
 EscalationHandler = Callable[[EscalationRequest], Awaitable[EscalationDecision]]
-"""An async callable deciding escalations; without one the plan pauses for ``decide``."""
+"""An async callable deciding escalations and approvals; without one the plan pauses
+(``awaiting_decision`` / ``awaiting_approval``) for ``gategraph decide`` / ``approve``."""

@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from ._engine import NodeResult, NodeStatus, ValidationRecord
+from ._engine import NodeResult, ValidationRecord
 from ._events import (
     ApplyStarted,
+    ApprovalDecided,
+    ApprovalRequired,
     ArtifactRejected,
     ArtifactValidated,
     ArtifactValidationStarted,
@@ -43,14 +45,17 @@ from ._events import (
     NodeCompleted,
     NodeSkipped,
     PlanFinished,
+    PlanResumed,
     PlanStarted,
     RetryDecided,
     StrategyProduced,
     StrategyRevisionRequested,
     ValidationCompleted,
     ValidationStarted,
+    WorkFinished,
 )
 from ._exceptions import CatalogError
+from ._journal import ENGINE_TAGS
 from ._maxn import FaultKind, MaxNPolicy, RetryBudget, RetryDecision, primary_fault
 from ._models import Validation, ValidationMode
 from ._pipeline import (
@@ -59,6 +64,7 @@ from ._pipeline import (
     Passed,
     Reason,
     Rejected,
+    logged_result,
     retry_only_nodes,
     round_faults,
     semantic_outcome,
@@ -128,13 +134,19 @@ class _Phase(enum.Enum):
 
     START = "start"
     STRATEGIZE = "strategize"
+    WORK = "work"
     VALIDATE = "validate"
     ROUND = "round"
+    APPROVAL = "approval"
+    PAUSED_APPROVAL = "paused for approval"
+    APPROVED = "approved"
+    DENIED = "denied"
     DECIDE = "decide"
     FIX = "fix"
     REVISE = "revise"
     ESCALATE = "escalate"
     ESCALATED = "escalated"
+    PAUSED_DECISION = "paused for a decision"
     ABORTED = "aborted"
     APPLY = "apply"
     APPLYING = "applying"
@@ -145,13 +157,19 @@ class _Phase(enum.Enum):
 _EXPECTS: Final[Mapping[_Phase, tuple[str, ...]]] = {
     _Phase.START: ("plan_started",),
     _Phase.STRATEGIZE: ("strategy_produced",),
+    _Phase.WORK: ("work_finished",),
     _Phase.VALIDATE: ("artifact_validation_started",),
-    _Phase.ROUND: ("artifact_rejected", "artifact_validated", "plan_finished"),
+    _Phase.ROUND: ("artifact_rejected", "artifact_validated", "approval_required"),
+    _Phase.APPROVAL: ("approval_decided", "plan_finished"),
+    _Phase.PAUSED_APPROVAL: ("approval_decided",),
+    _Phase.APPROVED: ("artifact_validated",),
+    _Phase.DENIED: ("artifact_rejected",),
     _Phase.DECIDE: ("retry_decided",),
     _Phase.FIX: ("fix_requested",),
     _Phase.REVISE: ("strategy_revision_requested",),
     _Phase.ESCALATE: ("escalation_requested",),
     _Phase.ESCALATED: ("escalation_decided", "plan_finished"),
+    _Phase.PAUSED_DECISION: ("escalation_decided",),
     _Phase.ABORTED: ("plan_finished",),
     _Phase.APPLY: ("apply_started",),
     _Phase.APPLYING: ("apply_completed",),
@@ -160,39 +178,33 @@ _EXPECTS: Final[Mapping[_Phase, tuple[str, ...]]] = {
 }
 """The supervisor's events each phase may be followed by."""
 
-_ENGINE_TAGS: Final = frozenset(
-    {
-        "run_started",
-        "run_finished",
-        "node_started",
-        "node_completed",
-        "node_skipped",
-        "validation_started",
-        "validation_completed",
-        "artifact_produced",
-    }
-)
-"""Events of the engine: inside a round, only while its semantic layer runs."""
-
 _FINISHED_STATUS: Final[Mapping[_Phase, str]] = {
-    _Phase.ROUND: "awaiting_approval",
+    _Phase.APPROVAL: "awaiting_approval",
     _Phase.ESCALATED: "awaiting_decision",
     _Phase.ABORTED: "failed",
     _Phase.APPLIED: "applied",
 }
+
+_PAUSES: Final[Mapping[_Phase, _Phase]] = {
+    _Phase.APPROVAL: _Phase.PAUSED_APPROVAL,
+    _Phase.ESCALATED: _Phase.PAUSED_DECISION,
+}
+"""A ``plan_finished`` in these phases pauses the plan for a person; a later run of the
+supervisor (``gategraph decide`` / ``approve``) continues the same log."""
 
 _NOTE_ROUTING: Final = (
     "routing rejections are taken from the log: their inputs (the artifact, which "
     "validations could be prepared) are not recorded"
 )
 _NOTE_PAYLOAD: Final = (
-    "payload rejections are taken from the log: the artifact they checked is not recorded"
+    "payload rejections are taken from the log (the artifact is recorded, the check is not re-run)"
 )
 _NOTE_APPROVAL: Final = (
     "approval outcomes are taken from the log: a replay never re-executes approval "
     "decisions (seed 002 §19), and whether the run auto-approved is not recorded"
 )
 _NOTE_PERSON: Final = "a person's escalation decisions are taken from the log"
+_NOTE_APPROVER: Final = "a person's approval decisions are taken from the log"
 _NOTE_BACKOFF: Final = "the waits before validator re-runs are not logged, so not checked"
 
 
@@ -304,6 +316,7 @@ class _Replayer:
         self.pending: tuple[RetryDecision, FaultKind, int] | None = None
         self.pending_round = 0
         self.fix_note: str | None = None
+        self.denied = False
         self.finished_at = 0
         self.modes: dict[str, str] = {}
         self.applicable = graph_applicable(graph)
@@ -408,17 +421,28 @@ class _Replayer:
                 self.mismatch(event, f"seq {next_seq}", found)
             next_seq = max(next_seq, event.seq + 1)
             self.step(event)
-        if self.phase is not _Phase.FINISHED and events:
+        if self.phase in (_Phase.PAUSED_APPROVAL, _Phase.PAUSED_DECISION):
+            self.note(f"the plan is {self.phase.value}: the log ends at its pause")
+        elif self.phase is not _Phase.FINISHED and events:
             last = events[-1]
             self.note(
                 f"the log ends at seq {last.seq} ({_tag(last)}) without plan_finished: the "
-                "plan is running, paused or crashed; what is there was replayed"
+                "plan is running or crashed; what is there was replayed"
             )
 
     def step(self, event: Event) -> None:
         tag = _tag(event)
-        if tag in _ENGINE_TAGS and self.phase is _Phase.ROUND:
+        if tag in ENGINE_TAGS and self.phase is _Phase.ROUND:
             self.engine_event(event)
+            return
+        if tag in ENGINE_TAGS and self.phase is _Phase.WORK:
+            return  # the execution actor's own run: its artifact is in work_finished
+        if tag == "plan_resumed":
+            assert isinstance(event, PlanResumed)
+            self.note(
+                f"the plan was resumed after seq {event.after_seq} ({event.reason}); what "
+                "the earlier run left unfinished was taken up, not redone"
+            )
             return
         if tag in _EXPECTS[self.phase]:
             self.apply(tag, event)
@@ -429,7 +453,7 @@ class _Replayer:
         if missing is not None:
             after = self.phase_after(missing)
             if after is not None and (
-                tag in _EXPECTS[after] or (after is _Phase.ROUND and tag in _ENGINE_TAGS)
+                tag in _EXPECTS[after] or (after is _Phase.ROUND and tag in ENGINE_TAGS)
             ):
                 self.mismatch(event, self.expected_text(None), f"{tag} ({missing} is missing)")
                 self.apply(missing, None)
@@ -475,11 +499,13 @@ class _Replayer:
         """The phase ``tag`` leads to from here, when it does not depend on its fields."""
         simple = {
             "plan_started": _Phase.STRATEGIZE,
-            "strategy_produced": _Phase.VALIDATE,
+            "strategy_produced": _Phase.WORK,
+            "work_finished": _Phase.VALIDATE,
             "artifact_validation_started": _Phase.ROUND,
+            "approval_required": _Phase.APPROVAL,
             "artifact_rejected": _Phase.DECIDE,
             "artifact_validated": _Phase.APPLY,
-            "fix_requested": _Phase.VALIDATE,
+            "fix_requested": _Phase.WORK,
             "strategy_revision_requested": _Phase.STRATEGIZE,
             "escalation_requested": _Phase.ESCALATED,
             "apply_started": _Phase.APPLYING,
@@ -527,7 +553,36 @@ class _Replayer:
         if event is not None and event.revision != self.revision:
             self.mismatch(event, f"revision {self.revision}", f"revision {event.revision}")
         self.attempt += 1  # the execution actor's first attempt on this strategy
+        self.phase = _Phase.WORK
+
+    def on_work_finished(self, event: WorkFinished | None) -> None:
+        if event is not None and event.attempt != self.attempt:
+            self.mismatch(event, f"attempt {self.attempt}", f"attempt {event.attempt}")
         self.phase = _Phase.VALIDATE
+
+    def on_approval_required(self, event: ApprovalRequired | None) -> None:
+        """The approval layer wants a person: the semantic layer must have passed."""
+        current = self.round
+        assert current is not None
+        semantic = self.semantic()
+        if event is not None:
+            if event.round != current.number:
+                self.mismatch(event, f"round {current.number}", f"round {event.round}")
+            if semantic is None or not isinstance(semantic.outcome, Passed):
+                failing = semantic.failing if semantic is not None else "no validation ran"
+                self.mismatch(
+                    event,
+                    "artifact_rejected at the semantic layer: " + _short(failing, 120),
+                    "approval_required",
+                )
+        self.note(_NOTE_APPROVAL)
+        self.phase = _Phase.APPROVAL
+
+    def on_approval_decided(self, event: ApprovalDecided | None) -> None:
+        assert event is not None  # a person's decision is never implied
+        self.note(_NOTE_APPROVER)
+        self.denied = not event.approved
+        self.phase = _Phase.APPROVED if event.approved else _Phase.DENIED
 
     def on_artifact_validation_started(self, event: ArtifactValidationStarted | None) -> None:
         self.round_no += 1
@@ -560,43 +615,17 @@ class _Replayer:
                     + ")",
                     f"{node} ran too",
                 )
-        if isinstance(event, ValidationCompleted):
-            if event.node not in self.modes:
-                self.mismatch(
-                    event,
-                    f"a validation node of graph {self.graph.name!r} or an attachment",
-                    f"{event.node}, which is neither",
-                )
-            mode = self.modes.get(event.node, ValidationMode.REQUIRED.value)
-            current.nodes[event.node] = ValidationRecord(
-                node=event.node,
-                kind="validation",
-                status=NodeStatus.OK,
-                output=event.result,
-                duration=event.duration,
-                attempt=event.attempt,
-                validation=event.validation,
-                mode=ValidationMode(mode),
-                attachment_id=event.attachment_id,
-                result=event.result,
+        if isinstance(event, ValidationCompleted) and event.node not in self.modes:
+            self.mismatch(
+                event,
+                f"a validation node of graph {self.graph.name!r} or an attachment",
+                f"{event.node}, which is neither",
             )
-        elif isinstance(event, NodeCompleted):
-            current.nodes[event.node] = NodeResult(
-                node=event.node,
-                kind=self._kind(event.node),
-                status=NodeStatus.OK if event.ok else NodeStatus.FAILED,
-                output=event.output,
-                error=event.error,
-                duration=event.duration,
-                attempt=event.attempt,
-            )
-        elif isinstance(event, NodeSkipped):
-            current.nodes[event.node] = NodeResult(
-                node=event.node,
-                kind=self._kind(event.node),
-                status=NodeStatus.SKIPPED,
-                error=event.reason,
-            )
+        node = getattr(event, "node", None)
+        if node is not None:
+            result = logged_result(event, self._kind(node), self.modes.get(node))
+            if result is not None:
+                current.nodes[node] = result
 
     def _kind(self, node: str) -> str:
         try:
@@ -712,6 +741,10 @@ class _Replayer:
             assert isinstance(event, ArtifactRejected)
             self.note(_NOTE_APPROVAL)
             self.last_round = (current.number, False, "; ".join(event.reasons))
+            if self.denied:  # by a person: the plan fails, no retry
+                self.denied = False
+                self.phase = _Phase.ABORTED
+                return
             self.decide(Rejected("approval", _logged_reasons("approval", event.reasons)))
             return
         if tag == "artifact_validated":
@@ -720,10 +753,6 @@ class _Replayer:
             self.note(_NOTE_APPROVAL)
             self.phase = _Phase.APPLY
             return
-        # plan_finished inside a round: the approval layer wants a person.
-        self.note(_NOTE_APPROVAL)
-        self.last_round = (current.number, False, "waiting for approval")
-        self._finished(event)
 
     def _check_full(self, current: _Round, event: Event | None) -> None:
         """A full round runs every applicable validation (or records why one was skipped)."""
@@ -793,7 +822,7 @@ class _Replayer:
             if event.note != self.fix_note:
                 self.mismatch(event, f"note {self.fix_note!r}", f"note {event.note!r}")
         self.fix_note = None
-        self.phase = _Phase.VALIDATE
+        self.phase = _Phase.WORK
 
     def on_strategy_revision_requested(self, event: StrategyRevisionRequested | None) -> None:
         self.decisions += 1
@@ -846,19 +875,13 @@ class _Replayer:
         self.phase = _Phase.APPLIED
 
     def on_plan_finished(self, event: PlanFinished | None) -> None:
-        if self.phase is _Phase.ROUND:
-            self._end_round("plan_finished", event)
-            return
-        self._finished(event)
-
-    def _finished(self, event: Event | None) -> None:
         self.decisions += 1
         status = _FINISHED_STATUS.get(self.phase)
         if isinstance(event, PlanFinished):
             if status is not None and event.status != status:
                 self.mismatch(event, f"status {status!r}", f"status {event.status!r}")
             self.finished_at = event.seq
-        self.phase = _Phase.FINISHED
+        self.phase = _PAUSES.get(self.phase, _Phase.FINISHED)
 
     # -- the report -----------------------------------------------------------------------
 

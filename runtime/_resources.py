@@ -22,6 +22,7 @@ marker and the clean-up. The journal folder is never copied into a sandbox nor d
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -181,6 +182,14 @@ class Resource(Protocol):
 
     def open_sandbox(self, folder: Path) -> Sandbox:
         """Copy the resource into a sandbox; ``folder`` is a private, empty work folder."""
+        ...
+
+    def reopen_sandbox(self, folder: Path) -> Sandbox | None:
+        """The sandbox :meth:`open_sandbox` made in ``folder``, with the work done in it
+        since; None when it is gone (never opened, discarded, or lost with its process).
+
+        A resumed plan continues on it.
+        """
         ...
 
     def apply(self, sandbox: Sandbox, changeset: Changeset, *, plan_id: str) -> ApplyReport:
@@ -589,9 +598,21 @@ class DirectorySandbox:
         return _diff(self.resource, self._base, _scan(os.fspath(self.root)))
 
     def discard(self) -> None:
-        """Remove the copy (the whole work folder)."""
+        """Remove the copy (the whole work folder) and its snapshot."""
         self._discarded = True
+        # The snapshot first: a folder without one is never reopened, even half removed.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_base_path(self.root))
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _base_path(root: Path) -> Path:
+    """Where a sandbox's base snapshot is kept: beside the copy, not in it (the copy is
+    the work's; a snapshot inside would show up in its changeset)."""
+    return root.with_name(root.name + ".base")
+
+
+_BASE_DECODER: Final = msgspec.json.Decoder(dict[str, _Digest])
 
 
 class DirectoryResource:
@@ -638,6 +659,8 @@ class DirectoryResource:
         target.mkdir(parents=True, exist_ok=True)
         if any(target.iterdir()):
             raise ValueError(f"the sandbox folder {os.fspath(target)!r} is not empty")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_base_path(target))
 
         source = os.fspath(self.root)
         base: dict[str, _Digest] = {}
@@ -671,6 +694,27 @@ class DirectoryResource:
         for rel, digest in _scan(os.fspath(target)).items():
             if rel not in base:
                 base[rel] = digest
+        # Written last, durably: a snapshot on disk means the copy beside it is complete, so
+        # a plan resumed after a crash can reopen it (and never one half copied).
+        _write_durably(_base_path(target), msgspec.json.encode(base))
+        return DirectorySandbox(self, target, base)
+
+    def reopen_sandbox(self, folder: str | os.PathLike[str]) -> DirectorySandbox | None:
+        """The sandbox :meth:`open_sandbox` made in ``folder``, as the work left it, or
+        None if it was never completed or was discarded."""
+        target = Path(os.path.abspath(folder))
+        try:
+            data = _base_path(target).read_bytes()
+        except FileNotFoundError:
+            return None
+        if not target.is_dir():
+            return None
+        try:
+            base = _BASE_DECODER.decode(data)
+        except msgspec.DecodeError as exc:
+            raise RuntimeFault(
+                f"the sandbox snapshot {os.fspath(_base_path(target))!r} is damaged: {exc}"
+            ) from None
         return DirectorySandbox(self, target, base)
 
     # -- apply
@@ -1071,6 +1115,7 @@ class MemorySandbox:
         """Drop the copy."""
         self._discarded = True
         self.view.clear()
+        self._owner._forget(self)
 
 
 class MemoryResource:
@@ -1089,6 +1134,7 @@ class MemoryResource:
         self._files: dict[str, str] = dict(files or {})
         self._applied: set[str] = set()
         self._lock = threading.Lock()
+        self._sandboxes: dict[str, MemorySandbox] = {}
 
     def __repr__(self) -> str:
         return f"MemoryResource({self.name!r}, {len(self._files)} files)"
@@ -1100,11 +1146,27 @@ class MemoryResource:
         return MappingProxyType(self._files)
 
     def open_sandbox(self, folder: str | os.PathLike[str] | None = None) -> MemorySandbox:
-        """Copy the files into a sandbox (``folder`` is not used)."""
+        """Copy the files into a sandbox; ``folder`` only names it, for :meth:`reopen_sandbox`."""
         files = dict(self._files)
-        return MemorySandbox(
+        sandbox = MemorySandbox(
             self, files, {path: _text_digest(text) for path, text in files.items()}
         )
+        if folder is not None:
+            with self._lock:
+                self._sandboxes[os.fspath(folder)] = sandbox
+        return sandbox
+
+    def reopen_sandbox(self, folder: str | os.PathLike[str]) -> MemorySandbox | None:
+        """The sandbox opened under the name ``folder`` by this object (this process), or
+        None: memory sandboxes do not outlive their process."""
+        with self._lock:
+            return self._sandboxes.get(os.fspath(folder))
+
+    def _forget(self, sandbox: MemorySandbox) -> None:
+        with self._lock:
+            for name, known in list(self._sandboxes.items()):
+                if known is sandbox:
+                    del self._sandboxes[name]
 
     def applied(self, plan_id: str) -> bool:
         """Whether this object applied the plan already."""

@@ -12,38 +12,48 @@ Invariant: no path reaches Apply while a required validation is failing.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
+import hashlib
+import os
+import re
+import shutil
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.to_thread
 import msgspec
 
 from ._catalog import default_catalog_path
-from ._engine import GraphRun, NodeResult, ValidationRecord, execute_graph
+from ._engine import GraphRun, NodeResult, NodeStatus, ValidationRecord, _jsonable, execute_graph
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
     ApplyCompleted,
     ApplyStarted,
+    ApprovalDecided,
+    ApprovalRequired,
     ArtifactRejected,
     ArtifactValidated,
     ArtifactValidationStarted,
     EscalationDecided,
     EscalationRequested,
-    EventBase,
+    Event,
     FixRequested,
+    NodeSkipped,
     PlanFinished,
     PlanStarted,
     RetryDecided,
     StrategyProduced,
     StrategyRevisionRequested,
+    WorkFinished,
 )
-from ._exceptions import CatalogError, ConfigError
+from ._exceptions import CatalogError, ConfigError, ResumeError, RuntimeFault
 from ._ids import new_ulid
 from ._invoke import Isolation, prepare, resolve_entrypoint
+from ._journal import ENGINE_TAGS, PlanJournal, event_tag
 from ._maxn import (
     Attempt,
     AuditLog,
@@ -66,6 +76,7 @@ from ._pipeline import (
     ValidationOutcome,
     check_approval,
     check_payload,
+    logged_result,
     retry_only_nodes,
     round_faults,
     semantic_outcome,
@@ -87,6 +98,7 @@ from ._protocols import (
 from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
     from ._catalog import Catalog
@@ -100,8 +112,11 @@ __all__ = [
     "PlanStatistics",
     "PlanStatus",
     "Supervisor",
+    "resume_plan",
     "run_plan",
 ]
+
+_PLAN_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 class PlanStatus(enum.StrEnum):
@@ -183,13 +198,19 @@ class GraphExecutor:
         work = _work_phase(request.graph)
         if not work:
             return {}
+        journal = request.journal
+        # Logged into the plan's own sequence, so the plan's log shows the work too.
+        logging = journal.engine_arguments() if journal is not None else {}
         run = await execute_graph(
             request.graph,
             resources=request.resources,
             select=work,
             plan_id=request.plan_id,
             attempt=request.attempt,
+            **logging,
         )
+        if journal is not None:
+            journal.advance(run)
         failed = [r for r in run.nodes.values() if r.status.value != "ok"]
         if failed:
             raise RuntimeError("; ".join(f"{r.node}: {r.error}" for r in failed))
@@ -235,7 +256,8 @@ def _build_actor(graph: PlanGraph, role: str, default: Any) -> Any:
 
 
 class Supervisor:
-    """Drives one plan through its lifecycle. Most callers want :func:`run_plan`."""
+    """Drives one plan through its lifecycle. Most callers want :func:`run_plan` or
+    :func:`resume_plan`."""
 
     def __init__(
         self,
@@ -258,6 +280,12 @@ class Supervisor:
         self.escalation = escalation
         self.executor = executor or LocalExecutor()
         self.plan_id = plan_id or new_ulid()
+        if not _PLAN_ID.fullmatch(self.plan_id):
+            raise ConfigError.at(
+                "plan_id",
+                f"{self.plan_id!r} is not a plan id: letters, digits, '.', '_' and '-', "
+                "starting with a letter or digit, at most 200",
+            )
         self.home = home or default_catalog_path().parent
         self.audit: AuditRecorder = audit if audit is not None else AuditLog()
         self.auto_approve = auto_approve
@@ -278,8 +306,8 @@ class Supervisor:
         self.execution_actor: ExecutionActor = _build_actor(graph, "executor", GraphExecutor())
         self.work_phase = _work_phase(graph)
         """The graph's nodes before any validation: the execution actor's part."""
-        self.seq = 0
-        self.last_event = ""
+        self.journal = PlanJournal(self.log, self.plan_id)
+        """Where the plan's events go (and, resuming, what the log holds for the steps ahead)."""
         self.round = 0
         self.revision = 0
         self.attempt = 0
@@ -292,24 +320,16 @@ class Supervisor:
         self.results: dict[str, NodeResult] = {}
         self.verdict: dict[str, Any] | None = None
         self.applicable = self._applicable()
+        self._retry_only: list[str] | None = None
+        self._sandboxes_ready = False
+        self._work_from_log = False
+        self._denied = False
+        self._decision: EscalationDecision | None = None
 
-    # -- events ---------------------------------------------------------------------------
-
-    async def _emit(self, event_type: type[EventBase], **fields: Any) -> str:
-        """Append an event (durably) before the transition it announces."""
-        self.seq += 1
-        event_id = new_ulid()
-        event = event_type(
-            id=event_id,
-            plan_id=self.plan_id,
-            seq=self.seq,
-            at=time.time(),
-            causation_id=self.last_event or None,
-            **fields,
-        )
-        await self.log.append(event)
-        self.last_event = event_id
-        return event_id
+    @property
+    def seq(self) -> int:
+        """The seq of the plan's last event."""
+        return self.journal.seq
 
     # -- what applies ---------------------------------------------------------------------
 
@@ -347,12 +367,79 @@ class Supervisor:
 
     async def run(self) -> PlanOutcome:
         """Run the plan to an outcome: applied, failed, or paused for a person."""
-        await self._emit(PlanStarted, graph=self.graph.name, project=self.graph.project)
-        try:
-            return await self._lifecycle()
-        finally:
+        with self._lease():
+            await self.journal.emit(PlanStarted, **await self._started())
+            return await self._drive()
+
+    async def resume(
+        self, events: Sequence[Event], *, decision: EscalationDecision | None = None
+    ) -> PlanOutcome:
+        """Continue the plan whose events are ``events`` (its whole log) from where they end.
+
+        The lifecycle runs again from the start against the log: every step the log shows
+        finished is taken from it — strategies, artifacts, each validation's result, a
+        person's answers — and every decision is checked against it; where the log ends the
+        plan goes on live. A plan that crashed mid fan-out runs only the validations that
+        had not completed; one that crashed during Apply has each resource recovered and
+        applies the rest, never twice. ``decision`` answers a plan paused for a person: an
+        escalation (``retry`` / ``abort``) or an approval (``approve`` / ``deny``).
+
+        A finished plan returns its outcome and appends nothing; so does a paused plan
+        resumed without a decision. Raises :class:`ResumeError` when the log and the plan
+        disagree, and :class:`PlanBusyError` when the plan is running elsewhere.
+        """
+        mine = [e for e in events if e.plan_id == self.plan_id]
+        if not mine:
+            raise ResumeError(f"plan {self.plan_id} has no events to resume from")
+        steps = [e for e in sorted(mine, key=lambda e: e.seq) if event_tag(e) not in ENGINE_TAGS]
+        last = steps[-1] if steps else None
+        paused = last.status if isinstance(last, PlanFinished) else None
+        if decision is not None:
+            wanted = "awaiting_approval" if decision.for_approval else "awaiting_decision"
+            if paused != wanted:
+                state = paused or "running (or crashed)"
+                raise ResumeError(
+                    f"plan {self.plan_id} is not waiting for "
+                    f"{'an approval' if decision.for_approval else 'a decision'}: it is {state}"
+                )
+        reason = "crashed"
+        if decision is not None:
+            reason = "approval" if decision.for_approval else "decision"
+        with self._lease():
+            self.journal = PlanJournal(self.log, self.plan_id, mine, reason=reason)
+            self._decision = decision
+            await self.journal.emit(PlanStarted, **await self._started())
+            return await self._drive()
+
+    async def _started(self) -> dict[str, Any]:
+        path, digest = await anyio.to_thread.run_sync(_graph_file, self.graph)
+        resources = {
+            name: {"kind": resource.kind, "root": os.fspath(resource.root)}
+            if isinstance(resource, DirectoryResource)
+            else {"kind": resource.kind}
+            for name, resource in self.resources.items()
+        }
+        return {
+            "graph": self.graph.name,
+            "project": self.graph.project,
+            "graph_path": path,
+            "graph_sha256": digest,
+            "applicable": [a.id for a in self.applicable],
+            "options": {"auto_approve": self.auto_approve, "resources": resources},
+        }
+
+    def _lease(self) -> AbstractContextManager[None]:
+        lease = getattr(self.log, "lease", None)
+        return lease(self.plan_id) if lease is not None else contextlib.nullcontext()
+
+    async def _drive(self) -> PlanOutcome:
+        outcome = await self._lifecycle()
+        if outcome.status in (PlanStatus.APPLIED, PlanStatus.FAILED):
+            # Only a finished plan lets its sandboxes go: a paused, crashed or cancelled one
+            # continues on them when resumed.
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._discard_sandboxes)
+                await anyio.to_thread.run_sync(self._discard_sandboxes, True)
+        return outcome
 
     async def _lifecycle(self) -> PlanOutcome:
         note: str | None = None
@@ -366,13 +453,18 @@ class Supervisor:
                     return await self._apply()
                 if isinstance(outcome, NeedsApproval):
                     return await self._finish(PlanStatus.AWAITING_APPROVAL, outcome.message)
+                if self._denied:
+                    return await self._finish(
+                        PlanStatus.FAILED, f"denied at approval: {self._failure_text(outcome)}"
+                    )
                 decision, fault = await self._decide(outcome)
                 if decision is RetryDecision.FIX:
                     artifact = await self._work(strategy, outcome, None, previous=artifact)
                     continue
                 if decision is RetryDecision.RETRY_VALIDATOR:
                     self.stats.validator_retries += 1
-                    await wait_backoff(fault, self.budget.used_by(fault.kind), sleep=self.sleep)
+                    if not self.journal.replaying:
+                        await wait_backoff(fault, self.budget.used_by(fault.kind), sleep=self.sleep)
                     continue
                 # The budget is spent, or the fault is permanent: up the ladder.
                 if (
@@ -381,7 +473,7 @@ class Supervisor:
                 ):
                     self.revision += 1
                     self.stats.revisions += 1
-                    await self._emit(
+                    await self.journal.emit(
                         StrategyRevisionRequested,
                         revision=self.revision,
                         reason=f"{self.budget.used} attempts spent: {self._failure_text(outcome)}",
@@ -403,6 +495,10 @@ class Supervisor:
                 artifact = await self._work(strategy, outcome, note, previous=artifact)
 
     async def _strategize(self) -> Strategy:
+        recorded = self.journal.take("strategy_produced", revision=self.revision)
+        if recorded is not None:
+            return Strategy(summary=recorded.summary, data=dict(recorded.data))
+        await self.journal.go_live()
         strategy = await self.strategy_actor.strategize(
             StrategyRequest(
                 plan_id=self.plan_id,
@@ -412,22 +508,84 @@ class Supervisor:
                 history=tuple(self.rounds),
             )
         )
-        await self._emit(StrategyProduced, revision=self.revision, summary=strategy.summary)
+        data = _jsonable(strategy.data)
+        await self.journal.emit(
+            StrategyProduced,
+            revision=self.revision,
+            summary=strategy.summary,
+            data=data if isinstance(data, dict) else {"data": data},
+        )
         return strategy
 
-    async def _open_sandboxes(self) -> None:
-        await anyio.to_thread.run_sync(self._discard_sandboxes)
-        for name, resource in self.resources.items():
-            folder = self.home / "sandboxes" / self.plan_id / f"{name}-r{self.revision}"
-            self.sandboxes[name] = await anyio.to_thread.run_sync(resource.open_sandbox, folder)
+    # -- sandboxes ------------------------------------------------------------------------
 
-    def _discard_sandboxes(self) -> None:
+    def _sandbox_folder(self, name: str) -> Path:
+        return self.home / "sandboxes" / self.plan_id / f"r{self.revision}" / name
+
+    async def _open_sandboxes(self) -> None:
+        """Fresh sandboxes for a (revised) strategy; resuming, those the log's work used."""
+        self._work_from_log = False
+        self._sandboxes_ready = False
+        if self.journal.replaying:
+            self.sandboxes = {}  # reopened when the plan goes live, if it needs them
+            return
+        await anyio.to_thread.run_sync(self._discard_sandboxes, False)
+        await self._ensure_sandboxes()
+
+    async def _ensure_sandboxes(self) -> None:
+        if self._sandboxes_ready:
+            return
+        for name, resource in self.resources.items():
+            folder = self._sandbox_folder(name)
+            sandbox: Sandbox | None = None
+            if self.journal.resumed:
+                reopen = getattr(resource, "reopen_sandbox", None)
+                if reopen is not None:
+                    sandbox = await anyio.to_thread.run_sync(reopen, folder)
+                if sandbox is None and self._work_from_log:
+                    raise ResumeError(
+                        f"cannot resume plan {self.plan_id}: the sandbox of resource {name!r} "
+                        f"(revision {self.revision}) is gone, and the log shows work done in it"
+                        + (
+                            "; a memory resource's sandbox lives only as long as its process"
+                            if resource.kind == "memory"
+                            else ""
+                        )
+                    )
+            if sandbox is None:
+                # Nothing worked in it yet: a crash while it was copied leaves a partial copy.
+                await anyio.to_thread.run_sync(
+                    functools.partial(shutil.rmtree, folder, ignore_errors=True)
+                )
+                sandbox = await anyio.to_thread.run_sync(resource.open_sandbox, folder)
+            self.sandboxes[name] = sandbox
+        self._sandboxes_ready = True
+        await anyio.to_thread.run_sync(self._drop_other_revisions)
+
+    def _drop_other_revisions(self) -> None:
+        plan_dir = self.home / "sandboxes" / self.plan_id
+        keep = f"r{self.revision}"
+        if plan_dir.is_dir():
+            for entry in plan_dir.iterdir():
+                if entry.name != keep:
+                    shutil.rmtree(entry, ignore_errors=True)
+
+    def _discard_sandboxes(self, everything: bool) -> None:
         for sandbox in self.sandboxes.values():
             sandbox.discard()
         self.sandboxes.clear()
+        self._sandboxes_ready = False
+        if everything:
+            plan_dir = self.home / "sandboxes" / self.plan_id
+            shutil.rmtree(plan_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                plan_dir.parent.rmdir()  # only when no other plan's sandboxes are there
 
-    def _views(self) -> dict[str, Any]:
+    async def _views(self) -> dict[str, Any]:
+        await self._ensure_sandboxes()
         return {name: sandbox.view for name, sandbox in self.sandboxes.items()}
+
+    # -- Execute --------------------------------------------------------------------------
 
     async def _work(
         self,
@@ -438,46 +596,66 @@ class Supervisor:
         previous: Any = None,
     ) -> Any:
         self.attempt += 1
+        fix = rejection is not None or previous is not None
+        if fix:
+            self.stats.fixes += 1
+            await self.journal.emit(FixRequested, attempt=self.attempt, note=note)
+        recorded = self.journal.take("work_finished", attempt=self.attempt)
+        if recorded is not None:
+            self._work_from_log = True
+            if recorded.error is not None:
+                return _WorkFailed(recorded.error)
+            return recorded.artifact
+        await self.journal.go_live()
         request = ExecuteRequest(
             plan_id=self.plan_id,
             graph=self.graph,
             strategy=strategy,
-            resources=self._views(),
+            resources=await self._views(),
             attempt=self.attempt,
             revision=self.revision,
+            journal=self.journal,
         )
+        artifact: Any
         try:
-            if rejection is None and previous is None:
-                return await self.execution_actor.execute(request)
-            self.stats.fixes += 1
-            await self._emit(FixRequested, attempt=self.attempt, note=note)
-            failures = tuple(
-                {
-                    "node": r.node,
-                    "validation": r.validation,
-                    "message": r.result.message,
-                    "data": r.result.data,
-                }
-                for r in self.records.values()
-                if r.blocking
-            )
-            return await self.execution_actor.fix(
-                FixRequest(
-                    **msgspec.structs.asdict(request),
-                    artifact=previous,
-                    rejection=self.verdict or {},
-                    failures=failures,
-                    note=note,
+            if not fix:
+                artifact = await self.execution_actor.execute(request)
+            else:
+                failures = tuple(
+                    {
+                        "node": r.node,
+                        "validation": r.validation,
+                        "message": r.result.message,
+                        "data": r.result.data,
+                    }
+                    for r in self.records.values()
+                    if r.blocking
                 )
-            )
+                artifact = await self.execution_actor.fix(
+                    FixRequest(
+                        **msgspec.structs.asdict(request),
+                        artifact=previous,
+                        rejection=self.verdict or {},
+                        failures=failures,
+                        note=note,
+                    )
+                )
         except Exception as exc:
-            return _WorkFailed(f"{type(exc).__name__}: {exc}")
+            artifact = _WorkFailed(f"{type(exc).__name__}: {exc}")
+        failed = isinstance(artifact, _WorkFailed)
+        await self.journal.emit(
+            WorkFinished,
+            attempt=self.attempt,
+            artifact=None if failed else _jsonable(artifact),
+            error=str(artifact) if failed else None,
+        )
+        return artifact
 
     async def _validate(self, artifact: Any) -> ValidationOutcome:
         """One pipeline round: routing → payload → semantic → approval (seed 002 §6)."""
         self.round += 1
         self.stats.rounds += 1
-        await self._emit(
+        await self.journal.emit(
             ArtifactValidationStarted,
             round=self.round,
             attempt=self.attempt,
@@ -510,7 +688,7 @@ class Supervisor:
             self.stats.rejection_reasons[outcome.layer] = (
                 self.stats.rejection_reasons.get(outcome.layer, 0) + 1
             )
-            await self._emit(
+            await self.journal.emit(
                 ArtifactRejected,
                 round=self.round,
                 layer=outcome.layer,
@@ -520,7 +698,7 @@ class Supervisor:
         elif isinstance(outcome, Passed):
             self.stats.pipeline_completions += 1
             await self._audit(RetryDecision.ATTESTED, None, "")
-            await self._emit(ArtifactValidated, round=self.round, verdict=self.verdict or {})
+            await self.journal.emit(ArtifactValidated, round=self.round, verdict=self.verdict or {})
         return outcome
 
     async def _routing(self, artifact: Any) -> ValidationOutcome:
@@ -570,7 +748,8 @@ class Supervisor:
         """The attached and graph validations, fanned out concurrently (seed 000, Execute).
 
         A validator-only retry (an infrastructure fault) re-runs the failed nodes and every
-        node after them; the rest of the round's outputs are given.
+        node after them; the rest of the round's outputs are given. Resuming, what the log
+        shows completed in this round is taken from it and only the rest runs.
         """
         given = self._given(artifact)
         retry_only = self._retry_only
@@ -590,23 +769,22 @@ class Supervisor:
             ]
             self.results = {}
             self.records = {}
+        if self.journal.replaying:
+            select = await self._from_log(select, given)
         if select:
             run: GraphRun = await execute_graph(
                 self.graph,
                 catalog=self.catalog,
-                resources=self._views(),
-                event_log=self.log,
-                plan_id=self.plan_id,
-                attempt=self.attempt,
+                resources=await self._views(),
                 max_concurrency=self.executor.max_concurrency,
                 isolation=self.executor.isolation,
                 select=select,
                 given=given,
-                first_seq=self.seq + 1,
-                causation_id=self.last_event,
                 artifact=artifact,
+                attempt=self.attempt,
+                **self.journal.engine_arguments(),
             )
-            self.seq = run.last_seq
+            self.journal.advance(run)
             self.stats.semantic_invocations += len(run.validations)
             self.results.update(run.nodes)
             self.records.update({r.node: r for r in run.validations})
@@ -616,7 +794,50 @@ class Supervisor:
         )
         return outcome
 
-    _retry_only: list[str] | None = None
+    async def _from_log(self, select: Sequence[str], given: dict[str, Any]) -> list[str]:
+        """Take the round's results the log holds; return what is left to run (nothing if
+        the log shows the round ended). Completed nodes' outputs go into ``given``."""
+        modes = {a.id: a.mode for a in self.applicable}
+        done: dict[str, NodeResult] = {}
+        for event in self.journal.engine_events():
+            node = getattr(event, "node", None)
+            if node is None:
+                continue
+            result = logged_result(event, self._kind(node), modes.get(node))
+            if result is not None:
+                done[node] = result
+        self.stats.semantic_invocations += sum(
+            isinstance(r, ValidationRecord) for r in done.values()
+        )
+        self.results.update(done)
+        self.records.update({n: r for n, r in done.items() if isinstance(r, ValidationRecord)})
+        if self.journal.peek() is not None:
+            return []  # the log goes on past this round: its fan-out finished
+        # The log ends inside this round: the process died mid fan-out.
+        await self.journal.go_live()
+        given.update({n: r.output for n, r in done.items() if r.status is NodeStatus.OK})
+        failed = [n for n, r in done.items() if r.status is not NodeStatus.OK]
+        doomed = set(with_descendants(self.graph, failed)) - set(done) if failed else set()
+        for node in select:
+            if node in doomed:
+                # Its skip was not logged before the crash: log it now, as the engine would.
+                cause = next(n for n in failed if node in with_descendants(self.graph, [n]))
+                reason = f"skipped: {cause} {done[cause].status.value}"
+                await self.journal.emit(NodeSkipped, node=node, reason=reason)
+                self.results[node] = NodeResult(
+                    node=node,
+                    kind=self._kind(node),
+                    status=NodeStatus.SKIPPED,
+                    error=reason,
+                    attempt=self.attempt,
+                )
+        return [n for n in select if n not in done and n not in doomed]
+
+    def _kind(self, node: str) -> str:
+        try:
+            return self.graph.node(node).kind.value
+        except KeyError:
+            return "validation" if node.startswith(ATTACHMENT) else "work"
 
     def _validation_phase(self) -> list[str]:
         work = set(self.work_phase)
@@ -624,7 +845,97 @@ class Supervisor:
 
     async def _approval(self, artifact: Any) -> ValidationOutcome:
         ran = [*self.work_phase, *self.records]
-        return check_approval(self.graph, ran, auto_approve=self.auto_approve)
+        outcome = check_approval(self.graph, ran, auto_approve=self.auto_approve)
+        if not isinstance(outcome, NeedsApproval):
+            return outcome
+        await self.journal.emit(
+            ApprovalRequired, round=self.round, tier=outcome.tier, message=outcome.message
+        )
+        asked_at = self.journal.last_at
+        answer = await self._person(
+            EscalationRequest(
+                plan_id=self.plan_id,
+                reason="approval",
+                message=outcome.message,
+                verdict=self.verdict,
+                history=tuple(self.rounds),
+                tier=outcome.tier,
+            ),
+            asked_at=asked_at,
+        )
+        if answer is None:
+            return outcome  # nobody to ask: the plan pauses, durably
+        if answer.action == "approve":
+            return Passed()
+        self._denied = True
+        return Rejected(
+            "approval",
+            (
+                Reason(
+                    layer="approval",
+                    message=f"denied by a person: {answer.note or 'no note'}",
+                ),
+            ),
+        )
+
+    async def _person(
+        self, request: EscalationRequest, *, asked_at: float = 0.0
+    ) -> EscalationDecision | None:
+        """A person's answer to an escalation or an approval: from the log (resuming), from
+        the decision given to :meth:`resume`, or from the escalation handler; None when
+        there is nobody to ask, and the plan pauses."""
+        approval = request.reason == "approval"
+        tag = "approval_decided" if approval else "escalation_decided"
+        pause = (PlanStatus.AWAITING_APPROVAL if approval else PlanStatus.AWAITING_DECISION).value
+        journal = self.journal
+        recorded = journal.take(tag)
+        if recorded is None:
+            ahead = journal.peek()
+            if isinstance(ahead, PlanFinished) and ahead.status == pause:
+                after = journal.peek_after()
+                if after is not None and event_tag(after) == tag:
+                    journal.take("plan_finished")  # the pause, answered by a later run
+                    recorded = journal.take(tag)
+                elif after is None and self._decision is not None:
+                    journal.take("plan_finished")
+                else:
+                    return None  # still paused: the pause is the log's next step
+        if recorded is not None:
+            if isinstance(recorded, ApprovalDecided):
+                self.stats.approval_wait_seconds += recorded.waited
+                return EscalationDecision(
+                    action="approve" if recorded.approved else "deny", note=recorded.note
+                )
+            return EscalationDecision(action=recorded.action, note=recorded.note)
+        answer: EscalationDecision
+        if self._decision is not None and self._decision.for_approval == approval:
+            answer, self._decision = self._decision, None
+            await journal.go_live()
+        elif self.escalation is not None:
+            await journal.go_live()
+            answer = await self.escalation(request)
+            if not isinstance(answer, EscalationDecision) or answer.for_approval != approval:
+                wanted = "'approve' or 'deny'" if approval else "'retry' or 'abort'"
+                raise RuntimeFault(
+                    f"the escalation handler answered {answer!r} to "
+                    f"{'an approval' if approval else 'an escalation'}; expected {wanted}"
+                )
+        else:
+            return None
+        if approval:
+            waited = max(0.0, time.time() - asked_at)
+            self.stats.approval_wait_seconds += waited
+            await journal.emit(
+                ApprovalDecided,
+                approved=answer.action == "approve",
+                note=answer.note,
+                waited=waited,
+            )
+        else:
+            await journal.emit(EscalationDecided, action=answer.action, note=answer.note)
+        return answer
+
+    # -- the failure ladder ---------------------------------------------------------------
 
     async def _decide(self, outcome: Rejected) -> tuple[RetryDecision, FaultKind]:
         """Max-N (seed 003): one shared budget across rejections and infrastructure faults."""
@@ -632,7 +943,7 @@ class Supervisor:
         decision = self.budget.decide_round(faults)
         fault = primary_fault(faults) or faults[0]
         await self._audit(decision, fault, self._failure_text(outcome))
-        await self._emit(
+        await self.journal.emit(
             RetryDecided,
             round=self.round,
             attempt=self.attempt,
@@ -649,7 +960,8 @@ class Supervisor:
     async def _audit(self, decision: RetryDecision, fault: FaultKind | None, detail: str) -> None:
         """One seed 003 audit line per round (the file write blocks: a worker thread)."""
         attempt = Attempt.create(self.plan_id, self.round, decision, fault, detail or None)
-        await anyio.to_thread.run_sync(self.audit.record, attempt)
+        if not self.journal.replaying:  # a replayed round's line was written when it ran
+            await anyio.to_thread.run_sync(self.audit.record, attempt)
         self.attempts.append(attempt.to_audit())
 
     def _failure_text(self, outcome: ValidationOutcome) -> str:
@@ -663,10 +975,8 @@ class Supervisor:
         reason = "permanent" if decision is RetryDecision.ESCALATE_PERMANENT else "exhausted"
         message = self._failure_text(outcome)
         self.stats.escalations += 1
-        await self._emit(EscalationRequested, reason=reason, message=message)
-        if self.escalation is None:
-            return None
-        answer = await self.escalation(
+        await self.journal.emit(EscalationRequested, reason=reason, message=message)
+        return await self._person(
             EscalationRequest(
                 plan_id=self.plan_id,
                 reason=reason,  # type: ignore[arg-type]
@@ -675,32 +985,54 @@ class Supervisor:
                 history=tuple(self.rounds),
             )
         )
-        await self._emit(EscalationDecided, action=answer.action, note=answer.note)
-        return answer
+
+    # -- Apply ----------------------------------------------------------------------------
 
     async def _apply(self) -> PlanOutcome:
         """Commit every sandbox's changeset (seed 000: Apply is never validated)."""
         # Invariant: reached only from a Passed pipeline outcome.
-        names = sorted(self.sandboxes)
-        await self._emit(ApplyStarted, resources=names)
+        names = sorted(self.resources)
+        await self.journal.emit(ApplyStarted, resources=names)
+        recorded = self.journal.take("apply_completed")
+        if recorded is not None:
+            changes = dict(recorded.changes)
+        else:
+            await self.journal.go_live()
+            changes = await self._commit(names)
+            await self.journal.emit(ApplyCompleted, changes=changes)
+        return await self._finish(PlanStatus.APPLIED, "applied", changes=changes)
+
+    async def _commit(self, names: Sequence[str]) -> dict[str, str]:
         changes: dict[str, str] = {}
+        resumed = self.journal.resumed
+        if resumed:
+            # A crash during Apply: each resource finishes (or drops) its own interrupted
+            # apply; one that passed its point of no return is done, never applied again.
+            for name in names:
+                resource = self.resources[name]
+                await anyio.to_thread.run_sync(
+                    functools.partial(resource.recover, plan_id=self.plan_id)
+                )
+        await self._ensure_sandboxes()
         for name in names:
             sandbox = self.sandboxes[name]
             resource = self.resources[name]
             changeset = await anyio.to_thread.run_sync(sandbox.changeset)
+            if resumed and await anyio.to_thread.run_sync(resource.applied, self.plan_id):
+                changes[name] = changeset.summary()
+                continue
             # Applied even when empty: the resource then records the plan as applied, so
             # Apply stays at most once.
             await anyio.to_thread.run_sync(
                 functools.partial(resource.apply, sandbox, changeset, plan_id=self.plan_id)
             )
             changes[name] = changeset.summary()
-        await self._emit(ApplyCompleted, changes=changes)
-        return await self._finish(PlanStatus.APPLIED, "applied", changes=changes)
+        return changes
 
     async def _finish(
         self, status: PlanStatus, message: str, *, changes: dict[str, str] | None = None
     ) -> PlanOutcome:
-        await self._emit(PlanFinished, status=status.value, message=message)
+        await self.journal.emit(PlanFinished, status=status.value, message=message)
         return PlanOutcome(
             plan_id=self.plan_id,
             status=status,
@@ -712,6 +1044,16 @@ class Supervisor:
             changes=changes or {},
             statistics=self.stats,
         )
+
+
+def _graph_file(graph: PlanGraph) -> tuple[str | None, str | None]:
+    """The graph's file (absolute) and its digest, when it was loaded from one."""
+    source = graph.source
+    if source.startswith("<") or not os.path.isfile(source):
+        return None, None
+    with open(source, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
+    return os.path.abspath(source), digest
 
 
 class _WorkFailed(str):
@@ -747,3 +1089,39 @@ async def run_plan(
         auto_approve=auto_approve,
     )
     return await supervisor.run()
+
+
+async def resume_plan(
+    plan_id: str,
+    graph: PlanGraph,
+    *,
+    event_log: EventLog,
+    catalog: Catalog | None = None,
+    resources: Mapping[str, Resource] | None = None,
+    escalation: EscalationHandler | None = None,
+    executor: LocalExecutor | None = None,
+    decision: EscalationDecision | None = None,
+    audit: AuditRecorder | None = None,
+    auto_approve: bool = False,
+) -> PlanOutcome:
+    """Continue plan ``plan_id`` from its log in ``event_log`` (see :meth:`Supervisor.resume`).
+
+    Use it after the plan's process died, or with ``decision`` to answer a plan paused for a
+    person: ``EscalationDecision(action="retry" | "abort")`` for ``awaiting_decision``,
+    ``EscalationDecision(action="approve" | "deny")`` for ``awaiting_approval``. ``graph``,
+    ``catalog`` and ``resources`` must be those the plan ran with (the log's decisions are
+    checked against them: :class:`ResumeError` when they differ).
+    """
+    events = await event_log.read(plan_id)
+    supervisor = Supervisor(
+        graph,
+        catalog=catalog,
+        event_log=event_log,
+        resources=resources,
+        escalation=escalation,
+        executor=executor,
+        plan_id=plan_id,
+        audit=audit,
+        auto_approve=auto_approve,
+    )
+    return await supervisor.resume(events, decision=decision)
