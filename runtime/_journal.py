@@ -99,6 +99,7 @@ class PlanJournal:
             recorded = self._next_step()
             if recorded is not None:
                 self._check(recorded, event_type, fields)
+                self._recorded.popleft()
                 self._advance(recorded)
                 return recorded.id
             await self.go_live()

@@ -97,6 +97,10 @@ class FixRequest(ExecuteRequest, kw_only=True):
     """Each failing required validation: node, validation, message, data."""
     note: str | None = None
     """A person's note, when the retry came from an escalation decision."""
+    fix: int = 1
+    """1 for the first fix of the current strategy, then 2, 3 ... (a revised strategy
+    starts over): a deterministic actor keys its steps on it, so a resumed plan gets the
+    same fix again."""
 
 
 @runtime_checkable

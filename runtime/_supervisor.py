@@ -325,6 +325,7 @@ class Supervisor:
         self._work_from_log = False
         self._denied = False
         self._decision: EscalationDecision | None = None
+        self._fix_number = 0
 
     @property
     def seq(self) -> int:
@@ -597,6 +598,7 @@ class Supervisor:
     ) -> Any:
         self.attempt += 1
         fix = rejection is not None or previous is not None
+        self._fix_number = self._fix_number + 1 if fix else 0
         if fix:
             self.stats.fixes += 1
             await self.journal.emit(FixRequested, attempt=self.attempt, note=note)
@@ -638,6 +640,7 @@ class Supervisor:
                         rejection=self.verdict or {},
                         failures=failures,
                         note=note,
+                        fix=self._fix_number,
                     )
                 )
         except Exception as exc:

@@ -110,8 +110,10 @@ class ScriptedExecutor:
     Each step may write ``files`` (path → text, or ``None`` to delete) into a resource's
     sandbox (``resource``: its name; by default the only one), ``raise_`` an error with
     that message, and return ``artifact`` (by default ``{"files": [the paths]}``). The
-    first step is the work; each fix takes the next step; past the end, the last step
-    repeats — so a one-step script is an executor that never fixes anything.
+    first step is the work; each fix takes the next step (by the request's ``fix``
+    number, so a resumed plan takes the same step again); past the end, the last step
+    repeats — so a one-step script is an executor that never fixes anything. A revised
+    strategy starts the script over.
     """
 
     def __init__(self, steps: list[dict[str, Any]]) -> None:
@@ -129,9 +131,7 @@ class ScriptedExecutor:
     async def fix(self, request: Any) -> Any:
         """Take the next step (the last one again past the end of the script)."""
         self.calls.append(request)
-        return self._step(
-            self.steps[min(len(self.calls) - 1, len(self.steps) - 1)], request.resources
-        )
+        return self._step(self.steps[min(request.fix, len(self.steps) - 1)], request.resources)
 
     def _step(self, step: Mapping[str, Any], resources: Mapping[str, Any]) -> Any:
         if step.get("raise_"):
