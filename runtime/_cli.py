@@ -18,7 +18,7 @@ import click
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Awaitable, Callable, Iterator, Sequence
 
     from ._catalog import Catalog
     from ._models import Attachment, Tool
@@ -664,46 +664,41 @@ def _parse_resources(pairs: Sequence[str]) -> dict[str, Any]:
     return found
 
 
-def _run_plan_command(
-    graph_path: Path,
-    *,
-    as_json: bool,
-    report: tuple[str, Path] | None,
-    auto_approve: bool,
-    resources: dict[str, Any],
-    plan_id: str | None,
-) -> None:
-    import anyio
-    import msgspec
-
-    from ._eventlog import SQLiteEventLog
-    from ._graph import load_graph
-    from ._observe import ObservedEventLog, PlainProgress
-    from ._supervisor import PlanStatus, run_plan
-
+def _check_report(report: tuple[str, Path] | None) -> None:
     if report is not None and not report[1].resolve().parent.is_dir():
         # Checked before the plan runs: a plan must not be applied and its report lost.
         _fail(f"--report: {report[1]}: no such folder for the report")
+
+
+def _drive_plan(start: Callable[[Any, Any], Awaitable[Any]], *, as_json: bool) -> Any:
+    """Run ``start(catalog, event_log)`` on the embedded SQLite log, showing progress."""
+    import anyio
+
+    from ._eventlog import SQLiteEventLog
+    from ._observe import ObservedEventLog, PlainProgress
+
     with _catalog(create=False) as catalog:
-        plan = load_graph(graph_path, catalog=catalog)
 
         async def go() -> Any:
             async with SQLiteEventLog(_event_log_path()) as log:
-                return await run_plan(
-                    plan,
-                    catalog=catalog,
-                    event_log=ObservedEventLog(log, PlainProgress(err=as_json)),
-                    resources=resources or None,
-                    auto_approve=auto_approve,
-                    plan_id=plan_id,
-                )
+                return await start(catalog, ObservedEventLog(log, PlainProgress(err=as_json)))
 
-        outcome = anyio.run(go)
+        return anyio.run(go)
+
+
+def _show_outcome(
+    outcome: Any, *, as_json: bool, report: tuple[str, Path] | None, name: str
+) -> None:
+    """Print the outcome (table and verdict, or JSON), write the report, set the exit code."""
+    import msgspec
+
+    from ._supervisor import PlanStatus
+
     if report is not None:
         from ._reports import render_report
 
         kind, target = report
-        target.write_text(render_report(outcome, kind, name=plan.name), encoding="utf-8")
+        target.write_text(render_report(outcome, kind, name=name), encoding="utf-8")
     if as_json:
         _json_out(msgspec.to_builtins(outcome))
     else:
@@ -718,14 +713,117 @@ def _run_plan_command(
             f"{outcome.statistics.rounds} round(s), {outcome.statistics.fixes} fix(es), "
             f"{outcome.statistics.revisions} revision(s)"
         )
+        if outcome.message and outcome.status is not PlanStatus.APPLIED:
+            click.echo(outcome.message)
         if outcome.status is PlanStatus.AWAITING_DECISION:
-            click.echo(f"decide with: gategraph decide {outcome.plan_id} --retry | --abort")
+            click.echo(
+                f"decide with: gategraph decide {outcome.plan_id} --retry [--note TEXT] | --abort"
+            )
+        elif outcome.status is PlanStatus.AWAITING_APPROVAL:
+            click.echo(
+                f"approve with: gategraph approve {outcome.plan_id} --approve | --deny [--note TEXT]"
+            )
     code = {
         PlanStatus.APPLIED: EXIT_OK,
         PlanStatus.FAILED: EXIT_REFUSED,
     }.get(outcome.status, EXIT_AWAITING)
     if code:
         click.get_current_context().exit(code)
+
+
+def _run_plan_command(
+    graph_path: Path,
+    *,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+    auto_approve: bool,
+    resources: dict[str, Any],
+    plan_id: str | None,
+) -> None:
+    from ._graph import load_graph
+    from ._supervisor import run_plan
+
+    _check_report(report)
+    with _catalog(create=False) as catalog:
+        plan = load_graph(graph_path, catalog=catalog)
+
+    async def start(catalog: Any, log: Any) -> Any:
+        return await run_plan(
+            plan,
+            catalog=catalog,
+            event_log=log,
+            resources=resources or None,
+            auto_approve=auto_approve,
+            plan_id=plan_id,
+        )
+
+    outcome = _drive_plan(start, as_json=as_json)
+    _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
+
+
+def _resume_command(
+    plan_id: str,
+    graph_file: Path | None,
+    *,
+    decision: Any,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+) -> None:
+    """Resume plan ``plan_id`` from the embedded log: the graph file and the resources it
+    ran with come from its ``plan_started`` event."""
+    import hashlib
+
+    from ._eventlog import read_events
+    from ._events import PlanStarted
+    from ._graph import load_graph
+    from ._resources import DirectoryResource
+    from ._supervisor import resume_plan
+
+    _check_report(report)
+    log_path = _event_log_path()
+    found = read_events(log_path, plan_id) if log_path.exists() else []
+    if not found:
+        _fail(f"no events for plan {plan_id!r} in {log_path}")
+    started = next((e for e in found if isinstance(e, PlanStarted)), None)
+    if started is None:
+        _fail(f"plan {plan_id}: its log has no plan_started event; it cannot be resumed")
+    path = graph_file or (Path(started.graph_path) if started.graph_path else None)
+    if path is None:
+        _fail(
+            f"plan {plan_id} was started from Python, not from a graph file: resume it with "
+            "gategraph.runtime.resume_plan(...), or pass the graph file"
+        )
+    if not path.is_file():
+        _fail(f"plan {plan_id} ran graph file {path}, which is gone; pass the graph file")
+    if started.graph_sha256 is not None:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != started.graph_sha256:
+            _fail(
+                f"{path}: changed since plan {plan_id} started (sha256 differs); a plan "
+                "resumes only with the graph it ran",
+                EXIT_REFUSED,
+            )
+    with _catalog(create=False) as catalog:
+        plan = load_graph(path, catalog=catalog)
+    options = started.options
+    resources: dict[str, Any] = {}
+    for name, spec in (options.get("resources") or {}).items():
+        if isinstance(spec, dict) and spec.get("kind") == "directory" and spec.get("root"):
+            resources[name] = DirectoryResource(name, spec["root"])
+
+    async def start(catalog: Any, log: Any) -> Any:
+        return await resume_plan(
+            plan_id,
+            plan,
+            catalog=catalog,
+            event_log=log,
+            resources=resources or None,
+            auto_approve=bool(options.get("auto_approve", False)),
+            decision=decision,
+        )
+
+    outcome = _drive_plan(start, as_json=as_json)
+    _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
 
 
 _report_option = click.option(
@@ -822,8 +920,8 @@ def demo(folder: Path, as_json: bool) -> None:
 def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
     """Re-derive every decision of the plan PLAN_ID from its event log, running nothing.
 
-    GRAPH is the plan graph file the plan ran (the log records the graph's name, not its
-    file). No validation, actor or resource is touched: validation outcomes are read from
+    GRAPH is the plan graph file the plan ran (by default the file its log names). No
+    validation, actor or resource is touched: validation outcomes are read from
     the log (seed 002 §13). Exit codes: 0 every decision matches the log, 1 a decision
     differs, 2 usage error (unknown plan, bad or wrong graph).
     """
@@ -840,11 +938,15 @@ def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
         _fail(f"no events for plan {plan_id!r} in {log_path}")
     started = next((e for e in found if isinstance(e, PlanStarted)), None)
     ran = started.graph if started is not None else None
+    if graph is None and started is not None and started.graph_path:
+        graph = Path(started.graph_path)
     if graph is None:
         _fail(
-            f"plan {plan_id} ran graph {ran!r}; the log records the graph's name, not its "
-            f"file: pass it, as in `gategraph replay {plan_id} GRAPH.yaml`"
+            f"plan {plan_id} ran graph {ran!r}, not from a file the log names: pass the "
+            f"graph file, as in `gategraph replay {plan_id} GRAPH.yaml`"
         )
+    if not graph.is_file():
+        _fail(f"{graph}: no such graph file; pass the graph file plan {plan_id} ran")
     with _catalog(create=False) as catalog:
         plan = load_graph(graph, catalog=catalog)
         if ran is not None and plan.name != ran:
@@ -868,6 +970,72 @@ def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
         )
     if not report.matches:
         click.get_current_context().exit(EXIT_REFUSED)
+
+
+@cli.command("resume")
+@click.argument("plan_id")
+@click.argument("graph", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@_json_option
+@_report_option
+def resume(
+    plan_id: str, graph: Path | None, as_json: bool, report: tuple[str, Path] | None
+) -> None:
+    """Continue the plan PLAN_ID whose process died, from its event log.
+
+    Validations that completed before the crash are not run again; a crash during Apply is
+    recovered per resource, never applied twice. GRAPH defaults to the file the plan ran
+    (recorded in its log); it must be unchanged. A finished or paused plan shows its
+    outcome and changes nothing. Exit codes as for `run`.
+    """
+    _resume_command(plan_id, graph, decision=None, as_json=as_json, report=report)
+
+
+@cli.command("decide")
+@click.argument("plan_id")
+@click.option("--retry", "action", flag_value="retry", help="Try again, with a fresh retry budget.")
+@click.option("--abort", "action", flag_value="abort", help="Give up: the plan fails.")
+@click.option("--note", help="A note for the execution actor (with --retry) or the log.")
+@_json_option
+@_report_option
+def decide(
+    plan_id: str,
+    action: str | None,
+    note: str | None,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+) -> None:
+    """Answer the escalation of plan PLAN_ID (status awaiting_decision) and continue it."""
+    from ._protocols import EscalationDecision
+
+    if action is None:
+        _fail("decide: give --retry or --abort")
+    decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
+    _resume_command(plan_id, None, decision=decision, as_json=as_json, report=report)
+
+
+@cli.command("approve")
+@click.argument("plan_id")
+@click.option(
+    "--approve", "action", flag_value="approve", help="Approve: the plan goes on to Apply."
+)
+@click.option("--deny", "action", flag_value="deny", help="Deny: the plan fails.")
+@click.option("--note", help="Why, for the log.")
+@_json_option
+@_report_option
+def approve(
+    plan_id: str,
+    action: str | None,
+    note: str | None,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+) -> None:
+    """Answer the approval plan PLAN_ID waits for (status awaiting_approval) and continue it."""
+    from ._protocols import EscalationDecision
+
+    if action is None:
+        _fail("approve: give --approve or --deny")
+    decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
+    _resume_command(plan_id, None, decision=decision, as_json=as_json, report=report)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -207,11 +207,14 @@ def test_every_expected_command_exists() -> None:
     """The CLI offers exactly the seed 004 tool and validation commands, and the engine's."""
     assert COMMAND_PATHS == [
         (),
+        ("approve",),
         ("check",),
+        ("decide",),
         ("demo",),
         ("events",),
         ("execute",),
         ("replay",),
+        ("resume",),
         ("run",),
         ("tool",),
         ("tool", "add"),

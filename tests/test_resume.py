@@ -336,7 +336,7 @@ async def test_escalation_handler_answers_approvals(tmp_path: Path) -> None:
     async def confused(request: Any) -> EscalationDecision:
         return EscalationDecision(action="retry")
 
-    with pytest.raises(Exception, match="answered .*retry.* to an approval"):
+    with pytest.raises(Exception, match=r"answered .*retry.* to an approval"):
         await run_plan(
             load_graph(text),
             escalation=confused,
