@@ -24,6 +24,8 @@ from ._eventlog import default_event_log_path as default_event_log_path
 from ._eventlog import read_events as read_events
 from ._events import ApplyCompleted as ApplyCompleted
 from ._events import ApplyStarted as ApplyStarted
+from ._events import ApprovalDecided as ApprovalDecided
+from ._events import ApprovalRequired as ApprovalRequired
 from ._events import ArtifactProduced as ArtifactProduced
 from ._events import ArtifactRejected as ArtifactRejected
 from ._events import ArtifactValidated as ArtifactValidated
@@ -37,6 +39,7 @@ from ._events import NodeCompleted as NodeCompleted
 from ._events import NodeSkipped as NodeSkipped
 from ._events import NodeStarted as NodeStarted
 from ._events import PlanFinished as PlanFinished
+from ._events import PlanResumed as PlanResumed
 from ._events import PlanStarted as PlanStarted
 from ._events import RetryDecided as RetryDecided
 from ._events import RunFinished as RunFinished
@@ -45,6 +48,7 @@ from ._events import StrategyProduced as StrategyProduced
 from ._events import StrategyRevisionRequested as StrategyRevisionRequested
 from ._events import ValidationCompleted as ValidationCompleted
 from ._events import ValidationStarted as ValidationStarted
+from ._events import WorkFinished as WorkFinished
 from ._events import decode_event as decode_event
 from ._events import encode_event as encode_event
 from ._exceptions import ApplyConflictError as ApplyConflictError
@@ -56,6 +60,8 @@ from ._exceptions import DuplicateError as DuplicateError
 from ._exceptions import GategraphError as GategraphError
 from ._exceptions import IntegrityError as IntegrityError
 from ._exceptions import NotFoundError as NotFoundError
+from ._exceptions import PlanBusyError as PlanBusyError
+from ._exceptions import ResumeError as ResumeError
 from ._exceptions import RuntimeFault as RuntimeFault
 from ._graph import AcceptanceCriterion as AcceptanceCriterion
 from ._graph import ActorSpec as ActorSpec
@@ -71,6 +77,7 @@ from ._graph import load_graph as load_graph
 from ._ids import EventId as EventId
 from ._ids import PlanId as PlanId
 from ._ids import new_ulid as new_ulid
+from ._journal import PlanJournal as PlanJournal
 from ._maxn import AUDIT_FILE as AUDIT_FILE
 from ._maxn import DEFAULT_RETRY_LIMIT as DEFAULT_RETRY_LIMIT
 from ._maxn import FAULT_CATALOGUE as FAULT_CATALOGUE
@@ -103,6 +110,13 @@ from ._models import ToolType as ToolType
 from ._models import Validation as Validation
 from ._models import ValidationMode as ValidationMode
 from ._models import tool_from_config as tool_from_config
+from ._observe import EventObserver as EventObserver
+from ._observe import LiveProgress as LiveProgress
+from ._observe import ObservedEventLog as ObservedEventLog
+from ._observe import PlainProgress as PlainProgress
+from ._observe import ProgressState as ProgressState
+from ._observe import progress_for as progress_for
+from ._observe import progress_line as progress_line
 from ._pipeline import LAYERS as LAYERS
 from ._pipeline import NeedsApproval as NeedsApproval
 from ._pipeline import Passed as Passed
@@ -143,7 +157,11 @@ from ._supervisor import PlanOutcome as PlanOutcome
 from ._supervisor import PlanStatistics as PlanStatistics
 from ._supervisor import PlanStatus as PlanStatus
 from ._supervisor import Supervisor as Supervisor
+from ._supervisor import resume_plan as resume_plan
 from ._supervisor import run_plan as run_plan
+from ._telemetry import OpenTelemetryObserver as OpenTelemetryObserver
+from ._telemetry import record_statistics as record_statistics
+from ._telemetry import telemetry_available as telemetry_available
 from ._verdicts import ValidatorAttestation as ValidatorAttestation
 from ._verdicts import ValidatorFinding as ValidatorFinding
 from ._verdicts import ValidatorRejection as ValidatorRejection
@@ -171,7 +189,9 @@ __all__ = [
     "ApplyReport",
     "ApplyStarted",
     "ApplyTwiceError",
+    "ApprovalDecided",
     "ApprovalPolicy",
+    "ApprovalRequired",
     "ApprovalRule",
     "ArtifactProduced",
     "ArtifactRejected",
@@ -202,6 +222,7 @@ __all__ = [
     "EventBase",
     "EventId",
     "EventLog",
+    "EventObserver",
     "ExecuteRequest",
     "ExecutionActor",
     "FaultClass",
@@ -216,6 +237,7 @@ __all__ = [
     "InMemoryAuditLog",
     "IntegrityError",
     "Lifecycle",
+    "LiveProgress",
     "LocalExecutor",
     "MaxNPolicy",
     "MemoryEventLog",
@@ -231,15 +253,22 @@ __all__ = [
     "NodeStarted",
     "NodeStatus",
     "NotFoundError",
+    "ObservedEventLog",
+    "OpenTelemetryObserver",
     "Passed",
+    "PlainProgress",
+    "PlanBusyError",
     "PlanFinished",
     "PlanGraph",
     "PlanId",
+    "PlanJournal",
     "PlanOutcome",
+    "PlanResumed",
     "PlanStarted",
     "PlanStatistics",
     "PlanStatus",
     "Policy",
+    "ProgressState",
     "ReadOnlyViolationError",
     "Reason",
     "Rejected",
@@ -248,6 +277,7 @@ __all__ = [
     "ResourceSlot",
     "ResourceSpec",
     "ResultError",
+    "ResumeError",
     "RetryBudget",
     "RetryDecided",
     "RetryDecision",
@@ -279,6 +309,7 @@ __all__ = [
     "ValidatorAttestation",
     "ValidatorFinding",
     "ValidatorRejection",
+    "WorkFinished",
     "__version__",
     "build_verdict",
     "classify",
@@ -297,10 +328,15 @@ __all__ = [
     "open_actor_scope",
     "parse_verdict",
     "primary_fault",
+    "progress_for",
+    "progress_line",
     "read_audit",
     "read_events",
+    "record_statistics",
     "replay_plan",
+    "resume_plan",
     "run_plan",
+    "telemetry_available",
     "tool_from_config",
     "wait_backoff",
 ]

@@ -670,20 +670,43 @@ def _check_report(report: tuple[str, Path] | None) -> None:
         _fail(f"--report: {report[1]}: no such folder for the report")
 
 
-def _drive_plan(start: Callable[[Any, Any], Awaitable[Any]], *, as_json: bool) -> Any:
-    """Run ``start(catalog, event_log)`` on the embedded SQLite log, showing progress."""
+def _drive_plan(
+    start: Callable[[Any, Any], Awaitable[Any]], *, as_json: bool, otel: bool = False
+) -> Any:
+    """Run ``start(catalog, event_log)`` on the embedded SQLite log, showing progress (live
+    on a terminal, plain lines otherwise) and, with ``otel``, tracing it."""
     import anyio
 
     from ._eventlog import SQLiteEventLog
-    from ._observe import ObservedEventLog, PlainProgress
+    from ._observe import ObservedEventLog, progress_for
 
+    tracing: Any = None
+    if otel:
+        from ._telemetry import OpenTelemetryObserver, telemetry_available
+
+        if not telemetry_available():
+            _fail("--otel needs OpenTelemetry: pip install 'gategraph[otel]'")
+        tracing = OpenTelemetryObserver()
+    stream = sys.stderr if as_json else sys.stdout
+    progress = progress_for(stream.isatty(), err=as_json)
+    observers = [progress] if tracing is None else [progress, tracing]
     with _catalog(create=False) as catalog:
 
         async def go() -> Any:
             async with SQLiteEventLog(_event_log_path()) as log:
-                return await start(catalog, ObservedEventLog(log, PlainProgress(err=as_json)))
+                return await start(catalog, ObservedEventLog(log, *observers))
 
-        return anyio.run(go)
+        try:
+            # The live panel owns the terminal while the plan runs: print after it stops.
+            with progress:
+                outcome = anyio.run(go)
+        except BaseException:
+            if tracing is not None:
+                tracing.close()  # what was open ends, marked incomplete
+            raise
+    if tracing is not None:
+        tracing.finish(outcome)
+    return outcome
 
 
 def _show_outcome(
@@ -739,6 +762,7 @@ def _run_plan_command(
     auto_approve: bool,
     resources: dict[str, Any],
     plan_id: str | None,
+    otel: bool = False,
 ) -> None:
     from ._graph import load_graph
     from ._supervisor import run_plan
@@ -757,7 +781,7 @@ def _run_plan_command(
             plan_id=plan_id,
         )
 
-    outcome = _drive_plan(start, as_json=as_json)
+    outcome = _drive_plan(start, as_json=as_json, otel=otel)
     _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
 
 
@@ -768,6 +792,7 @@ def _resume_command(
     decision: Any,
     as_json: bool,
     report: tuple[str, Path] | None,
+    otel: bool = False,
 ) -> None:
     """Resume plan ``plan_id`` from the embedded log: the graph file and the resources it
     ran with come from its ``plan_started`` event."""
@@ -822,9 +847,16 @@ def _resume_command(
             decision=decision,
         )
 
-    outcome = _drive_plan(start, as_json=as_json)
+    outcome = _drive_plan(start, as_json=as_json, otel=otel)
     _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
 
+
+_otel_option = click.option(
+    "--otel",
+    is_flag=True,
+    help="Also trace the plan as OpenTelemetry spans (needs gategraph[otel] and your "
+    "OpenTelemetry SDK set up).",
+)
 
 _report_option = click.option(
     "--report",
@@ -848,6 +880,7 @@ _report_option = click.option(
     help="Run on this folder instead of the graph's resource NAME.",
 )
 @click.option("--plan-id", help="Use this plan id instead of a new ULID.")
+@_otel_option
 def run_command(
     graph: Path,
     as_json: bool,
@@ -855,11 +888,13 @@ def run_command(
     auto_approve: bool,
     resource_pairs: tuple[str, ...],
     plan_id: str | None,
+    otel: bool,
 ) -> None:
     """Run GRAPH as a plan: Strategize, Execute (validated), Apply.
 
-    Exit codes: 0 applied, 1 failed, 2 usage or configuration error, 3 waiting for a
-    person's decision or approval.
+    Progress is live on a terminal and plain lines otherwise. Exit codes: 0 applied,
+    1 failed, 2 usage or configuration error, 3 waiting for a person's decision or
+    approval (continue it with `decide` or `approve`; after a crash, `resume`).
     """
     _run_plan_command(
         graph,
@@ -868,6 +903,7 @@ def run_command(
         auto_approve=auto_approve,
         resources=_parse_resources(resource_pairs),
         plan_id=plan_id,
+        otel=otel,
     )
 
 
@@ -977,8 +1013,13 @@ def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
 @click.argument("graph", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @_json_option
 @_report_option
+@_otel_option
 def resume(
-    plan_id: str, graph: Path | None, as_json: bool, report: tuple[str, Path] | None
+    plan_id: str,
+    graph: Path | None,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+    otel: bool,
 ) -> None:
     """Continue the plan PLAN_ID whose process died, from its event log.
 
@@ -987,7 +1028,7 @@ def resume(
     (recorded in its log); it must be unchanged. A finished or paused plan shows its
     outcome and changes nothing. Exit codes as for `run`.
     """
-    _resume_command(plan_id, graph, decision=None, as_json=as_json, report=report)
+    _resume_command(plan_id, graph, decision=None, as_json=as_json, report=report, otel=otel)
 
 
 @cli.command("decide")
@@ -997,12 +1038,14 @@ def resume(
 @click.option("--note", help="A note for the execution actor (with --retry) or the log.")
 @_json_option
 @_report_option
+@_otel_option
 def decide(
     plan_id: str,
     action: str | None,
     note: str | None,
     as_json: bool,
     report: tuple[str, Path] | None,
+    otel: bool,
 ) -> None:
     """Answer the escalation of plan PLAN_ID (status awaiting_decision) and continue it."""
     from ._protocols import EscalationDecision
@@ -1010,7 +1053,7 @@ def decide(
     if action is None:
         _fail("decide: give --retry or --abort")
     decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
-    _resume_command(plan_id, None, decision=decision, as_json=as_json, report=report)
+    _resume_command(plan_id, None, decision=decision, as_json=as_json, report=report, otel=otel)
 
 
 @cli.command("approve")
@@ -1022,12 +1065,14 @@ def decide(
 @click.option("--note", help="Why, for the log.")
 @_json_option
 @_report_option
+@_otel_option
 def approve(
     plan_id: str,
     action: str | None,
     note: str | None,
     as_json: bool,
     report: tuple[str, Path] | None,
+    otel: bool,
 ) -> None:
     """Answer the approval plan PLAN_ID waits for (status awaiting_approval) and continue it."""
     from ._protocols import EscalationDecision
@@ -1035,7 +1080,7 @@ def approve(
     if action is None:
         _fail("approve: give --approve or --deny")
     decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
-    _resume_command(plan_id, None, decision=decision, as_json=as_json, report=report)
+    _resume_command(plan_id, None, decision=decision, as_json=as_json, report=report, otel=otel)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

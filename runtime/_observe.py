@@ -3,21 +3,43 @@
 An observer sees every event of a plan as it is appended (before it is stored), which is
 all a progress display or a tracer needs: the supervisor and the engine know nothing of
 them.
+
+Two progress displays: :class:`PlainProgress` prints a line per step (logs, pipes, CI);
+:class:`LiveProgress` keeps a small live panel on a terminal. :func:`progress_for` picks
+one. rich is imported only when a live display starts, so importing the runtime stays
+light.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import dataclasses
+import threading
+import time
 import warnings
 from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from types import TracebackType
+
+    from rich.console import Console, RenderableType
+    from rich.live import Live
 
     from ._eventlog import EventLog
 
-__all__ = ["EventObserver", "ObservedEventLog", "PlainProgress"]
+__all__ = [
+    "EventObserver",
+    "LiveProgress",
+    "ObservedEventLog",
+    "PlainProgress",
+    "ProgressState",
+    "progress_for",
+    "progress_line",
+]
 
 
 class EventObserver(Protocol):
@@ -28,15 +50,37 @@ class EventObserver(Protocol):
 
 
 class PlainProgress:
-    """Prints one plain line per step of a plan (for logs, pipes and CI)."""
+    """Prints one plain line per step of a plan (for logs, pipes and CI).
+
+    It has the same ``start``/``stop`` and context-manager use as :class:`LiveProgress`
+    (they do nothing here), so a caller treats the two alike.
+    """
 
     def __init__(self, *, err: bool = False) -> None:
         self.err = err
 
     def on_event(self, event: Any) -> None:
+        """Print the event's line, if it has one."""
         line = progress_line(event)
         if line is not None:
             click.echo(line, err=self.err)
+
+    def start(self) -> None:
+        """Nothing to start: lines are printed as events come."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 class ObservedEventLog:
@@ -87,14 +131,303 @@ class ObservedEventLog:
     async def plans(self) -> Any:
         return await self.inner.plans()
 
+    def lease(self, plan_id: str) -> contextlib.AbstractContextManager[Any]:
+        """The inner log's writer lease for the plan (none if the inner log has none)."""
+        lease = getattr(self.inner, "lease", None)
+        return contextlib.nullcontext() if lease is None else lease(plan_id)
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else a log offers (now or later) is the inner log's: a wrapper that hid
+        # it would make an observed plan behave differently from an unobserved one.
+        if name == "inner":  # not set yet (unpickling, a failed __init__): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@dataclasses.dataclass(slots=True)
+class ProgressState:
+    """What :class:`LiveProgress` knows of a plan so far, counted from its events."""
+
+    plan_id: str = ""
+    graph: str = ""
+    phase: str = "starting"
+    """``strategize``, ``execute``, ``validate``, ``fix``, ``revise``, ``escalated``,
+    ``approval``, ``apply`` or ``finished``."""
+    round: int = 0
+    """The current validation round (0 before the first)."""
+    started: int = 0
+    """Validations started in the current round."""
+    done: int = 0
+    """Validations completed in the current round."""
+    failed: int = 0
+    """Validations of the current round that did not pass."""
+    retries_used: int = 0
+    """Retries spent of the current budget (seed 003 Max-N)."""
+    retries_limit: int | None = None
+    """The budget, once the first retry decision told it."""
+    fixes: int = 0
+    revisions: int = 0
+    escalations: int = 0
+    status: str | None = None
+    """How the plan ended (``applied``, ``failed``, ``awaiting_*``), once it has."""
+    began_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def running(self) -> int:
+        """Validations of the current round started and not yet completed."""
+        return max(self.started - self.done, 0)
+
+    @property
+    def phase_text(self) -> str:
+        """The phase as shown: ``validate round 2``, ``finished: applied`` ..."""
+        if self.phase == "validate":
+            return f"validate round {self.round}"
+        if self.phase == "finished" and self.status:
+            return f"finished: {self.status}"
+        return self.phase
+
+
+class LiveProgress:
+    """A live panel of one plan on a terminal: phase, validation counts, retries, fixes,
+    revisions and the last few notable lines.
+
+    ``on_event`` only updates counters (a fan-out of 10,000 validations calls it ~20,000
+    times); rich redraws the panel on its own refresh thread, ``refresh_per_second`` times a
+    second. Call :meth:`start` before the plan and :meth:`stop` after it, or use it as a
+    context manager; after ``stop`` the final state stays on the screen.
+    """
+
+    def __init__(
+        self,
+        *,
+        err: bool = False,
+        console: Console | None = None,
+        refresh_per_second: float = 8,
+        lines: int = 6,
+    ) -> None:
+        self.err = err
+        """Write to stderr instead of stdout (ignored when ``console`` is given)."""
+        self.console = console
+        """The rich console to draw on; by default one on stdout or stderr."""
+        self.refresh_per_second = refresh_per_second
+        self.state = ProgressState()
+        """The counters, as of the last event."""
+        self.errors = 0
+        """Events this display failed to take in (it never raises; a count is kept)."""
+        self._lines: collections.deque[str] = collections.deque(maxlen=lines)
+        # The refresh thread reads the lines while the event loop appends to them.
+        self._lines_lock = threading.Lock()
+        self._live: Live | None = None
+        self._handlers: dict[str, Callable[[Any], None]] = {
+            "plan_started": self._plan_started,
+            "plan_resumed": self._plan_resumed,
+            "strategy_produced": self._strategy_produced,
+            "artifact_validation_started": self._round_started,
+            "validation_completed": self._validation_completed,
+            "retry_decided": self._retry_decided,
+            "fix_requested": self._fix_requested,
+            "strategy_revision_requested": self._revision_requested,
+            "escalation_requested": self._escalation_requested,
+            "escalation_decided": self._escalation_decided,
+            "approval_required": self._approval_required,
+            "apply_started": self._apply_started,
+            "plan_finished": self._plan_finished,
+        }
+
+    # -- events (the hot path: counters only) ---------------------------------------------
+
+    def on_event(self, event: Any) -> None:
+        """Count the event in; never raises (a display must not stop a plan)."""
+        try:
+            tag = type(event).__struct_config__.tag
+            if tag == "validation_started":
+                self.state.started += 1
+                return
+            handler = self._handlers.get(tag)
+            if handler is not None:
+                handler(event)
+            # Passing validations are counted, not listed: they would push every notable
+            # line off a fan-out's panel.
+            if tag != "validation_completed":
+                self._note(progress_line(event))
+        except Exception:
+            self.errors += 1
+
+    def _note(self, line: str | None) -> None:
+        if line is not None:
+            with self._lines_lock:
+                self._lines.append(line)
+
+    def _plan_started(self, event: Any) -> None:
+        state = self.state
+        state.plan_id, state.graph = event.plan_id, event.graph
+        state.phase = "strategize"
+        state.began_at = event.at
+
+    def _plan_resumed(self, event: Any) -> None:
+        state = self.state
+        state.plan_id = state.plan_id or event.plan_id
+        if state.began_at is None:
+            state.began_at = event.at
+
+    def _strategy_produced(self, event: Any) -> None:
+        self.state.phase = "execute"
+
+    def _round_started(self, event: Any) -> None:
+        state = self.state
+        state.phase, state.round = "validate", event.round
+        state.started = state.done = state.failed = 0
+
+    def _validation_completed(self, event: Any) -> None:
+        state = self.state
+        state.done += 1
+        if not event.result.passed:
+            state.failed += 1
+            self._note(progress_line(event))
+
+    def _retry_decided(self, event: Any) -> None:
+        self.state.retries_used = event.budget_used
+        self.state.retries_limit = event.budget_limit
+
+    def _fix_requested(self, event: Any) -> None:
+        self.state.phase = "fix"
+        self.state.fixes += 1
+
+    def _revision_requested(self, event: Any) -> None:
+        state = self.state
+        state.phase = "revise"
+        state.revisions += 1
+        # A revision starts a fresh budget (seed 003: one budget per strategy).
+        state.retries_used = 0
+
+    def _escalation_requested(self, event: Any) -> None:
+        self.state.phase = "escalated"
+        self.state.escalations += 1
+
+    def _escalation_decided(self, event: Any) -> None:
+        if event.action == "retry":
+            # A person's retry gives a fresh budget.
+            self.state.retries_used = 0
+
+    def _approval_required(self, event: Any) -> None:
+        self.state.phase = "approval"
+
+    def _apply_started(self, event: Any) -> None:
+        self.state.phase = "apply"
+
+    def _plan_finished(self, event: Any) -> None:
+        state = self.state
+        state.phase, state.status, state.ended_at = "finished", event.status, event.at
+
+    # -- the display ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Show the panel (imports rich); a second call does nothing."""
+        if self._live is not None:
+            return
+        from rich.console import Console
+        from rich.live import Live
+
+        console = self.console or Console(stderr=self.err)
+        self.console = console
+        self._live = Live(
+            self, console=console, refresh_per_second=self.refresh_per_second, transient=False
+        )
+        self._live.start()
+
+    def stop(self) -> None:
+        """Draw the final state once more and leave it on the screen."""
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()
+
+    def __enter__(self) -> LiveProgress:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __rich__(self) -> RenderableType:
+        """The panel as of now (rich calls this on each refresh, off the event loop)."""
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        state = self.state
+        with self._lines_lock:
+            lines = list(self._lines)
+        finished = state.phase == "finished"
+        title = Text("gategraph ", style="bold")
+        title.append(state.graph or "plan")
+        if state.plan_id:
+            title.append(f" · {state.plan_id}", style="dim")
+        title.append(" · ")
+        phase_style = "bold cyan"
+        if finished:
+            phase_style = "bold green" if state.status == "applied" else "bold red"
+        title.append(state.phase_text, style=phase_style)
+        if state.began_at is not None:
+            spent = (state.ended_at if finished and state.ended_at else time.time()) - (
+                state.began_at
+            )
+            title.append(f" · {max(spent, 0.0):.1f}s", style="dim")
+
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="dim")
+        grid.add_column()
+        counts = Text(f"{state.done} done · {state.running} running · ")
+        counts.append(f"{state.failed} failed", style="red" if state.failed else "")
+        grid.add_row(f"validations (round {state.round})" if state.round else "validations", counts)
+        retries = (
+            f"{state.retries_used} of {state.retries_limit} used"
+            if state.retries_limit is not None
+            else "none used"
+        )
+        grid.add_row(
+            "retries",
+            f"{retries} · fixes {state.fixes} · revisions {state.revisions}"
+            + (f" · escalations {state.escalations}" if state.escalations else ""),
+        )
+        shown = [
+            Text(line, style="red" if "FAIL" in line[:8] else "dim", overflow="ellipsis")
+            for line in lines
+        ]
+        return Group(title, grid, *shown)
+
+
+def progress_for(stream_is_tty: bool, *, err: bool) -> LiveProgress | PlainProgress:
+    """The progress display for a stream: a live panel on a terminal, plain lines otherwise.
+
+    Both have ``start``/``stop`` and work as context managers::
+
+        with progress_for(sys.stderr.isatty(), err=True) as progress:
+            await run_plan(graph, event_log=ObservedEventLog(log, progress))
+    """
+    if stream_is_tty:
+        return LiveProgress(err=err)
+    return PlainProgress(err=err)
+
 
 def progress_line(event: Any) -> str | None:
     """The line shown for ``event``, or None for events not shown."""
     tag = type(event).__struct_config__.tag
     if tag == "plan_started":
         return f"plan {event.plan_id} ({event.graph}): started"
+    if tag == "plan_resumed":
+        return f"resumed after seq {event.after_seq}: {event.reason}"
     if tag == "strategy_produced":
         return f"strategize, revision {event.revision}: {event.summary}"
+    if tag == "work_finished":
+        if event.error:
+            return f"work (attempt {event.attempt}) failed: {event.error}"[:160]
+        return None
     if tag == "artifact_validation_started":
         return f"round {event.round}: validating (attempt {event.attempt})"
     if tag == "validation_completed":
@@ -118,7 +451,15 @@ def progress_line(event: Any) -> str | None:
         return f"escalated to a person ({event.reason}): {event.message}"[:160]
     if tag == "escalation_decided":
         return f"decision: {event.action}" + (f" ({event.note})" if event.note else "")
+    if tag == "approval_required":
+        return f"approval needed (tier {event.tier}): {event.message}"[:160]
+    if tag == "approval_decided":
+        verdict = "approved" if event.approved else "denied"
+        note = f" ({event.note})" if event.note else ""
+        return f"approval: {verdict}{note}, after {event.waited:.1f}s"[:160]
     if tag == "apply_completed":
+        if not event.changes:
+            return "apply: no resources to change"
         return "apply: " + ", ".join(f"{k}: {v}" for k, v in event.changes.items())
     if tag == "plan_finished":
         return f"plan {event.plan_id}: {event.status}"

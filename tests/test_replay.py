@@ -549,10 +549,11 @@ def test_cli_replay_tampered_log_exits_1(tmp_path: Path) -> None:
 
 
 def test_cli_replay_usage_errors(tmp_path: Path) -> None:
-    """No graph, an unknown plan, a graph of another name: one error line, exit code 2."""
+    """The graph file defaults to the one the log names; an unknown plan, a graph of
+    another name, a graph file gone: one error line, exit code 2."""
     graph, plan_id = run_demo(tmp_path)
-    code, _, err = invoke(tmp_path, "replay", plan_id)
-    assert code == 2 and "ran graph 'demo-fix'" in err and "GRAPH.yaml" in err
+    code, out, err = invoke(tmp_path, "replay", plan_id)
+    assert code == 0 and "all match" in out, err
     code, _, err = invoke(tmp_path, "replay", "nope", str(graph))
     assert code == 2 and "no events for plan 'nope'" in err
     other = graph.with_name("other.yaml")
@@ -561,6 +562,9 @@ def test_cli_replay_usage_errors(tmp_path: Path) -> None:
     assert code == 2 and "ran graph 'demo-fix'" in err
     code, _, err = invoke(tmp_path, "replay", plan_id, str(tmp_path / "missing.yaml"))
     assert code == 2 and "Traceback" not in err
+    graph.rename(graph.with_name("moved.yaml"))
+    code, _, err = invoke(tmp_path, "replay", plan_id)
+    assert code == 2 and "no such graph file" in err and "Traceback" not in err
 
 
 def test_cli_replay_without_a_log(tmp_path: Path) -> None:
