@@ -64,6 +64,7 @@ from ._pipeline import (
     Passed,
     Reason,
     Rejected,
+    check_payload,
     logged_result,
     retry_only_nodes,
     round_faults,
@@ -193,11 +194,12 @@ _PAUSES: Final[Mapping[_Phase, _Phase]] = {
 supervisor (``gategraph decide`` / ``approve``) continues the same log."""
 
 _NOTE_ROUTING: Final = (
-    "routing rejections are taken from the log: their inputs (the artifact, which "
-    "validations could be prepared) are not recorded"
+    "routing rejections for validations that could not be prepared are taken from the log "
+    "(what could be prepared then is not recorded)"
 )
 _NOTE_PAYLOAD: Final = (
-    "payload rejections are taken from the log (the artifact is recorded, the check is not re-run)"
+    "payload rejections of an artifact that was not JSON are taken from the log (such an "
+    "artifact is not recorded)"
 )
 _NOTE_APPROVAL: Final = (
     "approval outcomes are taken from the log: a replay never re-executes approval "
@@ -316,6 +318,8 @@ class _Replayer:
         self.pending: tuple[RetryDecision, FaultKind, int] | None = None
         self.pending_round = 0
         self.fix_note: str | None = None
+        self.work: WorkFinished | None = None
+        """The last recorded artifact (or execution actor's failure)."""
         self.denied = False
         self.finished_at = 0
         self.modes: dict[str, str] = {}
@@ -558,7 +562,51 @@ class _Replayer:
     def on_work_finished(self, event: WorkFinished | None) -> None:
         if event is not None and event.attempt != self.attempt:
             self.mismatch(event, f"attempt {self.attempt}", f"attempt {event.attempt}")
+        self.work = event
         self.phase = _Phase.VALIDATE
+
+    def expected_gate(self) -> tuple[str, list[str]] | None:
+        """What the routing and payload layers say about the recorded artifact: the layer
+        that rejects it and why, ``("", [])`` when both pass; None if the log cannot tell
+        (no ``work_finished``, or an artifact that was not JSON and so is not recorded)."""
+        work = self.work
+        if work is None:
+            return None
+        if work.error is not None:
+            return "routing", [f"routing: {_EXECUTOR_FAILED}{work.error}"]
+        artifact = work.artifact
+        if isinstance(artifact, Mapping) and set(artifact) == {"unencodable", "repr"}:
+            return None
+        reasons = check_payload(artifact, self.graph.lifecycle.artifact_schema)
+        return ("payload", [str(r) for r in reasons]) if reasons else ("", [])
+
+    def _check_gate(self, layer: str | None, event: Event | None) -> bool:
+        """Compare a round's routing / payload outcome with the recorded artifact's; False
+        when the log cannot tell (the outcome is then taken from the log)."""
+        gate = self.expected_gate()
+        if gate is None or event is None:
+            return False
+        want_layer, want = gate
+        if layer in ("routing", "payload"):
+            assert isinstance(event, ArtifactRejected)
+            if layer == "routing" and want_layer != "routing":
+                # A validation that could not be prepared: its inputs are not in the log.
+                return False
+            if (want_layer, want) != (layer, list(event.reasons)):
+                expected = f"{want_layer} rejection: {_short('; '.join(want), 100)}"
+                self.mismatch(
+                    event,
+                    expected if want_layer else "the artifact to pass routing and payload",
+                    f"{layer} rejection: " + _short("; ".join(event.reasons), 100),
+                )
+            return True
+        if want_layer:
+            self.mismatch(
+                event,
+                f"a {want_layer} rejection: {_short('; '.join(want), 100)}",
+                f"{_tag(event)} (the round went past the {want_layer} layer)",
+            )
+        return True
 
     def on_approval_required(self, event: ApprovalRequired | None) -> None:
         """The approval layer wants a person: the semantic layer must have passed."""
@@ -674,9 +722,11 @@ class _Replayer:
             assert event is not None
             self.mismatch(event, "a layer of " + ", ".join(LAYERS), f"layer {layer!r}")
             layer = "payload"
+        checked = self._check_gate(layer, event)
         if layer in ("routing", "payload"):
             assert isinstance(event, ArtifactRejected) or event is None
-            self.note(_NOTE_ROUTING if layer == "routing" else _NOTE_PAYLOAD)
+            if not checked:
+                self.note(_NOTE_ROUTING if layer == "routing" else _NOTE_PAYLOAD)
             if current.engine and event is not None:
                 self.mismatch(
                     event,

@@ -219,7 +219,8 @@ async def test_retry_of_a_chain_matches(tmp_path: Path, monkeypatch: pytest.Monk
 
 @pytest.mark.anyio
 async def test_payload_rejection_matches(tmp_path: Path) -> None:
-    """A payload rejection is taken from the log, and the ladder after it checked."""
+    """A payload rejection is re-derived from the recorded artifact (work_finished), and
+    the ladder after it checked; a tampered artifact or rejection is a mismatch."""
     text = plan(repo(tmp_path), [GOOD], retry_limit=0, strategy_revisions=0).replace(
         "lifecycle:\n", "lifecycle:\n  artifact_schema: {type: object, required: [version]}\n"
     )
@@ -227,9 +228,15 @@ async def test_payload_rejection_matches(tmp_path: Path) -> None:
     assert outcome.status is PlanStatus.AWAITING_DECISION
     report = replay_plan(events, graph)
     assert_matches(report, events)
-    assert any(
-        note.startswith("payload rejections are taken from the log") for note in report.notes
-    )
+    assert not any(note.startswith("payload") for note in report.notes)
+    work = next(e for e in events if tag(e) == "work_finished")
+    fixed = replace_at(events, work.seq, artifact={"files": [], "version": 1})
+    report = replay_plan(fixed, graph)
+    assert not report.matches
+    assert "expected the artifact to pass routing and payload" in report.mismatches[0]
+    rejected = next(e for e in events if tag(e) == "artifact_rejected")
+    reworded = replace_at(events, rejected.seq, reasons=["payload: something else"])
+    assert "expected payload rejection" in replay_plan(reworded, graph).mismatches[0]
 
 
 @pytest.mark.anyio

@@ -407,3 +407,54 @@ async def test_memory_sandbox_lost_with_its_process(tmp_path: Path) -> None:
             event_log=log,
             resources={"repo": MemoryResource("repo", {})},  # a new process's object
         )
+
+
+_HOLD: list[anyio.Event] = []
+
+
+async def held(**_: Any) -> dict[str, Any]:
+    """A validation that waits until the test lets it go."""
+    await _HOLD[0].wait()
+    return {"passed": True, "message": "let go"}
+
+
+async def test_a_cancelled_plan_resumes(tmp_path: Path) -> None:
+    """A running pipeline can be cancelled: the cancellation propagates (never swallowed),
+    nothing is applied, the sandbox stays, and the plan resumes to its end later, running
+    only what had not completed."""
+    root = repo(tmp_path)
+    text = (
+        plan(root, [GOOD])
+        .replace(
+            "  - {id: advice, validation: advice}",
+            "  - {id: advice, validation: advice}\n  - {id: hold, validation: hold}",
+        )
+        .replace(
+            "validations:\n", "validations:\n  - name: hold\n    entrypoint: test_resume:held\n"
+        )
+    )
+    graph = load_graph(text)
+    log = MemoryEventLog()
+    home = tmp_path / "home"
+    _HOLD[:] = [anyio.Event()]
+    supervisor = Supervisor(graph, event_log=log, audit=InMemoryAuditLog(), home=home)
+    with anyio.move_on_after(0.5) as scope:
+        await supervisor.run()
+    assert scope.cancelled_caught
+    events = await log.read(supervisor.plan_id)
+    assert "artifact_validation_started" in tags(events)
+    assert "apply_started" not in tags(events)
+    assert not (root / "src" / "greet.py").exists()
+    assert (home / "sandboxes" / supervisor.plan_id).is_dir()
+    completed = {n for (_, n) in validation_runs(events)}
+    assert "hold" not in completed
+    _HOLD[0].set()
+    again = Supervisor(
+        graph, event_log=log, plan_id=supervisor.plan_id, audit=InMemoryAuditLog(), home=home
+    )
+    outcome = await again.resume(events)
+    assert outcome.status is PlanStatus.APPLIED
+    events = await log.read(supervisor.plan_id)
+    assert set(validation_runs(events).values()) == {1}
+    assert completed < {n for (_, n) in validation_runs(events)}
+    assert (root / "src" / "greet.py").exists()
