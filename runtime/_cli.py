@@ -801,7 +801,6 @@ def _resume_command(
     from ._eventlog import read_events
     from ._events import PlanStarted
     from ._graph import load_graph
-    from ._resources import DirectoryResource
     from ._supervisor import resume_plan
 
     _check_report(report)
@@ -816,10 +815,13 @@ def _resume_command(
     if path is None:
         _fail(
             f"plan {plan_id} was started from Python, not from a graph file: resume it with "
-            "gategraph.runtime.resume_plan(...), or pass the graph file"
+            "gategraph.runtime.resume_plan(...), or pass the graph file (GRAPH)"
         )
     if not path.is_file():
-        _fail(f"plan {plan_id} ran graph file {path}, which is gone; pass the graph file")
+        _fail(
+            f"plan {plan_id} ran graph file {path}, which is not there; pass the graph file "
+            "(GRAPH) if it moved"
+        )
     if started.graph_sha256 is not None:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest != started.graph_sha256:
@@ -830,22 +832,10 @@ def _resume_command(
             )
     with _catalog(create=False) as catalog:
         plan = load_graph(path, catalog=catalog)
-    options = started.options
-    resources: dict[str, Any] = {}
-    for name, spec in (options.get("resources") or {}).items():
-        if isinstance(spec, dict) and spec.get("kind") == "directory" and spec.get("root"):
-            resources[name] = DirectoryResource(name, spec["root"])
 
     async def start(catalog: Any, log: Any) -> Any:
-        return await resume_plan(
-            plan_id,
-            plan,
-            catalog=catalog,
-            event_log=log,
-            resources=resources or None,
-            auto_approve=bool(options.get("auto_approve", False)),
-            decision=decision,
-        )
+        # The resource folders and auto-approval the plan ran with come from its log.
+        return await resume_plan(plan_id, plan, catalog=catalog, event_log=log, decision=decision)
 
     outcome = _drive_plan(start, as_json=as_json, otel=otel)
     _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
@@ -1033,6 +1023,7 @@ def resume(
 
 @cli.command("decide")
 @click.argument("plan_id")
+@click.argument("graph", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--retry", "action", flag_value="retry", help="Try again, with a fresh retry budget.")
 @click.option("--abort", "action", flag_value="abort", help="Give up: the plan fails.")
 @click.option("--note", help="A note for the execution actor (with --retry) or the log.")
@@ -1041,23 +1032,28 @@ def resume(
 @_otel_option
 def decide(
     plan_id: str,
+    graph: Path | None,
     action: str | None,
     note: str | None,
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool,
 ) -> None:
-    """Answer the escalation of plan PLAN_ID (status awaiting_decision) and continue it."""
+    """Answer the escalation of plan PLAN_ID (status awaiting_decision) and continue it.
+
+    GRAPH defaults to the graph file the plan ran (recorded in its log).
+    """
     from ._protocols import EscalationDecision
 
     if action is None:
         _fail("decide: give --retry or --abort")
     decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
-    _resume_command(plan_id, None, decision=decision, as_json=as_json, report=report, otel=otel)
+    _resume_command(plan_id, graph, decision=decision, as_json=as_json, report=report, otel=otel)
 
 
 @cli.command("approve")
 @click.argument("plan_id")
+@click.argument("graph", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--approve", "action", flag_value="approve", help="Approve: the plan goes on to Apply."
 )
@@ -1068,19 +1064,23 @@ def decide(
 @_otel_option
 def approve(
     plan_id: str,
+    graph: Path | None,
     action: str | None,
     note: str | None,
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool,
 ) -> None:
-    """Answer the approval plan PLAN_ID waits for (status awaiting_approval) and continue it."""
+    """Answer the approval plan PLAN_ID waits for (status awaiting_approval) and continue it.
+
+    GRAPH defaults to the graph file the plan ran (recorded in its log).
+    """
     from ._protocols import EscalationDecision
 
     if action is None:
         _fail("approve: give --approve or --deny")
     decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
-    _resume_command(plan_id, None, decision=decision, as_json=as_json, report=report, otel=otel)
+    _resume_command(plan_id, graph, decision=decision, as_json=as_json, report=report, otel=otel)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._engine import GraphRun
     from ._eventlog import EventLog
 
-__all__ = ["ENGINE_TAGS", "PlanJournal", "event_tag"]
+__all__ = ["ENGINE_TAGS", "PASSING_TAGS", "PlanJournal", "event_tag", "steps_of"]
 
 ENGINE_TAGS: Final = frozenset(
     {
@@ -46,16 +46,27 @@ ENGINE_TAGS: Final = frozenset(
 )
 """Events of the engine (a work phase's or a semantic layer's run), not of the supervisor."""
 
-# Fields a recorded decision is not compared on: when it happened, and envelopes that carry
-# their own timestamps (their findings are compared through the reasons beside them).
-_VOLATILE: Final = frozenset({"id", "seq", "at", "causation_id", "verdict", "options"})
-_PASSING: Final = frozenset({"plan_resumed"})
+# Fields a recorded decision is not compared on: when it happened, envelopes that carry
+# their own timestamps (their findings are compared through the reasons beside them), and
+# where the graph file was (its content is compared, by digest).
+_VOLATILE: Final = frozenset({"id", "seq", "at", "causation_id", "verdict", "graph_path"})
+PASSING_TAGS: Final = frozenset({"plan_resumed"})
 """Recorded events the journal steps over wherever they are: markers, not decisions."""
+_PASSING: Final = PASSING_TAGS
 
 
 def event_tag(event: EventBase) -> str:
     """An event's ``type`` tag (``plan_started``, ``validation_completed`` ...)."""
     return str(type(event).__struct_config__.tag)
+
+
+def steps_of(events: Iterable[Event]) -> list[Event]:
+    """The supervisor's steps among ``events``, in seq order: no engine events, no markers."""
+    return [
+        e
+        for e in sorted(events, key=lambda e: e.seq)
+        if event_tag(e) not in ENGINE_TAGS and event_tag(e) not in PASSING_TAGS
+    ]
 
 
 class PlanJournal:
@@ -155,6 +166,12 @@ class PlanJournal:
     def peek(self) -> Event | None:
         """The log's next recorded step (not consumed), or None where the log ends."""
         return self._next_step() if self.replaying else None
+
+    @property
+    def recorded_ahead(self) -> bool:
+        """Whether the log holds the next step: what leads to it (an audit line, a backoff)
+        happened already, when it was recorded."""
+        return self.peek() is not None
 
     def peek_after(self) -> Event | None:
         """The recorded step after the next one (not consumed)."""

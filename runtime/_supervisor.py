@@ -53,7 +53,7 @@ from ._events import (
 from ._exceptions import CatalogError, ConfigError, ResumeError, RuntimeFault
 from ._ids import new_ulid
 from ._invoke import Isolation, prepare, resolve_entrypoint
-from ._journal import ENGINE_TAGS, PlanJournal, event_tag
+from ._journal import PlanJournal, event_tag, steps_of
 from ._maxn import (
     Attempt,
     AuditLog,
@@ -326,6 +326,7 @@ class Supervisor:
         self._denied = False
         self._decision: EscalationDecision | None = None
         self._fix_number = 0
+        self._audit_lines: set[tuple[int, RetryDecision]] | None = None
 
     @property
     def seq(self) -> int:
@@ -372,9 +373,7 @@ class Supervisor:
             await self.journal.emit(PlanStarted, **await self._started())
             return await self._drive()
 
-    async def resume(
-        self, events: Sequence[Event], *, decision: EscalationDecision | None = None
-    ) -> PlanOutcome:
+    async def resume(self, *, decision: EscalationDecision | None = None) -> PlanOutcome:
         """Continue the plan whose events are ``events`` (its whole log) from where they end.
 
         The lifecycle runs again from the start against the log: every step the log shows
@@ -389,28 +388,62 @@ class Supervisor:
         resumed without a decision. Raises :class:`ResumeError` when the log and the plan
         disagree, and :class:`PlanBusyError` when the plan is running elsewhere.
         """
-        mine = [e for e in events if e.plan_id == self.plan_id]
-        if not mine:
-            raise ResumeError(f"plan {self.plan_id} has no events to resume from")
-        steps = [e for e in sorted(mine, key=lambda e: e.seq) if event_tag(e) not in ENGINE_TAGS]
-        last = steps[-1] if steps else None
-        paused = last.status if isinstance(last, PlanFinished) else None
-        if decision is not None:
-            wanted = "awaiting_approval" if decision.for_approval else "awaiting_decision"
-            if paused != wanted:
-                state = paused or "running (or crashed)"
-                raise ResumeError(
-                    f"plan {self.plan_id} is not waiting for "
-                    f"{'an approval' if decision.for_approval else 'a decision'}: it is {state}"
-                )
-        reason = "crashed"
-        if decision is not None:
-            reason = "approval" if decision.for_approval else "decision"
         with self._lease():
+            # Read under the lease: a log read before it may have grown since.
+            mine = [e for e in await self.log.read(self.plan_id) if e.plan_id == self.plan_id]
+            if not mine:
+                raise ResumeError(f"plan {self.plan_id} has no events to resume from")
+            steps = steps_of(mine)
+            last = steps[-1] if steps else None
+            paused = last.status if isinstance(last, PlanFinished) else None
+            if decision is not None:
+                wanted = "awaiting_approval" if decision.for_approval else "awaiting_decision"
+                if paused != wanted:
+                    state = paused or "running (or crashed)"
+                    raise ResumeError(
+                        f"plan {self.plan_id} is not waiting for "
+                        f"{'an approval' if decision.for_approval else 'a decision'}: "
+                        f"it is {state}"
+                    )
+            finished = paused in (PlanStatus.APPLIED.value, PlanStatus.FAILED.value)
+            needs_sandboxes = not finished and (
+                decision is None or decision.action in ("retry", "approve")
+            )
+            if needs_sandboxes:
+                await self._check_sandboxes(steps)
+            reason = "crashed"
+            if decision is not None:
+                reason = "approval" if decision.for_approval else "decision"
             self.journal = PlanJournal(self.log, self.plan_id, mine, reason=reason)
             self._decision = decision
             await self.journal.emit(PlanStarted, **await self._started())
             return await self._drive()
+
+    async def _check_sandboxes(self, steps: Sequence[Event]) -> None:
+        """Refuse, before anything is appended, a resume whose work the log records in
+        sandboxes that are gone: going on would validate or apply something else."""
+        revision = sum(isinstance(e, StrategyRevisionRequested) for e in steps)
+        start = max((i for i, e in enumerate(steps) if isinstance(e, StrategyProduced)), default=0)
+        since = steps[start:]
+        if any(isinstance(e, ApplyCompleted) for e in since) or not any(
+            isinstance(e, WorkFinished) for e in since
+        ):
+            return  # nothing worked in them yet, or nothing is left to do with them
+        for name, resource in self.resources.items():
+            folder = self._sandbox_folder(name, revision)
+            reopen = getattr(resource, "reopen_sandbox", None)
+            found = await anyio.to_thread.run_sync(reopen, folder) if reopen is not None else None
+            if found is None:
+                lost = (
+                    "a memory resource's sandbox lives only as long as its process"
+                    if resource.kind == "memory"
+                    else f"no sandbox at {folder}"
+                )
+                raise ResumeError(
+                    f"cannot resume plan {self.plan_id}: the log shows work done in the "
+                    f"sandbox of resource {name!r} (revision {revision}), and it is gone "
+                    f"({lost}); nothing was changed"
+                )
 
     async def _started(self) -> dict[str, Any]:
         path, digest = await anyio.to_thread.run_sync(_graph_file, self.graph)
@@ -464,7 +497,7 @@ class Supervisor:
                     continue
                 if decision is RetryDecision.RETRY_VALIDATOR:
                     self.stats.validator_retries += 1
-                    if not self.journal.replaying:
+                    if not self.journal.recorded_ahead:  # a recorded retry waited then
                         await wait_backoff(fault, self.budget.used_by(fault.kind), sleep=self.sleep)
                     continue
                 # The budget is spent, or the fault is permanent: up the ladder.
@@ -520,8 +553,9 @@ class Supervisor:
 
     # -- sandboxes ------------------------------------------------------------------------
 
-    def _sandbox_folder(self, name: str) -> Path:
-        return self.home / "sandboxes" / self.plan_id / f"r{self.revision}" / name
+    def _sandbox_folder(self, name: str, revision: int | None = None) -> Path:
+        number = self.revision if revision is None else revision
+        return self.home / "sandboxes" / self.plan_id / f"r{number}" / name
 
     async def _open_sandboxes(self) -> None:
         """Fresh sandboxes for a (revised) strategy; resuming, those the log's work used."""
@@ -533,13 +567,15 @@ class Supervisor:
         await anyio.to_thread.run_sync(self._discard_sandboxes, False)
         await self._ensure_sandboxes()
 
-    async def _ensure_sandboxes(self) -> None:
+    async def _ensure_sandboxes(self, *, fresh: bool = False) -> None:
+        """Open (or, resuming, reopen) the current revision's sandboxes. ``fresh`` throws
+        away what a crashed first Execute left in them: Execute starts on a clean copy."""
         if self._sandboxes_ready:
             return
         for name, resource in self.resources.items():
             folder = self._sandbox_folder(name)
             sandbox: Sandbox | None = None
-            if self.journal.resumed:
+            if self.journal.resumed and not fresh:
                 reopen = getattr(resource, "reopen_sandbox", None)
                 if reopen is not None:
                     sandbox = await anyio.to_thread.run_sync(reopen, folder)
@@ -554,7 +590,11 @@ class Supervisor:
                         )
                     )
             if sandbox is None:
-                # Nothing worked in it yet: a crash while it was copied leaves a partial copy.
+                # Nothing worked in it yet, or only a crashed first Execute: start clean.
+                stale = getattr(resource, "reopen_sandbox", None)
+                old = await anyio.to_thread.run_sync(stale, folder) if stale else None
+                if old is not None:
+                    await anyio.to_thread.run_sync(old.discard)
                 await anyio.to_thread.run_sync(
                     functools.partial(shutil.rmtree, folder, ignore_errors=True)
                 )
@@ -609,6 +649,9 @@ class Supervisor:
                 return _WorkFailed(recorded.error)
             return recorded.artifact
         await self.journal.go_live()
+        if not fix:
+            # A first Execute always starts on a fresh copy, also after a crash midway.
+            await self._ensure_sandboxes(fresh=True)
         request = ExecuteRequest(
             plan_id=self.plan_id,
             graph=self.graph,
@@ -963,9 +1006,20 @@ class Supervisor:
     async def _audit(self, decision: RetryDecision, fault: FaultKind | None, detail: str) -> None:
         """One seed 003 audit line per round (the file write blocks: a worker thread)."""
         attempt = Attempt.create(self.plan_id, self.round, decision, fault, detail or None)
-        if not self.journal.replaying:  # a replayed round's line was written when it ran
+        if not self.journal.recorded_ahead and not await self._audited(attempt):
             await anyio.to_thread.run_sync(self.audit.record, attempt)
         self.attempts.append(attempt.to_audit())
+
+    async def _audited(self, attempt: Attempt) -> bool:
+        """Whether an earlier run wrote this round's line before it died (resuming only:
+        the line is written before the event that follows it, so a crash between leaves
+        the line and not the event)."""
+        if not self.journal.resumed:
+            return False
+        if self._audit_lines is None:
+            found = await anyio.to_thread.run_sync(self.audit.read, self.plan_id)
+            self._audit_lines = {(a.attempt, a.decision) for a in found}
+        return (attempt.attempt, attempt.decision) in self._audit_lines
 
     def _failure_text(self, outcome: ValidationOutcome) -> str:
         if isinstance(outcome, Rejected):
@@ -1105,17 +1159,24 @@ async def resume_plan(
     executor: LocalExecutor | None = None,
     decision: EscalationDecision | None = None,
     audit: AuditRecorder | None = None,
-    auto_approve: bool = False,
+    auto_approve: bool | None = None,
+    home: Path | None = None,
 ) -> PlanOutcome:
     """Continue plan ``plan_id`` from its log in ``event_log`` (see :meth:`Supervisor.resume`).
 
     Use it after the plan's process died, or with ``decision`` to answer a plan paused for a
     person: ``EscalationDecision(action="retry" | "abort")`` for ``awaiting_decision``,
-    ``EscalationDecision(action="approve" | "deny")`` for ``awaiting_approval``. ``graph``,
-    ``catalog`` and ``resources`` must be those the plan ran with (the log's decisions are
-    checked against them: :class:`ResumeError` when they differ).
+    ``EscalationDecision(action="approve" | "deny")`` for ``awaiting_approval``. ``graph``
+    and ``catalog`` must be those the plan ran with; ``resources`` and ``auto_approve``
+    default to what the log records (the folders of its directory resources). The log's
+    decisions and options are checked against them: :class:`ResumeError` when they differ.
     """
-    events = await event_log.read(plan_id)
+    started = next((e for e in await event_log.read(plan_id) if isinstance(e, PlanStarted)), None)
+    options = started.options if started is not None else {}
+    if resources is None:
+        resources = _recorded_resources(options)
+    if auto_approve is None:
+        auto_approve = bool(options.get("auto_approve", False))
     supervisor = Supervisor(
         graph,
         catalog=catalog,
@@ -1126,5 +1187,16 @@ async def resume_plan(
         plan_id=plan_id,
         audit=audit,
         auto_approve=auto_approve,
+        home=home,
     )
-    return await supervisor.resume(events, decision=decision)
+    return await supervisor.resume(decision=decision)
+
+
+def _recorded_resources(options: Mapping[str, Any]) -> dict[str, Resource] | None:
+    """The directory resources a plan ran on, as its ``plan_started`` event records them
+    (memory resources come from the graph again)."""
+    found: dict[str, Resource] = {}
+    for name, spec in (options.get("resources") or {}).items():
+        if isinstance(spec, Mapping) and spec.get("kind") == "directory" and spec.get("root"):
+            found[name] = DirectoryResource(name, spec["root"])
+    return found or None

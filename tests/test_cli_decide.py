@@ -44,14 +44,19 @@ def test_decide_retry_then_applied(tmp_path: Path) -> None:
     assert wrong.returncode == 1 and "not waiting for an approval" in wrong.stderr
     missing = gategraph(home, "decide", "p1")
     assert missing.returncode == 2 and "give --retry or --abort" in missing.stderr
-    done = gategraph(home, "decide", "p1", "--retry", "--note", "use the colon", "--json")
+    moved = graph.rename(tmp_path / "moved.yaml")
+    lost = gategraph(home, "decide", "p1", "--retry")
+    assert lost.returncode == 2 and "pass the graph file" in lost.stderr
+    done = gategraph(
+        home, "decide", "p1", str(moved), "--retry", "--note", "use the colon", "--json"
+    )
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["status"] == "applied" and outcome["plan_id"] == "p1"
     assert (root / "src" / "greet.py").read_text().startswith("def greet(name):")
     after = tags(home, "p1")
     assert after[len(before) : len(before) + 2] == ["plan_resumed", "escalation_decided"]
-    assert gategraph(home, "replay", "p1").returncode == 0
+    assert gategraph(home, "replay", "p1", str(moved)).returncode == 0
 
 
 @pytest.mark.parametrize(("answer", "code"), [("--approve", 0), ("--deny", 1)])

@@ -87,17 +87,18 @@ def _crashed(exc: BaseException) -> bool:
 
 
 async def crash_then_resume(
-    text: str, keep: int, resource: Any, home: Path
+    text: str, keep: int, resource: Any, home: Path, audit: InMemoryAuditLog | None = None
 ) -> tuple[Any, list[Any], list[Any]]:
     """Run until the log holds ``keep`` events, die, resume; return the outcome, the events
     before the crash and the whole log."""
     graph = load_graph(text)
     log = MemoryEventLog()
+    audit = audit if audit is not None else InMemoryAuditLog()
     first = Supervisor(
         graph,
         event_log=DyingLog(log, keep),  # type: ignore[arg-type]
         resources={"repo": resource},
-        audit=InMemoryAuditLog(),
+        audit=audit,
         home=home,
     )
     try:
@@ -112,10 +113,10 @@ async def crash_then_resume(
         event_log=log,
         resources={"repo": resource},
         plan_id=first.plan_id,
-        audit=InMemoryAuditLog(),
+        audit=audit,
         home=home,
     )
-    outcome = await second.resume(before)
+    outcome = await second.resume()
     return outcome, before, await log.read(first.plan_id)
 
 
@@ -137,8 +138,9 @@ async def test_crash_at_every_event_then_resume(tmp_path: Path) -> None:
         root = repo(tmp_path / f"k{keep}")
         resource = DirectoryResource("repo", root)
         home = tmp_path / f"home{keep}"
+        audit = InMemoryAuditLog()
         outcome, before, events = await crash_then_resume(
-            plan(root, [BAD, GOOD]), keep, resource, home
+            plan(root, [BAD, GOOD]), keep, resource, home, audit
         )
         where = f"crashed after event {keep} ({tags(before)[-1]})"
         assert outcome.status is PlanStatus.APPLIED, where
@@ -152,6 +154,9 @@ async def test_crash_at_every_event_then_resume(tmp_path: Path) -> None:
         assert report.matches, (where, report.mismatches)
         assert outcome.statistics.rounds == reference.statistics.rounds, where
         assert [a["retryDecision"] for a in outcome.attempts] == ["fix", "attested"], where
+        # One audit line per round, whether its run died before or after writing it.
+        lines = [a.decision.value for a in audit.read(outcome.plan_id)]
+        assert lines == ["fix", "attested"], where
         # A finished plan leaves no sandbox behind.
         assert not (home / "sandboxes" / outcome.plan_id).exists(), where
 
@@ -382,7 +387,7 @@ async def test_one_supervisor_per_plan(tmp_path: Path) -> None:
             resources={"repo": MemoryResource("repo", {})},
         )
         with pytest.raises(PlanBusyError, match="one supervisor per plan"):
-            await second.resume(await log.read(first.plan_id))
+            await second.resume()
         gate.set()
 
 
@@ -452,9 +457,120 @@ async def test_a_cancelled_plan_resumes(tmp_path: Path) -> None:
     again = Supervisor(
         graph, event_log=log, plan_id=supervisor.plan_id, audit=InMemoryAuditLog(), home=home
     )
-    outcome = await again.resume(events)
+    outcome = await again.resume()
     assert outcome.status is PlanStatus.APPLIED
     events = await log.read(supervisor.plan_id)
     assert set(validation_runs(events).values()) == {1}
     assert completed < {n for (_, n) in validation_runs(events)}
     assert (root / "src" / "greet.py").exists()
+
+
+async def test_a_decision_run_that_dies_can_be_decided_again(tmp_path: Path) -> None:
+    """A `decide` whose process dies right after its plan_resumed leaves the plan waiting
+    for the decision still, not wedged."""
+    root = repo(tmp_path)
+    text = plan(root, [BAD, BAD, GOOD], retry_limit=1, strategy_revisions=0)
+    log = MemoryEventLog()
+    outcome = await run_plan(load_graph(text), event_log=log, audit=InMemoryAuditLog())
+    paused = len(await log.read(outcome.plan_id))
+    dying = Supervisor(
+        load_graph(text),
+        event_log=DyingLog(log, paused + 1),  # type: ignore[arg-type]
+        plan_id=outcome.plan_id,
+        audit=InMemoryAuditLog(),
+    )
+    with pytest.raises(BaseException):  # noqa: B017 - the simulated death
+        await dying.resume(decision=EscalationDecision(action="retry"))
+    assert tags(await log.read(outcome.plan_id))[-2:] == ["plan_finished", "plan_resumed"]
+    done = await resume_plan(
+        outcome.plan_id,
+        load_graph(text),
+        event_log=log,
+        decision=EscalationDecision(action="retry"),
+    )
+    assert done.status is PlanStatus.APPLIED
+    assert replay_plan(await log.read(outcome.plan_id), load_graph(text)).matches
+
+
+class Appending:
+    """An execution actor that appends to CHANGELOG, and dies midway the first time."""
+
+    runs = 0
+
+    async def execute(self, request: Any) -> Any:
+        changelog = request.resources["repo"] / "CHANGELOG"
+        with changelog.open("a") as handle:
+            handle.write("- add greet\n")
+        (request.resources["repo"] / "src" / "greet.py").write_text("def greet():\n    pass\n")
+        Appending.runs += 1
+        if Appending.runs == 1:
+            raise Crash
+        return {"files": ["CHANGELOG"]}
+
+    async def fix(self, request: Any) -> Any:
+        raise AssertionError("nothing to fix")
+
+
+async def test_a_crashed_first_execute_starts_again_on_a_fresh_copy(tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    graph = load_graph(plan(root, [GOOD]))
+    log = MemoryEventLog()
+    Appending.runs = 0
+    first = Supervisor(graph, event_log=log, audit=InMemoryAuditLog(), home=tmp_path / "h")
+    first.execution_actor = Appending()
+    with pytest.raises(BaseException):  # noqa: B017 - the simulated death
+        await first.run()
+    again = Supervisor(
+        graph, event_log=log, plan_id=first.plan_id, audit=InMemoryAuditLog(), home=tmp_path / "h"
+    )
+    again.execution_actor = Appending()
+    outcome = await again.resume()
+    assert outcome.status is PlanStatus.APPLIED
+    assert (root / "CHANGELOG").read_text() == "- add greet\n"
+
+
+async def test_a_lost_sandbox_is_refused_before_anything_is_logged(tmp_path: Path) -> None:
+    """A retry needs the sandbox the log's work was done in: with it gone, the decision is
+    refused and nothing is appended; an abort needs no sandbox and still works."""
+    text = plan(repo(tmp_path), [BAD], retry_limit=1, strategy_revisions=0).replace(
+        'resources: {repo: {kind: directory, path: "' + str(tmp_path / "repo") + '"}}',
+        'resources: {repo: {kind: memory, files: {"a.txt": "a"}}}',
+    )
+    graph = load_graph(text)
+    log = MemoryEventLog()
+    outcome = await run_plan(graph, event_log=log, audit=InMemoryAuditLog())
+    assert outcome.status is PlanStatus.AWAITING_DECISION
+    count = len(await log.read(outcome.plan_id))
+    with pytest.raises(ResumeError, match="nothing was changed"):
+        await resume_plan(
+            outcome.plan_id, graph, event_log=log, decision=EscalationDecision(action="retry")
+        )
+    assert len(await log.read(outcome.plan_id)) == count
+    done = await resume_plan(
+        outcome.plan_id, graph, event_log=log, decision=EscalationDecision(action="abort")
+    )
+    assert done.status is PlanStatus.FAILED
+
+
+async def test_resume_checks_the_options_it_ran_with(tmp_path: Path) -> None:
+    """Auto-approval and resource folders come from the log by default; a resume given
+    others is refused rather than applying a sandbox of one folder to another."""
+    root = repo(tmp_path)
+    text = plan(root, [GOOD]) + (
+        "policy:\n  approval:\n    rules: [{match: 'syn*', action: require, tier: high}]\n"
+    )
+    log = MemoryEventLog()
+    outcome = await run_plan(load_graph(text), event_log=log, audit=InMemoryAuditLog())
+    assert outcome.status is PlanStatus.AWAITING_APPROVAL
+    with pytest.raises(ResumeError, match="auto_approve"):
+        await resume_plan(outcome.plan_id, load_graph(text), event_log=log, auto_approve=True)
+    other = repo(tmp_path / "other")
+    with pytest.raises(ResumeError, match="options"):
+        await resume_plan(
+            outcome.plan_id,
+            load_graph(text),
+            event_log=log,
+            resources={"repo": DirectoryResource("repo", other)},
+        )
+    still = await resume_plan(outcome.plan_id, load_graph(text), event_log=log)
+    assert still.status is PlanStatus.AWAITING_APPROVAL
