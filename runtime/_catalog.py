@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import ValidationError
-from ulid import ULID
 
 from ._exceptions import (
     CatalogError,
@@ -440,6 +439,8 @@ class Catalog:
             canonical = _canonical(args)
         except (TypeError, ValueError) as exc:
             raise ConfigError.at("arguments", f"must be JSON-compatible ({exc})") from None
+        from ulid import ULID  # only attaching needs it: keeps importing the runtime light
+
         attachment_id = AttachmentId(str(ULID()))
         try:
             attachment = Attachment(

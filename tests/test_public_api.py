@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import gategraph.runtime
+import pytest
 
 EXPECTED = [
     "AUDIT_FILE",
@@ -229,3 +230,26 @@ def test_no_top_level_runtime_or_validators_package(tmp_path: Path) -> None:
         assert origin is None or not Path(origin).resolve().is_relative_to(repo), name
     assert importlib.import_module("gategraph.validators")
     assert importlib.import_module("gategraph.graphs")
+
+
+def test_every_public_name_resolves() -> None:
+    """Each name of ``__all__`` imports on first use (the package loads them lazily)."""
+    import gategraph.runtime as api
+
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+    assert set(api.__all__) <= set(dir(api))
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        api.nothing_here  # noqa: B018
+
+
+def test_importing_the_package_is_light() -> None:
+    """``import gategraph.runtime`` (and so ``gategraph --help``) loads none of the heavy
+    modules: they come with the first name that needs them."""
+    code = (
+        "import sys, gategraph.runtime, gategraph.runtime._cli; "
+        "heavy = [m for m in ('pydantic', 'networkx', 'anyio', 'msgspec', 'yaml', 'jsonschema') "
+        "if m in sys.modules]; print(heavy)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
