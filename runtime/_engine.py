@@ -18,6 +18,7 @@ import enum
 import inspect
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -52,7 +53,6 @@ from ._results import ResultError, ValidationResult
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
     from ._catalog import Catalog
     from ._graph import Node, PlanGraph
@@ -216,14 +216,17 @@ class _Unit:
 
 
 class _Worker:
-    __slots__ = ("current", "deadline", "done", "scope", "timed_out")
+    __slots__ = ("current", "deadline", "done", "scope", "timed_out", "wake")
 
     def __init__(self) -> None:
         self.done = 0
-        self.scope = anyio.CancelScope()
+        # Set by the worker's own task: a cancel scope made here would be a second one per
+        # worker, and a thousand of them cost milliseconds.
+        self.scope: anyio.CancelScope | None = None
         self.deadline = math.inf
         self.current: _Unit | None = None
         self.timed_out = False
+        self.wake: anyio.Event | None = None
 
 
 def _backend_clock() -> Callable[[], float]:
@@ -448,8 +451,12 @@ class _Engine:
         self.max_workers = max(1, min(max_concurrency, len(units)))
         self.workers: list[_Worker] = []
         self.limiter = anyio.CapacityLimiter(self.max_workers)
+        # Ready units, and the idle workers waiting for one (each on its own event). A
+        # deque, not a memory object stream: a fan-out passes every unit through it, and a
+        # stream's send and receive cost ten times a deque's append and pop.
+        self.ready: deque[_Unit] = deque()
+        self.sleepers: list[_Worker] = []
         # Worker accounting for growing the pool on demand (see `_grow`).
-        self.queued = 0
         self.idle = 0
         self.starting = 0
         self.busy = 0
@@ -460,16 +467,17 @@ class _Engine:
         self.immediate = bool(getattr(log, "appends_immediately", False))
         self.unreleased: list[_Unit] = []
         self.wake = anyio.Event()
-        self.receive: MemoryObjectReceiveStream[_Unit] | None = None
         self.remaining = len(units)
+        # Units taken by a worker and not yet released. Once every unit left is one of
+        # them, nothing can become ready again, and an idle worker may leave.
+        self.in_flight = 0
         self.results: dict[str, NodeResult] = {}
         self.validations: list[ValidationRecord] = []
         self.seq = first_seq - 1
         self.start_id = ""
-        self.send: MemoryObjectSendStream[_Unit] | None = None
         self.actors: dict[str, ActorRef] = {}
         self.actor_errors: dict[str, Exception] = {}
-        specs = {id(u.spec): u.spec for u in units}.values()
+        specs = {u.spec for u in units}
         timeouts = [spec.timeout for spec in specs if spec.timeout != math.inf]
         shortest = min(timeouts, default=1.0)
         # Timeouts are enforced within a tick: a twentieth of the shortest, 1 ms to 100 ms.
@@ -524,10 +532,7 @@ class _Engine:
                 attempt=self.attempt,
             )
         )
-        send, receive = anyio.create_memory_object_stream[_Unit](math.inf)
-        self.send = send
-        with send, receive:
-            await self._run_units(send, receive)
+        await self._run_units()
         duration = time.perf_counter() - started
         failed = any(r.status is not NodeStatus.OK for r in self.results.values())
         await self.log.append(
@@ -552,20 +557,13 @@ class _Engine:
             hook_errors=self.hook_errors,
         )
 
-    async def _run_units(
-        self, send: MemoryObjectSendStream[_Unit], receive: MemoryObjectReceiveStream[_Unit]
-    ) -> None:
+    async def _run_units(self) -> None:
         async with open_actor_scope(self._actor_failed) as actors:
             self._spawn_actors(actors)
-            for unit in self.units:
-                if unit.pending == 0:
-                    self._queue(unit)
-            if not self.units:
-                send.close()
+            self.ready.extend(unit for unit in self.units if unit.pending == 0)
             # From here a unit is held only by the queue or by the units that need it, so
             # each is freed once it is done: a wide fan-out does not keep them all.
             self.units = []
-            self.receive = receive
             async with anyio.create_task_group() as outer:
                 outer.start_soon(self._watchdog)
                 if not self.immediate:
@@ -577,17 +575,22 @@ class _Engine:
             actors.stop_all()
 
     def _queue(self, unit: _Unit) -> None:
-        assert self.send is not None
-        self.queued += 1
-        self.send.send_nowait(unit)
+        self.ready.append(unit)
+        if self.sleepers:
+            self._wake(self.sleepers.pop())
+
+    def _wake(self, worker: _Worker) -> None:
+        assert worker.wake is not None
+        worker.wake.set()
+        worker.wake = None
 
     def _spawn_workers(self, count: int) -> None:
-        assert self.pool is not None and self.receive is not None
+        assert self.pool is not None
         for _ in range(count):
             worker = _Worker()
             self.workers.append(worker)
             self.starting += 1
-            self.pool.start_soon(self._work, worker, self.receive)
+            self.pool.start_soon(self._work, worker)
 
     def _grow(self) -> None:
         """Start more workers when ready units wait and no worker is free to take them.
@@ -598,7 +601,7 @@ class _Engine:
         suspended in it (one thread runs the loop), so ``busy`` counts the calls that are
         waiting on I/O; the pool then doubles, reaching 1,000 workers in ten rounds.
         """
-        waiting = self.queued - self.idle - self.starting
+        waiting = len(self.ready) - self.idle - self.starting
         room = self.max_workers - len(self.workers)
         if waiting > 0 and room > 0:
             # Nothing suspended: keep one spare worker at most. Calls suspended: add as many
@@ -622,34 +625,38 @@ class _Engine:
             await anyio.sleep(self.tick)
             now = self.clock()
             for worker in workers:
-                if worker.deadline < now:
+                if worker.deadline < now and worker.scope is not None:
                     worker.timed_out = True
                     worker.deadline = math.inf
                     worker.scope.cancel()
 
-    async def _work(self, worker: _Worker, receive: MemoryObjectReceiveStream[_Unit]) -> None:
+    async def _work(self, worker: _Worker) -> None:
         own_slot()
         self.starting -= 1
+        ready = self.ready
         while True:
             with anyio.CancelScope() as worker.scope:
                 while True:
                     # Take what is ready without a trip through the event loop; wait only
                     # when nothing is. A fan-out of no-op validations then costs one loop
                     # iteration per batch instead of one per validation.
-                    try:
-                        unit = receive.receive_nowait()
-                    except anyio.WouldBlock:
+                    if not ready:
+                        if self.remaining == self.in_flight:
+                            # Every unit left is running: none can become ready, and a
+                            # worker gone now costs nothing at the end of a fan-out.
+                            return
+                        worker.wake = wake = anyio.Event()
+                        self.sleepers.append(worker)
                         self.idle += 1
                         try:
-                            unit = await receive.receive()
-                        except anyio.EndOfStream:
-                            return
+                            await wake.wait()
                         finally:
                             self.idle -= 1
-                    except anyio.EndOfStream:
-                        return
-                    self.queued -= 1
-                    self._grow()
+                        continue
+                    unit = ready.popleft()
+                    self.in_flight += 1
+                    if len(ready) > self.idle + self.starting:
+                        self._grow()
                     worker.current = unit
                     # Busy from taking the unit to logging its end: a worker waiting on
                     # the call or on the event log is one the pool should not count on.
@@ -731,14 +738,14 @@ class _Engine:
             else:
                 assert spec.prepared is not None
                 outcome = await spec.prepared.call(
-                    arguments=unit.arguments,
-                    resources=spec.resources,
-                    artifact=artifact,
-                    inputs=inputs,
-                    plan_id=self.plan_id,
-                    node=unit.id,
-                    attempt=self.attempt,
-                    limiter=self.limiter,
+                    unit.arguments,
+                    spec.resources,
+                    artifact,
+                    inputs,
+                    self.plan_id,
+                    unit.id,
+                    self.attempt,
+                    self.limiter,
                 )
         finally:
             worker.deadline = math.inf
@@ -879,6 +886,7 @@ class _Engine:
     def _release(self, unit: _Unit) -> None:
         """Count ``unit`` done; queue dependents whose needs are all done, skip the doomed."""
         self.remaining -= 1
+        self.in_flight -= 1
         dependents = unit.dependents
         if dependents:
             result = unit.result
@@ -889,9 +897,10 @@ class _Engine:
                     dependent.pending -= 1
                     if dependent.pending == 0 and dependent.result is None:
                         self._queue(dependent)
-        if self.remaining == 0:
-            assert self.send is not None
-            self.send.close()
+        if self.remaining == self.in_flight:
+            # Nothing can become ready any more: let the idle workers go.
+            while self.sleepers:
+                self._wake(self.sleepers.pop())
 
     def _skip_after(self, failed: _Unit, status: NodeStatus) -> None:
         """Skip everything that needs ``failed``, directly or not (iteratively: a failure

@@ -15,7 +15,7 @@ import importlib
 import inspect
 import traceback
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
 import anyio.to_process
@@ -24,7 +24,6 @@ import msgspec
 
 from ._context import ToolContext
 from ._exceptions import ConfigError
-from ._models import Tool, ToolSource, Validation
 from ._readonly import (
     Guard,
     ReadOnlyViolationError,
@@ -41,6 +40,12 @@ if TYPE_CHECKING:
 
     from anyio import CapacityLimiter
 
+    from ._models import Tool, Validation
+
+# ``_models`` (pydantic) is imported where a tool is prepared, not at the top: a worker
+# process imports this module to run `_process_entry`, and pydantic would add some 120 ms
+# to the start of every worker process.
+
 __all__ = ["Isolation", "Outcome", "Prepared", "prepare", "resolve_entrypoint"]
 
 Isolation = Literal["inline", "thread", "process"]
@@ -49,7 +54,6 @@ MAX_RESULT_BYTES: Final = 1 << 20
 """A result (message and data) larger than this, encoded as JSON, fails as ``too_large``."""
 _INJECTED: Final = ("artifact", "context", "inputs")
 _encoder: Final = msgspec.json.Encoder()
-_NOTHING_INJECTED: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 class Outcome(msgspec.Struct):
@@ -123,6 +127,7 @@ class Prepared:
     """A tool or validation made ready to call: its callable, signature and wrapping."""
 
     __slots__ = (
+        "awaited",
         "func",
         "guard_label",
         "is_validation",
@@ -145,6 +150,8 @@ class Prepared:
         wrapped: Prepared | None = None,
         transform: Callable[[Any], Any] | None = None,
     ) -> None:
+        from ._models import Validation
+
         self.tool = tool
         self.func = func
         self.signature = _Signature(func) if func is not None else None
@@ -155,6 +162,9 @@ class Prepared:
         self.wrapped = wrapped
         self.transform = transform
         self.slots = tuple(slot.name for slot in tool.resource_slots)
+        # An async callable of its own (nothing wrapped) is awaited right in the caller's
+        # task: `call` takes a shorter way for it.
+        self.awaited = self.signature is not None and self.signature.is_async
 
     # -- calling -----------------------------------------------------------------------------
 
@@ -162,7 +172,9 @@ class Prepared:
         self,
         arguments: Mapping[str, Any],
         resources: Mapping[str, Any],
-        injected: Mapping[str, Any],
+        artifact: Any,
+        inputs: Mapping[str, Any] | None,
+        context: ToolContext,
     ) -> dict[str, Any]:
         """Build the keyword arguments: configured ones, resource slots, then injected values."""
         kwargs = dict(arguments)
@@ -174,16 +186,21 @@ class Prepared:
                     kwargs[slot] = next(iter(resources.values()))
         sig = self.signature
         assert sig is not None
-        for name in sig.injected:
-            kwargs[name] = injected[name]
-        if sig.varkw:
-            for name in _INJECTED:
-                kwargs.setdefault(name, injected[name])
+        if sig.injected or sig.varkw:
+            injected = {
+                "artifact": artifact,
+                "context": context,
+                "inputs": inputs if inputs is not None else {},
+            }
+            for name in sig.injected:
+                kwargs[name] = injected[name]
+            if sig.varkw:
+                for name in _INJECTED:
+                    kwargs.setdefault(name, injected[name])
         return kwargs
 
     async def call(
         self,
-        *,
         arguments: Mapping[str, Any],
         resources: Mapping[str, Any],
         artifact: Any = None,
@@ -195,26 +212,34 @@ class Prepared:
     ) -> Outcome:
         """Call the tool; for a validation, under the read-only guard."""
         guard = Guard(self.guard_label) if self.guard_label is not None else None
-        context = ToolContext(
-            plan_id=plan_id, node=node, attempt=attempt, resources=resources, guard=guard
-        )
+        context = ToolContext._of_call(plan_id, node, attempt, resources, guard)
+        state = enter(guard) if guard is not None else None
         try:
-            if guard is None:
-                return await self._call(arguments, resources, artifact, inputs, context, limiter)
-            state = enter(guard)
-            try:
+            if self.awaited:
+                # Inlined `_call` for the common case: a coroutine layer less on every
+                # suspension of a fan-out of I/O-bound validations.
+                assert self.func is not None
+                try:
+                    value = await self.func(
+                        **self._bind(arguments, resources, artifact, inputs, context)
+                    )
+                except Exception as exc:
+                    outcome = _exception_outcome(self.tool.name, exc)
+                else:
+                    outcome = Outcome(True, value)
+            else:
                 outcome = await self._call(arguments, resources, artifact, inputs, context, limiter)
-            finally:
-                leave(state)
-            if guard.violation is not None:
-                return Outcome(
-                    False,
-                    error=ResultError.READ_ONLY_VIOLATION,
-                    message=f"{guard.what} attempted a write: {guard.violation}",
-                )
-            return outcome
         finally:
+            if state is not None:
+                leave(state)
             context.cleanup()
+        if guard is not None and guard.violation is not None:
+            return Outcome(
+                False,
+                error=ResultError.READ_ONLY_VIOLATION,
+                message=f"{guard.what} attempted a write: {guard.violation}",
+            )
+        return outcome
 
     async def _call(
         self,
@@ -230,18 +255,8 @@ class Prepared:
                 arguments, resources, artifact, inputs, context, limiter
             )
         assert self.func is not None and self.signature is not None
-        sig = self.signature
-        injected: Mapping[str, Any]
-        if sig.injected or sig.varkw:
-            injected = {
-                "artifact": artifact,
-                "context": context,
-                "inputs": inputs if inputs is not None else {},
-            }
-        else:
-            injected = _NOTHING_INJECTED
         try:
-            kwargs = self._bind(arguments, resources, injected)
+            kwargs = self._bind(arguments, resources, artifact, inputs, context)
             if self.signature.is_async:
                 value = await self.func(**kwargs)
             elif self.isolation == "inline":
@@ -280,10 +295,13 @@ class Prepared:
                 # validation that wraps it.
                 context.guard is not None,
                 wants_context,
+                # Only a context needs the resources, and every call pickles them.
                 {
                     k: dict(v) if isinstance(v, MappingProxyType) else v
                     for k, v in context.resources.items()
-                },
+                }
+                if wants_context
+                else {},
                 cancellable=True,
             )
 
@@ -297,8 +315,8 @@ class Prepared:
         limiter: CapacityLimiter | None,
     ) -> Outcome:
         assert self.wrapped is not None and self.transform is not None
-        validation = self.tool
-        assert isinstance(validation, Validation)
+        assert self.is_validation
+        validation = cast("Validation", self.tool)
         mapping = validation.argument_mapping
         if mapping is None:
             tool_arguments: Mapping[str, Any] = arguments
@@ -416,6 +434,8 @@ def prepare(
     default_timeout: float = 60.0,
 ) -> Prepared:
     """Make ``tool`` ready to call; raise :class:`ConfigError` if it cannot be."""
+    from ._models import ToolSource, Validation
+
     effective_timeout = timeout or tool.timeout or default_timeout
     mode: Isolation = isolation or "thread"
     if tool.source is ToolSource.PYTHON:

@@ -135,6 +135,13 @@ def coerce_result(value: object) -> ValidationResult:
     wrong. ``message: null`` and ``data: null`` are read as absent. Keys other than
     ``passed``, ``message`` and ``data`` are ignored. Never raises.
     """
+    if type(value) is dict:
+        # What almost every validation returns, `{"passed": True, "message": "ok"}`, read
+        # without the Mapping check (an ABC isinstance costs more than the rest).
+        passed = value.get("passed")
+        message = value.get("message", "")
+        if type(passed) is bool and type(message) is str and value.get("data") is None:
+            return _shared(passed, message)
     try:
         if isinstance(value, ValidationResult):
             # Structs are not type-checked on construction; a hand-built one can lie.

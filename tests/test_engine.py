@@ -741,3 +741,31 @@ async def test_a_failure_skips_a_long_chain() -> None:
     )
     run = await execute_graph(g)
     assert sum(r.status is NodeStatus.SKIPPED for r in run.nodes.values()) == 2000
+
+
+@pytest.mark.parametrize("log_kind", ["memory", "sqlite"])
+async def test_idle_workers_serve_work_that_becomes_ready_late(
+    log_kind: str, tmp_path: Path
+) -> None:
+    # The first fan-out ends while the gate still runs: its workers go idle (or leave),
+    # and the second fan-out, released by the gate, must still find workers.
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "late",
+            "validations": [{"name": "quick", "entrypoint": f"{T}:sleeping"}],
+            "nodes": [
+                {"id": "gate", "validation": "quick", "arguments": {"seconds": 0.05}},
+                *({"id": f"a{i}", "validation": "quick"} for i in range(20)),
+                *({"id": f"b{i}", "validation": "quick", "needs": ["gate"]} for i in range(20)),
+            ],
+            "policy": {"max_concurrency": 8},
+        }
+    )
+    if log_kind == "sqlite":
+        async with SQLiteEventLog(tmp_path / "events.db") as log:
+            run = await execute_graph(g, event_log=log)
+    else:
+        run = await execute_graph(g, event_log=MemoryEventLog())
+    assert len(run.validations) == 41
+    assert all(r.status is NodeStatus.OK for r in run.nodes.values())
