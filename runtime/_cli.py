@@ -115,7 +115,30 @@ class _Group(click.Group):
         return result if isinstance(result, int) else EXIT_OK
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+_LAZY_COMMANDS = {"bench": ("gategraph.benchmarks.cli", "bench")}
+"""Commands whose module loads only when they run (or their help is asked for)."""
+
+
+class _RootGroup(_Group):
+    """The ``gategraph`` group: with commands loaded on first use, so ``gategraph --help``
+    stays fast."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in _LAZY_COMMANDS:
+            import importlib
+
+            module, name = _LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), name)
+            assert isinstance(command, click.Command)
+            return command
+        return found
+
+
+@click.group(cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-V", prog_name="gategraph")
 @click.option(
     "--catalog",
@@ -763,9 +786,10 @@ def _run_plan_command(
     resources: dict[str, Any],
     plan_id: str | None,
     otel: bool = False,
+    ray_address: str | None = None,
 ) -> None:
     from ._graph import load_graph
-    from ._supervisor import run_plan
+    from ._supervisor import RayExecutor, run_plan
 
     _check_report(report)
     with _catalog(create=False) as catalog:
@@ -779,6 +803,9 @@ def _run_plan_command(
             resources=resources or None,
             auto_approve=auto_approve,
             plan_id=plan_id,
+            executor=None
+            if ray_address is None
+            else RayExecutor(address=None if ray_address == "local" else ray_address),
         )
 
     outcome = _drive_plan(start, as_json=as_json, otel=otel)
@@ -870,6 +897,13 @@ _report_option = click.option(
     help="Run on this folder instead of the graph's resource NAME.",
 )
 @click.option("--plan-id", help="Use this plan id instead of a new ULID.")
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Run the validations as Ray tasks on this cluster ('local' starts a local Ray "
+    "instance; needs gategraph[ray]).",
+)
 @_otel_option
 def run_command(
     graph: Path,
@@ -878,6 +912,7 @@ def run_command(
     auto_approve: bool,
     resource_pairs: tuple[str, ...],
     plan_id: str | None,
+    ray_address: str | None,
     otel: bool,
 ) -> None:
     """Run GRAPH as a plan: Strategize, Execute (validated), Apply.
@@ -894,6 +929,7 @@ def run_command(
         resources=_parse_resources(resource_pairs),
         plan_id=plan_id,
         otel=otel,
+        ray_address=ray_address,
     )
 
 

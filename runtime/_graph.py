@@ -213,9 +213,10 @@ class Node:
     """Names of the graph's resources this node is given; ``None`` gives it every one."""
     timeout: Timeout | None = None
     """Seconds the node may take; ``None`` uses the tool's timeout, then the policy's."""
-    isolation: Literal["inline", "thread", "process"] | None = None
-    """How a synchronous callable runs: in the event loop, in a worker thread or in a
-    worker process; ``None`` means ``thread``."""
+    isolation: Literal["inline", "thread", "process", "ray"] | None = None
+    """How a synchronous callable runs: in the event loop, in a worker thread, in a
+    worker process, or as a Ray task (sync or async; needs ``gategraph[ray]``); ``None``
+    means the executor's (``thread`` by default)."""
     description: str = ""
     """What the node does, for people and for strategy actors."""
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Isolation", "Outcome", "Prepared", "prepare", "resolve_entrypoint"]
 
-Isolation = Literal["inline", "thread", "process"]
+Isolation = Literal["inline", "thread", "process", "ray"]
 
 MAX_RESULT_BYTES: Final = 1 << 20
 """A result (message and data) larger than this, encoded as JSON, fails as ``too_large``."""
@@ -163,8 +163,8 @@ class Prepared:
         self.transform = transform
         self.slots = tuple(slot.name for slot in tool.resource_slots)
         # An async callable of its own (nothing wrapped) is awaited right in the caller's
-        # task: `call` takes a shorter way for it.
-        self.awaited = self.signature is not None and self.signature.is_async
+        # task: `call` takes a shorter way for it. On Ray, it runs in a Ray worker instead.
+        self.awaited = self.signature is not None and self.signature.is_async and isolation != "ray"
 
     # -- calling -----------------------------------------------------------------------------
 
@@ -257,7 +257,9 @@ class Prepared:
         assert self.func is not None and self.signature is not None
         try:
             kwargs = self._bind(arguments, resources, artifact, inputs, context)
-            if self.signature.is_async:
+            if self.isolation == "ray":
+                value = await self._call_on_ray(kwargs, context, limiter)
+            elif self.signature.is_async:
                 value = await self.func(**kwargs)
             elif self.isolation == "inline":
                 value = self.func(**kwargs)
@@ -277,33 +279,62 @@ class Prepared:
             return _exception_outcome(self.tool.name, exc)
         return Outcome(True, value)
 
-    async def _call_in_process(self, kwargs: dict[str, Any], context: ToolContext) -> Any:
+    def _entry_arguments(self, kwargs: dict[str, Any], context: ToolContext) -> tuple[Any, ...]:
+        """What :func:`_process_entry` needs to run this call in another process."""
         tool = self.tool
         kwargs.pop("context", None)
         # Read-only mapping views do not pickle; the child gets plain copies.
         kwargs = {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in kwargs.items()}
         wants_context = "context" in (self.signature.names if self.signature else ())
+        return (
+            tool.entrypoint,
+            (tool.name, tool.code) if tool.code is not None else None,
+            kwargs,
+            # The guard of the call, not of this tool: a wrapped tool runs under the
+            # validation that wraps it.
+            context.guard is not None,
+            wants_context,
+            # Only a context needs the resources, and every call pickles them.
+            {
+                k: dict(v) if isinstance(v, MappingProxyType) else v
+                for k, v in context.resources.items()
+            }
+            if wants_context
+            else {},
+        )
+
+    async def _call_in_process(self, kwargs: dict[str, Any], context: ToolContext) -> Any:
+        entry = self._entry_arguments(kwargs, context)
         # Starting a worker process is the runtime's doing, not the validation's; the child
         # applies the same guard to the call itself.
         with unguarded():
-            return await anyio.to_process.run_sync(
-                _process_entry,
-                tool.entrypoint,
-                (tool.name, tool.code) if tool.code is not None else None,
-                kwargs,
-                # The guard of the call, not of this tool: a wrapped tool runs under the
-                # validation that wraps it.
-                context.guard is not None,
-                wants_context,
-                # Only a context needs the resources, and every call pickles them.
-                {
-                    k: dict(v) if isinstance(v, MappingProxyType) else v
-                    for k, v in context.resources.items()
-                }
-                if wants_context
-                else {},
-                cancellable=True,
-            )
+            return await anyio.to_process.run_sync(_process_entry, *entry, cancellable=True)
+
+    async def _call_on_ray(
+        self, kwargs: dict[str, Any], context: ToolContext, limiter: CapacityLimiter | None
+    ) -> Any:
+        """Run the call as a Ray task (the same entry as a worker process, so the same
+        guard), and wait for it in a worker thread: Ray's awaitables are asyncio's only."""
+        entry = self._entry_arguments(kwargs, context)
+        with unguarded():  # submitting talks to Ray's raylet: the runtime's doing
+            import ray
+
+            ref = _ray_entry().remote(*entry)
+            try:
+                return await anyio.to_thread.run_sync(
+                    ray.get, ref, abandon_on_cancel=True, limiter=limiter
+                )
+            except anyio.get_cancelled_exc_class():
+                # A timeout or a cancelled plan: the Ray task stops too.
+                ray.cancel(ref, force=True)
+                raise
+            except ray.exceptions.RayTaskError as exc:
+                # The tool's own exception (a read-only violation included), not Ray's
+                # wrapper of it.
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, Exception):
+                    raise cause from None
+                raise
 
     async def _call_wrapped(
         self,
@@ -372,6 +403,24 @@ def _exception_outcome(name: str, exc: Exception) -> Outcome:
     )
 
 
+_RAY_ENTRY: list[Any] = []
+
+
+def _ray_entry() -> Any:
+    """:func:`_process_entry` as a Ray remote function (made once, on first use)."""
+    if not _RAY_ENTRY:
+        import ray
+
+        # One retry less than Ray's default: a validation's retries are the Max-N
+        # runtime's to decide, not Ray's.
+        _RAY_ENTRY.append(ray.remote(max_retries=0)(_process_entry))
+    return _RAY_ENTRY[0]
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
 def _process_entry(
     entrypoint: str | None,
     inline: tuple[str, str] | None,
@@ -392,14 +441,22 @@ def _process_entry(
         kwargs["context"] = context
     try:
         if guard is None:
-            return func(**kwargs)
+            return _run_entry(func, kwargs)
         with guarded(guard):
-            value = func(**kwargs)
+            value = _run_entry(func, kwargs)
         if guard.violation is not None:
             raise ReadOnlyViolationError(f"{guard.what} attempted a write: {guard.violation}")
         return value
     finally:
         context.cleanup()
+
+
+def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    value = func(**kwargs)
+    if inspect.isawaitable(value):
+        # An async tool shipped to another process (a Ray worker): its own event loop.
+        return anyio.run(_awaited, value)
+    return value
 
 
 def to_result(outcome: Outcome) -> ValidationResult:

@@ -105,12 +105,14 @@ if TYPE_CHECKING:
     from ._graph import PlanGraph
 
 __all__ = [
+    "Executor",
     "GraphExecutor",
     "GraphStrategy",
     "LocalExecutor",
     "PlanOutcome",
     "PlanStatistics",
     "PlanStatus",
+    "RayExecutor",
     "Supervisor",
     "resume_plan",
     "run_plan",
@@ -167,12 +169,64 @@ class PlanOutcome(msgspec.Struct, kw_only=True):
 
 
 class LocalExecutor(msgspec.Struct, kw_only=True, frozen=True):
-    """Runs validation actors in this process, on anyio (the default executor)."""
+    """Runs validation actors on this machine, on anyio (the default executor)."""
 
     max_concurrency: int | None = None
     """At most this many at once (default: the graph's policy)."""
     isolation: Isolation | None = None
     """How sync validations run: ``inline``, ``thread`` (default) or ``process``."""
+
+    def connect(self) -> None:
+        """Nothing to connect to."""
+
+    def describe(self) -> dict[str, Any]:
+        """What a plan's log records of its executor (resume runs it the same way)."""
+        return {"kind": "local"}
+
+
+class RayExecutor(msgspec.Struct, kw_only=True, frozen=True):
+    """Runs validation actors as Ray tasks: on a Ray cluster, or a local Ray instance.
+
+    Needs ``gategraph[ray]``. Each validation call is one Ray task running the same entry
+    as process isolation — under the same read-only guard, in the Ray worker — whose
+    result comes back as the call's; a timeout or a cancelled plan cancels the task. The
+    resources a validation reads (a directory resource's sandbox folder) must be reachable
+    from the Ray workers: a local instance, or a file system the cluster shares. A node
+    that sets ``isolation`` itself keeps it.
+    """
+
+    address: str | None = None
+    """The cluster (``ray://host:10001``, ``auto``); ``None`` starts a local instance if
+    Ray is not connected yet."""
+    max_concurrency: int | None = None
+    """At most this many tasks in flight (default: the graph's policy)."""
+    init_options: dict[str, Any] = msgspec.field(default_factory=dict)
+    """More keyword arguments for ``ray.init`` (``num_cpus``, ``runtime_env`` ...)."""
+
+    @property
+    def isolation(self) -> Isolation:
+        """Always ``ray``."""
+        return "ray"
+
+    def connect(self) -> None:
+        """Connect to Ray (``ray.init``) unless this process is connected already."""
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError.at(
+                "executor", "the Ray executor needs Ray: pip install 'gategraph[ray]'"
+            ) from None
+        if not ray.is_initialized():
+            options = {"include_dashboard": False, "log_to_driver": False, **self.init_options}
+            ray.init(address=self.address, **options)
+
+    def describe(self) -> dict[str, Any]:
+        """What a plan's log records of its executor (resume runs it the same way)."""
+        return {"kind": "ray", "address": self.address}
+
+
+Executor = LocalExecutor | RayExecutor
+"""Where validation actors run."""
 
 
 class GraphStrategy:
@@ -267,7 +321,7 @@ class Supervisor:
         event_log: EventLog | None = None,
         resources: Mapping[str, Resource] | None = None,
         escalation: EscalationHandler | None = None,
-        executor: LocalExecutor | None = None,
+        executor: Executor | None = None,
         plan_id: str | None = None,
         audit: AuditRecorder | None = None,
         auto_approve: bool = False,
@@ -370,6 +424,7 @@ class Supervisor:
     async def run(self) -> PlanOutcome:
         """Run the plan to an outcome: applied, failed, or paused for a person."""
         with self._lease():
+            await anyio.to_thread.run_sync(self.executor.connect)
             await self.journal.emit(PlanStarted, **await self._started())
             return await self._drive()
 
@@ -414,6 +469,7 @@ class Supervisor:
             reason = "crashed"
             if decision is not None:
                 reason = "approval" if decision.for_approval else "decision"
+            await anyio.to_thread.run_sync(self.executor.connect)
             self.journal = PlanJournal(self.log, self.plan_id, mine, reason=reason)
             self._decision = decision
             await self.journal.emit(PlanStarted, **await self._started())
@@ -459,7 +515,11 @@ class Supervisor:
             "graph_path": path,
             "graph_sha256": digest,
             "applicable": [a.id for a in self.applicable],
-            "options": {"auto_approve": self.auto_approve, "resources": resources},
+            "options": {
+                "auto_approve": self.auto_approve,
+                "resources": resources,
+                "executor": self.executor.describe(),
+            },
         }
 
     def _lease(self) -> AbstractContextManager[None]:
@@ -1124,7 +1184,7 @@ async def run_plan(
     event_log: EventLog | None = None,
     resources: Mapping[str, Resource] | None = None,
     escalation: EscalationHandler | None = None,
-    executor: LocalExecutor | None = None,
+    executor: Executor | None = None,
     plan_id: str | None = None,
     audit: AuditRecorder | None = None,
     auto_approve: bool = False,
@@ -1156,7 +1216,7 @@ async def resume_plan(
     catalog: Catalog | None = None,
     resources: Mapping[str, Resource] | None = None,
     escalation: EscalationHandler | None = None,
-    executor: LocalExecutor | None = None,
+    executor: Executor | None = None,
     decision: EscalationDecision | None = None,
     audit: AuditRecorder | None = None,
     auto_approve: bool | None = None,
@@ -1177,6 +1237,10 @@ async def resume_plan(
         resources = _recorded_resources(options)
     if auto_approve is None:
         auto_approve = bool(options.get("auto_approve", False))
+    if executor is None:
+        ran_on = options.get("executor") or {}
+        if isinstance(ran_on, Mapping) and ran_on.get("kind") == "ray":
+            executor = RayExecutor(address=ran_on.get("address"))
     supervisor = Supervisor(
         graph,
         catalog=catalog,

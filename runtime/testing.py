@@ -38,6 +38,7 @@ __all__ = [
     "raising",
     "returning",
     "sleeping",
+    "whereami",
     "writing",
 ]
 
@@ -61,6 +62,13 @@ async def sleeping(seconds: float = 0.0, passed: bool = True, **_: Any) -> dict[
     """Sleep ``seconds`` (on the event loop), then pass (or fail, with ``passed=False``)."""
     await anyio.sleep(seconds)
     return {"passed": passed, "message": f"slept {seconds:g} s"}
+
+
+def whereami(**_: Any) -> dict[str, Any]:
+    """Pass, saying which process ran it (``data.pid``): where did the executor send it?"""
+    import os
+
+    return {"passed": True, "message": f"pid {os.getpid()}", "data": {"pid": os.getpid()}}
 
 
 def raising(message: str = "raised on purpose", **_: Any) -> Any:
