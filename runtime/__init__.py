@@ -160,12 +160,14 @@ if TYPE_CHECKING:
     from ._results import ResultError as ResultError
     from ._results import ValidationResult as ValidationResult
     from ._results import coerce_result as coerce_result
+    from ._supervisor import Executor as Executor
     from ._supervisor import GraphExecutor as GraphExecutor
     from ._supervisor import GraphStrategy as GraphStrategy
     from ._supervisor import LocalExecutor as LocalExecutor
     from ._supervisor import PlanOutcome as PlanOutcome
     from ._supervisor import PlanStatistics as PlanStatistics
     from ._supervisor import PlanStatus as PlanStatus
+    from ._supervisor import RayExecutor as RayExecutor
     from ._supervisor import Supervisor as Supervisor
     from ._supervisor import resume_plan as resume_plan
     from ._supervisor import run_plan as run_plan
@@ -248,6 +250,8 @@ _WHERE: dict[str, str] = {
     "Lifecycle": "._graph",
     "LiveProgress": "._observe",
     "LocalExecutor": "._supervisor",
+    "Executor": "._supervisor",
+    "RayExecutor": "._supervisor",
     "MaxNPolicy": "._maxn",
     "MemoryEventLog": "._eventlog",
     "MemoryResource": "._resources",
@@ -406,6 +410,7 @@ __all__ = [
     "EventObserver",
     "ExecuteRequest",
     "ExecutionActor",
+    "Executor",
     "FaultClass",
     "FaultFamily",
     "FaultKind",
@@ -450,6 +455,7 @@ __all__ = [
     "PlanStatus",
     "Policy",
     "ProgressState",
+    "RayExecutor",
     "ReadOnlyViolationError",
     "Reason",
     "Rejected",
