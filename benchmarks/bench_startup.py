@@ -1,0 +1,119 @@
+"""Start-up costs, each measured in fresh processes: importing ``gategraph.runtime`` and
+running ``gategraph --help``.
+
+    python benchmarks/bench_startup.py [--quick] [--repeat 10]
+
+- ``import_ms``: ``import gategraph.runtime`` alone, timed inside a fresh interpreter
+  (``python -c``), so the interpreter's own start-up is not counted. The package loads its
+  names on first use, so also: ``import_engine_ms``, up to ``execute_graph`` being loaded
+  (what ``from gategraph.runtime import execute_graph`` costs), and ``import_all_ms``, up
+  to every public name being loaded;
+- ``help_ms``: the whole ``gategraph --help`` process, from spawn to exit, timed by the
+  parent (the console script next to this Python, else ``python -m gategraph.runtime``);
+- ``python_ms``: ``python -c pass`` the same way, the floor under ``help_ms``.
+
+One warm-up of each (the file cache), then the repeats, interleaved. Targets (issue 5):
+import < 150 ms, ``--help`` < 300 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gategraph.benchmarks.harness import spread
+
+if TYPE_CHECKING:
+    from gategraph.benchmarks.harness import Settings
+
+__all__ = ["help_command", "measure_startup"]
+
+# `gategraph.runtime` loads its names on first use (PEP 562): the bare import is cheap and
+# the engine is paid for when first touched. Both are measured, the second as a user's
+# first real line would: `from gategraph.runtime import execute_graph`, then every name.
+_IMPORT = (
+    "import time; t = time.perf_counter(); import gategraph.runtime as r; "
+    "a = time.perf_counter(); r.execute_graph; b = time.perf_counter(); "
+    "[getattr(r, n) for n in r.__all__]; print(a - t, b - t, time.perf_counter() - t)"
+)
+
+
+def help_command() -> list[str]:
+    """How to run ``gategraph --help`` as a user would: the installed console script."""
+    folder = Path(sysconfig.get_path("scripts"))
+    for name in ("gategraph", "gategraph.exe"):
+        if (folder / name).is_file():
+            return [str(folder / name), "--help"]
+    found = shutil.which("gategraph")
+    if found is not None and Path(found).resolve().parent == Path(sys.executable).resolve().parent:
+        return [found, "--help"]
+    return [sys.executable, "-m", "gategraph.runtime", "--help"]
+
+
+def _wall(command: list[str], env: dict[str, str], cwd: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def _import_times(env: dict[str, str], cwd: str) -> tuple[float, float, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT],
+        env=env,
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    bare, engine, everything = done.stdout.split()
+    return float(bare), float(engine), float(everything)
+
+
+def measure_startup(settings: Settings) -> dict[str, Any]:
+    """Import and ``--help`` times over fresh processes: min / median / max, in ms."""
+    repeats = settings.repeats or (3 if settings.quick else 10)
+    help_cmd = help_command()
+    with tempfile.TemporaryDirectory(prefix="gategraph-bench-") as home:
+        # A neutral folder and home: nothing local shadows the installed package, and no
+        # catalog of the user's is touched.
+        env = {**os.environ, "GATEGRAPH_HOME": home}
+        python = [sys.executable, "-c", "pass"]
+        _import_times(env, home)
+        _wall(help_cmd, env, home)
+        _wall(python, env, home)
+        imports: list[float] = []
+        engines: list[float] = []
+        everything: list[float] = []
+        helps: list[float] = []
+        pythons: list[float] = []
+        for _ in range(repeats):
+            bare, engine, whole = _import_times(env, home)
+            imports.append(bare * 1000)
+            engines.append(engine * 1000)
+            everything.append(whole * 1000)
+            helps.append(_wall(help_cmd, env, home) * 1000)
+            pythons.append(_wall(python, env, home) * 1000)
+    return {
+        "repeats": repeats,
+        "import_ms": spread(imports),
+        "import_engine_ms": spread(engines),
+        "import_all_ms": spread(everything),
+        "help_ms": spread(helps),
+        "python_ms": spread(pythons),
+        "help_command": " ".join(
+            Path(help_cmd[0]).name if i == 0 else a for i, a in enumerate(help_cmd)
+        ),
+    }
+
+
+if __name__ == "__main__":
+    from gategraph.benchmarks.cli import main_for
+
+    main_for("startup")

@@ -1,0 +1,904 @@
+"""The benchmark harness: scenarios, interleaved repeats, statistics, JSON, table and plot.
+
+A *scenario* (``bench_<topic>.py``) builds, for one *case* (a width N and a concurrency),
+a set of *contenders*: the engine (``gategraph``) and the baselines doing the same work
+(:mod:`gategraph.benchmarks.baselines`), plus whatever else the scenario compares
+(the in-memory event log, one core, trio ...). The harness runs each contender once as a
+warm-up, then ``repeats`` rounds in which every contender runs once, the order rotating
+from round to round, and reports min / median / max of each figure so the noise shows.
+Peak RSS is measured in a fresh process per contender (``VmHWM``), and latencies of the
+baselines in one extra, instrumented run, so that timing them never slows their floor.
+
+Nothing here asserts a speed: the targets of issue 5 are measured and shown as met or
+missed. ``docs/benchmarks.md`` documents the JSON layout this module writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import gc
+import importlib
+import importlib.util
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+
+__all__ = [
+    "BASELINES",
+    "ENGINE",
+    "SCENARIO_ORDER",
+    "SCHEMA_VERSION",
+    "TARGETS",
+    "Case",
+    "Contender",
+    "Sample",
+    "Scenario",
+    "Settings",
+    "Target",
+    "evaluate_targets",
+    "get_scenario",
+    "machine",
+    "measure_scenario",
+    "peak_rss",
+    "percentiles",
+    "plot_report",
+    "render_table",
+    "run_benchmarks",
+    "scenario_names",
+    "spread",
+    "write_json",
+]
+
+SCHEMA_VERSION: Final = 1
+"""The version of the JSON layout (``docs/benchmarks.md``); it rises when a key changes."""
+
+ENGINE: Final = "gategraph"
+BASELINES: Final = ("asyncio_gather", "anyio_taskgroup", "langgraph")
+"""The baselines every width scenario reports, in this order (``langgraph`` may be null)."""
+
+Backend = Literal["asyncio", "trio"]
+
+# Scenario name → the module that defines it. The modules load only when asked for, so that
+# `gategraph bench --help` and a single scenario stay cheap.
+_MODULES: Final = {
+    "noop": "bench_noop",
+    "io": "bench_io",
+    "sweep": "bench_io",
+    "cpu-thread": "bench_cpu",
+    "cpu-process": "bench_cpu",
+    "mix": "bench_mix",
+    "eventlog": "bench_eventlog",
+    "backends": "bench_backends",
+}
+SCENARIO_ORDER: Final = (*_MODULES, "startup")
+"""Every scenario, in the order a full run measures them; ``startup`` is not width-based."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One timed run of a contender."""
+
+    wall: float
+    """Seconds, from the first call started to the last one finished."""
+    latencies: Sequence[float] = ()
+    """Seconds per validation call, when the contender records them anyway (the engine)."""
+
+
+@dataclass(slots=True)
+class Contender:
+    """One way of doing a case's work: the engine, a baseline, or a variant of either."""
+
+    name: str
+    run: Callable[[], Awaitable[Sample]]
+    """One timed run."""
+    backend: Backend = "asyncio"
+    instrumented: Callable[[], Awaitable[list[float]]] | None = None
+    """One untimed run that returns each call's latency (for baselines that do not record
+    them in their timed runs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One measurement point of a scenario."""
+
+    scenario: str
+    n: int
+    """Validations per run."""
+    concurrency: int
+    """At most this many at once (``n`` when unbounded)."""
+
+
+Builder = Callable[[Case, contextlib.ExitStack, Collection[str]], dict[str, Contender]]
+"""Builds the named contenders of a case; resources they share (a process pool) go on the
+stack, which is closed once the case is measured."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A width-based benchmark: what runs, at which N, against whom."""
+
+    name: str
+    title: str
+    build: Builder
+    contenders: tuple[str, ...]
+    """Every contender, the engine first; ``gategraph`` and the three baselines always."""
+    sizes: tuple[int, ...]
+    quick_sizes: tuple[int, ...]
+    levels: Callable[[int, Settings], tuple[int, ...]] = lambda n, _: (n,)
+    """The concurrency levels to measure at width N (one for most scenarios)."""
+    repeats: int = 5
+    quick_repeats: int = 3
+    langgraph_max_n: int = 5_000
+    """LangGraph's Send fan-out is superlinear in N: above this it is skipped."""
+    quick_langgraph_max_n: int = 1_000
+    extra: Callable[[Case, Mapping[str, Sequence[Sample]]], dict[str, Any]] | None = None
+    """Figures of its own (an ideal wall time, a share, a speed-up)."""
+    notes: tuple[str, ...] = ()
+    backend: str = "asyncio"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How much to measure."""
+
+    quick: bool = False
+    repeats: int | None = None
+    """Rounds after the warm-up (default: the scenario's)."""
+    sizes: tuple[int, ...] | None = None
+    """Widths instead of the scenarios' own."""
+    concurrency: tuple[int, ...] | None = None
+    """Levels for the ``sweep`` scenario instead of its own."""
+    rss: bool = True
+    """Measure peak RSS in fresh processes."""
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Min, median and max of ``values``."""
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """p50 and p99 of ``values`` (nearest rank)."""
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        # Nearest rank: the figure is one of the measured latencies, never an interpolation.
+        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+    return {"p50": at(0.50), "p99": at(0.99)}
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+async def _interleave(
+    contenders: Sequence[Contender], repeats: int, instrument: bool
+) -> tuple[dict[str, list[Sample]], dict[str, list[float]]]:
+    """Warm up each contender, run ``repeats`` rotating rounds, then the instrumented runs."""
+    for contender in contenders:
+        await contender.run()
+    samples: dict[str, list[Sample]] = {c.name: [] for c in contenders}
+    for round_ in range(repeats):
+        # Rotating the order keeps a contender from always running after the same one
+        # (a warm cache, a pending collection).
+        shift = round_ % len(contenders)
+        for contender in [*contenders[shift:], *contenders[:shift]]:
+            gc.collect()
+            samples[contender.name].append(await contender.run())
+    latencies: dict[str, list[float]] = {}
+    for contender in contenders:
+        if contender.instrumented is not None and instrument:
+            gc.collect()
+            latencies[contender.name] = await contender.instrumented()
+    return samples, latencies
+
+
+def _interleave_across_loops(
+    contenders: Sequence[Contender], repeats: int, instrument: bool
+) -> tuple[dict[str, list[Sample]], dict[str, list[float]]]:
+    """The same, with a fresh event loop per run: contenders on different backends."""
+
+    def once(call: Callable[[], Awaitable[Any]], backend: str) -> Any:
+        async def main() -> Any:
+            return await call()
+
+        return anyio.run(main, backend=backend)
+
+    for contender in contenders:
+        once(contender.run, contender.backend)
+    samples: dict[str, list[Sample]] = {c.name: [] for c in contenders}
+    for round_ in range(repeats):
+        shift = round_ % len(contenders)
+        for contender in [*contenders[shift:], *contenders[:shift]]:
+            gc.collect()
+            samples[contender.name].append(once(contender.run, contender.backend))
+    latencies: dict[str, list[float]] = {}
+    for contender in contenders:
+        if contender.instrumented is not None and instrument:
+            latencies[contender.name] = once(contender.instrumented, contender.backend)
+    return samples, latencies
+
+
+_NO_COUNTERPART: Final = "no LangGraph counterpart in this scenario"
+
+
+def _langgraph_installed() -> bool:
+    return importlib.util.find_spec("langgraph") is not None
+
+
+def _skipped(scenario: Scenario, case: Case, settings: Settings) -> dict[str, str]:
+    """Contenders that do not run in this case, with why."""
+    skipped: dict[str, str] = {}
+    if importlib.util.find_spec("trio") is None:
+        for name in scenario.contenders:
+            if name.endswith("_trio"):
+                skipped[name] = "trio is not installed"
+    if "langgraph" not in scenario.contenders:
+        skipped["langgraph"] = _NO_COUNTERPART
+    elif not _langgraph_installed():
+        skipped["langgraph"] = "LangGraph is not installed (pip install 'gategraph[bench]')"
+    else:
+        limit = scenario.quick_langgraph_max_n if settings.quick else scenario.langgraph_max_n
+        if case.n > limit:
+            skipped["langgraph"] = f"N above {limit:,}: LangGraph's Send fan-out is superlinear"
+    return skipped
+
+
+def measure_case(
+    scenario: Scenario, case: Case, settings: Settings, *, largest: bool = True
+) -> dict[str, Any]:
+    """Measure one case of ``scenario``; return its JSON record. ``largest``: the case has
+    the scenario's largest N (``--quick`` measures peak RSS there only)."""
+    repeats = settings.repeats or (scenario.quick_repeats if settings.quick else scenario.repeats)
+    if settings.repeats is None and case.n >= 100_000:
+        repeats = min(repeats, 3)
+    skipped = _skipped(scenario, case, settings)
+    names = [name for name in scenario.contenders if name not in skipped]
+    with contextlib.ExitStack() as stack:
+        built = scenario.build(case, stack, names)
+        contenders = [built[name] for name in names]
+        # --quick leaves out what costs a run or a process per contender: the baselines'
+        # instrumented runs (their latencies) and their peak RSS.
+        instrument = not settings.quick
+        if len({c.backend for c in contenders}) == 1:
+            samples, instrumented = anyio.run(
+                _interleave, contenders, repeats, instrument, backend=contenders[0].backend
+            )
+        else:
+            samples, instrumented = _interleave_across_loops(contenders, repeats, instrument)
+    rss: dict[str, float | None] = {}
+    if settings.rss and (not settings.quick or largest):
+        # A fresh process per contender costs half a second or more: --quick measures the
+        # engine alone, at each scenario's largest N.
+        for name in names if not settings.quick else [ENGINE]:
+            rss[name] = peak_rss(case, name)
+    return _case_record(scenario, case, repeats, samples, instrumented, rss, skipped)
+
+
+def _case_record(
+    scenario: Scenario,
+    case: Case,
+    repeats: int,
+    samples: Mapping[str, Sequence[Sample]],
+    instrumented: Mapping[str, Sequence[float]],
+    rss: Mapping[str, float | None],
+    skipped: Mapping[str, str],
+) -> dict[str, Any]:
+    keys = list(dict.fromkeys([ENGINE, *BASELINES, *scenario.contenders]))
+    n = case.n
+    wall: dict[str, dict[str, float] | None] = {}
+    per_node: dict[str, dict[str, float] | None] = {}
+    rate: dict[str, dict[str, float] | None] = {}
+    latency: dict[str, dict[str, float] | None] = {}
+    for key in keys:
+        runs = samples.get(key)
+        if not runs:
+            wall[key] = per_node[key] = rate[key] = latency[key] = None
+            continue
+        walls = [s.wall for s in runs]
+        wall[key] = spread(walls)
+        per_node[key] = spread([w / n * 1e6 for w in walls])
+        rate[key] = spread([n / w for w in walls])
+        pooled = [x for s in runs for x in s.latencies] or list(instrumented.get(key, ()))
+        latency[key] = {k: v * 1e6 for k, v in percentiles(pooled).items()} if pooled else None
+    medians = {k: (v["median"] if v is not None else None) for k, v in per_node.items()}
+    engine = medians[ENGINE]
+    ratios = {
+        key: (engine / value if engine is not None and value else None)
+        for key, value in medians.items()
+        if key != ENGINE
+    }
+    return {
+        "n": n,
+        "concurrency": case.concurrency,
+        "repeats": repeats,
+        "per_node_us": medians,
+        "validations_per_s": {k: (v["median"] if v else None) for k, v in rate.items()},
+        "latency_us": latency,
+        "peak_rss_mib": {k: rss.get(k) for k in keys},
+        "ratios": ratios,
+        "min_median_max": {"wall_s": wall, "per_node_us": per_node, "validations_per_s": rate},
+        "extra": scenario.extra(case, samples) if scenario.extra is not None else {},
+        "skipped": dict(skipped),
+    }
+
+
+# -- peak RSS in a fresh process ----------------------------------------------------------------
+
+_RSS_CHILD: Final = (
+    "from gategraph.benchmarks.harness import _rss_child; _rss_child({scenario!r}, {n}, "
+    "{concurrency}, {name!r})"
+)
+
+
+def peak_rss(case: Case, name: str) -> float | None:
+    """Peak RSS (MiB) of a fresh process that builds and runs contender ``name`` once.
+
+    The child reads its own high-water mark, ``VmHWM`` in ``/proc/self/status``:
+    ``ru_maxrss`` survives fork+exec on Linux and would report the parent's peak instead.
+    ``None`` where ``/proc`` is missing (not Linux) or the child failed.
+    """
+    if not Path("/proc/self/status").exists():
+        return None
+    code = _RSS_CHILD.format(
+        scenario=case.scenario, n=case.n, concurrency=case.concurrency, name=name
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=900
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        return None
+    return int(done.stdout.strip().splitlines()[-1]) / 1024
+
+
+def _rss_child(scenario_name: str, n: int, concurrency: int, name: str) -> None:
+    """In the child: run one contender once, print VmHWM in KiB."""
+    scenario = get_scenario(scenario_name)
+    with contextlib.ExitStack() as stack:
+        contender = scenario.build(Case(scenario_name, n, concurrency), stack, [name])[name]
+
+        async def main() -> None:
+            await contender.run()
+
+        anyio.run(main, backend=contender.backend)
+    with open("/proc/self/status", encoding="ascii") as status:
+        print(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+
+
+# -- scenarios --------------------------------------------------------------------------------
+
+
+def scenario_names() -> tuple[str, ...]:
+    """Every scenario ``--scenario`` accepts."""
+    return SCENARIO_ORDER
+
+
+def get_scenario(name: str) -> Scenario:
+    """The width scenario called ``name`` (``KeyError`` for an unknown one)."""
+    module = importlib.import_module(f"gategraph.benchmarks.{_MODULES[name]}")
+    scenarios: Sequence[Scenario] = module.SCENARIOS
+    return next(s for s in scenarios if s.name == name)
+
+
+def measure_scenario(scenario: Scenario, settings: Settings) -> dict[str, Any]:
+    """Every case of ``scenario``; its JSON record."""
+    began = time.perf_counter()
+    sizes = settings.sizes or (scenario.quick_sizes if settings.quick else scenario.sizes)
+    cases: list[dict[str, Any]] = []
+    for n in sizes:
+        for level in scenario.levels(n, settings):
+            case = Case(scenario.name, n, level)
+            if settings.progress is not None:
+                settings.progress(f"{scenario.name}: N={n:,} concurrency={level:,}")
+            cases.append(measure_case(scenario, case, settings, largest=n == max(sizes)))
+    return {
+        "title": scenario.title,
+        "backend": scenario.backend,
+        "contenders": list(dict.fromkeys([ENGINE, *BASELINES, *scenario.contenders])),
+        "notes": list(scenario.notes),
+        "cases": cases,
+        "seconds": time.perf_counter() - began,
+    }
+
+
+def run_benchmarks(names: Sequence[str], settings: Settings) -> dict[str, Any]:
+    """Measure the scenarios ``names`` (in the harness's order); return the whole report."""
+    began = time.perf_counter()
+    report: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "machine": machine(),
+        "settings": {
+            "quick": settings.quick,
+            "repeats": settings.repeats,
+            "warmup": 1,
+            "sizes": list(settings.sizes) if settings.sizes else None,
+            "concurrency": list(settings.concurrency) if settings.concurrency else None,
+            "scenarios": [name for name in SCENARIO_ORDER if name in names],
+        },
+        "baselines": _baselines_info(),
+        "scenarios": {},
+        "startup": None,
+    }
+    for name in SCENARIO_ORDER:
+        if name not in names:
+            continue
+        if name == "startup":
+            from .bench_startup import measure_startup
+
+            if settings.progress is not None:
+                settings.progress("startup: import time and gategraph --help")
+            report["startup"] = measure_startup(settings)
+        else:
+            report["scenarios"][name] = measure_scenario(get_scenario(name), settings)
+    report["targets"] = evaluate_targets(report)
+    report["seconds"] = time.perf_counter() - began
+    return report
+
+
+def _baselines_info() -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    langgraph: str | None = None
+    installed = _langgraph_installed()
+    if installed:
+        try:
+            langgraph = version("langgraph")
+        except PackageNotFoundError:  # importable without metadata: a source checkout
+            langgraph = "unknown version"
+    return {
+        "asyncio_gather": "asyncio.gather of N coroutines doing the same work (the floor)",
+        "anyio_taskgroup": "one anyio task per node, in one task group",
+        "langgraph": "LangGraph's Send fan-out of N branches"
+        + (f" (langgraph {langgraph})" if langgraph else ""),
+        "langgraph_installed": installed,
+        "langgraph_note": None
+        if installed
+        else "LangGraph is not installed: its baseline is skipped (pip install 'gategraph[bench]')",
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def package(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "processor": _cpu_model() or platform.processor() or platform.machine(),
+        "memory_gib": _memory_gib(),
+        "gategraph": package("gategraph"),
+        "anyio": package("anyio"),
+        "trio": package("trio"),
+        "langgraph": package("langgraph"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _cpu_model() -> str | None:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return None
+
+
+def _memory_gib() -> float | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2, 1)
+    return None
+
+
+# -- targets ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One of issue 5's goals: a figure of the report and the bound it should meet."""
+
+    id: str
+    text: str
+    figure: Callable[[Mapping[str, Any]], float | None]
+    """Reads the measured figure from the report; ``None`` when the run did not measure it."""
+    bound: float
+    better: Literal["lower", "higher"]
+    unit: str
+    needs: str
+    """What run measures it, for the "not measured" note."""
+
+
+def _case(report: Mapping[str, Any], scenario: str, n: int, concurrency: int | None = None) -> Any:
+    found = report["scenarios"].get(scenario)
+    if found is None:
+        return None
+    for case in found["cases"]:
+        if case["n"] == n and (concurrency is None or case["concurrency"] == concurrency):
+            return case
+    return None
+
+
+def _figure(
+    scenario: str,
+    n: int | None,
+    read: Callable[[Any], float | None],
+    concurrency: int | None = None,
+) -> Callable[[Mapping[str, Any]], float | None]:
+    def figure(report: Mapping[str, Any]) -> float | None:
+        if n is None:
+            cases = (report["scenarios"].get(scenario) or {}).get("cases") or []
+            case = max(cases, key=lambda c: c["n"], default=None)
+        else:
+            case = _case(report, scenario, n, concurrency)
+        if case is None:
+            return None
+        try:
+            return read(case)
+        except (KeyError, TypeError, ZeroDivisionError):
+            return None
+
+    return figure
+
+
+def _startup(key: str) -> Callable[[Mapping[str, Any]], float | None]:
+    def figure(report: Mapping[str, Any]) -> float | None:
+        startup = report.get("startup")
+        return None if startup is None else float(startup[key]["median"])
+
+    return figure
+
+
+TARGETS: Final = (
+    Target(
+        "noop-vs-gather",
+        "N=10,000 no-op validations: per-node overhead ≤ 2x asyncio.gather",
+        _figure("noop", 10_000, lambda c: c["ratios"]["asyncio_gather"]),
+        2.0,
+        "lower",
+        "x",
+        "scenario noop at N=10,000",
+    ),
+    Target(
+        "vs-langgraph",
+        "N=5,000 no-op: ≥ 50x less per-node overhead than LangGraph's Send",
+        _figure(
+            "noop", 5_000, lambda c: c["per_node_us"]["langgraph"] / c["per_node_us"]["gategraph"]
+        ),
+        50.0,
+        "higher",
+        "x",
+        "scenario noop at N=5,000, full run, LangGraph installed",
+    ),
+    Target(
+        "io-wall",
+        "10,000 validations awaiting 10 ms at concurrency 1,000: wall ≤ 1.25x of 100 ms",
+        _figure("io", 10_000, lambda c: c["extra"]["wall_vs_ideal"], concurrency=1_000),
+        1.25,
+        "lower",
+        "x",
+        "scenario io at N=10,000",
+    ),
+    Target(
+        "sqlite-share",
+        "SQLite event log: ≥ 50% of the in-memory log's throughput (N=10,000)",
+        _figure("eventlog", 10_000, lambda c: c["extra"]["sqlite_share_of_memory"] * 100),
+        50.0,
+        "higher",
+        "%",
+        "scenario eventlog at N=10,000",
+    ),
+    Target(
+        "rss-100k",
+        "100,000 no-op validations: peak RSS < 150 MiB (fresh process, VmHWM)",
+        _figure("noop", 100_000, lambda c: c["peak_rss_mib"]["gategraph"]),
+        150.0,
+        "lower",
+        " MiB",
+        "scenario noop at N=100,000",
+    ),
+    Target(
+        "cpu-process",
+        "CPU-bound, process isolation: ≥ 1.7x the throughput of one core (2 cores)",
+        _figure("cpu-process", None, lambda c: c["extra"]["speedup_vs_one_core"]),
+        1.7,
+        "higher",
+        "x",
+        "scenario cpu-process",
+    ),
+    Target(
+        "import",
+        "import gategraph.runtime < 150 ms",
+        _startup("import_ms"),
+        150.0,
+        "lower",
+        " ms",
+        "scenario startup",
+    ),
+    Target(
+        "import-engine",
+        "the same bound for the first real use: from gategraph.runtime import execute_graph"
+        " (not an issue 5 target; names load on first use)",
+        _startup("import_engine_ms"),
+        150.0,
+        "lower",
+        " ms",
+        "scenario startup",
+    ),
+    Target(
+        "help",
+        "gategraph --help < 300 ms",
+        _startup("help_ms"),
+        300.0,
+        "lower",
+        " ms",
+        "scenario startup",
+    ),
+)
+"""Issue 5's targets: measured on every run, never asserted."""
+
+
+def evaluate_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each target with the measured figure and whether it is met (``None``: not measured)."""
+    rows = []
+    for target in TARGETS:
+        value = target.figure(report)
+        met = (
+            None
+            if value is None
+            else value <= target.bound
+            if target.better == "lower"
+            else value >= target.bound
+        )
+        rows.append(
+            {
+                "id": target.id,
+                "target": target.text,
+                "bound": target.bound,
+                "better": target.better,
+                "unit": target.unit.strip(),
+                "measured": value,
+                "met": met,
+                "needs": target.needs,
+            }
+        )
+    return rows
+
+
+# -- table ------------------------------------------------------------------------------------
+
+_LABELS: Final = {
+    "gategraph": "gategraph",
+    "asyncio_gather": "asyncio.gather",
+    "anyio_taskgroup": "anyio tasks",
+    "langgraph": "LangGraph Send",
+    "gategraph_memory": "gategraph, memory log",
+    "gategraph_trio": "gategraph on trio",
+    "anyio_taskgroup_trio": "anyio tasks on trio",
+    "one_core": "one core, serial",
+    "anyio_workers": "bare anyio workers (loop floor)",
+}
+
+
+def _label(name: str) -> str:
+    return _LABELS.get(name, name)
+
+
+def _num(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _cell(figures: Mapping[str, float] | None) -> str:
+    if figures is None:
+        return "—"
+    return f"{_num(figures['median'])} ({_num(figures['min'])}–{_num(figures['max'])})"
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def _scenario_table(name: str, scenario: Mapping[str, Any]) -> list[str]:
+    cases = scenario["cases"]
+    shown = [
+        key
+        for key in scenario["contenders"]
+        if any(case["per_node_us"].get(key) is not None for case in cases)
+    ]
+    others = [key for key in shown if key != ENGINE]
+    head = ["N", "conc."]
+    head += [f"{_label(key)} µs/node" for key in shown]
+    head += [f"vs {_label(key)}" for key in others]
+    head += ["validations/s", "p50 / p99 µs", "peak RSS MiB"]
+    lines = [
+        f"### {name} — {scenario['title']}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---:|" * len(head),
+    ]
+    for case in cases:
+        spreads = case["min_median_max"]["per_node_us"]
+        rate = case["validations_per_s"][ENGINE]
+        latency = case["latency_us"][ENGINE]
+        rss = case["peak_rss_mib"][ENGINE]
+        row = [f"{case['n']:,}", f"{case['concurrency']:,}"]
+        row += [_cell(spreads.get(key)) for key in shown]
+        row += [_ratio(case["ratios"].get(key)) for key in others]
+        row += [
+            f"{rate:,.0f}" if rate else "—",
+            f"{_num(latency['p50'])} / {_num(latency['p99'])}" if latency else "—",
+            f"{rss:.0f}" if rss is not None else "—",
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    extras = [_extra_line(case) for case in cases]
+    lines += [line for line in extras if line]
+    notes = list(scenario["notes"])
+    # A baseline the scenario has no counterpart for is explained in its notes already.
+    skipped = sorted(
+        {why for case in cases for why in case["skipped"].values() if why != _NO_COUNTERPART}
+    )
+    notes += [f"skipped: {why}" for why in skipped]
+    if notes:
+        lines.append("")
+        lines += [f"- {note}" for note in notes]
+    return lines
+
+
+def _extra_line(case: Mapping[str, Any]) -> str:
+    extra = case["extra"]
+    if not extra:
+        return ""
+    parts = []
+    for key, value in extra.items():
+        if isinstance(value, float):
+            parts.append(f"{key} {value:.3g}")
+        elif value is not None:
+            parts.append(f"{key} {value}")
+    return f"\nN={case['n']:,} concurrency={case['concurrency']:,}: " + ", ".join(parts)
+
+
+def _target_rows(report: Mapping[str, Any]) -> list[str]:
+    lines = ["| target | measured | result |", "|---|---:|---|"]
+    for row in report["targets"]:
+        value = row["measured"]
+        unit = row["unit"]
+        if value is None:
+            shown, result = "—", f"not measured (needs {row['needs']})"
+        else:
+            shown = f"{value:,.2f}{unit if unit in ('x', '%') else ' ' + unit}"
+            result = "met" if row["met"] else "**missed**"
+        lines.append(f"| {row['target']} | {shown} | {result} |")
+    return lines
+
+
+def render_table(report: Mapping[str, Any]) -> str:
+    """The report as Markdown tables: one per scenario, start-up, then the targets."""
+    m = report["machine"]
+    lines = [
+        f"gategraph bench — {m['processor']}, {m['cpus']} CPUs, "
+        f"{m['memory_gib']} GiB, Python {m['python']}, {m['platform']}"
+        + (" (--quick)" if report["settings"]["quick"] else ""),
+        "Figures: median (min–max) of interleaved repeats after a warm-up; "
+        "vs X = gategraph µs/node ÷ X µs/node (below 1: gategraph is faster).",
+    ]
+    note = report["baselines"].get("langgraph_note")
+    if note:
+        lines.append(f"Note: {note}")
+    for name, scenario in report["scenarios"].items():
+        lines += ["", *_scenario_table(name, scenario)]
+    startup = report.get("startup")
+    if startup is not None:
+        lines += [
+            "",
+            "### startup — fresh processes, milliseconds",
+            "",
+            "| measure | median (min–max) |",
+            "|---|---:|",
+            f"| import gategraph.runtime | {_cell(startup['import_ms'])} |",
+            f"| … and load execute_graph (first use) | {_cell(startup['import_engine_ms'])} |",
+            f"| … and load every public name | {_cell(startup['import_all_ms'])} |",
+            f"| gategraph --help (whole process) | {_cell(startup['help_ms'])} |",
+            f"| python -c pass (the interpreter alone) | {_cell(startup['python_ms'])} |",
+        ]
+    lines += ["", "### targets", "", *_target_rows(report)]
+    return "\n".join(lines)
+
+
+# -- plot -------------------------------------------------------------------------------------
+
+
+def plot_report(report: Mapping[str, Any], path: Path) -> None:
+    """Per-node time and throughput against N, log scales, one row per width scenario.
+
+    Needs matplotlib (the ``bench`` extra); raises ``ModuleNotFoundError`` without it.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed; must come before pyplot
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    rows = [
+        (name, scenario)
+        for name, scenario in report["scenarios"].items()
+        if len({case["n"] for case in scenario["cases"]}) > 1
+    ]
+    if not rows:
+        rows = list(report["scenarios"].items())
+    # One colour per contender across every row, the engine's the boldest.
+    palette = plt.get_cmap("tab10").colors
+    names = list(dict.fromkeys(k for _, s in rows for k in s["contenders"]))
+    colours = {name: palette[i % len(palette)] for i, name in enumerate(names)}
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    figure, axes = plt.subplots(
+        len(rows), 2, figsize=(11, 3.3 * max(1, len(rows))), squeeze=False, layout="constrained"
+    )
+    for (name, scenario), (left, right) in zip(rows, axes, strict=True):
+        for key in scenario["contenders"]:
+            # One point per N: the first concurrency level measured at that N.
+            points: dict[int, Mapping[str, Any]] = {}
+            for case in scenario["cases"]:
+                points.setdefault(case["n"], case)
+            xs = [n for n, case in sorted(points.items()) if case["per_node_us"].get(key)]
+            if not xs:
+                continue
+            style = {
+                "color": colours[key],
+                "label": _label(key),
+                "linewidth": 2.8 if key == ENGINE else 1.2,
+                "zorder": 3 if key == ENGINE else 2,
+            }
+            left.plot(xs, [points[n]["per_node_us"][key] for n in xs], "o-", **style)
+            right.plot(xs, [points[n]["validations_per_s"][key] for n in xs], "o-", **style)
+        for axis, ylabel in ((left, "µs per node (wall / N)"), (right, "validations / s")):
+            axis.set_xscale("log")
+            axis.set_yscale("log")
+            axis.xaxis.set_major_formatter(plain)
+            axis.yaxis.set_major_formatter(plain)
+            low, high = axis.get_ylim()
+            # Within one decade there may be no major tick: label the minor ones then.
+            axis.yaxis.set_minor_formatter(plain if high / low < 10 else NullFormatter())
+            axis.set_xlabel("N (validations per run)")
+            axis.set_ylabel(ylabel)
+            axis.set_title(f"{name}: {scenario['title']}", fontsize=8)
+            axis.grid(True, which="both", alpha=0.3)
+        left.legend(fontsize=7)
+    m = report["machine"]
+    figure.suptitle(
+        f"gategraph bench — {m['cpus']} CPUs, Python {m['python']}; medians of interleaved repeats",
+        fontsize=11,
+    )
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def write_json(report: Mapping[str, Any], path: Path) -> None:
+    """Write the report as indented JSON."""
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

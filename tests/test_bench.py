@@ -1,0 +1,258 @@
+"""``gategraph bench``: the JSON layout, the plan-graph mode and the command's errors.
+
+Timings are never asserted here (STYLE: speed is measured in benchmarks/, not tested);
+only that every figure is where docs/benchmarks.md says it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from gategraph.benchmarks import harness
+from gategraph.benchmarks.cli import _SCENARIOS, bench
+
+GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
+WIDTH_SCENARIOS = [name for name in _SCENARIOS if name != "startup"]
+SPREAD = {"min", "median", "max"}
+
+
+def _invoke(*args: str) -> Any:
+    return CliRunner().invoke(bench, list(args), catch_exceptions=False)
+
+
+def _number_or_null(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def _check_case(case: dict[str, Any], contenders: list[str]) -> None:
+    assert isinstance(case["n"], int) and isinstance(case["concurrency"], int)
+    assert isinstance(case["repeats"], int)
+    for key in ("per_node_us", "validations_per_s", "latency_us", "peak_rss_mib"):
+        assert set(case[key]) >= {"gategraph", "asyncio_gather", "anyio_taskgroup", "langgraph"}
+        assert set(case[key]) == set(contenders), key
+    for key in ("per_node_us", "validations_per_s", "peak_rss_mib"):
+        assert all(_number_or_null(v) for v in case[key].values()), (key, case[key])
+    # The engine and the two floors always run; LangGraph is a number or null.
+    for name in ("gategraph", "asyncio_gather", "anyio_taskgroup"):
+        assert case["per_node_us"][name] > 0
+        assert case["validations_per_s"][name] > 0
+    assert set(case["latency_us"]["gategraph"]) == {"p50", "p99"}
+    for value in case["latency_us"].values():
+        assert value is None or set(value) == {"p50", "p99"}
+    assert _number_or_null(case["per_node_us"]["langgraph"])
+    assert set(case["ratios"]) == set(contenders) - {"gategraph"}
+    assert all(_number_or_null(v) for v in case["ratios"].values())
+    assert case["ratios"]["asyncio_gather"] > 0 and case["ratios"]["anyio_taskgroup"] > 0
+    if case["per_node_us"]["langgraph"] is None:
+        assert case["ratios"]["langgraph"] is None
+        assert "langgraph" in case["skipped"]
+    for figure in ("wall_s", "per_node_us", "validations_per_s"):
+        spreads = case["min_median_max"][figure]
+        assert set(spreads) == set(contenders)
+        for value in spreads.values():
+            assert value is None or set(value) == SPREAD
+    assert isinstance(case["extra"], dict)
+
+
+def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
+    """--quick --n 10,20 --json: every scenario and N holds the documented keys."""
+    out = tmp_path / "bench.json"
+    result = _invoke("--quick", "--n", "10,20", "--repeat", "1", "--no-rss", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    assert "### targets" in result.stdout
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["schema"] == harness.SCHEMA_VERSION
+    assert {"python", "cpus", "platform", "processor"} <= set(report["machine"])
+    assert report["settings"]["quick"] is True
+    assert report["settings"]["sizes"] == [10, 20]
+    assert report["settings"]["scenarios"] == list(_SCENARIOS)
+    assert set(report["baselines"]) >= {"asyncio_gather", "anyio_taskgroup", "langgraph"}
+    assert set(report["scenarios"]) == set(WIDTH_SCENARIOS)
+    for name, scenario in report["scenarios"].items():
+        assert {"title", "backend", "contenders", "notes", "cases", "seconds"} <= set(scenario)
+        contenders = scenario["contenders"]
+        assert contenders[:4] == ["gategraph", "asyncio_gather", "anyio_taskgroup", "langgraph"]
+        assert sorted({case["n"] for case in scenario["cases"]}) == [10, 20], name
+        for case in scenario["cases"]:
+            _check_case(case, contenders)
+    sweep = report["scenarios"]["sweep"]["cases"]
+    assert len({case["concurrency"] for case in sweep}) > 1  # a sweep, not one level
+    assert {"ideal_s", "wall_vs_ideal"} <= set(report["scenarios"]["io"]["cases"][0]["extra"])
+    cpu = report["scenarios"]["cpu-process"]["cases"][0]
+    assert _number_or_null(cpu["extra"]["speedup_vs_one_core"])
+    assert cpu["per_node_us"]["one_core"] > 0
+    share = report["scenarios"]["eventlog"]["cases"][0]["extra"]["sqlite_share_of_memory"]
+    assert share > 0
+    backends = report["scenarios"]["backends"]["cases"][0]
+    assert backends["per_node_us"]["gategraph_trio"] > 0
+    startup = report["startup"]
+    for key in ("import_ms", "import_engine_ms", "import_all_ms", "help_ms", "python_ms"):
+        assert set(startup[key]) == SPREAD
+    targets = {row["id"]: row for row in report["targets"]}
+    assert {"noop-vs-gather", "vs-langgraph", "io-wall", "sqlite-share", "rss-100k"} <= set(targets)
+    for row in targets.values():
+        assert row["met"] in (True, False, None)
+        assert _number_or_null(row["measured"])
+        assert (row["met"] is None) == (row["measured"] is None)
+    # N=10,000 was not measured: that target says so instead of guessing.
+    assert targets["noop-vs-gather"]["measured"] is None
+    assert targets["import"]["measured"] is not None
+
+
+def test_peak_rss_is_measured_in_a_fresh_process(tmp_path: Path) -> None:
+    """Without --no-rss the engine's peak RSS is a number (MiB), the baselines' null in --quick."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("VmHWM needs /proc")
+    out = tmp_path / "bench.json"
+    result = _invoke(
+        "--quick", "--scenario", "noop", "--n", "10", "--repeat", "1", "--json", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    case = json.loads(out.read_text(encoding="utf-8"))["scenarios"]["noop"]["cases"][0]
+    assert case["peak_rss_mib"]["gategraph"] > 1
+    assert case["peak_rss_mib"]["asyncio_gather"] is None
+
+
+def test_langgraph_missing_is_null_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without LangGraph its figures are null and the table says how to install it."""
+    monkeypatch.setitem(sys.modules, "langgraph", None)  # find_spec() then reports it missing
+    out = tmp_path / "bench.json"
+    result = _invoke(
+        "--scenario", "noop", "--n", "10", "--repeat", "1", "--no-rss", "--json", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    assert "gategraph[bench]" in result.stdout
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["baselines"]["langgraph_installed"] is False
+    case = report["scenarios"]["noop"]["cases"][0]
+    assert case["per_node_us"]["langgraph"] is None
+    assert case["ratios"]["langgraph"] is None
+    assert "not installed" in case["skipped"]["langgraph"]
+
+
+def test_plot_without_matplotlib_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--plot without matplotlib fails at once: one error line naming the extra, exit 2."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    result = _invoke("--scenario", "noop", "--n", "10", "--plot", str(tmp_path / "p.png"))
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --plot needs matplotlib: pip install 'gategraph[bench]'"
+    ]
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_plot_draws_a_png(tmp_path: Path) -> None:
+    """--plot writes the figure (when matplotlib is installed)."""
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "bench.png"
+    result = _invoke(
+        "--scenario", "noop", "--n", "10,20", "--repeat", "1", "--no-rss", "--plot", str(target)
+    )
+    assert result.exit_code == 0, result.output
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_graph_mode_leaves_the_plan_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench GRAPH runs the plan on copies: its folder and the working directory stay as
+    they were; the JSON has validations/s, latency and time per layer per level."""
+    plan = tmp_path / "demo"
+    shutil.copytree(GRAPHS / "demo", plan)
+    before = _tree(plan)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    out = tmp_path / "graph.json"
+    result = _invoke(
+        str(plan / "plan.yaml"), "--repeat", "2", "--concurrency", "1,4", "--json", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    assert _tree(plan) == before
+    assert list(work.iterdir()) == []
+    figures = json.loads(out.read_text(encoding="utf-8"))["graph"]
+    assert figures["name"] == "demo-fix" and figures["applied"] is True
+    assert [r["concurrency"] for r in figures["results"]] == [1, 4]
+    for row in figures["results"]:
+        assert row["runs"] == 2 and row["statuses"] == {"applied": 2}
+        assert set(row["wall_s"]) == SPREAD and set(row["validations_per_s"]) == SPREAD
+        assert set(row["latency_ms"]) == {"p50", "p99"}
+        assert {"routing", "payload", "semantic", "approval"} <= set(row["layer_seconds"])
+        assert row["validations_per_run"]["median"] > 0
+    assert "semantic ms" in result.stdout
+
+
+def test_graph_that_is_not_applied_is_reported(tmp_path: Path) -> None:
+    """A plan that does not reach `applied` is measured, then said so: exit 1."""
+    graph = tmp_path / "stuck.yaml"
+    graph.write_text(
+        "version: 1\nname: stuck\n"
+        "validations:\n  - {name: never, entrypoint: 'gategraph.runtime.testing:failing'}\n"
+        "nodes:\n  - {id: gate, validation: never}\n"
+        "policy: {retry_limit: 0, strategy_revisions: 0}\n",
+        encoding="utf-8",
+    )
+    result = _invoke(str(graph), "--repeat", "1", "--concurrency", "2")
+    assert result.exit_code == 1
+    assert "did not reach applied" in result.stderr
+    assert "| 2 |" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--n", "10,abc"], "'abc' is not a whole number"),
+        (["--n", "0"], "'0' is not a whole number"),
+        (["--scenario", "nop"], "unknown scenario 'nop' (did you mean 'noop'?)"),
+        (["--concurrency", "1,-8"], "'-8' is not a whole number"),
+        (["missing.yaml"], "does not exist"),
+        (["--json", "/no/such/folder/out.json"], "no such folder"),
+    ],
+)
+def test_bad_input_is_one_error_line(args: list[str], message: str) -> None:
+    """Bad input: one `error: ...` line, exit code 2, nothing measured."""
+    result = _invoke(*args)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_graph_errors(tmp_path: Path) -> None:
+    """A graph that does not load, and scenario options given with a GRAPH: exit 2."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nname: bad\nnodes: [{id: a, validation: nowhere}]\n")
+    result = _invoke(str(bad))
+    assert result.exit_code == 2
+    assert all(line.startswith("error: ") for line in result.stderr.strip().splitlines())
+    assert "nowhere" in result.stderr
+    result = _invoke(str(bad), "--scenario", "noop")
+    assert result.exit_code == 2
+    assert "--scenario applies to the scenarios, not to a GRAPH" in result.stderr
+
+
+def test_scenario_lists_agree() -> None:
+    """The command's list of scenarios (kept import-free) is the harness's."""
+    assert harness.SCENARIO_ORDER == _SCENARIOS
+    for name in WIDTH_SCENARIOS:
+        scenario = harness.get_scenario(name)
+        assert scenario.contenders[0] == "gategraph"
+        assert {"asyncio_gather", "anyio_taskgroup"} <= set(scenario.contenders)
