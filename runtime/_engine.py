@@ -604,9 +604,17 @@ class _Engine:
         waiting = len(self.ready) - self.idle - self.starting
         room = self.max_workers - len(self.workers)
         if waiting > 0 and room > 0:
-            # Nothing suspended: keep one spare worker at most. Calls suspended: add as many
-            # workers as there are suspended calls (the pool doubles while that pays).
-            want = 1 - self.starting if not self.busy else min(waiting, room, self.busy)
+            # Nothing suspended: keep one spare worker at most. Calls suspended: grow the
+            # pool to twice their number, plus one (it doubles while every call waits).
+            # Bounded by the suspended calls, not by what is ready: a few slow calls among
+            # many quick ones (a fan-out where 1% time out) must not start a worker per
+            # quick one.
+            suspended = self.busy
+            want = (
+                1 - self.starting
+                if not suspended
+                else min(waiting, room, 2 * suspended + 1 - len(self.workers))
+            )
             if want > 0:
                 self._spawn_workers(want)
 

@@ -9,6 +9,7 @@ encodes the millisecond prefix once per millisecond and increments the random pa
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -35,38 +36,38 @@ def _encode(value: int, chars: int) -> str:
 
 
 class _UlidSource:
-    """Monotonic ULIDs: 48-bit milliseconds, then 80 bits that increase within a millisecond."""
+    """Monotonic ULIDs: 48-bit milliseconds, then 80 bits that increase within a millisecond.
+
+    The common call takes no lock: the millisecond's prefix is a string read at once, and
+    the counter is an ``itertools.count``, whose ``next`` is atomic under the GIL. Only the
+    roll to a new millisecond locks.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ms = -1
-        self._prefix = ""
-        self._high = 0  # the upper 50 random bits, fixed within a millisecond (10 chars)
-        self._low = 0  # the lower 30 bits, incremented per id (6 chars)
+        self._prefix = ""  # 10 characters of milliseconds, 10 of the upper 50 random bits
+        self._low = itertools.count()  # the lower 30 bits (6 characters), one per id
 
     def _roll(self, ms: int) -> None:
-        rand = int.from_bytes(os.urandom(10), "big")
-        self._ms = ms
-        self._high = rand >> 30
-        # Start low in the bottom half so a millisecond can hold ~500 million ids.
-        self._low = rand & ((1 << 29) - 1)
-        self._prefix = _encode(ms, 10) + _encode(self._high, 10)
+        with self._lock:
+            if ms <= self._ms:
+                return  # another thread rolled first
+            rand = int.from_bytes(os.urandom(10), "big")
+            self._prefix = _encode(ms, 10) + _encode(rand >> 30, 10)
+            # Start in the bottom half of 30 bits: a millisecond then holds ~500 million ids
+            # before the count could reach the 31st bit.
+            self._low = itertools.count(rand & ((1 << 29) - 1))
+            self._ms = ms
 
     def __call__(self) -> str:
         ms = time.time_ns() // 1_000_000
-        with self._lock:
-            if ms > self._ms:
-                self._roll(ms)
-            else:
-                self._low += 1
-                if self._low >= 1 << 30:  # pragma: no cover - half a billion ids in 1 ms
-                    self._high += 1
-                    self._low = 0
-                    self._prefix = _encode(self._ms, 10) + _encode(self._high, 10)
-            low = self._low
-            prefix = self._prefix
+        if ms > self._ms:
+            self._roll(ms)
+        prefix = self._prefix
+        low = next(self._low)
         return prefix + _PAIRS[low >> 20] + _PAIRS[(low >> 10) & 1023] + _PAIRS[low & 1023]
 
 
 new_ulid: Final = _UlidSource()
-"""Return a new ULID string; ids from one process sort in the order they were made."""
+"""Return a new ULID string; ids made by one thread sort in the order they were made."""
