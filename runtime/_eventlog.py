@@ -9,13 +9,13 @@ few commits instead of paying one each.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import sqlite3
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Final, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
 import anyio
 import anyio.to_thread
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from anyio.abc import TaskGroup
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = ["EventLog", "MemoryEventLog", "SQLiteEventLog", "default_event_log_path", "read_events"]
 
@@ -185,8 +184,13 @@ class SQLiteEventLog:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, max_batch: int = 4096):
         self._path = Path(path) if path is not None else default_event_log_path()
         self._max_batch = max_batch
+        self._last_seq: dict[str, int] = {}
         self._db: sqlite3.Connection | None = None
-        self._send: MemoryObjectSendStream[_Pending] | None = None
+        # A deque and an event rather than a memory object stream: a fan-out queues two
+        # events per validation, and a stream's send and receive cost ten times an append.
+        self._queue: deque[_Pending] = deque()
+        self._wakeup: anyio.Event | None = None
+        self._open = False
         self._task_group: TaskGroup | None = None
         self._failures: dict[str, Exception] = {}
 
@@ -197,11 +201,10 @@ class SQLiteEventLog:
 
     async def __aenter__(self) -> Self:
         self._db = await anyio.to_thread.run_sync(_connect, self._path)
-        send, receive = anyio.create_memory_object_stream[_Pending](math.inf)
-        self._send = send
+        self._open = True
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._task_group.start_soon(self._writer, receive)
+        self._task_group.start_soon(self._writer)
         return self
 
     async def __aexit__(
@@ -210,9 +213,10 @@ class SQLiteEventLog:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        assert self._send is not None and self._task_group is not None
-        # Closing the stream lets the writer drain what is queued, then stop.
-        self._send.close()
+        assert self._open and self._task_group is not None
+        # Closed: the writer drains what is queued, then stops.
+        self._open = False
+        self._signal()
         try:
             return await self._task_group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
@@ -227,46 +231,67 @@ class SQLiteEventLog:
             if db is not None:
                 db.close()
 
-    async def _writer(self, receive: MemoryObjectReceiveStream[_Pending]) -> None:
-        async with receive:
-            async for first in receive:
-                batch = [first]
-                size = len(first[0])
-                # Take everything already queued: one commit for the whole burst.
-                while size < self._max_batch:
-                    try:
-                        item = receive.receive_nowait()
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                    batch.append(item)
-                    size += len(item[0])
-                by_plan: dict[str, list[EventBase]] = {}
-                for events, _ in batch:
-                    for event in events:
-                        by_plan.setdefault(event.plan_id, []).append(event)
-                try:
-                    failures = await anyio.to_thread.run_sync(self._commit, by_plan)
-                except Exception as exc:
-                    failures = dict.fromkeys(by_plan, exc)
-                self._failures.update(failures)
-                for _, done in batch:
-                    if done is not None:
-                        done.set()
+    def _put(self, item: _Pending) -> None:
+        if not self._open:
+            raise RuntimeFault("the SQLite event log is not open: use `async with` on it")
+        self._queue.append(item)
+        self._signal()
+
+    def _signal(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
+
+    async def _writer(self) -> None:
+        queue = self._queue
+        while True:
+            if not queue:
+                if not self._open:
+                    return
+                self._wakeup = wakeup = anyio.Event()
+                await wakeup.wait()
+                continue
+            batch = [queue.popleft()]
+            size = len(batch[0][0])
+            # Take everything already queued: one commit for the whole burst.
+            while queue and size < self._max_batch:
+                item = queue.popleft()
+                batch.append(item)
+                size += len(item[0])
+            by_plan: dict[str, list[EventBase]] = {}
+            for events, _ in batch:
+                for event in events:
+                    by_plan.setdefault(event.plan_id, []).append(event)
+            try:
+                failures = await anyio.to_thread.run_sync(self._commit, by_plan)
+            except Exception as exc:
+                failures = dict.fromkeys(by_plan, exc)
+            self._failures.update(failures)
+            for _, done in batch:
+                if done is not None:
+                    done.set()
 
     def _commit(self, by_plan: dict[str, list[EventBase]]) -> dict[str, Exception]:
         """Commit each plan's events as one segment; a plan whose seq does not follow on is
         refused alone, without costing the other plans of the batch their events."""
         assert self._db is not None
         refused: dict[str, Exception] = {}
+        rows: list[tuple[Any, ...]] = []
+        committed: dict[str, int] = {}
         with self._db:
             for plan_id, events in by_plan.items():
                 if plan_id in self._failures:
                     refused[plan_id] = self._failures[plan_id]
                     continue
-                last = self._db.execute(
-                    "SELECT max(last_seq) FROM event_segments WHERE plan_id = ?", (plan_id,)
-                ).fetchone()[0]
-                previous = last if last is not None else 0
+                previous = self._last_seq.get(plan_id)
+                if previous is None:
+                    # Asked once per plan: after that this writer knows (the plan's lease
+                    # keeps other writers out), and every query is a trip for the GIL.
+                    last = self._db.execute(
+                        "SELECT max(last_seq) FROM event_segments WHERE plan_id = ?", (plan_id,)
+                    ).fetchone()[0]
+                    previous = last if last is not None else 0
                 # Concurrent appenders may queue a plan's events out of order within a
                 # batch; a segment keeps them sorted. Across batches, seq must only grow.
                 events.sort(key=_seq)
@@ -282,9 +307,7 @@ class SQLiteEventLog:
                 if conflict is not None:
                     refused[plan_id] = conflict
                     continue
-                self._db.execute(
-                    "INSERT INTO event_segments (plan_id, first_seq, last_seq, first_id, count,"
-                    " body) VALUES (?, ?, ?, ?, ?, ?)",
+                rows.append(
                     (
                         plan_id,
                         events[0].seq,
@@ -292,8 +315,18 @@ class SQLiteEventLog:
                         events[0].id,
                         len(events),
                         _segment_encoder.encode(events),
-                    ),
+                    )
                 )
+                committed[plan_id] = events[-1].seq
+            # One statement for the batch: each call into SQLite gives the GIL up and must
+            # win it back from the event loop's thread, which holds it while the engine runs.
+            self._db.executemany(
+                "INSERT INTO event_segments (plan_id, first_seq, last_seq, first_id, count,"
+                " body) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        # Known only once the transaction committed: a failed one leaves the cache as it was.
+        self._last_seq.update(committed)
         return refused
 
     async def append(self, event: EventBase) -> None:
@@ -307,10 +340,8 @@ class SQLiteEventLog:
             self._raise_for(plan_id)
 
     async def _wait(self, events: Sequence[EventBase]) -> None:
-        if self._send is None:
-            raise RuntimeFault("the SQLite event log is not open: use `async with` on it")
         done = anyio.Event()
-        self._send.send_nowait((events, done))
+        self._put((events, done))
         await done.wait()
 
     def _raise_for(self, plan_id: str | None) -> None:
@@ -328,9 +359,7 @@ class SQLiteEventLog:
 
     def append_nowait(self, event: EventBase) -> None:
         """Queue one event; it is committed with (or before) the next awaited append."""
-        if self._send is None:
-            raise RuntimeFault("the SQLite event log is not open: use `async with` on it")
-        self._send.send_nowait(((event,), None))
+        self._put(((event,), None))
 
     @contextmanager
     def lease(self, plan_id: str) -> Iterator[None]:
