@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import msgspec
 
@@ -252,6 +253,10 @@ class SQLiteEventLog:
                 self._wakeup = wakeup = anyio.Event()
                 await wakeup.wait()
                 continue
+            # Let the tasks that can run now append first: concurrent appenders of one plan
+            # then land in one batch, where a segment sorts them (across batches, seq must
+            # only grow). One trip through the loop per batch.
+            await anyio.lowlevel.checkpoint()
             batch = [queue.popleft()]
             size = len(batch[0][0])
             # Take everything already queued: one commit for the whole burst.
