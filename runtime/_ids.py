@@ -13,7 +13,10 @@ import itertools
 import os
 import threading
 import time
-from typing import Final, NewType
+from typing import TYPE_CHECKING, Final, NewType
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["EventId", "PlanId", "new_ulid"]
 
@@ -68,6 +71,22 @@ class _UlidSource:
         low = next(self._low)
         return prefix + _PAIRS[low >> 20] + _PAIRS[(low >> 10) & 1023] + _PAIRS[low & 1023]
 
+    def function(self) -> Callable[[], str]:
+        """:meth:`__call__` as a plain function with its lookups bound: two ULIDs per
+        validation make the ~100 ns a bound method's attribute lookups cost show."""
+        time_ns = time.time_ns
+        pairs = _PAIRS
+        source = self
 
-new_ulid: Final = _UlidSource()
+        def new_ulid() -> str:
+            ms = time_ns() // 1_000_000
+            if ms > source._ms:
+                source._roll(ms)
+            low = next(source._low)
+            return source._prefix + pairs[low >> 20] + pairs[(low >> 10) & 1023] + pairs[low & 1023]
+
+        return new_ulid
+
+
+new_ulid: Final = _UlidSource().function()
 """Return a new ULID string; ids made by one thread sort in the order they were made."""
