@@ -28,6 +28,10 @@ from gategraph.runtime._events import (
     ValidationCompleted,
     ValidationStarted,
 )
+from gategraph.runtime._events import ApprovalDecided as _ApprovalDecided
+from gategraph.runtime._events import ApprovalRequired as _ApprovalRequired
+from gategraph.runtime._events import PlanResumed as _PlanResumed
+from gategraph.runtime._events import WorkFinished as _WorkFinished
 from gategraph.runtime._maxn import InMemoryAuditLog
 from gategraph.runtime._observe import (
     LiveProgress,
@@ -38,32 +42,6 @@ from gategraph.runtime._observe import (
 )
 from gategraph.runtime._results import ValidationResult
 from rich.console import Console
-
-# The events being added beside these (approval, resumption, work): local stand-ins with
-# the same tags and fields, so these tests do not wait on them.
-
-
-class _ApprovalRequired(EventBase, tag="approval_required", kw_only=True, frozen=True):
-    round: int
-    tier: str
-    message: str
-
-
-class _ApprovalDecided(EventBase, tag="approval_decided", kw_only=True, frozen=True):
-    approved: bool
-    note: str | None = None
-    waited: float = 0.0
-
-
-class _PlanResumed(EventBase, tag="plan_resumed", kw_only=True, frozen=True):
-    after_seq: int
-    reason: str
-
-
-class _WorkFinished(EventBase, tag="work_finished", kw_only=True, frozen=True):
-    attempt: int
-    artifact: Any = None
-    error: str | None = None
 
 
 class _Unknown(EventBase, tag="something_new", kw_only=True, frozen=True):

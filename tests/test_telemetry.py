@@ -25,6 +25,10 @@ from gategraph.runtime._events import (
     ValidationCompleted,
     ValidationStarted,
 )
+from gategraph.runtime._events import ApprovalDecided as _ApprovalDecided
+from gategraph.runtime._events import ApprovalRequired as _ApprovalRequired
+from gategraph.runtime._events import PlanResumed as _PlanResumed
+from gategraph.runtime._events import WorkFinished as _WorkFinished
 from gategraph.runtime._maxn import InMemoryAuditLog
 from gategraph.runtime._observe import ObservedEventLog
 from gategraph.runtime._results import ValidationResult
@@ -43,29 +47,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 from opentelemetry.trace import StatusCode
-
-
-class _ApprovalRequired(EventBase, tag="approval_required", kw_only=True, frozen=True):
-    round: int
-    tier: str
-    message: str
-
-
-class _ApprovalDecided(EventBase, tag="approval_decided", kw_only=True, frozen=True):
-    approved: bool
-    note: str | None = None
-    waited: float = 0.0
-
-
-class _PlanResumed(EventBase, tag="plan_resumed", kw_only=True, frozen=True):
-    after_seq: int
-    reason: str
-
-
-class _WorkFinished(EventBase, tag="work_finished", kw_only=True, frozen=True):
-    attempt: int
-    artifact: Any = None
-    error: str | None = None
 
 
 @pytest.fixture
