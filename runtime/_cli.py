@@ -1057,6 +1057,26 @@ def resume(
     _resume_command(plan_id, graph, decision=None, as_json=as_json, report=report, otel=otel)
 
 
+def _answer(
+    plan_id: str,
+    graph: Path | None,
+    action: str | None,
+    note: str | None,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+    otel: bool,
+    *,
+    missing: str,
+) -> None:
+    """A person's answer (`decide`, `approve`): record it and continue the plan."""
+    from ._protocols import EscalationDecision
+
+    if action is None:
+        _fail(missing)
+    decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
+    _resume_command(plan_id, graph, decision=decision, as_json=as_json, report=report, otel=otel)
+
+
 @cli.command("decide")
 @click.argument("plan_id")
 @click.argument("graph", required=False, type=click.Path(path_type=Path, dir_okay=False))
@@ -1079,12 +1099,16 @@ def decide(
 
     GRAPH defaults to the graph file the plan ran (recorded in its log).
     """
-    from ._protocols import EscalationDecision
-
-    if action is None:
-        _fail("decide: give --retry or --abort")
-    decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
-    _resume_command(plan_id, graph, decision=decision, as_json=as_json, report=report, otel=otel)
+    _answer(
+        plan_id,
+        graph,
+        action,
+        note,
+        as_json,
+        report,
+        otel,
+        missing="decide: give --retry or --abort",
+    )
 
 
 @cli.command("approve")
@@ -1111,12 +1135,16 @@ def approve(
 
     GRAPH defaults to the graph file the plan ran (recorded in its log).
     """
-    from ._protocols import EscalationDecision
-
-    if action is None:
-        _fail("approve: give --approve or --deny")
-    decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
-    _resume_command(plan_id, graph, decision=decision, as_json=as_json, report=report, otel=otel)
+    _answer(
+        plan_id,
+        graph,
+        action,
+        note,
+        as_json,
+        report,
+        otel,
+        missing="approve: give --approve or --deny",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

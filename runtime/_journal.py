@@ -52,7 +52,7 @@ ENGINE_TAGS: Final = frozenset(
 _VOLATILE: Final = frozenset({"id", "seq", "at", "causation_id", "verdict", "graph_path"})
 PASSING_TAGS: Final = frozenset({"plan_resumed"})
 """Recorded events the journal steps over wherever they are: markers, not decisions."""
-_PASSING: Final = PASSING_TAGS
+_NOT_STEPS: Final = ENGINE_TAGS | PASSING_TAGS
 
 
 def event_tag(event: EventBase) -> str:
@@ -62,11 +62,7 @@ def event_tag(event: EventBase) -> str:
 
 def steps_of(events: Iterable[Event]) -> list[Event]:
     """The supervisor's steps among ``events``, in seq order: no engine events, no markers."""
-    return [
-        e
-        for e in sorted(events, key=lambda e: e.seq)
-        if event_tag(e) not in ENGINE_TAGS and event_tag(e) not in PASSING_TAGS
-    ]
+    return [e for e in sorted(events, key=lambda e: e.seq) if event_tag(e) not in _NOT_STEPS]
 
 
 class PlanJournal:
@@ -175,7 +171,7 @@ class PlanJournal:
 
     def peek_after(self) -> Event | None:
         """The recorded step after the next one (not consumed)."""
-        steps = [e for e in self._recorded if event_tag(e) not in ENGINE_TAGS | _PASSING]
+        steps = [e for e in self._recorded if event_tag(e) not in _NOT_STEPS]
         return steps[1] if len(steps) > 1 else None
 
     def engine_events(self) -> list[Event]:
@@ -184,7 +180,7 @@ class PlanJournal:
         found: list[Event] = []
         while self._recorded:
             tag = event_tag(self._recorded[0])
-            if tag not in ENGINE_TAGS and tag not in _PASSING:
+            if tag not in _NOT_STEPS:
                 break
             event = self._recorded.popleft()
             self._advance(event)
@@ -199,7 +195,7 @@ class PlanJournal:
         # What is left are engine events no step finished (a crashed run's partial events):
         # they stay in the log; the plan continues after them.
         for event in self._recorded:
-            assert event_tag(event) in ENGINE_TAGS | _PASSING, event
+            assert event_tag(event) in _NOT_STEPS, event
             self._advance(event)
         self._recorded.clear()
         self.replaying = False
@@ -209,7 +205,7 @@ class PlanJournal:
         """Skip recorded engine events (a work phase's run) to the next supervisor step."""
         while self._recorded:
             event = self._recorded[0]
-            if event_tag(event) not in ENGINE_TAGS and event_tag(event) not in _PASSING:
+            if event_tag(event) not in _NOT_STEPS:
                 return event
             self._recorded.popleft()
             self._advance(event)

@@ -415,11 +415,13 @@ async def test_memory_sandbox_lost_with_its_process(tmp_path: Path) -> None:
 
 
 _HOLD: list[anyio.Event] = []
+"""Set when the held validation starts, then awaited by it: the test's two gates."""
 
 
 async def held(**_: Any) -> dict[str, Any]:
-    """A validation that waits until the test lets it go."""
-    await _HOLD[0].wait()
+    """A validation that says it started, then waits until the test lets it go."""
+    _HOLD[0].set()
+    await _HOLD[1].wait()
     return {"passed": True, "message": "let go"}
 
 
@@ -441,11 +443,23 @@ async def test_a_cancelled_plan_resumes(tmp_path: Path) -> None:
     graph = load_graph(text)
     log = MemoryEventLog()
     home = tmp_path / "home"
-    _HOLD[:] = [anyio.Event()]
+    _HOLD[:] = [anyio.Event(), anyio.Event()]
     supervisor = Supervisor(graph, event_log=log, audit=InMemoryAuditLog(), home=home)
-    with anyio.move_on_after(0.5) as scope:
-        await supervisor.run()
-    assert scope.cancelled_caught
+    cancelled = False
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            nonlocal cancelled
+            try:
+                await supervisor.run()
+            except anyio.get_cancelled_exc_class():
+                cancelled = True
+                raise
+
+        tg.start_soon(run)
+        await _HOLD[0].wait()  # mid fan-out: the held validation is running
+        tg.cancel_scope.cancel()
+    assert cancelled  # the cancellation reached the supervisor and went on out
     events = await log.read(supervisor.plan_id)
     assert "artifact_validation_started" in tags(events)
     assert "apply_started" not in tags(events)
@@ -453,7 +467,7 @@ async def test_a_cancelled_plan_resumes(tmp_path: Path) -> None:
     assert (home / "sandboxes" / supervisor.plan_id).is_dir()
     completed = {n for (_, n) in validation_runs(events)}
     assert "hold" not in completed
-    _HOLD[0].set()
+    _HOLD[1].set()
     again = Supervisor(
         graph, event_log=log, plan_id=supervisor.plan_id, audit=InMemoryAuditLog(), home=home
     )
