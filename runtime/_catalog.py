@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import ValidationError
 
+from ._builtins import builtin
 from ._exceptions import (
     CatalogError,
     ConfigError,
+    ConfigIssue,
     DuplicateError,
     IntegrityError,
     NotFoundError,
@@ -34,6 +36,7 @@ from ._models import (
     ToolType,
     Validation,
 )
+from ._yaml import format_path
 
 if TYPE_CHECKING:
     import builtins
@@ -234,6 +237,11 @@ class Catalog:
             return None
         return self._decode(name, row[0], row[1])
 
+    def _find(self, db: sqlite3.Connection, name: str) -> Tool | None:
+        """A registered entry, else the built-in validation of that name, else ``None``."""
+        found = self._load(db, name)
+        return found if found is not None else builtin(name)
+
     def _decode(self, name: str, tool_type: str, config: str) -> Tool:
         model: type[Tool] = Validation if tool_type == ToolType.VALIDATION.value else Tool
         try:
@@ -246,7 +254,7 @@ class Catalog:
         if not isinstance(tool, Validation) or tool.wraps is None:
             return tool
         seen = {tool.name}
-        wrapped = self._load(db, tool.wraps)
+        wrapped = self._find(db, tool.wraps)
         if wrapped is None:  # pragma: no cover - removal of a wrapped tool is refused
             raise CatalogError(f"{tool.name!r} wraps {tool.wraps!r}, which is missing")
         if isinstance(wrapped, Validation) and wrapped.wraps is not None:
@@ -319,7 +327,7 @@ class Catalog:
 
     def _check_wraps(self, db: sqlite3.Connection, validation: Validation) -> None:
         assert validation.wraps is not None
-        target = self._load(db, validation.wraps)
+        target = self._find(db, validation.wraps)
         if target is None:
             raise NotFoundError(
                 f"{validation.name!r} wraps {validation.wraps!r}, which is not in the catalog",
@@ -339,7 +347,7 @@ class Catalog:
                     f"{validation.name!r} cannot wrap {target.name!r}: that makes a wrapping cycle",
                     name=validation.name,
                 )
-            current = self._load(db, current.wraps)
+            current = self._find(db, current.wraps)
 
     def remove(self, name: str, *, force: bool = False) -> Tool:
         """Remove a tool or validation and return what was removed.
@@ -350,6 +358,10 @@ class Catalog:
         with self._write() as db:
             tool = self._load(db, name)
             if tool is None:
+                if builtin(name) is not None:
+                    raise IntegrityError(
+                        f"{name!r} is a built-in validation: it cannot be removed", name=name
+                    )
                 raise NotFoundError(f"no tool or validation named {name!r}", name=name)
             wrapper = db.execute(
                 "SELECT name FROM tools WHERE wraps = ? ORDER BY name LIMIT 1", (name,)
@@ -373,18 +385,17 @@ class Catalog:
     def get(self, name: str) -> Tool:
         """Return the tool or validation named ``name``, with wrapping inheritance applied."""
         with self._lock:
-            tool = self._load(self._db, name)
+            tool = self._find(self._db, name)
             if tool is None:
                 raise NotFoundError(f"no tool or validation named {name!r}", name=name)
             return self._resolved(self._db, tool)
 
     def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
         with self._lock:
-            return (
-                isinstance(name, str)
-                and self._db.execute("SELECT 1 FROM tools WHERE name = ?", (name,)).fetchone()
-                is not None
-            )
+            found = self._db.execute("SELECT 1 FROM tools WHERE name = ?", (name,)).fetchone()
+        return found is not None or builtin(name) is not None
 
     def list(self, type: ToolType | str | None = None) -> builtins.list[Tool]:
         """Return every tool and validation, by name, or only those of ``type``."""
@@ -457,7 +468,7 @@ class Catalog:
             field = ".".join(str(p) for p in first["loc"]) or "attachment"
             raise ConfigError.at(field, str(first["msg"])) from None
         with self._write() as db:
-            target = self._load(db, validation)
+            target = self._find(db, validation)
             if target is None:
                 raise NotFoundError(f"no validation named {validation!r}", name=validation)
             if not isinstance(target, Validation):
@@ -465,6 +476,16 @@ class Catalog:
                     f"{validation!r} is a tool, not a validation; only validations can be attached",
                     name=validation,
                 )
+            checked = self._resolved(db, target)
+            if not (isinstance(checked, Validation) and checked.argument_mapping):
+                problems = checked.argument_problems(args)
+                if problems:
+                    raise ConfigError(
+                        [
+                            ConfigIssue(message, format_path(("arguments", *path)))
+                            for path, message in problems
+                        ]
+                    )
             duplicate = db.execute(
                 "SELECT id FROM attachments WHERE validation = ? AND resource = ? AND scope = ? "
                 "AND project IS ? AND plan IS ? AND arguments = ?",

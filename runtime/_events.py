@@ -195,6 +195,9 @@ class WorkFinished(EventBase, tag="work_finished", kw_only=True, frozen=True, gc
     """The artifact (JSON-compatible; anything else is described, not kept)."""
     error: str | None = None
     """Why the execution actor failed; then there is no artifact."""
+    fault: str | None = None
+    """When it failed for a reason the work cannot fix: ``misconfigured`` (a work tool
+    cannot be called) or ``runtime_fault`` (gategraph itself failed); else ``None``."""
 
 
 class ArtifactValidationStarted(

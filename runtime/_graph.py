@@ -39,6 +39,7 @@ from pydantic import (
 )
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from ._builtins import builtin
 from ._exceptions import CatalogError, ConfigError, ConfigIssue
 from ._models import (
     ENTRYPOINT_PATTERN,
@@ -113,7 +114,19 @@ def _not_blank(value: str) -> str:
 
 def _one_or_many(value: Any) -> Any:
     # `needs: build` reads as well as `needs: [build]`.
-    return (value,) if isinstance(value, str) else value
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"must be a name or a list of names, not {_kind_of(value)}")
+    return value
+
+
+def _kind_of(value: Any) -> str:
+    """How a YAML value reads to the person who wrote it."""
+    if value is None:
+        return "empty"
+    names = {bool: "true/false", int: "a number", float: "a number", dict: "a mapping"}
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 NodeId = Annotated[str, AfterValidator(_check_id)]
@@ -300,6 +313,10 @@ class Policy(_Model):
     """Seconds a node may take when neither the node nor its tool says."""
     approval: ApprovalPolicy = ApprovalPolicy()
     """The approval layer's tiers and rules."""
+    allow_ungated: bool = False
+    """Apply a plan that no required validation gates (all of its validations are
+    informational, or it has none). Off by default: such a plan is refused as a permanent
+    fault, since nothing would stand between its work and Apply."""
 
 
 class ActorSpec(_Model):
@@ -351,6 +368,15 @@ class PlanGraph(_Model):
     """Retries, concurrency, timeouts and approval."""
     lifecycle: Lifecycle = Lifecycle()
     """The supervisor's actors and the artifact's schema."""
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _node_list(cls, value: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise ValueError(
+                f"must be a list of nodes (each `- id: ...`), not {_kind_of(value)}"
+            )
+        return value
 
     @field_validator("nodes")
     @classmethod
@@ -513,6 +539,8 @@ _FIELDS_BY_PATH: Final[tuple[tuple[re.Pattern[str], type[Any]], ...]] = (
     (re.compile(r"^policy\.[^.]+$"), Policy),
     (re.compile(r"^policy\.approval\.[^.]+$"), ApprovalPolicy),
     (re.compile(r"^policy\.approval\.rules\[\d+\]\.[^.]+$"), ApprovalRule),
+    (re.compile(r"^lifecycle\.[^.]+$"), Lifecycle),
+    (re.compile(r"^lifecycle\.(strategy|executor)\.[^.]+$"), ActorSpec),
 )
 
 
@@ -584,6 +612,8 @@ class _Loader:
         else:
             parts = self._salvage(data, tools, context)
         self._check(parts, data.get("resources"))
+        if graph is not None:
+            self._check_callable(parts, graph.policy.default_timeout)
         if self.issues or graph is None:
             raise ConfigError(self._explained(), source=self.doc.source)
         # The full networkx graph is built again only if someone asks for it (`digraph`).
@@ -641,9 +671,10 @@ class _Loader:
     def _adopt(self, exc: ConfigError, path: PathKey) -> None:
         """Keep a part's issues, with the part's path in front of each field."""
         prefix = format_path(path)
-        line, column = self.doc.position(path)
         for issue in exc.issues:
             known = issue.line is not None
+            # The field's own position when the part's error does not carry one.
+            line, column = self.doc.position((*path, *issue.field.split(".")))
             self.issues.append(
                 ConfigIssue(
                     issue.message,
@@ -739,10 +770,15 @@ class _Loader:
                 tool = self._wrap(path, tool, (*chain, name))
             self.registry[name] = tool
             return tool
-        if self.catalog is None or name in self.catalog_errors:
+        if self.catalog is None:
+            found_builtin = builtin(name)
+            if found_builtin is not None:
+                self.registry[name] = found_builtin
+            return found_builtin
+        if name in self.catalog_errors:
             return None
         try:
-            if name not in self.catalog:
+            if name not in self.catalog:  # the catalog knows the built-ins too
                 return None
             found = self.catalog.get(name)  # comes with its inheritance applied
         except CatalogError as exc:
@@ -811,7 +847,8 @@ class _Loader:
                 self.add([*base, "needs", j], f"unknown node {need!r}{_did_you_mean(need, ids)}")
         for j, name in _listed(self, [*base, "resources"], node.resources or ()):
             if name not in resources and name not in self.broken.resources:
-                declared = ", ".join(sorted(resources))
+                # A resource whose own definition is broken is still declared.
+                declared = ", ".join(sorted({*resources, *self.broken.resources}))
                 hint = f"the graph declares: {declared}" if declared else "the graph declares none"
                 self.add([*base, "resources", j], f"unknown resource {name!r} ({hint})")
         kind = node.kind
@@ -839,6 +876,98 @@ class _Loader:
                     f"{node.target!r} names a tool, not a validation (call it from a work "
                     "node with `tool:`, or wrap it in a validation)",
                 )
+        if tool is not None:
+            self._check_slots(base, node, tool, resources)
+            self._check_arguments(base, node, tool)
+
+    def _check_slots(
+        self, base: PathKey, node: Node, tool: Tool, resources: Mapping[str, Any]
+    ) -> None:
+        """Each required resource slot is bound as the engine binds it: by a resource of
+        the slot's name, the node's only resource for a tool's only slot, or an argument."""
+        given = list(node.resources) if node.resources is not None else list(resources)
+        if any(name in self.broken.resources for name in given):
+            return  # the broken resource is reported where it is defined
+        slots = tool.resource_slots
+        for slot in slots:
+            if not slot.required or slot.name in given or slot.name in node.arguments:
+                continue
+            if len(given) == 1 and len(slots) == 1:
+                continue
+            what = f" ({slot.description})" if slot.description else ""
+            if not given:
+                how = "the node is given no resource"
+            else:
+                how = f"the node is given {', '.join(given)}, none named {slot.name!r}"
+            field = "resources" if node.resources is not None else _TARGET_FIELD[node.kind]
+            self.add(
+                [*base, field],
+                f"{tool.name!r} needs a resource for its slot {slot.name!r}{what}: {how} "
+                f"(give the node one resource, or one named {slot.name!r})",
+            )
+
+    def _check_arguments(self, base: PathKey, node: Node, tool: Tool) -> None:
+        if isinstance(tool, Validation) and tool.argument_mapping:
+            return  # its arguments are mapped onto the wrapped tool's; checked there
+        for path, message in tool.argument_problems(node.arguments):
+            # A misspelled name is the key's fault, not its value's.
+            self.add(
+                [*base, "arguments", *path],
+                message,
+                at_key=message.startswith("unknown argument"),
+            )
+
+    def _check_callable(self, parts: _Parts, default_timeout: float) -> None:
+        """Prepare every tool as the engine will (import the entrypoint, run the inline
+        code's definitions, build the transform), so what cannot be called is reported
+        here rather than found by a plan at run time. An inline definition's problem is
+        reported where it is written, once; a catalog or built-in one's at the node."""
+        from ._invoke import prepare
+
+        reported: set[str] = set()
+        seen: set[tuple[str, str | None, float | None]] = set()
+
+        def problem(tool: Tool, isolation: Any, timeout: float | None) -> ConfigError | None:
+            try:
+                prepare(
+                    tool,
+                    self.registry.__getitem__,
+                    isolation=isolation,
+                    timeout=timeout,
+                    default_timeout=default_timeout,
+                )
+            except ConfigError as exc:
+                return exc
+            except (KeyError, RecursionError):
+                return None  # an unknown name or a wrapping cycle: reported already
+            return None
+
+        for name, (path, _) in self.inline.items():
+            tool = self.registry.get(name)
+            if tool is None or name in self.broken.tools:
+                continue
+            found = problem(tool, None, None)
+            if found is not None:
+                self._adopt(found, path)
+                reported.add(name)
+        for index, node in parts.nodes:
+            if node.kind is NodeKind.ACTOR or node.target in reported:
+                continue
+            tool = self.registry.get(node.target)
+            key = (node.target, node.isolation, node.timeout)
+            if tool is None or key in seen:
+                continue
+            seen.add(key)
+            found = problem(tool, node.isolation, node.timeout)
+            if found is None:
+                continue
+            inline = node.target in self.inline
+            for issue in found.issues:
+                # A field of the node (its isolation, say), else of what it calls.
+                field = issue.field if issue.field in ("isolation", "timeout") else None
+                where = [*("nodes", index), field or _TARGET_FIELD[node.kind]]
+                what = "" if field or inline else f"{node.target!r} cannot be called: "
+                self.add(where, what + issue.message)
 
     def _import_class(self, uses: str) -> str | None:
         """Return what is wrong with ``uses``, or ``None`` if it names a class."""

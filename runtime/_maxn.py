@@ -57,6 +57,9 @@ __all__ = [
     "AUDIT_FILE",
     "DEFAULT_RETRY_LIMIT",
     "FAULT_CATALOGUE",
+    "MISCONFIGURED",
+    "NO_ACCEPTANCE_CRITERIA",
+    "RUNTIME_FAULT",
     "Attempt",
     "AuditLog",
     "AuditRecorder",
@@ -237,8 +240,13 @@ _SLOW: Final = Backoff(initial=1.0, factor=2.0, maximum=30.0, jitter=0.1)
 _REJECTED: Final = "rejected"
 _INCONCLUSIVE: Final = "inconclusive"
 _UNAVAILABLE: Final = "unavailable"
-_NO_ACCEPTANCE_CRITERIA: Final = "no_acceptance_criteria"
+NO_ACCEPTANCE_CRITERIA: Final = "no_acceptance_criteria"
+"""The fault kind of a plan with nothing to check: no required validation gates it."""
 _EVENT_LOG: Final = "event_log"
+MISCONFIGURED: Final = "misconfigured"
+"""The fault kind of a validation or work tool that cannot be called as configured."""
+RUNTIME_FAULT: Final = "runtime_fault"
+"""The fault kind of a failure inside gategraph itself (a bug, not the plan's fault)."""
 
 # The rows are ours (DESIGN.md, "Decisions"); docs/maxn.md is the table of record, keep both
 # in step. The per-kind ``retries`` only ever lower the shared budget, never raise it.
@@ -315,14 +323,15 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 "never retried: running it again would write again (seed 000, DESIGN.md).",
             ),
             _row(
-                _NO_ACCEPTANCE_CRITERIA,
+                NO_ACCEPTANCE_CRITERIA,
                 _INFRA,
                 _PERMANENT,
                 0,
                 None,
-                "The plan has no acceptance criteria to check, so no verdict is possible "
-                "until a person adds some (seed 003: validator-rejected-no-acs is a "
-                "permanent infra fault).",
+                "No required validation gates the plan (no acceptance criterion, every "
+                "validation informational or none at all), so no verdict is possible until "
+                "a person adds one or allows an ungated plan (seed 003: an empty roster is "
+                "a permanent infra fault, never auto-attested).",
             ),
             _row(
                 _UNAVAILABLE,
@@ -333,6 +342,26 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 "A validator or executor could not be reached: a worker process died, a "
                 "cluster node or an MCP server went away. Restarts take a while, so it "
                 "waits longer and may use the whole budget.",
+            ),
+            _row(
+                MISCONFIGURED,
+                _INFRA,
+                _PERMANENT,
+                0,
+                None,
+                "A validation or a work tool cannot be called as configured: its entrypoint "
+                "does not import, its inline code defines no `run`, it names an MCP tool this "
+                "version cannot call. Neither a fix of the work nor a re-run changes that; a "
+                "person corrects the graph or the catalog.",
+            ),
+            _row(
+                RUNTIME_FAULT,
+                _INFRA,
+                _PERMANENT,
+                0,
+                None,
+                "gategraph itself failed (a bug in the runtime, not in the plan or its "
+                "validations). Retrying would hide it; a person looks, and reports it.",
             ),
             _row(
                 _EVENT_LOG,

@@ -387,6 +387,49 @@ class Tool(_Model):
             out.append(issue)
         return sorted(out, key=lambda i: (i.line or 0, i.column or 0))
 
+    def argument_problems(
+        self, arguments: Mapping[str, Any]
+    ) -> list[tuple[tuple[str | int, ...], str]]:
+        """What is wrong with configured ``arguments`` for this tool, by ``input_schema``.
+
+        Each problem is ``(path inside the arguments, message)``; none without a schema.
+        Resource slots and the values the runtime passes itself (``artifact``, ``context``,
+        ``inputs``) are not configured arguments and are not checked. A misspelled name is
+        ``unknown argument`` with the closest known one.
+        """
+        schema = self.input_schema
+        if not schema or not isinstance(arguments, Mapping):
+            return []
+        skip = {slot.name for slot in self.resource_slots} | {"artifact", "context", "inputs"}
+        given = {k: v for k, v in arguments.items() if k not in skip}
+        from jsonschema import validators
+
+        validator = validators.validator_for(schema)(schema)
+        known = list((schema.get("properties") or {}).keys())
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        unknown = set(given) - set(known)
+        # A required name that an unknown one is a misspelling of is said once, as that.
+        meant = {m for name in unknown for m in difflib.get_close_matches(name, known, n=1)}
+        for error in validator.iter_errors(given):
+            path = tuple(error.absolute_path)
+            if error.validator == "additionalProperties" and not path:
+                for name in sorted(unknown):
+                    close = difflib.get_close_matches(name, known, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    expected = ", ".join(known) if known else "none"
+                    problems.append(
+                        ((name,), f"unknown argument{hint}; {self.name!r} takes: {expected}")
+                    )
+            elif error.validator == "required" and not path:
+                problems.extend(
+                    ((name,), f"missing argument (required by {self.name!r})")
+                    for name in error.validator_value
+                    if name not in given and name not in meant
+                )
+            else:
+                problems.append((path, error.message))
+        return sorted(problems, key=lambda p: [str(part) for part in p[0]])
+
     def as_cli_dict(self) -> dict[str, Any]:
         """Return the fields in a stable order, JSON-compatible, for display and export.
 

@@ -15,7 +15,7 @@ import msgspec
 
 from ._engine import ATTACHMENT_PREFIX as ATTACHMENT
 from ._engine import NodeResult, NodeStatus, ValidationRecord
-from ._maxn import FaultKind, classify
+from ._maxn import MISCONFIGURED, NO_ACCEPTANCE_CRITERIA, RUNTIME_FAULT, FaultKind, classify
 from ._models import ValidationMode
 from ._results import ResultError, ValidationResult
 
@@ -40,10 +40,13 @@ __all__ = [
     "logged_result",
     "retry_only_nodes",
     "round_faults",
+    "routing_reason",
     "runtime_error",
     "semantic_outcome",
     "semantic_reasons",
+    "uncallable_reason",
     "with_descendants",
+    "work_failed_reason",
 ]
 
 LAYERS: Final = ("routing", "payload", "semantic", "approval")
@@ -66,6 +69,42 @@ class Reason(msgspec.Struct, kw_only=True, frozen=True):
     def __str__(self) -> str:
         where = f"{self.node}: " if self.node else ""
         return f"{self.layer}: {where}{self.message}"
+
+
+# How a routing reason reads, by its fault kind. The log keeps reasons as text; replay
+# reads the kind back from it (routing_reason), so the two cannot drift.
+_WORK_FAILED: Final[dict[str | None, str]] = {
+    None: "the execution actor failed: ",
+    MISCONFIGURED: "the work cannot run as configured: ",
+    RUNTIME_FAULT: "gategraph itself failed (please report this): ",
+}
+_UNCALLABLE: Final = "cannot be called: "
+
+
+def work_failed_reason(error: str, fault: str | None) -> Reason:
+    """The routing reason for an execution actor that produced no artifact.
+
+    ``fault`` is ``misconfigured`` (a work tool cannot be called), ``runtime_fault`` (a
+    failure inside gategraph) or ``None`` (the execution actor's own failure: a fix).
+    """
+    return Reason(layer="routing", message=_WORK_FAILED[fault] + error, error=fault)
+
+
+def uncallable_reason(node: str, problem: str) -> Reason:
+    """The routing reason for an applicable validation that cannot be called."""
+    return Reason(layer="routing", node=node, message=_UNCALLABLE + problem, error=MISCONFIGURED)
+
+
+def routing_reason(text: str) -> Reason:
+    """A routing reason rebuilt from its logged text (``str(reason)``)."""
+    body = text.removeprefix("routing: ")
+    for fault, prefix in _WORK_FAILED.items():
+        if body.startswith(prefix):
+            return Reason(layer="routing", message=body, error=fault)
+    # Node ids cannot contain ": ", so the first one ends the node.
+    node, _, message = body.partition(": ")
+    error = MISCONFIGURED if message.startswith(_UNCALLABLE) else None
+    return Reason(layer="routing", node=node, message=message, error=error)
 
 
 class Passed(msgspec.Struct, frozen=True):
@@ -193,11 +232,14 @@ def build_verdict(
             }
         )
     if not findings:
+        # seed 003: an empty roster is never auto-attested, unless the plan says so.
+        ungated = graph.policy.allow_ungated
         findings.append(
             {
                 "acId": "plan",
-                "status": "pass",
-                "reasoning": "the plan has no required validation",
+                "status": "pass" if ungated else "inconclusive",
+                "reasoning": "the plan has no required validation"
+                + (" (its policy allows an ungated plan)" if ungated else ": nothing gates it"),
                 "checkedAt": now,
             }
         )
@@ -298,6 +340,19 @@ def semantic_outcome(
     """
     verdict = build_verdict(plan_id, graph, applicable, records)
     reasons = semantic_reasons(records, results.values(), applicable)
+    if not graph.policy.allow_ungated and not any(
+        a.mode == ValidationMode.REQUIRED.value for a in applicable
+    ):
+        reasons = (
+            *reasons,
+            Reason(
+                layer="semantic",
+                message="no required validation gates this plan (every validation is "
+                "informational, or there is none): add a required validation or an "
+                "acceptance criterion, or set `policy.allow_ungated: true`",
+                error=NO_ACCEPTANCE_CRITERIA,
+            ),
+        )
     if reasons or verdict.get("verdict") != "attest":
         summary = str(verdict.get("summary", "rejected"))
         return Rejected(
@@ -331,10 +386,9 @@ def round_faults(outcome: Rejected) -> list[FaultKind]:
     """
     faults: list[FaultKind] = []
     for reason in outcome.reasons:
-        if outcome.layer == "semantic":
-            fault = classify(reason.error, False)
-        else:
-            fault = classify(None, False)
+        # A routing reason carries an error when the cause is not the work's: a validation
+        # that cannot be called (misconfigured), or the runtime's own failure.
+        fault = classify(reason.error, False)
         if fault is not None:
             faults.append(fault)
     if not faults:

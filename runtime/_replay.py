@@ -68,8 +68,10 @@ from ._pipeline import (
     logged_result,
     retry_only_nodes,
     round_faults,
+    routing_reason,
     semantic_outcome,
     with_descendants,
+    work_failed_reason,
 )
 from ._protocols import Applicable
 
@@ -79,8 +81,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplayReport", "graph_applicable", "replay_plan"]
 
-_EXECUTOR_FAILED: Final = "the execution actor failed: "
-"""How a routing reason for a failed execution actor begins (it names no node)."""
 
 
 class ReplayReport(msgspec.Struct, kw_only=True):
@@ -241,14 +241,9 @@ def _logged_reasons(layer: str, texts: Sequence[str]) -> tuple[Reason, ...]:
     Only whether a routing reason names a node matters (the execution actor's failure
     names none); node ids cannot contain spaces, so the text tells them apart.
     """
-    reasons = []
-    for text in texts:
-        body = text.removeprefix(f"{layer}: ")
-        node: str | None = None
-        if layer == "routing" and not body.startswith(_EXECUTOR_FAILED):
-            node = body.split(": ", 1)[0]
-        reasons.append(Reason(layer=layer, node=node, message=body))
-    return tuple(reasons)
+    if layer == "routing":
+        return tuple(routing_reason(text) for text in texts)
+    return tuple(Reason(layer=layer, message=text.removeprefix(f"{layer}: ")) for text in texts)
 
 
 class _Round:
@@ -573,7 +568,7 @@ class _Replayer:
         if work is None:
             return None
         if work.error is not None:
-            return "routing", [f"routing: {_EXECUTOR_FAILED}{work.error}"]
+            return "routing", [str(work_failed_reason(work.error, work.fault))]
         artifact = work.artifact
         if isinstance(artifact, Mapping) and set(artifact) == {"unencodable", "repr"}:
             return None

@@ -732,6 +732,28 @@ class DirectoryResource:
             return True
         return os.path.lexists(self._journal / _APPLIED / plan_id)
 
+    def release(self, *, plan_id: str) -> None:
+        """Forget the plan's applied marker once the plan's own log records the apply.
+
+        The marker keeps Apply at most once until then; afterwards the log does. When no
+        other plan's apply is pending or marked, the journal folder goes too, so a finished
+        plan leaves nothing in the user's folder.
+        """
+        _check_plan_id(plan_id)
+        if not os.path.lexists(self._journal):
+            return
+        with self._locked():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._journal / _APPLIED / plan_id)
+            with contextlib.suppress(OSError):  # not empty: another plan's marker
+                os.rmdir(self._journal / _APPLIED)
+            if {entry.name for entry in os.scandir(self._journal)} <= {_LOCK}:
+                # Under the lock: waiters check the lock file is still there (`_locked`).
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._journal / _LOCK)
+                with contextlib.suppress(OSError):
+                    os.rmdir(self._journal)
+
     def apply(self, sandbox: Sandbox, changeset: Changeset, *, plan_id: str) -> ApplyReport:
         """Commit ``changeset`` from ``sandbox`` to the real folder: journal first, then rename.
 
@@ -752,7 +774,7 @@ class DirectoryResource:
             if os.path.lexists(plan_dir):
                 raise ApplyConflictError(
                     f"resource {self.name!r}: an earlier apply of plan {plan_id!r} did not finish; "
-                    "call recover(plan_id=...) first",
+                    f"`gategraph resume {plan_id}` (or recover(plan_id=...)) finishes it first",
                     resource=self.name,
                     plan_id=plan_id,
                 )
@@ -834,11 +856,21 @@ class DirectoryResource:
     def _locked(self) -> Iterator[None]:
         """Hold the per-folder thread lock and an flock on the journal's lock file."""
         with self._lock:
-            _make_folder(self._journal)
-            fd = os.open(self._journal / _LOCK, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
+            while True:
+                _make_folder(self._journal)
+                fd = os.open(self._journal / _LOCK, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
+                if sys.platform == "win32":
+                    break
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                # `release` removes the journal folder, lock file and all, while holding the
+                # lock: a waiter that then gets a lock on the unlinked file tries again.
+                try:
+                    if os.stat(self._journal / _LOCK).st_ino == os.fstat(fd).st_ino:
+                        break
+                except FileNotFoundError:
+                    pass
+                os.close(fd)
             try:
-                if sys.platform != "win32":
-                    fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
             finally:
                 os.close(fd)  # releases the flock
@@ -866,7 +898,8 @@ class DirectoryResource:
     def _stopped(self, plan_id: str, exc: OSError) -> RuntimeFault:
         return RuntimeFault(
             f"resource {self.name!r}: the apply of plan {plan_id!r} stopped after its point of no "
-            f"return ({exc}); recover(plan_id={plan_id!r}) finishes it"
+            f"return ({exc}); `gategraph resume {plan_id}` finishes it (from Python: "
+            f"resume_plan, or this resource's recover(plan_id={plan_id!r}))"
         )
 
     def _prune(self, box_root: str, changeset: Changeset) -> tuple[str, ...]:

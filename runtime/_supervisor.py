@@ -19,15 +19,16 @@ import hashlib
 import os
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Self
 
 import anyio
 import anyio.to_thread
 import msgspec
 
-from ._catalog import default_catalog_path
 from ._engine import GraphRun, NodeResult, NodeStatus, ValidationRecord, _jsonable, execute_graph
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
@@ -50,15 +51,19 @@ from ._events import (
     StrategyRevisionRequested,
     WorkFinished,
 )
-from ._exceptions import CatalogError, ConfigError, ResumeError, RuntimeFault
+from ._exceptions import CatalogError, ConfigError, ConfigIssue, ResumeError, RuntimeFault
 from ._ids import new_ulid
 from ._invoke import Isolation, prepare, resolve_entrypoint
 from ._journal import PlanJournal, event_tag, steps_of
 from ._maxn import (
+    AUDIT_FILE,
+    MISCONFIGURED,
+    RUNTIME_FAULT,
     Attempt,
     AuditLog,
     AuditRecorder,
     FaultKind,
+    InMemoryAuditLog,
     MaxNPolicy,
     RetryBudget,
     RetryDecision,
@@ -80,7 +85,9 @@ from ._pipeline import (
     retry_only_nodes,
     round_faults,
     semantic_outcome,
+    uncallable_reason,
     with_descendants,
+    work_failed_reason,
 )
 from ._protocols import (
     Applicable,
@@ -99,7 +106,6 @@ from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
-    from pathlib import Path
 
     from ._catalog import Catalog
     from ._graph import PlanGraph
@@ -254,15 +260,25 @@ class GraphExecutor:
             return {}
         journal = request.journal
         # Logged into the plan's own sequence, so the plan's log shows the work too.
-        logging = journal.engine_arguments() if journal is not None else {}
-        run = await execute_graph(
-            request.graph,
-            resources=request.resources,
-            select=work,
-            plan_id=request.plan_id,
-            attempt=request.attempt,
-            **logging,
+        logging = (
+            journal.engine_arguments() if journal is not None else {"plan_id": request.plan_id}
         )
+        try:
+            run = await execute_graph(
+                request.graph,
+                resources=request.resources,
+                select=work,
+                attempt=request.attempt,
+                **logging,
+            )
+        except (ConfigError, RuntimeFault):
+            raise
+        except Exception as exc:
+            # The tools' own failures are in the run's results, never raised: anything
+            # raised here is gategraph's, and no fix of the work can help.
+            raise RuntimeFault(
+                f"the default executor failed: {type(exc).__name__}: {exc}"
+            ) from exc
         if journal is not None:
             journal.advance(run)
         failed = [r for r in run.nodes.values() if r.status.value != "ok"]
@@ -340,8 +356,19 @@ class Supervisor:
                 f"{self.plan_id!r} is not a plan id: letters, digits, '.', '_' and '-', "
                 "starting with a letter or digit, at most 200",
             )
-        self.home = home or default_catalog_path().parent
-        self.audit: AuditRecorder = audit if audit is not None else AuditLog()
+        # Sandboxes and the audit follow the event log: beside a log file, in the temporary
+        # folder (sandboxes) and in memory (audit) for an in-memory log. An embedding
+        # program that did not ask for files in its working folder gets none there.
+        log_path = getattr(self.log, "path", None)
+        log_folder = Path(log_path).parent if isinstance(log_path, str | os.PathLike) else None
+        self.home = home or log_folder or Path(tempfile.gettempdir()) / "gategraph-sandboxes"
+        if audit is None:
+            audit = (
+                AuditLog(log_folder / "audit" / AUDIT_FILE)
+                if log_folder is not None
+                else InMemoryAuditLog()
+            )
+        self.audit: AuditRecorder = audit
         self.auto_approve = auto_approve
         self.sleep = sleep or anyio.sleep
         self.resources: dict[str, Resource] = dict(resources or {})
@@ -423,10 +450,41 @@ class Supervisor:
 
     async def run(self) -> PlanOutcome:
         """Run the plan to an outcome: applied, failed, or paused for a person."""
+        self._check_callable()
         with self._lease():
             await anyio.to_thread.run_sync(self.executor.connect)
             await self.journal.emit(PlanStarted, **await self._started())
             return await self._drive()
+
+    def _check_callable(self) -> None:
+        """Refuse, before anything is logged, a plan whose validations or work tools
+        cannot be called: no fix, retry or revised strategy could change that."""
+        issues: list[ConfigIssue] = []
+        index = {node.id: i for i, node in enumerate(self.graph.nodes)}
+        seen: set[tuple[bool, str]] = set()
+        for item in self.applicable:
+            key = (item.attachment_id is not None, item.validation)
+            if key in seen:
+                continue
+            seen.add(key)
+            problem = self._callable_problem(*key)
+            if problem is None:
+                continue
+            if item.attachment_id is not None:
+                where = f"attachment {item.attachment_id}"
+                problem = f"the attached validation {item.validation!r} cannot be called: {problem}"
+            else:
+                where = f"nodes[{index[item.id]}].validation"
+            issues.append(ConfigIssue(problem, where))
+        for node_id in self.work_phase:
+            node = self.graph.node(node_id)
+            if node.tool is None:
+                continue
+            problem = self._callable_problem(False, node.tool)
+            if problem is not None:
+                issues.append(ConfigIssue(problem, f"nodes[{index[node_id]}].tool"))
+        if issues:
+            raise ConfigError(issues, source=self.graph.source)
 
     async def resume(self, *, decision: EscalationDecision | None = None) -> PlanOutcome:
         """Continue the plan whose events are ``events`` (its whole log) from where they end.
@@ -681,6 +739,8 @@ class Supervisor:
             shutil.rmtree(plan_dir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 plan_dir.parent.rmdir()  # only when no other plan's sandboxes are there
+                if self.home.name == "gategraph-sandboxes":
+                    self.home.rmdir()  # the temporary home of in-memory logs
 
     async def _views(self) -> dict[str, Any]:
         await self._ensure_sandboxes()
@@ -706,7 +766,7 @@ class Supervisor:
         if recorded is not None:
             self._work_from_log = True
             if recorded.error is not None:
-                return _WorkFailed(recorded.error)
+                return _WorkFailed(recorded.error, recorded.fault)
             return recorded.artifact
         await self.journal.go_live()
         if not fix:
@@ -746,6 +806,11 @@ class Supervisor:
                         fix=self._fix_number,
                     )
                 )
+        except ConfigError as exc:
+            # A work tool that cannot be called: no fix of the work changes that.
+            artifact = _WorkFailed(str(exc), MISCONFIGURED)
+        except RuntimeFault as exc:
+            artifact = _WorkFailed(f"{type(exc).__name__}: {exc}", RUNTIME_FAULT)
         except Exception as exc:
             artifact = _WorkFailed(f"{type(exc).__name__}: {exc}")
         failed = isinstance(artifact, _WorkFailed)
@@ -754,6 +819,7 @@ class Supervisor:
             attempt=self.attempt,
             artifact=None if failed else _jsonable(artifact),
             error=str(artifact) if failed else None,
+            fault=artifact.fault if isinstance(artifact, _WorkFailed) else None,
         )
         return artifact
 
@@ -811,10 +877,7 @@ class Supervisor:
         """The transition Execute → Apply needs an artifact, and every applicable validation
         callable (seed 002 §8: "required capabilities are available")."""
         if isinstance(artifact, _WorkFailed):
-            return Rejected(
-                "routing",
-                (Reason(layer="routing", message=f"the execution actor failed: {artifact}"),),
-            )
+            return Rejected("routing", (work_failed_reason(str(artifact), artifact.fault),))
         reasons = []
         # Once per distinct validation, not per node: a fan-out of 100,000 nodes running one
         # validation prepares it once.
@@ -825,9 +888,7 @@ class Supervisor:
                 problems[key] = self._callable_problem(*key)
             problem = problems[key]
             if problem is not None:
-                reasons.append(
-                    Reason(layer="routing", node=item.id, message=f"cannot be called: {problem}")
-                )
+                reasons.append(uncallable_reason(item.id, problem))
         return Rejected("routing", tuple(reasons)) if reasons else Passed()
 
     def _callable_problem(self, attached: bool, name: str) -> str | None:
@@ -1117,6 +1178,11 @@ class Supervisor:
             await self.journal.go_live()
             changes = await self._commit(names)
             await self.journal.emit(ApplyCompleted, changes=changes)
+        # The log holds the apply now: the resources' own markers of it may go.
+        for name in names:
+            release = getattr(self.resources[name], "release", None)
+            if release is not None:
+                await anyio.to_thread.run_sync(functools.partial(release, plan_id=self.plan_id))
         return await self._finish(PlanStatus.APPLIED, "applied", changes=changes)
 
     async def _commit(self, names: Sequence[str]) -> dict[str, str]:
@@ -1174,7 +1240,18 @@ def _graph_file(graph: PlanGraph) -> tuple[str | None, str | None]:
 
 
 class _WorkFailed(str):
-    """The execution actor raised: the pipeline's routing layer rejects its non-artifact."""
+    """The execution actor raised: the pipeline's routing layer rejects its non-artifact.
+
+    ``fault`` is the fault kind when the work cannot fix it (``misconfigured``,
+    ``runtime_fault``); ``None`` sends it back to the execution actor as a fix.
+    """
+
+    fault: str | None
+
+    def __new__(cls, text: str, fault: str | None = None) -> Self:
+        failed = super().__new__(cls, text)
+        failed.fault = fault
+        return failed
 
 
 async def run_plan(

@@ -88,6 +88,7 @@ nodes:
   - id: lint
     validation: lint-clean
     needs: change
+    resources: [repo]
   - id: hints
     validation: advice
     needs: [change]
@@ -97,6 +98,7 @@ nodes:
   - id: again
     tool: lint-clean
     needs: [change]
+    resources: [repo]
 acceptance:
   - id: AC1
     text: The code parses.
@@ -886,12 +888,13 @@ def test_documented_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (tmp_path / "mypkg").mkdir()
     (tmp_path / "mypkg" / "__init__.py").write_text("")
     (tmp_path / "mypkg" / "actors.py").write_text("class Reviewer:\n    pass\n")
+    (tmp_path / "mypkg" / "tools.py").write_text("def run_ruff(root):\n    return {}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = load_graph(write(tmp_path, example, "plan.yaml"))
     assert [n.kind for n in graph.nodes].count(NodeKind.VALIDATION) == 3
     assert graph.get_tool("lint-clean").timeout == 60
-    sys.modules.pop("mypkg.actors", None)
-    sys.modules.pop("mypkg", None)
+    for name in ("mypkg.actors", "mypkg.tools", "mypkg"):
+        sys.modules.pop(name, None)
 
 
 # -- the loaded graph ---------------------------------------------------------------------------
@@ -916,7 +919,7 @@ def test_fields_and_defaults(good: Path) -> None:
     )
     lint = graph.node("lint")
     assert lint.needs == ("change",)  # a single name reads as a list of one
-    assert lint.resources is None
+    assert graph.node("hints").resources is None  # every resource
     assert lint.isolation is None
     assert lint.arguments == {}
 
@@ -1026,9 +1029,9 @@ def catalog() -> Catalog:
         Tool.from_config(
             {
                 "name": "ruff",
-                "entrypoint": "mypkg.tools:run_ruff",
+                "entrypoint": "json:dumps",
                 "timeout": 45,
-                "resource_slots": [{"name": "repo", "kind": "directory"}],
+                "resource_slots": [{"name": "repo", "kind": "directory", "required": False}],
                 "description": "from the catalog",
             }
         )
@@ -1036,7 +1039,7 @@ def catalog() -> Catalog:
     catalog.add(
         Validation.from_config({"name": "lint-clean", "wraps": "ruff", "transform": "output"})
     )
-    catalog.add(Tool.from_config({"name": "deploy", "writes": True, "entrypoint": "m:f"}))
+    catalog.add(Tool.from_config({"name": "deploy", "writes": True, "entrypoint": "json:loads"}))
     return catalog
 
 
@@ -1074,7 +1077,7 @@ def test_inline_definitions_win_over_the_catalog(tmp_path: Path, catalog: Catalo
     graph = load_graph(path, catalog=catalog)
     assert not graph.get_tool("deploy").capability.writes
     assert graph.get_tool("lint-mine").timeout == 45
-    assert graph.get_tool("ruff").entrypoint == "mypkg.tools:run_ruff"
+    assert graph.get_tool("ruff").entrypoint == "json:dumps"
 
 
 def test_catalog_tool_that_writes_cannot_be_a_validation_node(

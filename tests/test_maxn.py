@@ -75,6 +75,8 @@ EXPECTED_ROWS = {
     "no_acceptance_criteria": ("infra", "permanent"),
     "unavailable": ("infra", "transient"),
     "event_log": ("infra", "permanent"),
+    "misconfigured": ("infra", "permanent"),
+    "runtime_fault": ("infra", "permanent"),
 }
 
 

@@ -171,8 +171,8 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
         "resource_slots": _root("The folder to check."),
         "timeout": 300,
     },
-    "pytest": {
-        "name": "pytest",
+    "pytest_suite": {
+        "name": "pytest_suite",
         "description": "The project's pytest suite passes (run on a disposable copy).",
         "entrypoint": "gategraph.validators:pytest_suite",
         "input_schema": {
