@@ -476,6 +476,18 @@ class Catalog:
                     f"{validation!r} is a tool, not a validation; only validations can be attached",
                     name=validation,
                 )
+            if self._load(db, validation) is None:
+                # A built-in attached by name: registered now, so the attachment refers to
+                # a row like any other (and `tool list` shows what is attached).
+                db.execute(
+                    "INSERT INTO tools (name, tool_type, wraps, config) VALUES (?, ?, ?, ?)",
+                    (
+                        target.name,
+                        target.tool_type.value,
+                        None,
+                        target.model_dump_json(exclude_defaults=True),
+                    ),
+                )
             checked = self._resolved(db, target)
             if not (isinstance(checked, Validation) and checked.argument_mapping):
                 problems = checked.argument_problems(args)

@@ -6,7 +6,7 @@ arguments only — the configured arguments, ``artifact`` (the artifact under va
 ``root`` (the directory resource, a ``pathlib.Path``) and ``context`` (a
 :class:`~gategraph.runtime.ToolContext`) as each signature asks — and they return
 ``{"passed": bool, "message": str, "data": {...}}``. None of them writes: ``pytest_suite``
-runs pytest on a disposable copy in the call's scratch folder. Wrong arguments give
+and ``unittest_suite`` run the tests on a disposable copy in the call's scratch folder. Wrong arguments give
 ``passed: False`` with ``data["error"] == "bad_arguments"``, never an exception.
 
 :data:`BUILTIN_CONFIGS` holds a ready validation configuration for each, and
@@ -29,6 +29,7 @@ from ._paths_exist import paths_exist as paths_exist
 from ._pytest import pytest_suite as pytest_suite
 from ._python_syntax import python_syntax as python_syntax
 from ._regex import regex as regex
+from ._unittest import unittest_suite as unittest_suite
 from ._unsafe_command import unsafe_command as unsafe_command
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "pytest_suite",
     "python_syntax",
     "regex",
+    "unittest_suite",
     "unsafe_command",
 ]
 
@@ -183,6 +185,27 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
                     "type": ["number", "null"],
                     "exclusiveMinimum": 0,
                     "description": "Seconds before pytest is killed.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        "resource_slots": _root("The project folder."),
+        "timeout": 1800,
+    },
+    "unittest_suite": {
+        "name": "unittest_suite",
+        "description": "The project's unittest suite passes (standard library; run on a disposable copy).",
+        "entrypoint": "gategraph.validators:unittest_suite",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "start": {"type": "string", "minLength": 1, "default": "tests"},
+                "paths": {**_STRINGS, "description": "Folders put on PYTHONPATH."},
+                "pattern": {"type": "string", "minLength": 1, "default": "test*.py"},
+                "timeout": {
+                    "type": ["number", "null"],
+                    "exclusiveMinimum": 0,
+                    "description": "Seconds before the run is killed.",
                 },
             },
             "additionalProperties": False,

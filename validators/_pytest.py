@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from gategraph.runtime import ToolContext
 
-__all__ = ["MAX_FAILURES", "pytest_suite", "summarize"]
+__all__ = ["MAX_FAILURES", "copy_to_scratch", "output_tail", "pytest_suite", "summarize"]
 
 MAX_FAILURES: Final = 20
 """At most this many failures are listed in ``data["failures"]``."""
@@ -76,9 +76,14 @@ def _read_junit(path: Path) -> _Report | None:
     return report
 
 
+def copy_to_scratch(context: ToolContext, folder: Path) -> Path:
+    """Copy ``folder`` into the call's scratch (run in a worker thread: it takes a while)."""
+    return context.disposable_copy(folder)
+
+
 def _prepare(context: ToolContext, folder: Path) -> tuple[Path, Path]:
     """Copy ``folder`` into scratch; return the copy and a free path for the report."""
-    copy = context.disposable_copy(folder)
+    copy = copy_to_scratch(context, folder)
     junit = context.scratch / "junit.xml"
     counter = 1
     while junit.exists():  # the copy may have taken the name
@@ -87,7 +92,8 @@ def _prepare(context: ToolContext, folder: Path) -> tuple[Path, Path]:
     return copy, junit
 
 
-def _tail(output: bytes) -> str:
+def output_tail(output: bytes) -> str:
+    """The end of a run's output, as text."""
     text = output.decode("utf-8", errors="replace").strip()
     return text[-_OUTPUT_TAIL:]
 
@@ -158,7 +164,15 @@ async def pytest_suite(
         completed = await anyio.run_process(command, cwd=copy, env=env, check=False)
     if completed is None:
         return failed("timeout", f"pytest did not finish within {timeout:g} seconds")
-    output = _tail(completed.stdout + completed.stderr)
+    output = output_tail(completed.stdout + completed.stderr)
+    if completed.returncode == 1 and b"No module named pytest" in completed.stderr:
+        return result(
+            False,
+            f"pytest is not installed for {sys.executable}: install it there "
+            "(`pip install pytest`), or check the suite with `unittest_suite`",
+            exit_code=completed.returncode,
+            output=output,
+        )
     report = await anyio.to_thread.run_sync(_read_junit, junit)
     return summarize(report, completed.returncode, output)
 

@@ -1,0 +1,460 @@
+"""Failing well: what cannot run is refused before it runs, built-ins are found by name,
+nothing is fixed that a fix cannot help, and a finished plan leaves nothing behind."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gategraph.runtime import (
+    Catalog,
+    ConfigError,
+    MemoryEventLog,
+    PlanGraph,
+    Validation,
+    load_graph,
+    run_plan,
+)
+from gategraph.runtime._maxn import FAULT_CATALOGUE
+from gategraph.runtime._pipeline import (
+    Rejected,
+    round_faults,
+    routing_reason,
+    uncallable_reason,
+    work_failed_reason,
+)
+
+ROOT = Path(__file__).parents[1]
+GATEGRAPH = [sys.executable, "-m", "gategraph.runtime"]
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a user does, in a subprocess."""
+    return subprocess.run(
+        [*GATEGRAPH, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+# -- imports are declared dependencies ------------------------------------------------------
+
+# Distribution name → the module it installs, for the ones that differ.
+_MODULE_OF = {"python-ulid": "ulid", "pyyaml": "yaml", "opentelemetry-api": "opentelemetry"}
+
+
+# Shipped with a dependency it belongs to (pydantic pins its own core exactly), or used
+# by type checkers only.
+_PART_OF = {"pydantic_core", "typing_extensions"}
+# User projects shipped as example data, not gategraph's code.
+_DATA = ("demo-repo", "project")
+
+
+def _code(folder: str) -> list[Path]:
+    return [
+        p for p in sorted((ROOT / folder).rglob("*.py")) if not set(_DATA) & set(p.parts)
+    ]
+
+
+def _modules(requirements: list[str]) -> set[str]:
+    names = set(_PART_OF)
+    for requirement in requirements:
+        name = requirement.split(";")[0].split("[")[0]
+        for mark in "<>=!~ ":
+            name = name.split(mark)[0]
+        names.add(_MODULE_OF.get(name.lower(), name.lower().replace("-", "_")))
+    return names
+
+
+def _top_level_imports(tree: ast.Module) -> set[str]:
+    """Modules a file imports when it is imported: not in functions, not type-only."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                pass  # an optional import guarded by its own ImportError handler
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body)
+
+    visit(tree.body)
+    return found
+
+
+def test_every_import_at_import_time_is_a_declared_dependency() -> None:
+    """A module-level import in the installed packages is the standard library, gategraph
+    itself or a core dependency: an extra (or a dependency of a dependency) would break a
+    base install."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    allowed = _modules(project["dependencies"]) | {"gategraph"} | set(sys.stdlib_module_names)
+    offenders = []
+    for folder in ("runtime", "validators", "graphs", "benchmarks"):
+        for path in _code(folder):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for module in sorted(_top_level_imports(tree) - allowed):
+                offenders.append(f"{path.relative_to(ROOT)}: {module}")
+    assert offenders == []
+
+
+def test_every_lazy_import_is_declared_somewhere() -> None:
+    """Imports inside functions are a core dependency or one of the declared extras."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = [r for group in project["optional-dependencies"].values() for r in group]
+    allowed = (
+        _modules(project["dependencies"] + extras) | {"gategraph"} | set(sys.stdlib_module_names)
+    )
+    offenders = []
+    for folder in ("runtime", "validators"):
+        for path in _code(folder):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [a.name.split(".")[0] for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module.split(".")[0]]
+                offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n not in allowed]
+    assert offenders == []
+
+
+# -- what cannot be called is reported by check ---------------------------------------------
+
+BROKEN = """\
+version: 1
+name: broken
+resources:
+  repo: {kind: directory, path: .}
+validations:
+  - {name: noimport, entrypoint: "gategraph_no_such_module:run"}
+  - {name: norun, code: "x = 1\\n"}
+  - {name: badimport, code: "import gategraph_no_such_module\\ndef run(**_):\\n    return {'passed': True}\\n"}
+tools:
+  - {name: remote, mcp_server: srv, mcp_tool_name: t}
+nodes:
+  - {id: a, validation: noimport}
+  - {id: b, validation: norun}
+  - {id: c, validation: badimport}
+  - {id: d, tool: remote}
+  - {id: e, validation: python_syntax, resources: []}
+  - {id: f, validation: regex, arguments: {patern: x}}
+"""
+
+
+def test_check_reports_everything_that_cannot_be_called(tmp_path: Path) -> None:
+    """Each uncallable definition, unbound slot and misspelled argument is one line with
+    its file, line, column and field; exit 2; no traceback."""
+    path = tmp_path / "broken.yaml"
+    path.write_text(BROKEN)
+    done = run_cli("check", str(path), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert "Traceback" not in done.stderr
+    fields = [line.split(": ")[2] for line in lines]
+    assert fields == [
+        "validations[0].entrypoint",
+        "validations[1].code",
+        "validations[2].code",
+        "tools[0].source",
+        "nodes[4].resources",
+        "nodes[5].arguments.patern",
+    ]
+    assert lines[0].startswith(f"error: {path}:6:")
+    assert "cannot import 'gategraph_no_such_module'" in lines[0]
+    assert "must define `run(...)`" in lines[1]
+    assert "MCP tool" in lines[3]
+    assert "slot 'root'" in lines[4]
+    assert "unknown argument (did you mean 'pattern'?)" in lines[5]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nodes:\n", "nodes: must be a list of nodes (each `- id: ...`), not empty"),
+        (
+            "nodes: [{id: a, tool: t, needs: 5}]\ntools: [{name: t, code: 'def run(**_): pass'}]\n",
+            "nodes[0].needs: must be a name or a list of names, not a number",
+        ),
+        (
+            "nodes: [{id: a, tool: t}]\ntools: [{name: t, code: 'def run(**_): pass'}]\n"
+            "lifecycle: {exector: {uses: 'a:b'}}\n",
+            "lifecycle.exector: unknown field (did you mean 'executor'?)",
+        ),
+    ],
+    ids=["empty-nodes", "needs-a-number", "lifecycle-typo"],
+)
+def test_messages_say_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    """Messages a user meets read as English, with a suggestion for a typo."""
+    path = tmp_path / "g.yaml"
+    path.write_text("version: 1\nname: g\n" + text)
+    with pytest.raises(ConfigError) as info:
+        load_graph(path)
+    assert message in str(info.value)
+
+
+def test_a_resource_with_a_bad_kind_is_still_named(tmp_path: Path) -> None:
+    """A resource whose own definition is broken is listed among the declared ones."""
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "version: 1\nname: g\nresources: {repo: {kind: folder, path: .}}\n"
+        "tools: [{name: t, code: 'def run(**_): pass'}]\n"
+        "nodes: [{id: a, tool: t, resources: [rep]}]\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_graph(path)
+    assert "unknown resource 'rep' (the graph declares: repo)" in str(info.value)
+
+
+# -- built-ins by name ------------------------------------------------------------------------
+
+
+def test_builtins_by_name_in_a_graph(tmp_path: Path) -> None:
+    """`validation: python_syntax` needs no declaration: schema and slot come with it."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    graph = load_graph(
+        f"version: 1\nname: g\nresources: {{repo: {{kind: directory, path: '{tmp_path}'}}}}\n"
+        "nodes:\n  - {id: syntax, validation: python_syntax}\n"
+        "  - {id: todo, validation: regex, arguments: {pattern: TODO}}\n"
+    )
+    syntax = graph.get_tool("python_syntax")
+    assert isinstance(syntax, Validation)
+    assert [slot.name for slot in syntax.resource_slots] == ["root"]
+
+
+@pytest.mark.anyio
+async def test_a_plan_of_builtins_runs_and_applies(tmp_path: Path) -> None:
+    """Built-ins found by name run for real in a plan."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    graph = load_graph(
+        f"version: 1\nname: g\nresources: {{repo: {{kind: directory, path: '{tmp_path}'}}}}\n"
+        "nodes:\n  - {id: syntax, validation: python_syntax}\n"
+        "  - {id: todo, validation: regex, arguments: {pattern: TODO}}\n"
+    )
+    outcome = await run_plan(graph, event_log=MemoryEventLog())
+    assert outcome.status == "applied", outcome.message
+    assert {r.node: r.result.passed for r in outcome.validations} == {"syntax": True, "todo": True}
+
+
+def test_builtins_by_name_in_the_catalog() -> None:
+    """The catalog finds built-ins for attach and get; their arguments are checked; a
+    registered validation of the same name wins; a built-in cannot be removed."""
+    catalog = Catalog.in_memory()
+    assert "regex" in catalog
+    attachment = catalog.attach("src/", "regex", arguments={"pattern": "TODO"})
+    assert [a.id for a in catalog.resolve("src/")] == [attachment.id]
+    with pytest.raises(ConfigError, match=r"arguments\.patern: unknown argument"):
+        catalog.attach("src/", "regex", arguments={"patern": "TODO"})
+    with pytest.raises(ConfigError, match="arguments.pattern: missing argument"):
+        catalog.attach("src/", "regex")
+    assert [t.name for t in catalog.list()] == ["regex"]  # attached: registered
+    fresh = Catalog.in_memory()
+    with pytest.raises(Exception, match="built-in validation: it cannot be removed"):
+        fresh.remove("python_syntax")
+    fresh.add(Validation.from_config({"name": "python_syntax", "code": "def run(**_): pass"}))
+    assert fresh.get("python_syntax").source.value == "code"  # the user's wins
+
+
+def test_attach_a_builtin_from_the_command_line(tmp_path: Path) -> None:
+    """`gategraph validation attach RESOURCE BUILTIN` works on an empty catalog."""
+    env = {"GATEGRAPH_HOME": str(tmp_path / "home")}
+    done = run_cli(
+        "validation", "attach", "src/", "regex", "--arg", "pattern=TODO", cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    bad = run_cli(
+        "validation", "attach", "src/", "regex", "--arg", "patern=TODO", cwd=tmp_path, env=env
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.startswith(
+        "error: arguments.patern: unknown argument (did you mean 'pattern'?)"
+    )
+    assert "Traceback" not in bad.stderr
+
+
+# -- at run time ------------------------------------------------------------------------------
+
+
+def _graph(
+    validations: list[dict[str, Any]], nodes: list[dict[str, Any]], **policy: Any
+) -> PlanGraph:
+    return load_graph(
+        {
+            "version": 1,
+            "name": "g",
+            "resources": {"notes": {"kind": "memory", "files": {"a.txt": "hi"}}},
+            "validations": validations,
+            "nodes": nodes,
+            "policy": policy,
+        }
+    )
+
+
+@pytest.mark.anyio
+async def test_an_uncallable_attachment_refuses_the_plan_before_it_starts() -> None:
+    """A catalog attachment that cannot be called: ConfigError, nothing logged."""
+    catalog = Catalog.in_memory()
+    catalog.add(
+        Validation.from_config({"name": "gone", "entrypoint": "gategraph_no_such_module:run"})
+    )
+    catalog.attach("notes", "gone")
+    graph = _graph(
+        [{"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"}],
+        [{"id": "ok", "validation": "ok"}],
+    )
+    log = MemoryEventLog()
+    with pytest.raises(ConfigError, match="the attached validation 'gone' cannot be called"):
+        await run_plan(graph, catalog=catalog, event_log=log, plan_id="refused")
+    assert await log.read("refused") == []
+
+
+@pytest.mark.anyio
+async def test_a_runtime_bug_is_a_permanent_fault_not_a_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error raised inside the default executor (not by a tool) escalates at once as
+    runtime_fault: the work is never sent back to be fixed."""
+    from gategraph.runtime import _supervisor
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("got multiple values for keyword argument 'plan_id'")
+
+    graph = load_graph(
+        {
+            "version": 1,
+            "name": "g",
+            "tools": [{"name": "work", "code": "def run(**_):\n    return {'x': 1}\n"}],
+            "validations": [{"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"}],
+            "nodes": [
+                {"id": "w", "tool": "work"},
+                {"id": "ok", "validation": "ok", "needs": ["w"]},
+            ],
+        }
+    )
+    monkeypatch.setattr(_supervisor, "execute_graph", broken)
+    outcome = await run_plan(graph, event_log=MemoryEventLog())
+    assert outcome.status == "awaiting_decision"
+    assert outcome.statistics.fixes == 0
+    assert [a["retryDecision"] for a in outcome.attempts] == ["escalate-permanent"]
+    assert outcome.attempts[0]["faultKind"] == "runtime_fault"
+
+
+def test_routing_faults_keep_their_kind_through_the_log() -> None:
+    """Routing reasons say their fault kind in their text, so replay reads the same kind
+    back as the supervisor decided on."""
+    reasons = [
+        uncallable_reason("lint", "entrypoint: cannot import 'x'"),
+        work_failed_reason("ConfigError: nodes[0].tool: no run", "misconfigured"),
+        work_failed_reason("TypeError: boom", "runtime_fault"),
+        work_failed_reason("ValueError: the tool failed", None),
+    ]
+    for reason in reasons:
+        assert routing_reason(str(reason)) == reason
+    kinds = [round_faults(Rejected("routing", (r,)))[0].kind for r in reasons]
+    assert kinds == ["misconfigured", "misconfigured", "runtime_fault", "rejected"]
+    assert all(FAULT_CATALOGUE[k].permanent for k in kinds[:3])
+
+
+# -- a plan nothing gates ---------------------------------------------------------------------
+
+INFORMATIONAL = {
+    "name": "hint",
+    "mode": "informational",
+    "code": "def run(**_):\n    return {'passed': False, 'message': 'a hint'}\n",
+}
+
+
+@pytest.mark.anyio
+async def test_a_plan_without_a_required_validation_is_not_applied() -> None:
+    """Only informational validations: a permanent fault, escalated; never attested."""
+    outcome = await run_plan(_graph([INFORMATIONAL], [{"id": "hint", "validation": "hint"}]))
+    assert outcome.status == "awaiting_decision"
+    assert outcome.verdict is not None and outcome.verdict["verdict"] == "reject"
+    assert [a["faultKind"] for a in outcome.attempts] == ["no_acceptance_criteria"]
+    assert outcome.changes == {}
+
+
+@pytest.mark.anyio
+async def test_a_policy_may_allow_an_ungated_plan() -> None:
+    """`policy.allow_ungated: true` applies it, and the verdict says why it passed."""
+    graph = _graph([INFORMATIONAL], [{"id": "hint", "validation": "hint"}], allow_ungated=True)
+    outcome = await run_plan(graph)
+    assert outcome.status == "applied"
+    assert outcome.verdict is not None
+    assert "allows an ungated plan" in outcome.verdict["findings"][0]["reasoning"]
+
+
+# -- nothing left behind ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_an_embedded_plan_writes_nothing_into_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory log and no catalog: no audit file, no sandboxes in the current folder;
+    a directory resource keeps no journal after its Apply."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("GATEGRAPH_HOME")
+    graph = load_graph(
+        {
+            "version": 1,
+            "name": "g",
+            "resources": {"repo": {"kind": "directory", "path": str(project)}},
+            "tools": [
+                {
+                    "name": "edit",
+                    "resource_slots": ["repo"],
+                    "code": "def run(repo, **_):\n    (repo / 'b.py').write_text('y = 2\\n')\n",
+                }
+            ],
+            "nodes": [
+                {"id": "edit", "tool": "edit"},
+                {"id": "syntax", "validation": "python_syntax", "needs": ["edit"]},
+            ],
+        }
+    )
+    outcome = await run_plan(graph, event_log=MemoryEventLog())
+    assert outcome.status == "applied", outcome.message
+    assert sorted(p.name for p in project.iterdir()) == ["a.py", "b.py"]
+    assert list(work.iterdir()) == []
+
+
+def test_the_demo_graphs_apply_with_the_default_executor(tmp_path: Path) -> None:
+    """`gategraph run` on each example graph with a tool node (the default executor)
+    applies, on a copy of the example's project."""
+    import shutil
+
+    shutil.copytree(
+        ROOT / "graphs", tmp_path / "graphs", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("demo-review.yaml", "release-check.yaml"):
+        done = run_cli(
+            "run",
+            str(tmp_path / "graphs" / name),
+            cwd=tmp_path,
+            env={"GATEGRAPH_HOME": str(tmp_path / "h")},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "applied" in done.stdout
+    assert not (tmp_path / "graphs" / "demo-repo" / ".gategraph-journal").exists()
