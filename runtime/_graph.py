@@ -373,9 +373,7 @@ class PlanGraph(_Model):
     @classmethod
     def _node_list(cls, value: Any) -> Any:
         if not isinstance(value, list | tuple):
-            raise ValueError(
-                f"must be a list of nodes (each `- id: ...`), not {_kind_of(value)}"
-            )
+            raise ValueError(f"must be a list of nodes (each `- id: ...`), not {_kind_of(value)}")
         return value
 
     @field_validator("nodes")

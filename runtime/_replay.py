@@ -82,7 +82,6 @@ if TYPE_CHECKING:
 __all__ = ["ReplayReport", "graph_applicable", "replay_plan"]
 
 
-
 class ReplayReport(msgspec.Struct, kw_only=True):
     """What a replay found: whether every decision the log records follows from its facts."""
 

@@ -276,9 +276,7 @@ class GraphExecutor:
         except Exception as exc:
             # The tools' own failures are in the run's results, never raised: anything
             # raised here is gategraph's, and no fix of the work can help.
-            raise RuntimeFault(
-                f"the default executor failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise RuntimeFault(f"the default executor failed: {type(exc).__name__}: {exc}") from exc
         if journal is not None:
             journal.advance(run)
         failed = [r for r in run.nodes.values() if r.status.value != "ok"]

@@ -70,8 +70,7 @@ def test_every_example_graph_checks_and_applies(graph: str, tmp_path: Path) -> N
     assert done.returncode == 0, done.stdout + done.stderr
     assert ": applied" in done.stdout
     assert "Traceback" not in done.stderr
-    leftovers = [p for p in (tmp_path / "graphs").rglob(".gategraph-journal")]
-    assert leftovers == []
+    assert list((tmp_path / "graphs").rglob(".gategraph-journal")) == []
 
 
 def test_the_documented_tool_configs_register(tmp_path: Path) -> None:

@@ -63,9 +63,7 @@ _DATA = ("demo-repo", "project")
 
 
 def _code(folder: str) -> list[Path]:
-    return [
-        p for p in sorted((ROOT / folder).rglob("*.py")) if not set(_DATA) & set(p.parts)
-    ]
+    return [p for p in sorted((ROOT / folder).rglob("*.py")) if not set(_DATA) & set(p.parts)]
 
 
 def _modules(requirements: list[str]) -> set[str]:
@@ -110,8 +108,8 @@ def test_every_import_at_import_time_is_a_declared_dependency() -> None:
     for folder in ("runtime", "validators", "graphs", "benchmarks"):
         for path in _code(folder):
             tree = ast.parse(path.read_text(encoding="utf-8"))
-            for module in sorted(_top_level_imports(tree) - allowed):
-                offenders.append(f"{path.relative_to(ROOT)}: {module}")
+            modules = sorted(_top_level_imports(tree) - allowed)
+            offenders += [f"{path.relative_to(ROOT)}: {module}" for module in modules]
     assert offenders == []
 
 
@@ -261,7 +259,7 @@ def test_builtins_by_name_in_the_catalog() -> None:
     assert [a.id for a in catalog.resolve("src/")] == [attachment.id]
     with pytest.raises(ConfigError, match=r"arguments\.patern: unknown argument"):
         catalog.attach("src/", "regex", arguments={"patern": "TODO"})
-    with pytest.raises(ConfigError, match="arguments.pattern: missing argument"):
+    with pytest.raises(ConfigError, match=r"arguments\.pattern: missing argument"):
         catalog.attach("src/", "regex")
     assert [t.name for t in catalog.list()] == ["regex"]  # attached: registered
     fresh = Catalog.in_memory()

@@ -125,7 +125,7 @@ async def unittest_suite(
         "exit_code": completed.returncode,
         "output": output_tail(completed.stdout + completed.stderr),
     }
-    if run == 0 or completed.returncode == _NO_TESTS and not failing:
+    if run == 0 or (completed.returncode == _NO_TESTS and not failing):
         return result(False, f"No tests ran: unittest found none in {start!r}", **data)
     if failing or completed.returncode != 0:
         names = [p["test"].rsplit(".", 1)[-1] for p in problems]
