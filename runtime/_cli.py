@@ -1,13 +1,16 @@
 """The ``gategraph`` command line: a thin layer over the public API.
 
-Exit codes: 0 done, 1 refused (the name exists, a rule forbids it, not confirmed),
-2 usage or configuration error (bad file, unknown field, unknown validation or attachment).
-Every error is printed as ``error: ...`` lines on standard error, without a traceback.
+Exit codes: 0 done, 1 refused (the name exists, a rule forbids it, not confirmed) or the
+plan failed, 2 usage or configuration error (bad file, unknown field, unknown validation
+or attachment, contradictory flags), 3 the plan waits for a person. Every error is printed
+as ``error: ...`` lines on standard error, without a traceback (an internal error too:
+``GATEGRAPH_DEBUG=1`` adds its traceback). docs/cli.md is the user's guide.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,14 +23,22 @@ from ._version import __version__
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator, Sequence
 
+    from click.shell_completion import CompletionItem
+
     from ._catalog import Catalog
+    from ._graph import PlanGraph
     from ._models import Attachment, Tool
+    from ._resources import DirectorySandbox
 
 __all__ = ["cli", "main"]
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
+EXIT_AWAITING = 3
+
+DEBUG_ENV = "GATEGRAPH_DEBUG"
+"""Set to 1 to print the traceback of an internal error as well."""
 
 
 class CommandError(click.ClickException):
@@ -69,50 +80,99 @@ class _Group(click.Group):
         complete_var: str | None,
         **extra: Any,
     ) -> int:
-        from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError
-
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Abort as exc:
-            if isinstance(exc.__cause__, KeyboardInterrupt):
-                # click turns Ctrl-C during a command into Abort; keep it an interrupt.
-                _print_error("interrupted")
-                return 130
-            _print_error("aborted")
-            return EXIT_REFUSED
-        except click.exceptions.NoArgsIsHelpError as exc:
-            # Its message is the whole help page; say what is missing instead.
-            where = exc.ctx.command_path if exc.ctx is not None else "gategraph"
-            _print_error(f"missing a command (see '{where} --help')")
-            return EXIT_USAGE
-        except click.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx is not None else "gategraph"
-            _print_error(f"{exc.format_message()} (see '{where} --help')")
-            return EXIT_USAGE
-        except CommandError as exc:
-            _print_error(exc.format_message())
-            return exc.code
-        except click.ClickException as exc:
-            _print_error(exc.format_message())
-            return exc.exit_code
-        except ConfigError as exc:
-            _print_error(str(exc))
-            return EXIT_USAGE
-        except NotFoundError as exc:
-            _print_error(str(exc))
-            return EXIT_USAGE
-        except CatalogError as exc:
-            _print_error(str(exc))
-            return EXIT_REFUSED
-        except GategraphError as exc:
-            # A refusal or a runtime fault (the plan id is in use, a hook failed ...): one
-            # line, never a traceback.
-            _print_error(str(exc))
-            return EXIT_REFUSED
+        except BaseExceptionGroup as group:
+            # anyio's task groups wrap what a command raises: report what is inside.
+            return _report_group(group)
+        except Exception as exc:
+            return _report(exc)
         except KeyboardInterrupt:
             _print_error("interrupted")
             return 130
         return result if isinstance(result, int) else EXIT_OK
+
+
+def _report(exc: Exception) -> int:
+    """Print ``exc`` as ``error:`` lines and return the exit code it means."""
+    from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError
+
+    if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            # click turns Ctrl-C during a command into Abort; keep it an interrupt.
+            _print_error("interrupted")
+            return 130
+        _print_error("aborted")
+        return EXIT_REFUSED
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        # Its message is the whole help page; say what is missing instead.
+        where = exc.ctx.command_path if exc.ctx is not None else "gategraph"
+        _print_error(f"missing a command (see '{where} --help')")
+        return EXIT_USAGE
+    if isinstance(exc, click.UsageError):
+        where = exc.ctx.command_path if exc.ctx is not None else "gategraph"
+        _print_error(f"{exc.format_message()} (see '{where} --help')")
+        return EXIT_USAGE
+    if isinstance(exc, CommandError):
+        _print_error(exc.format_message())
+        return exc.code
+    if isinstance(exc, click.ClickException):
+        _print_error(exc.format_message())
+        return exc.exit_code
+    if isinstance(exc, (ConfigError, NotFoundError)):
+        _print_error(str(exc))
+        return EXIT_USAGE
+    if isinstance(exc, CatalogError):
+        _print_error(str(exc))
+        return EXIT_REFUSED
+    if isinstance(exc, GategraphError):
+        # A refusal or a runtime fault (the plan id is in use, a hook failed ...): one
+        # line, never a traceback.
+        _print_error(str(exc))
+        return EXIT_REFUSED
+    if isinstance(exc, OSError):
+        # A folder or file the command was given, or the machine's state (permissions, a
+        # full disk): the user's to fix, as for a bad argument.
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        _print_error(f"{where}{exc.strerror or exc}")
+        return EXIT_USAGE
+    # A bug of gategraph's own: still one line (and the traceback, when asked for).
+    if os.environ.get(DEBUG_ENV):
+        import traceback
+
+        traceback.print_exception(exc)
+    _print_error(
+        f"internal error: {type(exc).__name__}: {_first_line(exc)} "
+        f"(a bug in gategraph; set {DEBUG_ENV}=1 for the traceback)"
+    )
+    return EXIT_REFUSED
+
+
+def _report_group(group: BaseExceptionGroup[BaseException]) -> int:
+    """Report the first exception of an exception group as if it had been raised alone;
+    an interrupt anywhere in it wins."""
+    leaves: list[BaseException] = []
+
+    def collect(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                collect(inner)
+        else:
+            leaves.append(exc)
+
+    collect(group)
+    if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+        _print_error("interrupted")
+        return 130
+    for leaf in leaves:
+        if isinstance(leaf, Exception):
+            return _report(leaf)
+    raise group  # only exits and cancellations: not ours to turn into a message
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
 
 
 _LAZY_COMMANDS = {"bench": ("gategraph.benchmarks.cli", "bench")}
@@ -230,6 +290,35 @@ _update_option = click.option(
     "--update", is_flag=True, help="Replace an existing entry of the same name."
 )
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _event_log_path() -> Path:
+    """The SQLite event log: beside the catalog (``--catalog``'s folder, or the default)."""
+    return _log_beside(click.get_current_context().find_root().obj)
+
+
+def _log_beside(catalog_path: Path | None) -> Path:
+    from ._eventlog import EVENTS_FILE, default_event_log_path
+
+    return Path(catalog_path).with_name(EVENTS_FILE) if catalog_path else default_event_log_path()
+
+
+def _complete_plan_id(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Shell completion of a PLAN_ID: the plans in the event log, newest first."""
+    from click.shell_completion import CompletionItem
+
+    from ._eventlog import list_plans
+
+    # While completing, the root's callback has not run: --catalog is only in its params.
+    path = _log_beside(ctx.find_root().params.get("catalog_path"))
+    try:
+        plans = list_plans(path) if path.is_file() else []
+    except Exception:
+        # A completion prints candidates or nothing: an error here would garble the shell.
+        return []
+    return [CompletionItem(p) for p in reversed(plans) if p.startswith(incomplete)]
 
 
 # -- gategraph tool ---------------------------------------------------------------------------
@@ -351,7 +440,7 @@ def validation() -> None:
 @_config_option
 @_update_option
 def validation_add(config: Path, update: bool) -> None:
-    """Register a validation from a YAML or JSON file (seed 004 field names)."""
+    """Register a validation from a YAML or JSON file (the fields `tool show` prints)."""
     _add(config, update, validation=True)
 
 
@@ -367,6 +456,7 @@ def _not_json(constant: str) -> NoReturn:
 
 
 def _parse_args(pairs: Sequence[str]) -> dict[str, Any]:
+    import math
     import re
 
     arguments: dict[str, Any] = {}
@@ -378,8 +468,12 @@ def _parse_args(pairs: Sequence[str]) -> dict[str, Any]:
         if key in arguments:
             _fail(f"--arg {key}: given twice")
         try:
-            # NaN and Infinity are not JSON: they stay text.
-            arguments[key] = json.loads(raw, parse_constant=_not_json)
+            # NaN and Infinity are not JSON: they stay text, as does a number too large
+            # for a float (1e400 would read as infinity).
+            value = json.loads(raw, parse_constant=_not_json)
+            if isinstance(value, float) and not math.isfinite(value):
+                _not_json(raw)
+            arguments[key] = value
         except ValueError:
             arguments[key] = raw
     return arguments
@@ -546,27 +640,83 @@ def check(graph: Path, as_json: bool) -> None:
     )
 
 
-def _event_log_path() -> Path:
-    """The SQLite event log: beside the catalog (``--catalog``'s folder, or the default)."""
-    from ._eventlog import EVENTS_FILE, default_event_log_path
-
-    catalog_path = click.get_current_context().find_root().obj
-    return Path(catalog_path).with_name(EVENTS_FILE) if catalog_path else default_event_log_path()
-
-
 def _node_row(result: Any, mode: str | None) -> list[str]:
     from ._results import ValidationResult
 
     output = result.output
     kind = result.kind + (f" ({mode})" if mode else "")
     if isinstance(output, ValidationResult):
-        status = "passed" if output.passed else "failed"
+        # An informational failure never blocks: a warning, as in the progress lines.
+        status = "passed" if output.passed else "warning" if mode == "informational" else "failed"
         error = output.data.get("error")
         text = (f"[{error}] " if error else "") + output.message
     else:
         status = result.status.value
         text = result.error or (json.dumps(output, default=str) if output is not None else "")
     return [result.node, kind, status, f"{result.duration:.3f}s", text[:100]]
+
+
+@contextmanager
+def _workspace(plan: PlanGraph, *, in_place: bool) -> Iterator[dict[str, DirectorySandbox]]:
+    """Sandboxes of the graph's folders in a temporary folder, removed on the way out (none
+    with ``in_place``): `execute` has no Apply, so by default nothing it runs may reach the
+    real folders."""
+    import shutil
+    import tempfile
+
+    from ._resources import DirectoryResource
+
+    folders = {
+        name: spec.path
+        for name, spec in plan.resources.items()
+        if spec.kind == "directory" and spec.path is not None
+    }
+    if in_place or not folders:
+        yield {}
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="gategraph-execute-"))
+    try:
+        boxes = {}
+        for name, path in folders.items():
+            try:
+                boxes[name] = DirectoryResource(name, path).open_sandbox(scratch / name)
+            except ValueError as exc:  # the temporary folder is inside the resource
+                _fail(f"resource {name}: cannot copy {path}: {exc}; pass --in-place")
+        yield boxes
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _folders_text(plan: PlanGraph) -> str:
+    return ", ".join(
+        f"{name} ({spec.path})"
+        for name, spec in plan.resources.items()
+        if spec.kind == "directory" and spec.path is not None
+    )
+
+
+def _check_new_plan_id(plan_id: str | None) -> None:
+    """Refuse, before anything runs or prints, a --plan-id the event log holds already."""
+    from ._eventlog import read_events
+    from ._events import PlanStarted
+
+    if plan_id is None:
+        return
+    if not plan_id.strip():
+        _fail("--plan-id: must not be empty")
+    log_path = _event_log_path()
+    found = read_events(log_path, plan_id) if log_path.is_file() else []
+    if not found:
+        return
+    if any(isinstance(e, PlanStarted) for e in found):
+        _fail(
+            f"plan {plan_id} exists already in {log_path}: continue it with "
+            f"`gategraph resume {plan_id}`, or pick another --plan-id"
+        )
+    _fail(
+        f"plan id {plan_id} is taken already in {log_path} (by a `gategraph execute` run): "
+        "pick another --plan-id"
+    )
 
 
 @cli.command("execute")
@@ -576,46 +726,76 @@ def _node_row(result: Any, mode: str | None) -> list[str]:
     type=click.IntRange(min=1),
     help="At most this many nodes at once (default: the graph's policy).",
 )
-@click.option("--plan-id", help="Use this plan id instead of a new ULID.")
+@click.option(
+    "--plan-id", help="Use this plan id instead of a new ULID; it must not be in the log yet."
+)
+@click.option(
+    "--in-place",
+    is_flag=True,
+    help="Run on the graph's real folders instead of temporary copies: what the work "
+    "nodes write stays.",
+)
 @_json_option
-def execute(graph: Path, max_concurrency: int | None, plan_id: str | None, as_json: bool) -> None:
+def execute(
+    graph: Path, max_concurrency: int | None, plan_id: str | None, in_place: bool, as_json: bool
+) -> None:
     """Run every node of GRAPH once and report each node and attachment.
 
+    The nodes run on temporary copies of the graph's folders, removed afterwards: nothing
+    is written to your folders (the output says what the work changed in the copies).
+    --in-place runs them on the real folders instead, with no sandbox and no undo.
     Validations attached (in the catalog) to the graph's resources run too. Events go to the
-    embedded SQLite event log; read them back with `gategraph events PLAN_ID`. Exits 1 if a
-    work node failed or a required validation did not pass. This runs the nodes only: the
-    plan lifecycle (fix, revalidate, apply) is `gategraph run`.
+    embedded SQLite event log; read them back with `gategraph events PLAN_ID`. Exit codes:
+    0 passed, 1 a work node failed or a required validation did not pass, 2 usage or
+    configuration error. This runs the nodes only: the plan lifecycle (fix, revalidate,
+    apply) is `gategraph run`.
     """
     import anyio
+    import msgspec
 
     from ._engine import execute_graph
     from ._eventlog import SQLiteEventLog
     from ._graph import load_graph
 
+    _check_new_plan_id(plan_id)
     with _catalog(create=False) as catalog:
         plan = load_graph(graph, catalog=catalog)
-
-        async def go() -> Any:
-            async with SQLiteEventLog(_event_log_path()) as log:
-                return await execute_graph(
-                    plan,
-                    catalog=catalog,
-                    event_log=log,
-                    max_concurrency=max_concurrency,
-                    plan_id=plan_id,
+        folders = _folders_text(plan)
+        with _workspace(plan, in_place=in_place) as boxes:
+            if not as_json and folders:
+                click.echo(
+                    f"working in place on the real folders: {folders}"
+                    if in_place
+                    else f"working on temporary copies of {', '.join(boxes)} (removed "
+                    "afterwards; --in-place works on the real folders)"
                 )
 
-        run = anyio.run(go)
-    failures = run.required_failures
-    if as_json:
-        import msgspec
+            async def go() -> Any:
+                async with SQLiteEventLog(_event_log_path()) as log:
+                    return await execute_graph(
+                        plan,
+                        catalog=catalog,
+                        resources={name: box.view for name, box in boxes.items()} or None,
+                        event_log=log,
+                        max_concurrency=max_concurrency,
+                        plan_id=plan_id,
+                    )
 
+            run = anyio.run(go)
+            changes = {name: box.changeset() for name, box in boxes.items()}
+    failures = run.required_failures
+    warnings = [v for v in run.validations if not v.result.passed and not v.blocking]
+    if as_json:
         _json_out(
             {
                 "plan_id": run.plan_id,
                 "graph": run.graph,
                 "passed": run.passed,
                 "duration": run.duration,
+                "in_place": in_place,
+                "changes": None
+                if in_place
+                else {name: msgspec.to_builtins(c.changes) for name, c in changes.items()},
                 "nodes": msgspec.to_builtins(list(run.nodes.values())),
                 "validations": msgspec.to_builtins(run.validations),
             }
@@ -625,16 +805,23 @@ def execute(graph: Path, max_concurrency: int | None, plan_id: str | None, as_js
         rows = [_node_row(r, modes.get(r.node)) for r in run.nodes.values()]
         _table(rows, ["NODE", "KIND", "STATUS", "TIME", "RESULT"])
         verdict = "passed" if run.passed else "FAILED"
+        warned = f", {_plural(len(warnings), 'warning', 'warnings')}" if warnings else ""
         click.echo(
             f"plan {run.plan_id}: {verdict} — {len(run.validations)} validations, "
-            f"{len(failures)} required failing, {run.duration:.2f}s"
+            f"{len(failures)} required failing{warned}, {run.duration:.2f}s"
         )
+        changed = [f"{name}: {c.summary()}" for name, c in changes.items() if not c.empty]
+        if changed:
+            click.echo(
+                "changes made in the copies, now removed (your folders are untouched): "
+                + "; ".join(changed)
+            )
     if not run.passed:
         click.get_current_context().exit(EXIT_REFUSED)
 
 
 @cli.command("events")
-@click.argument("plan_id")
+@click.argument("plan_id", shell_complete=_complete_plan_id)
 @_json_option
 def events(plan_id: str, as_json: bool) -> None:
     """Print the event log of the plan PLAN_ID, in order."""
@@ -669,9 +856,6 @@ def events(plan_id: str, as_json: bool) -> None:
         click.echo(f"{event.seq:>5} {when} {tag:<20} {detail}")
 
 
-EXIT_AWAITING = 3
-
-
 def _parse_resources(pairs: Sequence[str]) -> dict[str, Any]:
     from ._resources import DirectoryResource
 
@@ -688,16 +872,40 @@ def _parse_resources(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def _check_report(report: tuple[str, Path] | None) -> None:
-    if report is not None and not report[1].resolve().parent.is_dir():
-        # Checked before the plan runs: a plan must not be applied and its report lost.
+    # Checked before the plan runs: a plan must not be applied and its report lost.
+    if report is None:
+        return
+    target = report[1].resolve()
+    if not target.parent.is_dir():
         _fail(f"--report: {report[1]}: no such folder for the report")
+    if target.exists() and not os.access(target, os.W_OK):
+        _fail(f"--report: {report[1]}: the file is not writable")
+    if not target.exists() and not os.access(target.parent, os.W_OK | os.X_OK):
+        _fail(f"--report: {report[1]}: the folder {target.parent} is not writable")
+
+
+def _informational(plan: PlanGraph, catalog: Catalog) -> frozenset[str]:
+    """The names of the informational validations a plan may run: its own, then the
+    catalog's (which the plan's attachments and nodes can name)."""
+    from ._models import Validation, ValidationMode
+
+    own = {v.name: v.mode for v in plan.validations}
+    for found in catalog.list("validation"):
+        if isinstance(found, Validation):
+            own.setdefault(found.name, found.mode)
+    return frozenset(name for name, mode in own.items() if mode is ValidationMode.INFORMATIONAL)
 
 
 def _drive_plan(
-    start: Callable[[Any, Any], Awaitable[Any]], *, as_json: bool, otel: bool = False
+    start: Callable[[Any, Any], Awaitable[Any]],
+    *,
+    as_json: bool,
+    otel: bool = False,
+    informational: frozenset[str] = frozenset(),
 ) -> Any:
     """Run ``start(catalog, event_log)`` on the embedded SQLite log, showing progress (live
-    on a terminal, plain lines otherwise) and, with ``otel``, tracing it."""
+    on a terminal, plain lines otherwise; failed ``informational`` validations as warnings)
+    and, with ``otel``, tracing it."""
     import anyio
 
     from ._eventlog import SQLiteEventLog
@@ -711,7 +919,7 @@ def _drive_plan(
             _fail("--otel needs OpenTelemetry: pip install 'gategraph[otel]'")
         tracing = OpenTelemetryObserver()
     stream = sys.stderr if as_json else sys.stdout
-    progress = progress_for(stream.isatty(), err=as_json)
+    progress = progress_for(stream.isatty(), err=as_json, informational=informational)
     observers = [progress] if tracing is None else [progress, tracing]
     with _catalog(create=False) as catalog:
 
@@ -740,11 +948,6 @@ def _show_outcome(
 
     from ._supervisor import PlanStatus
 
-    if report is not None:
-        from ._reports import render_report
-
-        kind, target = report
-        target.write_text(render_report(outcome, kind, name=name), encoding="utf-8")
     if as_json:
         _json_out(msgspec.to_builtins(outcome))
     else:
@@ -754,10 +957,12 @@ def _show_outcome(
             click.echo("")
             _table(rows, ["VALIDATION", "KIND", "RESULT", "TIME", "MESSAGE"])
         verdict = (outcome.verdict or {}).get("verdict", "none")
+        warnings = sum(1 for v in outcome.validations if not v.result.passed and not v.blocking)
         click.echo(
             f"\nplan {outcome.plan_id}: {outcome.status.value} — verdict {verdict}, "
             f"{outcome.statistics.rounds} round(s), {outcome.statistics.fixes} fix(es), "
             f"{outcome.statistics.revisions} revision(s)"
+            + (f", {_plural(warnings, 'warning', 'warnings')}" if warnings else "")
         )
         if outcome.message and outcome.status is not PlanStatus.APPLIED:
             click.echo(outcome.message)
@@ -769,6 +974,16 @@ def _show_outcome(
             click.echo(
                 f"approve with: gategraph approve {outcome.plan_id} --approve | --deny [--note TEXT]"
             )
+    if report is not None:
+        # Written after the outcome is shown: a report that cannot be written must not
+        # hide what happened to the plan.
+        from ._reports import render_report
+
+        kind, target = report
+        try:
+            target.write_text(render_report(outcome, kind, name=name), encoding="utf-8")
+        except OSError as exc:
+            _fail(f"--report: cannot write {target}: {exc.strerror or exc}")
     code = {
         PlanStatus.APPLIED: EXIT_OK,
         PlanStatus.FAILED: EXIT_REFUSED,
@@ -792,8 +1007,10 @@ def _run_plan_command(
     from ._supervisor import RayExecutor, run_plan
 
     _check_report(report)
+    _check_new_plan_id(plan_id)
     with _catalog(create=False) as catalog:
         plan = load_graph(graph_path, catalog=catalog)
+        informational = _informational(plan, catalog)
 
     async def start(catalog: Any, log: Any) -> Any:
         return await run_plan(
@@ -808,7 +1025,7 @@ def _run_plan_command(
             else RayExecutor(address=None if ray_address == "local" else ray_address),
         )
 
-    outcome = _drive_plan(start, as_json=as_json, otel=otel)
+    outcome = _drive_plan(start, as_json=as_json, otel=otel, informational=informational)
     _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
 
 
@@ -859,12 +1076,13 @@ def _resume_command(
             )
     with _catalog(create=False) as catalog:
         plan = load_graph(path, catalog=catalog)
+        informational = _informational(plan, catalog)
 
     async def start(catalog: Any, log: Any) -> Any:
         # The resource folders and auto-approval the plan ran with come from its log.
         return await resume_plan(plan_id, plan, catalog=catalog, event_log=log, decision=decision)
 
-    outcome = _drive_plan(start, as_json=as_json, otel=otel)
+    outcome = _drive_plan(start, as_json=as_json, otel=otel, informational=informational)
     _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
 
 
@@ -896,7 +1114,11 @@ _report_option = click.option(
     metavar="NAME=FOLDER",
     help="Run on this folder instead of the graph's resource NAME.",
 )
-@click.option("--plan-id", help="Use this plan id instead of a new ULID.")
+@click.option(
+    "--plan-id",
+    help="Use this plan id instead of a new ULID; it must be new (continue an existing "
+    "plan with `gategraph resume`).",
+)
 @click.option(
     "--ray",
     "ray_address",
@@ -917,7 +1139,8 @@ def run_command(
 ) -> None:
     """Run GRAPH as a plan: Strategize, Execute (validated), Apply.
 
-    Progress is live on a terminal and plain lines otherwise. Exit codes: 0 applied,
+    Progress is live on a terminal and plain lines otherwise; a failed informational
+    validation shows as `warn` and never blocks. Exit codes: 0 applied,
     1 failed, 2 usage or configuration error, 3 waiting for a person's decision or
     approval (continue it with `decide` or `approve`; after a crash, `resume`).
     """
@@ -960,8 +1183,11 @@ def demo(folder: Path, as_json: bool) -> None:
                 EXIT_REFUSED,
             )
         shutil.rmtree(folder)
-    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / _DEMO_MARKER).write_text("made by `gategraph demo`; safe to delete\n")
+    try:
+        shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        (folder / _DEMO_MARKER).write_text("made by `gategraph demo`; safe to delete\n")
+    except OSError as exc:
+        _fail(f"--dir {folder}: cannot make the demo folder: {exc.strerror or exc}")
     click.echo(f"demo copied to {folder}; running {folder / 'plan.yaml'}", err=as_json)
     _run_plan_command(
         folder / "plan.yaml",
@@ -976,7 +1202,7 @@ def demo(folder: Path, as_json: bool) -> None:
 
 
 @cli.command("replay")
-@click.argument("plan_id")
+@click.argument("plan_id", shell_complete=_complete_plan_id)
 @click.argument("graph", required=False, type=click.Path(path_type=Path))
 @_json_option
 def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
@@ -984,7 +1210,7 @@ def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
 
     GRAPH is the plan graph file the plan ran (by default the file its log names). No
     validation, actor or resource is touched: validation outcomes are read from
-    the log (seed 002 §13). Exit codes: 0 every decision matches the log, 1 a decision
+    the log. Exit codes: 0 every decision matches the log, 1 a decision
     differs, 2 usage error (unknown plan, bad or wrong graph).
     """
     import msgspec
@@ -1035,7 +1261,7 @@ def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
 
 
 @cli.command("resume")
-@click.argument("plan_id")
+@click.argument("plan_id", shell_complete=_complete_plan_id)
 @click.argument("graph", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @_json_option
 @_report_option
@@ -1060,28 +1286,35 @@ def resume(
 def _answer(
     plan_id: str,
     graph: Path | None,
-    action: str | None,
+    choices: dict[str, bool],
     note: str | None,
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool,
-    *,
-    missing: str,
 ) -> None:
-    """A person's answer (`decide`, `approve`): record it and continue the plan."""
+    """A person's answer (`decide`, `approve`): exactly one of ``choices`` (action → flag
+    given); record it and continue the plan."""
     from ._protocols import EscalationDecision
 
-    if action is None:
-        _fail(missing)
-    decision = EscalationDecision(action=action, note=note)  # type: ignore[arg-type]
+    given = [action for action, chosen in choices.items() if chosen]
+    flags = " or ".join(f"--{action}" for action in choices)
+    if not given:
+        raise click.UsageError(f"give {flags}", click.get_current_context())
+    if len(given) > 1:
+        # Two answers at once is a slip, not a choice: never pick one of them silently.
+        raise click.UsageError(
+            f"{' and '.join(f'--{a}' for a in given)} contradict each other: give one",
+            click.get_current_context(),
+        )
+    decision = EscalationDecision(action=given[0], note=note)  # type: ignore[arg-type]
     _resume_command(plan_id, graph, decision=decision, as_json=as_json, report=report, otel=otel)
 
 
 @cli.command("decide")
-@click.argument("plan_id")
+@click.argument("plan_id", shell_complete=_complete_plan_id)
 @click.argument("graph", required=False, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--retry", "action", flag_value="retry", help="Try again, with a fresh retry budget.")
-@click.option("--abort", "action", flag_value="abort", help="Give up: the plan fails.")
+@click.option("--retry", is_flag=True, help="Try again, with a fresh retry budget.")
+@click.option("--abort", is_flag=True, help="Give up: the plan fails.")
 @click.option("--note", help="A note for the execution actor (with --retry) or the log.")
 @_json_option
 @_report_option
@@ -1089,7 +1322,8 @@ def _answer(
 def decide(
     plan_id: str,
     graph: Path | None,
-    action: str | None,
+    retry: bool,
+    abort: bool,
     note: str | None,
     as_json: bool,
     report: tuple[str, Path] | None,
@@ -1097,27 +1331,17 @@ def decide(
 ) -> None:
     """Answer the escalation of plan PLAN_ID (status awaiting_decision) and continue it.
 
-    GRAPH defaults to the graph file the plan ran (recorded in its log).
+    Give exactly one of --retry and --abort. GRAPH defaults to the graph file the plan ran
+    (recorded in its log). Exit codes as for `run`.
     """
-    _answer(
-        plan_id,
-        graph,
-        action,
-        note,
-        as_json,
-        report,
-        otel,
-        missing="decide: give --retry or --abort",
-    )
+    _answer(plan_id, graph, {"retry": retry, "abort": abort}, note, as_json, report, otel)
 
 
 @cli.command("approve")
-@click.argument("plan_id")
+@click.argument("plan_id", shell_complete=_complete_plan_id)
 @click.argument("graph", required=False, type=click.Path(path_type=Path, dir_okay=False))
-@click.option(
-    "--approve", "action", flag_value="approve", help="Approve: the plan goes on to Apply."
-)
-@click.option("--deny", "action", flag_value="deny", help="Deny: the plan fails.")
+@click.option("--approve", "approve_", is_flag=True, help="Approve: the plan goes on to Apply.")
+@click.option("--deny", is_flag=True, help="Deny: the plan fails.")
 @click.option("--note", help="Why, for the log.")
 @_json_option
 @_report_option
@@ -1125,7 +1349,8 @@ def decide(
 def approve(
     plan_id: str,
     graph: Path | None,
-    action: str | None,
+    approve_: bool,
+    deny: bool,
     note: str | None,
     as_json: bool,
     report: tuple[str, Path] | None,
@@ -1133,18 +1358,10 @@ def approve(
 ) -> None:
     """Answer the approval plan PLAN_ID waits for (status awaiting_approval) and continue it.
 
-    GRAPH defaults to the graph file the plan ran (recorded in its log).
+    Give exactly one of --approve and --deny. GRAPH defaults to the graph file the plan ran
+    (recorded in its log). Exit codes as for `run`.
     """
-    _answer(
-        plan_id,
-        graph,
-        action,
-        note,
-        as_json,
-        report,
-        otel,
-        missing="approve: give --approve or --deny",
-    )
+    _answer(plan_id, graph, {"approve": approve_, "deny": deny}, note, as_json, report, otel)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -249,7 +249,9 @@ RUNTIME_FAULT: Final = "runtime_fault"
 """The fault kind of a failure inside gategraph itself (a bug, not the plan's fault)."""
 
 # The rows are ours (DESIGN.md, "Decisions"); docs/maxn.md is the table of record, keep both
-# in step. The per-kind ``retries`` only ever lower the shared budget, never raise it.
+# in step. Descriptions are shown to users, so they cite nothing: seed 003 decides that
+# rejections loop to the worker, inconclusive forces a rejection and an empty roster is a
+# permanent infra fault; seed 000 that a validation that writes is never retried. The per-kind ``retries`` only ever lower the shared budget, never raise it.
 FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
     {
         row.kind: row
@@ -261,7 +263,7 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 3,
                 None,
                 "A required validation returned passed=False on its own: a real finding. "
-                "It goes back to the worker to fix (seed 003: rejects loop to the worker); "
+                "It goes back to the worker to fix; "
                 "only the shared budget limits it.",
             ),
             _row(
@@ -270,7 +272,7 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 _TRANSIENT,
                 2,
                 None,
-                "A finding could not be decided (seed 003: inconclusive forces a rejection). "
+                "A finding could not be decided, which counts as a rejection. "
                 "The worker is asked for clearer evidence; two rounds without a decision "
                 "mean a person should look.",
             ),
@@ -320,7 +322,7 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 0,
                 None,
                 "The validation tried to write. A validation that writes is broken and is "
-                "never retried: running it again would write again (seed 000, DESIGN.md).",
+                "never retried: running it again would write again.",
             ),
             _row(
                 NO_ACCEPTANCE_CRITERIA,
@@ -330,8 +332,8 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 None,
                 "No required validation gates the plan (no acceptance criterion, every "
                 "validation informational or none at all), so no verdict is possible until "
-                "a person adds one or allows an ungated plan (seed 003: an empty roster is "
-                "a permanent infra fault, never auto-attested).",
+                "a person adds one or allows an ungated plan: an empty set of checks is never "
+                "taken as a pass.",
             ),
             _row(
                 _UNAVAILABLE,

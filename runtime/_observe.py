@@ -8,6 +8,10 @@ Two progress displays: :class:`PlainProgress` prints a line per step (logs, pipe
 :class:`LiveProgress` keeps a small live panel on a terminal. :func:`progress_for` picks
 one. rich is imported only when a live display starts, so importing the runtime stays
 light.
+
+Both show a failed informational validation as a warning (``warn``), not a failure
+(``FAIL``): it never blocks a plan (seed 000, "Validation Mode"). Events do not carry the
+mode, so a display is told which validations are informational (``informational=``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import click
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
     from types import TracebackType
 
     from rich.console import Console, RenderableType
@@ -53,15 +57,25 @@ class PlainProgress:
     """Prints one plain line per step of a plan (for logs, pipes and CI).
 
     It has the same ``start``/``stop`` and context-manager use as :class:`LiveProgress`
-    (they do nothing here), so a caller treats the two alike.
+    (they do nothing here), so a caller treats the two alike. A failed validation named in
+    ``informational`` is a ``warn`` line, and the round's summary counts the warnings.
     """
 
-    def __init__(self, *, err: bool = False) -> None:
+    def __init__(self, *, err: bool = False, informational: Collection[str] = ()) -> None:
         self.err = err
+        """Write to stderr instead of stdout."""
+        self.informational = frozenset(informational)
+        """The names of the informational validations: their failures are warnings."""
+        self._warnings = 0
 
     def on_event(self, event: Any) -> None:
         """Print the event's line, if it has one."""
-        line = progress_line(event)
+        tag = type(event).__struct_config__.tag
+        if tag == "artifact_validation_started":
+            self._warnings = 0
+        elif tag == "validation_completed" and _is_warning(event, self.informational):
+            self._warnings += 1
+        line = progress_line(event, informational=self.informational, warnings=self._warnings)
         if line is not None:
             click.echo(line, err=self.err)
 
@@ -160,9 +174,12 @@ class ProgressState:
     done: int = 0
     """Validations completed in the current round."""
     failed: int = 0
-    """Validations of the current round that did not pass."""
+    """Validations of the current round that did not pass and block (all but warnings)."""
+    warned: int = 0
+    """Informational validations of the current round that did not pass: warnings, which
+    never block."""
     retries_used: int = 0
-    """Retries spent of the current budget (seed 003 Max-N)."""
+    """Retries spent of the current budget (the Max-N retry budget)."""
     retries_limit: int | None = None
     """The budget, once the first retry decision told it."""
     fixes: int = 0
@@ -195,7 +212,8 @@ class LiveProgress:
     ``on_event`` only updates counters (a fan-out of 10,000 validations calls it ~20,000
     times); rich redraws the panel on its own refresh thread, ``refresh_per_second`` times a
     second. Call :meth:`start` before the plan and :meth:`stop` after it, or use it as a
-    context manager; after ``stop`` the final state stays on the screen.
+    context manager; after ``stop`` the final state stays on the screen. A failed
+    validation named in ``informational`` counts as a warning, not a failure.
     """
 
     def __init__(
@@ -205,9 +223,12 @@ class LiveProgress:
         console: Console | None = None,
         refresh_per_second: float = 8,
         lines: int = 6,
+        informational: Collection[str] = (),
     ) -> None:
         self.err = err
         """Write to stderr instead of stdout (ignored when ``console`` is given)."""
+        self.informational = frozenset(informational)
+        """The names of the informational validations: their failures are warnings."""
         self.console = console
         """The rich console to draw on; by default one on stdout or stderr."""
         self.refresh_per_second = refresh_per_second
@@ -250,11 +271,12 @@ class LiveProgress:
             # Passing validations are counted, not listed: they would push every notable
             # line off a fan-out's panel.
             if tag != "validation_completed":
-                self._note(progress_line(event))
+                self._note(event)
         except Exception:
             self.errors += 1
 
-    def _note(self, line: str | None) -> None:
+    def _note(self, event: Any) -> None:
+        line = progress_line(event, informational=self.informational, warnings=self.state.warned)
         if line is not None:
             with self._lines_lock:
                 self._lines.append(line)
@@ -277,14 +299,17 @@ class LiveProgress:
     def _round_started(self, event: Any) -> None:
         state = self.state
         state.phase, state.round = "validate", event.round
-        state.started = state.done = state.failed = 0
+        state.started = state.done = state.failed = state.warned = 0
 
     def _validation_completed(self, event: Any) -> None:
         state = self.state
         state.done += 1
         if not event.result.passed:
-            state.failed += 1
-            self._note(progress_line(event))
+            if _is_warning(event, self.informational):
+                state.warned += 1
+            else:
+                state.failed += 1
+            self._note(event)
 
     def _retry_decided(self, event: Any) -> None:
         self.state.retries_used = event.budget_used
@@ -384,6 +409,9 @@ class LiveProgress:
         grid.add_column()
         counts = Text(f"{state.done} done · {state.running} running · ")
         counts.append(f"{state.failed} failed", style="red" if state.failed else "")
+        if state.warned:
+            counts.append(" · ")
+            counts.append(_plural(state.warned, "warning", "warnings"), style="yellow")
         grid.add_row(f"validations (round {state.round})" if state.round else "validations", counts)
         retries = (
             f"{state.retries_used} of {state.retries_limit} used"
@@ -395,28 +423,53 @@ class LiveProgress:
             f"{retries} · fixes {state.fixes} · revisions {state.revisions}"
             + (f" · escalations {state.escalations}" if state.escalations else ""),
         )
-        shown = [
-            Text(line, style="red" if "FAIL" in line[:8] else "dim", overflow="ellipsis")
-            for line in lines
-        ]
+        shown = [Text(line, style=_line_style(line), overflow="ellipsis") for line in lines]
         return Group(title, grid, *shown)
 
 
-def progress_for(stream_is_tty: bool, *, err: bool) -> LiveProgress | PlainProgress:
+def _line_style(line: str) -> str:
+    mark = line[:8]
+    if "FAIL" in mark:
+        return "red"
+    if "warn" in mark:
+        return "yellow"
+    return "dim"
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def _is_warning(event: Any, informational: Collection[str]) -> bool:
+    """Whether a failed validation's completion is a warning: an informational one."""
+    return event.validation in informational or getattr(event, "mode", None) == "informational"
+
+
+def progress_for(
+    stream_is_tty: bool, *, err: bool, informational: Collection[str] = ()
+) -> LiveProgress | PlainProgress:
     """The progress display for a stream: a live panel on a terminal, plain lines otherwise.
 
     Both have ``start``/``stop`` and work as context managers::
 
         with progress_for(sys.stderr.isatty(), err=True) as progress:
             await run_plan(graph, event_log=ObservedEventLog(log, progress))
+
+    ``informational`` names the validations whose failures are warnings.
     """
     if stream_is_tty:
-        return LiveProgress(err=err)
-    return PlainProgress(err=err)
+        return LiveProgress(err=err, informational=informational)
+    return PlainProgress(err=err, informational=informational)
 
 
-def progress_line(event: Any) -> str | None:
-    """The line shown for ``event``, or None for events not shown."""
+def progress_line(
+    event: Any, *, informational: Collection[str] = (), warnings: int = 0
+) -> str | None:
+    """The line shown for ``event``, or None for events not shown.
+
+    A failed validation named in ``informational`` is a ``warn`` line, not ``FAIL``;
+    ``warnings`` is how many the round had, for its closing ``artifact_validated`` line.
+    """
     tag = type(event).__struct_config__.tag
     if tag == "plan_started":
         return f"plan {event.plan_id} ({event.graph}): started"
@@ -431,12 +484,22 @@ def progress_line(event: Any) -> str | None:
     if tag == "artifact_validation_started":
         return f"round {event.round}: validating (attempt {event.attempt})"
     if tag == "validation_completed":
-        mark = "ok  " if event.result.passed else "FAIL"
+        if event.result.passed:
+            mark = "ok  "
+        elif _is_warning(event, informational):
+            mark = "warn"
+        else:
+            mark = "FAIL"
         message = f": {event.result.message}" if event.result.message else ""
         return f"  {mark} {event.node}{message}"[:160]
     if tag == "artifact_rejected":
         return f"round {event.round}: rejected at the {event.layer} layer"
     if tag == "artifact_validated":
+        if warnings:
+            return (
+                f"round {event.round}: every layer passed, with "
+                f"{_plural(warnings, 'warning', 'warnings')}"
+            )
         return f"round {event.round}: every layer passed"
     if tag == "retry_decided":
         return (

@@ -202,8 +202,8 @@ _NOTE_PAYLOAD: Final = (
 )
 _NOTE_APPROVAL: Final = (
     "approval outcomes are taken from the log: a replay never re-executes approval "
-    "decisions (seed 002 §19), and whether the run auto-approved is not recorded"
-)
+    "decisions, and whether the run auto-approved is not recorded"
+)  # seed 002 §19
 _NOTE_PERSON: Final = "a person's escalation decisions are taken from the log"
 _NOTE_APPROVER: Final = "a person's approval decisions are taken from the log"
 _NOTE_BACKOFF: Final = "the waits before validator re-runs are not logged, so not checked"

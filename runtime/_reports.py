@@ -60,6 +60,36 @@ def _junit(outcome: PlanOutcome, name: str) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode")
 
 
+_MAX_LOCATIONS: Final = 50
+
+
+def _locations(data: Any) -> list[dict[str, Any]]:
+    """SARIF locations for the file (and line) entries a result's data lists: any list of
+    ``{"file": ..., "line": ...}`` mappings at its top level (python_syntax's ``errors``,
+    regex's ``matches``, a custom validation's own)."""
+    found: list[dict[str, Any]] = []
+    if not isinstance(data, dict):
+        return found
+    for value in data.values():
+        if not isinstance(value, list):
+            continue
+        for item in value:
+            if not isinstance(item, dict) or not isinstance(item.get("file"), str):
+                continue
+            physical: dict[str, Any] = {"artifactLocation": {"uri": item["file"]}}
+            line = item.get("line")
+            if isinstance(line, int) and not isinstance(line, bool) and line >= 1:
+                physical["region"] = {"startLine": line}
+            location: dict[str, Any] = {"physicalLocation": physical}
+            text = item.get("message") or item.get("text")
+            if isinstance(text, str) and text:
+                location["message"] = {"text": text}
+            found.append(location)
+            if len(found) == _MAX_LOCATIONS:
+                return found
+    return found
+
+
 def _sarif(outcome: PlanOutcome, name: str) -> str:
     rules: dict[str, dict[str, Any]] = {}
     results = []
@@ -79,6 +109,7 @@ def _sarif(outcome: PlanOutcome, name: str) -> str:
                 "ruleId": record.validation,
                 "level": "error" if record.mode.value == "required" else "note",
                 "message": {"text": record.result.message or "failed"},
+                "locations": _locations(record.result.data),
                 "properties": {
                     "node": record.node,
                     "attachmentId": record.attachment_id,

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from click.testing import CliRunner, Result
 from gategraph.runtime import (
     Capability,
     Catalog,
+    NotFoundError,
     ResourceSlot,
     Scope,
     Tool,
@@ -876,7 +878,8 @@ def test_attach_scopes(
 
 
 def test_attach_arguments_are_json_else_text(populated: Path) -> None:
-    """--arg values are read as JSON when they parse, else kept as text (NaN stays text)."""
+    """--arg values are read as JSON when they parse, else kept as text (NaN, and numbers
+    too large for a float, stay text)."""
     result = invoke(
         populated,
         "validation",
@@ -892,6 +895,7 @@ def test_attach_arguments_are_json_else_text(populated: Path) -> None:
         "--arg", "empty=",
         "--arg", "nan=NaN",
         "--arg", "inf=-Infinity",
+        "--arg", "huge=1e400",
         "--arg", "dotted.key-1=x",
         "repo",
         "tests-pass",
@@ -912,6 +916,7 @@ def test_attach_arguments_are_json_else_text(populated: Path) -> None:
         "empty": "",
         "nan": "NaN",
         "inf": "-Infinity",
+        "huge": "1e400",
         "dotted.key-1": "x",
     }
 
@@ -1175,6 +1180,214 @@ def test_interrupt_exits_130(populated: Path, monkeypatch: pytest.MonkeyPatch) -
     # click itself ends the interrupted line with a newline before the error.
     assert result.stderr.strip() == "error: interrupted"
     assert "Traceback" not in result.output
+
+
+def _raising(exc: BaseException) -> Any:
+    def raise_it(*_args: object, **_kwargs: object) -> None:
+        raise exc
+
+    return raise_it
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "line"),
+    [
+        (
+            TypeError("bad\nsecond line"),
+            1,
+            "error: internal error: TypeError: bad (a bug in gategraph; set GATEGRAPH_DEBUG=1 "
+            "for the traceback)",
+        ),
+        (
+            PermissionError(13, "Permission denied", "/some/file"),
+            2,
+            "error: /some/file: Permission denied",
+        ),
+        (
+            ExceptionGroup("task group", [ValueError("inner")]),
+            1,
+            "error: internal error: ValueError: inner (a bug in gategraph; set "
+            "GATEGRAPH_DEBUG=1 for the traceback)",
+        ),
+        (
+            ExceptionGroup(
+                "task group", [NotFoundError("no tool or validation named 'x'", name="x")]
+            ),
+            2,
+            "error: no tool or validation named 'x'",
+        ),
+    ],
+    ids=["bug", "os-error", "group-of-a-bug", "group-of-a-config-error"],
+)
+def test_unexpected_exceptions_are_one_line(
+    populated: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException, code: int, line: str
+) -> None:
+    """Whatever a command raises reaches the user as one `error:` line, never a traceback:
+    a bug exits 1, a file system error 2, an exception group as what it holds."""
+    monkeypatch.delenv("GATEGRAPH_DEBUG", raising=False)
+    monkeypatch.setattr(Catalog, "list", _raising(exc))
+    result = invoke(populated, "tool", "list")
+    lines = assert_error(result, code)
+    assert lines == [line]
+    assert result.stdout == ""
+
+
+def test_an_interrupt_inside_an_exception_group_exits_130(
+    populated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C wrapped by a task group is still an interrupt."""
+    group = BaseExceptionGroup("task group", [ValueError("x"), KeyboardInterrupt()])
+    monkeypatch.setattr(Catalog, "list", _raising(group))
+    result = invoke(populated, "tool", "list")
+    assert result.exit_code == 130
+    assert result.stderr.strip() == "error: interrupted"
+
+
+def test_gategraph_debug_adds_the_traceback_of_an_internal_error(
+    populated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GATEGRAPH_DEBUG=1 prints an internal error's traceback before its error line."""
+    monkeypatch.setenv("GATEGRAPH_DEBUG", "1")
+    monkeypatch.setattr(Catalog, "list", _raising(TypeError("bad")))
+    result = invoke(populated, "tool", "list")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Traceback (most recent call last):")
+    assert result.stderr.splitlines()[-1].startswith("error: internal error: TypeError: bad")
+
+
+CITATION = re.compile(r"\b(seed|issue|ADR)[ -]?#?0*\d|§", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=lambda p: " ".join(p) or "gategraph")
+def test_help_texts_cite_no_spec(path: tuple[str, ...]) -> None:
+    """Help is written for users: no "seed 002 §13" or "issue 5" (those belong in code)."""
+    result = invoke(None, *path, "--help")
+    assert_ok(result)
+    assert not CITATION.search(result.stdout), result.stdout
+
+
+CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+
+
+def test_the_cli_guide_covers_every_command() -> None:
+    """docs/cli.md names every command, each exit code, `warn`, and the completion lines
+    the tests below run."""
+    text = CLI_DOC.read_text(encoding="utf-8")
+    leaves = [p for p in COMMAND_PATHS if p and not isinstance(_command(p), click.Group)]
+    missing = [" ".join(p) for p in leaves if f"`{' '.join(p)} " not in text]
+    assert not missing
+    assert "`bench " in text
+    for code in ("`0`", "`1`", "`2`", "`3`", "`130`"):
+        assert f"| {code} |" in text
+    assert "- `warn` — an **informational** validation did not pass." in text
+    for shell in ("bash", "zsh"):
+        assert f'eval "$(_GATEGRAPH_COMPLETE={shell}_source gategraph)"' in text
+    assert "_GATEGRAPH_COMPLETE=fish_source gategraph | source" in text
+    assert not CITATION.search(text)
+
+
+def _command(path: tuple[str, ...]) -> click.Command:
+    command: click.Command = cli
+    for name in path:
+        assert isinstance(command, click.Group)
+        command = command.commands[name]
+    return command
+
+
+# -- shell completion ------------------------------------------------------------------------
+
+SCRIPT = Path(sys.executable).with_name("gategraph")
+needs_script = pytest.mark.skipif(
+    not SCRIPT.exists(), reason="the gategraph console script is not installed beside python"
+)
+
+
+def complete(*env: tuple[str, str], home: Path) -> subprocess.CompletedProcess[str]:
+    """Run the installed console script with completion variables set."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GATEGRAPH_", "_GATEGRAPH"))}
+    return subprocess.run(
+        [str(SCRIPT)],
+        env={**base, "GATEGRAPH_HOME": str(home), **dict(env)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@needs_script
+@pytest.mark.parametrize(
+    ("shell", "needle"),
+    [
+        ("bash", "complete -o nosort -F _gategraph_completion gategraph"),
+        ("zsh", "#compdef gategraph"),
+        ("fish", "complete --no-files --command gategraph"),
+    ],
+)
+def test_completion_scripts(tmp_path: Path, shell: str, needle: str) -> None:
+    """`_GATEGRAPH_COMPLETE=<shell>_source gategraph` prints the shell's completion script."""
+    done = complete(("_GATEGRAPH_COMPLETE", f"{shell}_source"), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert needle in done.stdout
+    assert done.stderr == ""
+    assert not tmp_path.joinpath("gategraph.db").exists()
+
+
+@needs_script
+def test_completion_of_command_names(tmp_path: Path) -> None:
+    """Completing `gategraph de` offers decide and demo; `gategraph validation at`, its two."""
+    done = complete(
+        ("_GATEGRAPH_COMPLETE", "bash_complete"),
+        ("COMP_WORDS", "gategraph de"),
+        ("COMP_CWORD", "1"),
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["plain,decide", "plain,demo"]
+    done = complete(
+        ("_GATEGRAPH_COMPLETE", "bash_complete"),
+        ("COMP_WORDS", "gategraph validation at"),
+        ("COMP_CWORD", "2"),
+        home=tmp_path,
+    )
+    assert done.stdout.splitlines() == ["plain,attach", "plain,attachments"]
+
+
+@needs_script
+def test_completion_of_plan_ids_from_the_event_log(tmp_path: Path) -> None:
+    """A PLAN_ID completes from the event log, newest first; without a log, to nothing."""
+    env = (("_GATEGRAPH_COMPLETE", "bash_complete"), ("COMP_CWORD", "2"))
+    done = complete(*env, ("COMP_WORDS", "gategraph resume "), home=tmp_path)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", "")
+    graph = Path(__file__).resolve().parents[1] / "graphs" / "release-check.yaml"
+    for plan_id in ("alpha-1", "alpha-2", "beta"):
+        ran = run_module("execute", str(graph), "--plan-id", plan_id, home=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+    done = complete(*env, ("COMP_WORDS", "gategraph events al"), home=tmp_path)
+    assert done.stdout.splitlines() == ["plain,alpha-2", "plain,alpha-1"]
+
+
+@needs_script
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_completes_with_the_sourced_script(tmp_path: Path) -> None:
+    """The script bash sources really completes: `gategraph de<TAB>` offers decide, demo."""
+    code = (
+        'eval "$(_GATEGRAPH_COMPLETE=bash_source gategraph)"\n'
+        "COMP_WORDS=(gategraph de); COMP_CWORD=1\n"
+        "_gategraph_completion gategraph\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GATEGRAPH_", "_GATEGRAPH"))}
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", code],
+        env={**base, "GATEGRAPH_HOME": str(tmp_path), "PATH": f"{SCRIPT.parent}:{base['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["decide", "demo"]
 
 
 def test_stdin_is_interactive_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

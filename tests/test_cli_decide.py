@@ -43,7 +43,15 @@ def test_decide_retry_then_applied(tmp_path: Path) -> None:
     wrong = gategraph(home, "approve", "p1", "--approve")
     assert wrong.returncode == 1 and "not waiting for an approval" in wrong.stderr
     missing = gategraph(home, "decide", "p1")
-    assert missing.returncode == 2 and "give --retry or --abort" in missing.stderr
+    assert missing.returncode == 2
+    assert missing.stderr == "error: give --retry or --abort (see 'gategraph decide --help')\n"
+    both = gategraph(home, "decide", "p1", "--abort", "--retry")
+    assert both.returncode == 2 and both.stdout == ""
+    assert both.stderr == (
+        "error: --retry and --abort contradict each other: give one "
+        "(see 'gategraph decide --help')\n"
+    )
+    assert tags(home, "p1") == before  # neither answer was taken
     moved = graph.rename(tmp_path / "moved.yaml")
     lost = gategraph(home, "decide", "p1", "--retry")
     assert lost.returncode == 2 and "pass the graph file" in lost.stderr
@@ -79,3 +87,43 @@ def test_approve_or_deny(tmp_path: Path, answer: str, code: int) -> None:
     assert gategraph(home, "replay", "p2").returncode == 0
     again = gategraph(home, "approve", "p2", answer)
     assert again.returncode == 1 and "not waiting for an approval" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["approve", "p3", "--approve", "--deny"],
+            "error: --approve and --deny contradict each other: give one "
+            "(see 'gategraph approve --help')",
+        ),
+        (
+            ["approve", "p3", "--deny", "--approve", "--note", "x"],
+            "error: --approve and --deny contradict each other: give one "
+            "(see 'gategraph approve --help')",
+        ),
+        (["approve", "p3"], "error: give --approve or --deny (see 'gategraph approve --help')"),
+    ],
+)
+def test_contradictory_or_missing_answers_are_usage_errors(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    """`approve --approve --deny` neither approves nor denies: exit 2, one line; the plan
+    still waits and nothing is applied."""
+    root = repo(tmp_path)
+    graph = tmp_path / "plan.yaml"
+    graph.write_text(
+        plan(root, [GOOD])
+        + "policy:\n  approval:\n    rules: [{match: 'syn*', action: require, tier: high}]\n"
+    )
+    home = tmp_path / "home"
+    assert gategraph(home, "run", str(graph), "--plan-id", "p3").returncode == 3
+    before = tags(home, "p3")
+    done = gategraph(home, *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == line + "\n"
+    assert tags(home, "p3") == before
+    assert not (root / "src" / "greet.py").exists()
+    still = gategraph(home, "resume", "p3")
+    assert still.returncode == 3 and "awaiting_approval" in still.stdout

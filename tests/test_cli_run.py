@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from gategraph.runtime._cli import cli
+from gategraph.runtime._eventlog import read_events
 
 DEMO = Path(__file__).resolve().parents[1] / "graphs" / "demo"
 
@@ -32,12 +33,40 @@ def test_demo_fixes_and_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert code == 0, err
     assert "rejected at the semantic layer" in out
     assert "fix: the rejection goes back to the executor" in out
-    assert "applied — verdict attest, 2 round(s), 1 fix(es)" in out
+    assert "applied — verdict attest, 2 round(s), 1 fix(es), 0 revision(s), 1 warning\n" in out
     farewell = tmp_path / "gategraph-demo" / "project" / "src" / "farewell.py"
     assert farewell.read_text().startswith("def farewell(name):")
     # Running it again starts from a fresh copy.
     assert invoke(tmp_path, "demo")[0] == 0
     assert not (DEMO / "project" / "src" / "farewell.py").exists()
+
+
+def test_informational_failures_are_warnings(tmp_path: Path) -> None:
+    """The demo's informational TODO check is a `warn` line, never `FAIL`; the round that
+    passes says it passed with a warning, and the table's RESULT is `warning`."""
+    code, out, err = invoke(tmp_path, "demo", "--dir", str(tmp_path / "d"))
+    assert code == 0, err
+    lines = out.splitlines()
+    todos = [line for line in lines if " todos: " in line and line.startswith("  ")]
+    assert len(todos) == 2 and all(line.startswith("  warn todos: 1 forbidden") for line in todos)
+    assert "FAIL todos" not in out
+    assert any(line.startswith("  FAIL syntax: ") for line in lines)  # required: a failure
+    assert "round 1: rejected at the semantic layer" in lines
+    assert "round 2: every layer passed, with 1 warning" in lines
+    (row,) = [line for line in lines if line.startswith("todos ")]
+    assert row.split()[1:4] == ["validation", "(informational)", "warning"]
+    (row,) = [line for line in lines if line.startswith("syntax ")]
+    assert row.split()[1:4] == ["validation", "(required)", "passed"]
+
+
+def test_demo_folder_that_cannot_be_made(tmp_path: Path) -> None:
+    """A --dir that cannot be created is one error line, exit 2."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out, err = invoke(tmp_path, "demo", "--dir", str(blocker / "sub"))
+    assert code == 2, (out, err)
+    assert err == f"error: --dir {blocker / 'sub'}: cannot make the demo folder: Not a directory\n"
+    assert out == ""
 
 
 def test_demo_refuses_a_foreign_folder(tmp_path: Path) -> None:
@@ -78,6 +107,10 @@ def test_run_json_reports_and_events(tmp_path: Path) -> None:
     assert document["version"] == "2.1.0"
     results = document["runs"][0]["results"]
     assert [r["level"] for r in results] == ["note"]  # the informational TODO finding
+    # The finding's file and line, where code-scanning tools show it.
+    (location,) = results[0]["locations"]
+    assert location["physicalLocation"]["artifactLocation"]["uri"] == "src/greeting.py"
+    assert location["physicalLocation"]["region"]["startLine"] == 16
 
 
 def test_run_waiting_for_a_decision_exits_3(tmp_path: Path) -> None:
@@ -129,14 +162,42 @@ def test_run_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     assert not (copy / "project" / "src" / "farewell.py").exists()
 
 
-def test_runtime_faults_are_one_line(tmp_path: Path) -> None:
-    """Reusing a plan id is refused in one line (exit 1), not with a traceback."""
+def test_an_existing_plan_id_is_refused_up_front(tmp_path: Path) -> None:
+    """Reusing a plan id is refused before anything runs or prints: exit 2, one line naming
+    the way to continue the plan; its log gets no event and the second copy stays as it was."""
     copy = demo_copy(tmp_path)
     assert invoke(tmp_path, "run", str(copy / "plan.yaml"), "--plan-id", "P1")[0] == 0
+    before = read_events(tmp_path / "events.db", "P1")
     again = demo_copy(tmp_path / "again")
     code, out, err = invoke(tmp_path, "run", str(again / "plan.yaml"), "--plan-id", "P1")
-    assert code == 1, (out, err)
-    assert err.startswith("error: ") and "Traceback" not in err + out
+    assert code == 2, (out, err)
+    assert out == ""  # no "started"
+    assert err == (
+        f"error: plan P1 exists already in {tmp_path / 'events.db'}: continue it with "
+        "`gategraph resume P1`, or pick another --plan-id\n"
+    )
+    assert read_events(tmp_path / "events.db", "P1") == before
+    assert not (again / "project" / "src" / "farewell.py").exists()
+
+
+def test_an_empty_plan_id_is_a_usage_error(tmp_path: Path) -> None:
+    """`--plan-id ''` is not silently replaced by a new id."""
+    copy = demo_copy(tmp_path)
+    code, out, err = invoke(tmp_path, "run", str(copy / "plan.yaml"), "--plan-id", "")
+    assert (code, out, err) == (2, "", "error: --plan-id: must not be empty\n")
+    assert not (copy / "project" / "src" / "farewell.py").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_that_cannot_be_written_after_the_run(tmp_path: Path) -> None:
+    """A report that fails to write is one error line (exit 2) after the outcome is shown."""
+    copy = demo_copy(tmp_path)
+    code, out, err = invoke(
+        tmp_path, "run", str(copy / "plan.yaml"), "--report", "junit", "/dev/full"
+    )
+    assert code == 2, (out, err)
+    assert "applied — verdict attest" in out
+    assert err == "error: --report: cannot write /dev/full: No space left on device\n"
 
 
 def test_report_folder_is_checked_before_running(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from gategraph.runtime._events import (
     ApplyCompleted,
     ApplyStarted,
     ArtifactRejected,
+    ArtifactValidated,
     ArtifactValidationStarted,
     EscalationDecided,
     EscalationRequested,
@@ -179,11 +180,14 @@ def test_live_progress_renders_as_a_rich_object() -> None:
 
 
 def test_progress_for_picks_by_terminal() -> None:
-    """A terminal gets the live panel; a pipe or file gets plain lines."""
-    plain = progress_for(False, err=True)
+    """A terminal gets the live panel; a pipe or file gets plain lines; both are told the
+    informational validations."""
+    plain = progress_for(False, err=True, informational=["todos"])
     assert isinstance(plain, PlainProgress) and plain.err
-    live = progress_for(True, err=False)
+    assert plain.informational == frozenset({"todos"})
+    live = progress_for(True, err=False, informational=["todos"])
     assert isinstance(live, LiveProgress) and not live.err
+    assert live.informational == frozenset({"todos"})
     with plain:  # the same start/stop as the live panel, doing nothing
         pass
 
@@ -284,9 +288,114 @@ async def test_live_progress_follows_a_real_plan(tmp_path: Path) -> None:
         1,
         outcome.plan_id,
     )
-    assert state.done == state.started == 2 and state.failed == 1  # advice is informational
+    # Told nothing of modes, the informational `advice` counts as a failure ...
+    assert state.done == state.started == 2 and state.failed == 1
     assert state.retries_used == 1 and progress.errors == 0
     assert "finished: applied" in out.getvalue()
+
+
+@pytest.mark.anyio
+async def test_live_progress_of_a_real_plan_warns_for_informational(tmp_path: Path) -> None:
+    """... told that `advice` is informational, the panel counts it as a warning."""
+    console, out = _console()
+    progress = LiveProgress(console=console, informational={"advice"})
+    with progress:
+        outcome = await run_plan(
+            load_graph(plan(repo(tmp_path), [BAD, GOOD])),
+            event_log=ObservedEventLog(MemoryEventLog(), progress),
+            audit=InMemoryAuditLog(),
+        )
+    assert outcome.status == "applied"
+    assert (progress.state.failed, progress.state.warned) == (0, 1)
+    text = out.getvalue()
+    assert "2 done · 0 running · 0 failed · 1 warning" in text
+    assert "warn advice: failed on purpose" in text
+    assert "FAIL advice" not in text
+    assert "round 2: every layer passed, with 1 warning" in text
+
+
+def warned_round(round_: int = 2) -> list[Any]:
+    """A round with one required pass and one informational failure (`todos`)."""
+    return [
+        ev(ArtifactValidationStarted, round=round_, attempt=round_, revision=0),
+        *validation("syntax"),
+        *validation("todos", passed=False, message="1 TODO"),
+        ev(ArtifactValidated, round=round_, verdict={"verdict": "attest"}),
+    ]
+
+
+def test_progress_line_marks_informational_failures_as_warnings() -> None:
+    """A failed informational validation is `warn`, a failed required one `FAIL`."""
+    failed = validation("todos", passed=False, message="1 TODO")[1]
+    assert progress_line(failed) == "  FAIL todos: 1 TODO"
+    assert progress_line(failed, informational={"todos"}) == "  warn todos: 1 TODO"
+    assert progress_line(failed, informational={"other"}) == "  FAIL todos: 1 TODO"
+    passed = validation("todos")[1]
+    assert progress_line(passed, informational={"todos"}) == "  ok   todos"
+    validated = ev(ArtifactValidated, round=3, verdict={})
+    assert progress_line(validated) == "round 3: every layer passed"
+    assert progress_line(validated, warnings=1) == "round 3: every layer passed, with 1 warning"
+    assert progress_line(validated, warnings=2) == "round 3: every layer passed, with 2 warnings"
+
+
+def test_plain_progress_counts_warnings_per_round(capsys: pytest.CaptureFixture[str]) -> None:
+    """Plain lines say `warn`, and each round's closing line counts only its own warnings."""
+    progress = PlainProgress(informational=["todos"])
+    for event in [
+        *warned_round(1),
+        *warned_round(2)[:3],
+        ev(ArtifactValidated, round=2, verdict={}),
+    ]:
+        progress.on_event(event)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "round 1: validating (attempt 1)",
+        "  ok   syntax",
+        "  warn todos: 1 TODO",
+        "round 1: every layer passed, with 1 warning",
+        "round 2: validating (attempt 2)",
+        "  ok   syntax",
+        "round 2: every layer passed",
+    ]
+
+
+def test_live_progress_counts_warnings_apart_from_failures() -> None:
+    """The panel counts an informational failure as a warning and lists it as `warn`."""
+    console, out = _console()
+    progress = LiveProgress(informational=frozenset({"todos"}), lines=20)
+    for event in warned_round():
+        progress.on_event(event)
+    state = progress.state
+    assert (state.done, state.failed, state.warned) == (2, 0, 1)
+    assert list(progress._lines)[-2:] == [
+        "  warn todos: 1 TODO",
+        "round 2: every layer passed, with 1 warning",
+    ]
+    console.print(progress)
+    assert "2 done · 0 running · 0 failed · 1 warning" in out.getvalue()
+    progress.on_event(ev(ArtifactValidationStarted, round=3, attempt=3, revision=0))
+    assert state.warned == 0  # a new round counts afresh
+
+
+class _ModedCompleted(EventBase, tag="validation_completed", kw_only=True, frozen=True, gc=False):
+    """A completion that names its mode itself (what a display also honours)."""
+
+    node: str
+    validation: str
+    result: ValidationResult
+    duration: float = 0.0
+    mode: str = "required"
+
+
+def test_an_event_that_names_its_mode_is_honoured() -> None:
+    """An event carrying ``mode="informational"`` is a warning without being told."""
+    result = ValidationResult(passed=False, message="meh")
+    informational = ev(
+        _ModedCompleted, node="n", validation="v", result=result, mode="informational"
+    )
+    required = ev(_ModedCompleted, node="n", validation="v", result=result)
+    assert progress_line(informational) == "  warn n: meh"
+    assert progress_line(required) == "  FAIL n: meh"
 
 
 def test_importing_the_runtime_leaves_rich_and_opentelemetry_out() -> None:
