@@ -160,6 +160,8 @@ def benchmark_graph(
 def render_graph_table(figures: dict[str, Any]) -> str:
     """The graph's figures as a Markdown table, one row per concurrency level."""
     layers = list(figures["results"][0]["layer_seconds"]) if figures["results"] else []
+    # Every time in the table is in milliseconds (the JSON keeps seconds unless a key
+    # says _ms): the header and the footnote must say the same unit.
     head = ["concurrency", "wall ms", "validations/s", "p50 / p99 ms"]
     head += [f"{layer} ms" for layer in layers]
     head += ["applied"]
@@ -172,9 +174,9 @@ def render_graph_table(figures: dict[str, Any]) -> str:
     ]
 
     def ms(figure: dict[str, float]) -> str:
-        return (
-            f"{figure['median'] * 1000:.1f} ({figure['min'] * 1000:.1f}–{figure['max'] * 1000:.1f})"
-        )
+        """A spread given in seconds, shown in milliseconds."""
+        low, mid, high = (figure[k] * 1000 for k in ("min", "median", "max"))
+        return f"{mid:.1f} ({low:.1f}–{high:.1f})"
 
     for result in figures["results"]:
         rate = result["validations_per_s"]
@@ -191,8 +193,9 @@ def render_graph_table(figures: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     lines.append(
-        "Latency: each validation call of a run's last round. Layers: seconds in each "
-        "pipeline layer per run, summed over its rounds (PlanStatistics.layer_seconds)."
+        "All times in milliseconds. Latency: each validation call of a run's last round. "
+        "Layers: the time spent in each pipeline layer per run, summed over its rounds "
+        "(PlanStatistics.layer_seconds, which holds seconds)."
     )
     return "\n".join(lines)
 

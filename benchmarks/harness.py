@@ -641,7 +641,7 @@ TARGETS: Final = (
     Target(
         "import-engine",
         "the same bound for the first real use: from gategraph.runtime import execute_graph"
-        " (not an issue 5 target; names load on first use)",
+        " (not a target; names load on first use)",
         _startup("import_engine_ms"),
         150.0,
         "lower",

@@ -390,6 +390,15 @@ class Catalog:
                 raise NotFoundError(f"no tool or validation named {name!r}", name=name)
             return self._resolved(self._db, tool)
 
+    def registered(self, name: str) -> bool:
+        """Whether ``name`` is registered here (a built-in that is not is in the catalog,
+        but not registered)."""
+        with self._lock:
+            return (
+                self._db.execute("SELECT 1 FROM tools WHERE name = ?", (name,)).fetchone()
+                is not None
+            )
+
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False

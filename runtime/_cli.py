@@ -253,7 +253,7 @@ def _add(config: Path, update: bool, *, validation: bool) -> None:
                 raise doc.error(["wraps"], f"no tool named {model.wraps!r} in the catalog")
     try:
         with _catalog(create=True) as catalog:
-            existed = model.name in catalog
+            existed = catalog.registered(model.name)
             stored = catalog.add(model, update=update)
     except NotFoundError as exc:
         if isinstance(model, Validation) and model.wraps == exc.name:

@@ -256,3 +256,31 @@ def test_scenario_lists_agree() -> None:
         scenario = harness.get_scenario(name)
         assert scenario.contenders[0] == "gategraph"
         assert {"asyncio_gather", "anyio_taskgroup"} <= set(scenario.contenders)
+
+
+def test_graph_table_header_and_footnote_agree_on_milliseconds() -> None:
+    """The graph table shows every time in ms, and its footnote says ms, not seconds."""
+    from gategraph.benchmarks.bench_graph import render_graph_table
+
+    spread = {"min": 0.010, "median": 0.0125, "max": 0.020}
+    figures = {
+        "name": "p",
+        "file": "p.yaml",
+        "repeat": 1,
+        "results": [
+            {
+                "concurrency": 1,
+                "runs": 1,
+                "wall_s": spread,
+                "validations_per_s": {"min": 1.0, "median": 1.0, "max": 1.0},
+                "latency_ms": {"p50": 0.4, "p99": 3.2},
+                "layer_seconds": {"semantic": spread},
+                "statuses": {"applied": 1},
+            }
+        ],
+    }
+    table = render_graph_table(figures)
+    header = next(line for line in table.splitlines() if line.startswith("| concurrency"))
+    assert "wall ms" in header and "semantic ms" in header
+    assert "| 12.5 (10.0–20.0) | 1 (1–1) | 0.40 / 3.20 | 12.5 (10.0–20.0) |" in table
+    assert "milliseconds" in table.splitlines()[-1]
