@@ -1,22 +1,159 @@
 """What a tool or validation call may know about where it runs: :class:`ToolContext`.
 
 A callable receives the context when its signature has a parameter named ``context``.
+
+Scratch folders live under one parent folder per process, ``gategraph-scratch-<pid>-…``
+in the temporary directory, which holds a lock (``flock``) for as long as the process
+lives. The kernel releases the lock when the process dies, however it dies, so the first
+scratch a process makes sweeps away the parents whose lock is free: those of processes
+killed before they could clean up (issue 9). A live process's parent is never swept.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import re
 import shutil
+import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from ._readonly import Guard, unguarded
+from ._readonly import Guard, allow, unguarded
+
+if sys.platform != "win32":
+    import fcntl
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Mapping
 
 __all__ = ["ToolContext"]
+
+_PARENT_PREFIX: Final = "gategraph-scratch-"
+# `<prefix><pid>-<mkdtemp's random part>`: the random part has no `-`, so an older
+# release's per-call folders (`<prefix><random>`) never match and are left alone.
+_PARENT_NAME: Final = re.compile(re.escape(_PARENT_PREFIX) + r"(\d+)-[A-Za-z0-9_]+")
+_LOCK_NAME: Final = ".owner.lock"
+
+
+class _Parent:
+    """This process's parent folder of scratch folders, and the descriptor holding its lock."""
+
+    __slots__ = ("fd", "path", "pid", "tempdir")
+
+    def __init__(self, path: str, fd: int, tempdir: str) -> None:
+        self.path = path
+        self.fd = fd
+        self.pid = os.getpid()
+        self.tempdir = tempdir
+
+
+_parent: _Parent | None = None
+_parent_lock: Final = threading.Lock()
+_swept: set[tuple[int, str]] = set()
+
+
+def _lock_parent(path: str) -> int:
+    """Create the lock file in ``path`` and hold an exclusive lock on it until exit."""
+    fd = os.open(os.path.join(path, _LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    if sys.platform != "win32":
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _remove_parent(parent: _Parent) -> None:
+    if os.getpid() != parent.pid:
+        return  # a forked child exiting: the folder is its parent process's
+    shutil.rmtree(parent.path, ignore_errors=True)
+    try:
+        os.close(parent.fd)
+    except OSError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: alive
+    return True
+
+
+def _sweep(tempdir: str) -> list[str]:
+    """Remove the scratch parents in ``tempdir`` whose owner has died; return their paths."""
+    if sys.platform == "win32":
+        return []
+    removed: list[str] = []
+    uid = os.getuid()
+    try:
+        entries = list(os.scandir(tempdir))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _PARENT_NAME.fullmatch(entry.name)
+        if match is None:
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat().st_uid != uid:
+                continue
+            fd = os.open(
+                os.path.join(entry.path, _LOCK_NAME), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+            )
+        except FileNotFoundError:
+            # No lock yet: its owner is between creating the folder and the lock, or
+            # died right there. Only a process that is gone cannot be the former.
+            if not _alive(int(match[1])):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+            continue
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # held: its owner is alive
+        else:
+            # Free: the owner is dead. Holding the lock while removing keeps a second
+            # sweeper off the same folder.
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _scratch_parent(renew: bool = False) -> str:
+    """This process's parent of scratch folders, made (and the dead swept) on first use."""
+    global _parent
+    tempdir = tempfile.gettempdir()
+    pid = os.getpid()
+    parent = _parent
+    if not renew and parent is not None and parent.pid == pid and parent.tempdir == tempdir:
+        return parent.path
+    with _parent_lock:
+        parent = _parent
+        if not renew and parent is not None and parent.pid == pid and parent.tempdir == tempdir:
+            return parent.path
+        if (pid, tempdir) not in _swept:
+            _swept.add((pid, tempdir))
+            _sweep(tempdir)
+        path = tempfile.mkdtemp(prefix=f"{_PARENT_PREFIX}{pid}-", dir=tempdir)
+        parent = _Parent(path, _lock_parent(path), tempdir)
+        atexit.register(_remove_parent, parent)
+        _parent = parent
+        return path
+
+
+def _new_scratch() -> Path:
+    try:
+        return Path(tempfile.mkdtemp(prefix="call-", dir=_scratch_parent()))
+    except FileNotFoundError:
+        # The parent was removed under us (a temporary-files cleaner): make another.
+        return Path(tempfile.mkdtemp(prefix="call-", dir=_scratch_parent(renew=True)))
 
 
 class ToolContext:
@@ -80,9 +217,9 @@ class ToolContext:
         """A private, writable temporary folder, created on first use."""
         if self._scratch is None:
             with unguarded():
-                self._scratch = Path(tempfile.mkdtemp(prefix="gategraph-scratch-"))
+                self._scratch = _new_scratch()
             if self._guard is not None:
-                self._guard.allow(self._scratch)
+                allow(self._guard, self._scratch)
         return self._scratch
 
     def disposable_copy(self, source: str | os.PathLike[str] | None = None) -> Path:

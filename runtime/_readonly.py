@@ -1,26 +1,47 @@
 """Run-time read-only enforcement (seed 000, "Read-Only Enforcement").
 
 One ``sys.addaudithook`` hook, installed once, watches every audited operation of the
-process. It acts only while a *guard* is set in the current context (a context variable,
-so it follows a validation into the worker thread anyio runs it in, and is invisible to
-everything else running at the same time):
+process. It acts only where a *lease* is the value of a context variable: a guarded call
+takes one when it starts (:func:`enter`) and ends it when it stops (:func:`leave`). A
+context variable follows the call into the worker thread anyio runs it in, and into every
+task, callback and thread it hands work to through a copy of its context, and is invisible
+to everything else running at the same time.
 
 - a validation guard refuses writes — opening a file for writing, remove, rename, mkdir,
-  rmdir, chmod, chown, link, truncate, utime, rmtree — outside the call's own scratch
-  folder, and refuses to start an external command whose working directory is not inside
-  that scratch folder (so commands run against a disposable copy);
-- a transform guard (``pure=True``) also refuses every external command and every network
-  connection: a transform is a pure data transformation (seed 000, "Tool Wrapping").
+  mkfifo, mknod, rmdir, chmod, chown, link, symlink, truncate, utime, xattrs, rmtree —
+  outside the call's own scratch folder, a hard link that would share a file's data
+  between scratch and the rest of the file system, changing the working directory (it
+  is the whole process's, and it would let a relative path escape judgement), and
+  starting an external command whose working directory is not inside scratch (so
+  commands run against a disposable copy);
+- a transform guard (``pure=True``) also refuses every external command, every network
+  connection and every change to the environment: a transform is a pure data
+  transformation (seed 000, Constraints).
 
-A refused operation raises :class:`ReadOnlyViolationError` (a ``PermissionError``) where it
-was attempted, and the guard remembers it, so a validation that catches the error still
-fails with ``read_only_violation``.
+A refused operation raises :class:`ReadOnlyViolationError` (a ``PermissionError``) where
+it was attempted, and the guard records the first one. The record, and the folders the
+call may write to, are sealed: their slot descriptors live only in this module, and the
+hook writes the record once. A validation that catches the error cannot clear the record,
+nor widen what it may write, through the guard it is handed (``context.guard``).
+
+Attribution (issue 9): code a call leaves behind — a callback scheduled with
+``call_later``, a task spawned into a task group that outlives it, a thread abandoned at
+its timeout — carries the call's lease. While the call runs, what that code attempts is
+charged to the call. Once the call has ended, its lease refuses every write and command
+and charges no one: a deferred write never changes a resource, and never fails an
+innocent call that happens to run later in the same worker.
+
+What the hook cannot see is listed in docs/readonly.md, each item pinned by a test in
+tests/test_readonly_hostile.py.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
+import operator
 import os
+import stat
 import sys
 import threading
 from contextlib import contextmanager
@@ -32,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Guard",
     "ReadOnlyViolationError",
+    "allow",
     "enter",
     "guarded",
     "install_hook",
@@ -42,108 +64,377 @@ __all__ = [
 ]
 
 _WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-# Audit events (CPython's audit events table) that change the file system; the first
-# argument is the path.
-_FS_EVENTS: Final[dict[str, tuple[tuple[int, int | None], ...]]] = {
-    "os.remove": ((0, 1),),
-    "os.rmdir": ((0, 1),),
-    "os.mkdir": ((0, 2),),
-    "os.chmod": ((0, 2),),
-    "os.chown": ((0, 3),),
-    "os.rename": ((0, 2), (1, 3)),
-    "os.link": ((1, 3),),
-    "os.symlink": ((1, 2),),
-    "os.truncate": ((0, None),),
-    "os.utime": ((0, 3),),
-    "os.chflags": ((0, None),),
-    "os.lchflags": ((0, None),),
-    "os.setxattr": ((0, None),),
-    "os.removexattr": ((0, None),),
-    "shutil.rmtree": ((0, 1),),
-    "shutil.chown": ((0, None),),
-}
-_EXEC_EVENTS: Final = frozenset(
-    {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty"}
-)
-_NET_EVENTS: Final = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
 _HARMLESS_TARGETS: Final = frozenset({os.devnull})
+# File types whose data lives in a folder of the file system (a block device's is a disk).
+_STORED: Final = frozenset({stat.S_IFREG, stat.S_IFDIR, stat.S_IFBLK, stat.S_IFLNK})
 
 
 class ReadOnlyViolationError(PermissionError):
     """A validation or transform attempted an operation its read-only guard forbids."""
 
 
-class Guard:
-    """What one guarded call may do, and the first thing it tried that it may not."""
+class _GuardFields:
+    """The storage of a :class:`Guard`. The slot descriptors of the record and of the
+    allowance are taken out of the class below and kept in ``_FIELD``: no attribute
+    assignment, ``object.__setattr__`` included, reaches them from outside."""
 
-    __slots__ = ("allowed", "pure", "violation", "what")
+    __slots__ = ("_allowed", "_links", "_pure", "_violation", "_what")
+    _allowed: tuple[str, ...]
+    _links: set[tuple[int, int]]
+    _pure: bool
+    _violation: str | None
+    _what: str
+
+
+_SEALED: Final = ("_allowed", "_links", "_violation")
+_FIELD: Final = {name: _GuardFields.__dict__[name] for name in _SEALED}
+for _name in _SEALED:
+    delattr(_GuardFields, _name)
+_set_violation: Final = _FIELD["_violation"].__set__
+_violation_of: Final = _FIELD["_violation"].__get__
+_set_allowed: Final = _FIELD["_allowed"].__set__
+_set_links: Final = _FIELD["_links"].__set__
+
+
+def _allowed_of(guard: Guard) -> tuple[str, ...]:
+    # Unset until the call makes scratch: one descriptor call fewer for every call.
+    try:
+        return _FIELD["_allowed"].__get__(guard)  # type: ignore[no-any-return]
+    except AttributeError:
+        return ()
+
+
+def _links_of(guard: Guard) -> set[tuple[int, int]] | None:
+    try:
+        return _FIELD["_links"].__get__(guard)  # type: ignore[no-any-return]
+    except AttributeError:
+        return None
+
+
+class Guard(_GuardFields):
+    """What one guarded call may do, and the first thing it tried that it may not.
+
+    Its fields are read-only properties. The record of the violation is written once, by
+    the hook; neither it nor the folders the call may write to can be changed through the
+    guard (issue 9: a validation that caught the refusal used to clear the record).
+    """
+
+    __slots__ = ()
 
     def __init__(self, what: str, *, pure: bool = False) -> None:
-        self.what = what
-        """Who is guarded, for messages: ``validation 'x'`` or ``transform of 'x'``."""
-        self.pure = pure
-        """Also refuse external commands and network connections."""
-        self.allowed: tuple[str, ...] = ()
-        """Folders (absolute, normalised, with a trailing separator) writes may go to."""
-        self.violation: str | None = None
-        """The first refused operation, described."""
+        self._what = what
+        self._pure = pure
+        _set_violation(self, None)
 
-    def allow(self, folder: str | os.PathLike[str]) -> None:
-        """Let the guarded call write inside ``folder`` (its scratch space)."""
-        path = os.path.realpath(os.fspath(folder))
-        self.allowed = (*self.allowed, path.rstrip(os.sep) + os.sep)
+    if TYPE_CHECKING:
 
-    def _inside_allowed(self, target: Any, dir_fd: Any = None) -> bool:
-        if isinstance(target, int):
-            # A file descriptor: judge the file it refers to.
-            path = _fd_path(target)
-            if path is None:
-                return False
-        else:
-            try:
-                path = os.fsdecode(target)
-            except TypeError:
-                return False
-            if path in _HARMLESS_TARGETS:
-                return True
-            if isinstance(dir_fd, int) and not os.path.isabs(path):
-                # Relative to an open folder (shutil.rmtree works this way).
-                folder = _fd_path(dir_fd)
-                if folder is None:
-                    return False
-                path = os.path.join(folder, path)
-        full = os.path.realpath(path) + os.sep
-        return any(full.startswith(root) for root in self.allowed)
+        @property
+        def what(self) -> str:
+            """Who is guarded, for messages: ``validation 'x'`` or ``transform of 'x'``."""
 
-    def refuse(self, description: str) -> None:
-        if self.violation is None:
-            self.violation = description
-        raise ReadOnlyViolationError(f"{self.what} is read-only: {description} refused")
+        @property
+        def pure(self) -> bool:
+            """Also refuse external commands, network connections and environment changes."""
+
+        @property
+        def violation(self) -> str | None:
+            """The first refused operation, described; once set, it stays."""
+
+    else:
+        # C-level getters: `guard.violation`, read after every call, costs a slot read.
+        what = property(operator.attrgetter("_what"), doc="Who is guarded, for messages.")
+        pure = property(
+            operator.attrgetter("_pure"), doc="Also refuse commands, network and environment."
+        )
+        violation = property(_violation_of, doc="The first refused operation; once set, it stays.")
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """Folders (absolute, resolved, with a trailing separator) writes may go to."""
+        return _allowed_of(self)
+
+    def __repr__(self) -> str:
+        return f"Guard({self.what!r}, pure={self.pure}, violation={self.violation!r})"
 
 
-class _Slot:
-    """The guard of one context. Workers keep one slot and swap the guard in it per call:
-    setting a context variable costs microseconds, an attribute store nanoseconds."""
+def allow(guard: Guard, folder: str | os.PathLike[str]) -> None:
+    """Let the call guarded by ``guard`` write inside ``folder`` (its scratch space).
 
-    __slots__ = ("guard",)
+    The runtime's to call (``ToolContext.scratch``); a guard has no method for it, so a
+    validation cannot widen its own allowance through the guard it is handed.
+    """
+    path = os.path.realpath(os.fspath(folder))
+    _set_allowed(guard, (*_allowed_of(guard), path.rstrip(os.sep) + os.sep))
 
-    def __init__(self, guard: Guard | None = None) -> None:
-        self.guard = guard
 
-
-_current: Final[contextvars.ContextVar[_Slot | None]] = contextvars.ContextVar(
+# The value of the context variable is a *lease*: one guarded stretch of one call, the
+# two-item list ``[guard, open]`` (a list rather than a class: ~50 ns less per call).
+# Contexts copied while the call runs share it; `leave` sets ``open`` to False, so what
+# they attempt afterwards is refused and charged to no one.
+_current: Final[contextvars.ContextVar[list[Any] | None]] = contextvars.ContextVar(
     "gategraph_read_only_guard", default=None
 )
 _installed = False
 _install_lock = threading.Lock()
 
 
+# -- judging ---------------------------------------------------------------------------------
+
+
+def _show(target: Any) -> str:
+    """A target for a message; never raises, whatever the argument is."""
+    try:
+        return repr(os.fsdecode(target))
+    except Exception:
+        try:
+            return repr(target)[:200]
+        except Exception:
+            return f"<{type(target).__name__}>"
+
+
+def _describe_target(target: Any) -> str:
+    if isinstance(target, int):
+        path = _fd_path(target)
+        return f"descriptor {target}" + (f" ({path!r})" if path is not None else "")
+    return _show(target)
+
+
+def _refuse(lease: list[Any], description: str) -> None:
+    guard = lease[0]
+    if not lease[1]:
+        # The call this code came from has ended: refuse, and blame no one (the call's
+        # result is out; any call running now is innocent).
+        raise ReadOnlyViolationError(
+            f"{guard.what} has ended: {description} refused (it came from code the call "
+            "left running: a callback, a task or a thread)"
+        )
+    if _violation_of(guard) is None:
+        _set_violation(guard, description)
+    raise ReadOnlyViolationError(f"{guard.what} is read-only: {description} refused")
+
+
 def _fd_path(fd: int) -> str | None:
     """The path an open file descriptor refers to (Linux), or None if it cannot be told."""
     try:
         return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
+    except (OSError, ValueError):
         return None
+
+
+def _inside(lease: list[Any], full: str) -> bool:
+    if not lease[1]:
+        return False
+    full += os.sep
+    return any(full.startswith(root) for root in _allowed_of(lease[0]))
+
+
+def _shares_data(lease: list[Any], st: os.stat_result) -> bool:
+    """True when changing this inode may change something outside scratch: a regular file
+    with another hard link the call did not make itself, or a device."""
+    kind = stat.S_IFMT(st.st_mode)
+    if kind == stat.S_IFBLK:
+        return True
+    if kind != stat.S_IFREG or st.st_nlink <= 1:
+        return False
+    links = _links_of(lease[0])
+    return links is None or (st.st_dev, st.st_ino) not in links
+
+
+def _path_allowed(lease: list[Any], target: Any, dir_fd: Any, changes_data: bool) -> bool:
+    """May the call change ``target`` (a path, relative to ``dir_fd`` if one is given)?"""
+    if isinstance(target, int):
+        return _fd_allowed(lease, target, changes_data)
+    try:
+        path = os.fsdecode(target)
+    except TypeError:
+        return False
+    if path in _HARMLESS_TARGETS:
+        return True
+    if not os.path.isabs(path) and isinstance(dir_fd, int) and dir_fd >= 0:
+        # Relative to an open folder (shutil.rmtree works this way); -1 is "none".
+        folder = _fd_path(dir_fd)
+        if folder is None:
+            return False
+        path = os.path.join(folder, path)
+    full = os.path.realpath(path)
+    if not _inside(lease, full):
+        return False
+    if changes_data:
+        try:
+            st = os.stat(full)
+        except OSError:
+            return True  # nothing there yet: a new file has no other name
+        return not _shares_data(lease, st)
+    return True
+
+
+def _fd_allowed(lease: list[Any], fd: int, changes_data: bool) -> bool:
+    """May the call change what descriptor ``fd`` refers to? A pipe, a socket or a
+    terminal holds no resource's data; a file is judged by its path."""
+    try:
+        st = os.fstat(fd)
+    except (OSError, OverflowError):
+        return True  # not open: nothing can be changed through it, and the call fails
+    kind = stat.S_IFMT(st.st_mode)
+    if kind not in _STORED:
+        return True
+    if kind == stat.S_IFREG and st.st_nlink == 0:
+        return True  # deleted, or anonymous (memfd): in no folder any more
+    path = _fd_path(fd)
+    if path is None or not os.path.isabs(path):
+        return False
+    if not _inside(lease, os.path.realpath(path)):
+        return False
+    return not (changes_data and _shares_data(lease, st))
+
+
+def _judge_open(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    path, mode, flags = args
+    if mode is not None:
+        writing = isinstance(mode, str) and any(c in mode for c in "wax+")
+    else:
+        writing = isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+    if not writing:
+        return
+    if isinstance(path, int):
+        allowed = _fd_allowed(lease, path, True)
+    else:
+        allowed = _path_allowed(lease, path, None, True)
+        if allowed and not os.path.isabs(os.fsdecode(path)):
+            # The event does not carry `os.open`'s dir_fd: a relative path judged inside
+            # scratch (against a working directory in scratch, or by climbing into it)
+            # may name a file in any folder. chdir is refused while guarded; this holds
+            # when other code has moved the working directory into scratch.
+            allowed = False
+    if not allowed:
+        if _is_bytecode_cache(path):
+            # The import system caches bytecode and ignores a failure to; refusing is
+            # right, recording it as the validation's fault is not.
+            raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
+        _refuse(lease, f"opening {_describe_target(path)} for writing")
+
+
+def _judge_link(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    src, dst = args[0], args[1]
+    src_fd, dst_fd = (args[2], args[3]) if len(args) >= 4 else (None, None)
+    if not _path_allowed(lease, dst, dst_fd, False):
+        _refuse(lease, f"os.link to {_show(dst)}")
+    if not _path_allowed(lease, src, src_fd, False):
+        # A hard link shares the file's data: writing scratch's name would write the
+        # original (issue 9).
+        _refuse(lease, f"hard-linking {_show(src)} (outside scratch) into scratch")
+    source = os.fsdecode(src)
+    if not os.path.isabs(source) and isinstance(src_fd, int) and src_fd >= 0:
+        source = os.path.join(_fd_path(src_fd) or "", source)
+    try:
+        st = os.stat(source)
+    except OSError:
+        return  # the link fails by itself
+    links = _links_of(lease[0])
+    if links is None:
+        links = set()
+        _set_links(lease[0], links)
+    if st.st_nlink == 1 or (st.st_dev, st.st_ino) in links:
+        # Both names are in scratch: writing either is the call's own business. A file
+        # already shared with a name elsewhere stays unwritable.
+        links.add((st.st_dev, st.st_ino))
+
+
+def _judge_fs(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    # (path index, dir_fd index, changes the file's data or metadata rather than only a
+    # folder's entries), per CPython's audit events table.
+    for index, fd_index, changes_data in _FS_EVENTS[event]:
+        target = args[index] if index < len(args) else None
+        dir_fd = args[fd_index] if fd_index is not None and fd_index < len(args) else None
+        if target is not None and not _path_allowed(lease, target, dir_fd, changes_data):
+            _refuse(lease, f"{event} on {_describe_target(target)}")
+
+
+def _judge_mknod(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    mode = args[1] if len(args) > 1 else 0
+    if isinstance(mode, int) and (stat.S_ISBLK(mode) or stat.S_ISCHR(mode)):
+        # A device node is a window onto a disk or a device, wherever it is made.
+        _refuse(lease, f"os.mknod of a device at {_show(args[0])}")
+    _judge_fs(lease, event, args)
+
+
+def _judge_popen(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    _executable, argv, cwd, _env = args
+    if isinstance(argv, str | bytes):
+        command = _show(argv)
+    else:
+        command = repr(" ".join(map(str, argv or ())))
+    if lease[0]._pure:
+        _refuse(lease, f"running {command} (a transform must be pure)")
+    if cwd is None or not _path_allowed(lease, cwd, None, False):
+        _refuse(
+            lease,
+            f"running {command} outside a disposable copy "
+            "(use context.disposable_copy() and run the command there)",
+        )
+
+
+def _judge_exec(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    # posix_spawn and spawn take no working directory, and exec, system and fork give the
+    # command the process's own: no way to hold them to a copy.
+    _refuse(lease, f"{event} {_show(args[0])}" if args else event)
+
+
+def _judge_chdir(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    _refuse(
+        lease,
+        f"changing the working directory to {_show(args[0]) if args else '?'} (it is "
+        "shared by the whole process; pass cwd= to the command instead)",
+    )
+
+
+def _judge_network(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    if lease[0]._pure:
+        _refuse(lease, f"network access ({event}) in a transform")
+
+
+def _judge_environment(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    if lease[0]._pure:
+        name = _show(args[0]) if args else "?"
+        _refuse(lease, f"changing the environment variable {name} in a transform")
+
+
+_FS_EVENTS: Final[dict[str, tuple[tuple[int, int | None, bool], ...]]] = {
+    "os.remove": ((0, 1, False),),
+    "os.rmdir": ((0, 1, False),),
+    "os.mkdir": ((0, 2, False),),
+    "os.mkfifo": ((0, 2, False),),  # raised by our wrapper (CPython raises none)
+    "os.mknod": ((0, 3, False),),  # ditto
+    "os.chmod": ((0, 2, True),),
+    "os.chown": ((0, 3, True),),
+    "os.rename": ((0, 2, False), (1, 3, False)),
+    "os.symlink": ((1, 2, False),),  # the source is only where the link points
+    "os.truncate": ((0, None, True),),
+    "os.utime": ((0, 3, True),),
+    "os.chflags": ((0, None, True),),
+    "os.lchflags": ((0, None, True),),
+    "os.setxattr": ((0, None, True),),
+    "os.removexattr": ((0, None, True),),
+    "shutil.rmtree": ((0, 1, False),),
+    "shutil.chown": ((0, None, True),),
+}
+_JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], None]]] = {
+    "open": _judge_open,
+    "os.link": _judge_link,
+    "os.mknod": _judge_mknod,
+    **{event: _judge_fs for event in _FS_EVENTS if event != "os.mknod"},
+    "subprocess.Popen": _judge_popen,
+    **dict.fromkeys(
+        ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty"),
+        _judge_exec,
+    ),
+    "os.chdir": _judge_chdir,
+    **dict.fromkeys(
+        ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"), _judge_network
+    ),
+    "os.putenv": _judge_environment,
+    "os.unsetenv": _judge_environment,
+}
 
 
 def _is_bytecode_cache(path: Any) -> bool:
@@ -155,90 +446,89 @@ def _is_bytecode_cache(path: Any) -> bool:
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
-    slot = _current.get()
-    if slot is None:
+    # Invariant: with no lease in the context (every task that is not a guarded call),
+    # this costs one context-variable read.
+    lease = _current.get()
+    if lease is None:
         return
-    guard = slot.guard
-    if guard is None:
+    judge = _JUDGES.get(event)
+    if judge is None:
         return
-    if event == "open":
-        path, mode, flags = args
-        writing = (mode is not None and any(c in mode for c in "wax+")) or (
-            mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS
-        )
-        if writing and not guard._inside_allowed(path):
-            if _is_bytecode_cache(path):
-                # The import system caches bytecode and ignores a failure to; refusing
-                # is right, recording it as the validation's fault is not.
-                raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
-            guard.refuse(f"opening {os.fsdecode(path)!r} for writing")
-    elif event in _FS_EVENTS:
-        # (path index, dir_fd index) of what the operation changes, per CPython's audit
-        # events table; a link's or a symlink's source is only read.
-        for index, fd_index in _FS_EVENTS[event]:
-            target = args[index] if index < len(args) else None
-            dir_fd = args[fd_index] if fd_index is not None and fd_index < len(args) else None
-            if target is not None and not guard._inside_allowed(target, dir_fd):
-                guard.refuse(f"{event} on {target!r}")
-    elif event == "subprocess.Popen":
-        _executable, argv, cwd, _env = args
-        command = argv if isinstance(argv, str | bytes) else " ".join(map(str, argv or ()))
-        if guard.pure:
-            guard.refuse(f"running {command!r} (a transform must be pure)")
-        if cwd is None or not guard._inside_allowed(cwd):
-            guard.refuse(
-                f"running {command!r} outside a disposable copy "
-                "(use context.disposable_copy() and run the command there)"
-            )
-    elif event in _EXEC_EVENTS:
-        # posix_spawn and spawn take no working directory: no way to hold them to a copy.
-        if guard.pure or event in {
-            "os.system",
-            "os.exec",
-            "os.fork",
-            "os.forkpty",
-            "os.posix_spawn",
-            "os.spawn",
-        }:
-            guard.refuse(f"{event} {args[0]!r}" if args else event)
-    elif event in _NET_EVENTS and guard.pure:
-        guard.refuse(f"network access ({event}) in a transform")
+    try:
+        judge(lease, event, args)
+    except ReadOnlyViolationError:
+        raise
+    except Exception as exc:
+        # Fail closed, and say why: an operation the guard cannot judge is refused, never
+        # broken by the hook's own error (issue 9: `open(fd)` raised TypeError here).
+        _refuse(lease, f"{event} (it could not be judged: {type(exc).__name__}: {exc})")
+
+
+# -- os.mkfifo and os.mknod raise no audit event: these wrappers raise one. --------------
+
+
+def _audited_mkfifo(original: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(original)
+    def mkfifo(path: Any, mode: int = 0o666, *, dir_fd: int | None = None) -> None:
+        sys.audit("os.mkfifo", path, mode, -1 if dir_fd is None else dir_fd)
+        original(path, mode, dir_fd=dir_fd)
+
+    return mkfifo
+
+
+def _audited_mknod(original: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(original)
+    def mknod(path: Any, mode: int = 0o600, device: int = 0, *, dir_fd: int | None = None) -> None:
+        sys.audit("os.mknod", path, mode, device, -1 if dir_fd is None else dir_fd)
+        original(path, mode, device, dir_fd=dir_fd)
+
+    return mknod
 
 
 def install_hook() -> None:
-    """Install the audit hook once per process (hooks cannot be removed)."""
+    """Install the audit hook once per process (hooks cannot be removed).
+
+    It also wraps ``os.mkfifo`` and ``os.mknod``, which raise no audit event of their own,
+    so that the hook sees them; a reference taken before (``from os import mkfifo``) is
+    not seen.
+    """
     global _installed
     if _installed:
         return
     with _install_lock:
         if not _installed:
+            for name, wrap in (("mkfifo", _audited_mkfifo), ("mknod", _audited_mknod)):
+                original = getattr(os, name, None)
+                if original is not None:
+                    setattr(os, name, wrap(original))
             sys.addaudithook(_hook)
             _installed = True
 
 
 def own_slot() -> None:
-    """Give the current task a guard slot of its own (engine workers call this once)."""
-    install_hook()
-    _current.set(_Slot())
+    """Make the current task ready to run guarded calls (engine workers call this once).
+
+    A call takes a lease of its own in :func:`enter`; nothing is kept per worker, so code
+    a call leaves behind can never act under the next call's guard.
+    """
+    if not _installed:
+        install_hook()
 
 
-def enter(guard: Guard) -> tuple[_Slot | None, contextvars.Token[_Slot | None] | None]:
+def enter(guard: Guard) -> tuple[list[Any], contextvars.Token[list[Any] | None]]:
     """Start applying ``guard`` in this context; pass the result to :func:`leave`."""
-    slot = _current.get()
-    if slot is not None and slot.guard is None:
-        slot.guard = guard
-        return slot, None
-    install_hook()
-    return None, _current.set(_Slot(guard))
+    if not _installed:
+        install_hook()
+    lease = [guard, True]
+    return lease, _current.set(lease)
 
 
-def leave(state: tuple[_Slot | None, contextvars.Token[_Slot | None] | None]) -> None:
-    """Stop applying the guard :func:`enter` applied."""
-    slot, token = state
-    if slot is not None:
-        slot.guard = None
-    elif token is not None:
-        _current.reset(token)
+def leave(state: tuple[list[Any], contextvars.Token[list[Any] | None]]) -> None:
+    """Stop applying the guard :func:`enter` applied, here and in every context copied
+    from this one meanwhile (what runs there later is refused and charged to no one)."""
+    lease, token = state
+    lease[1] = False
+    _current.reset(token)
 
 
 @contextmanager
@@ -262,12 +552,16 @@ def unguarded() -> Iterator[None]:
 
 
 def run_guarded(guard: Guard, func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Call ``func(**kwargs)`` under ``guard`` in a slot of its own (for worker threads).
+    """Call ``func(**kwargs)`` under ``guard`` (for worker threads).
 
-    A thread abandoned at a timeout keeps running; its own slot keeps it guarded after the
-    worker that started it has moved on to other calls.
+    A thread runs in a copy of its caller's context, so it normally holds the call's
+    lease already; it then keeps it, and a thread abandoned at a timeout is refused
+    everything once the call has ended. Called from elsewhere, it takes a lease of its own.
     """
-    token = _current.set(_Slot(guard))
+    lease = _current.get()
+    if lease is not None and lease[0] is guard and lease[1]:
+        return func(**kwargs)
+    token = _current.set([guard, True])
     try:
         return func(**kwargs)
     finally:

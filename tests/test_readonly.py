@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -48,6 +49,10 @@ WRITES: dict[str, Callable[[Path], object]] = {
     "symlink": lambda r: os.symlink(r / "pkg", r / "link"),
     "truncate": lambda r: os.truncate(r / "pkg" / "a.py", 0),
     "copy-into": lambda r: shutil.copy(r / "pkg" / "a.py", r / "copy.py"),
+    "link": lambda r: os.link(r / "pkg" / "a.py", r / "b.py"),
+    "mkfifo": lambda r: os.mkfifo(r / "fifo"),
+    "mknod": lambda r: os.mknod(r / "node", stat.S_IFREG | 0o600),
+    "chdir": lambda r: os.chdir(r),
 }
 
 

@@ -1,0 +1,860 @@
+"""The read-only guard against validations that try to get round it, and its known limits.
+
+Each limit test pins what the guard does NOT see, exactly as docs/readonly.md lists it: a
+real assertion of today's behaviour, so a change to what the guard sees is a conscious one.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ctypes
+import ctypes.util
+import functools
+import multiprocessing
+import os
+import signal
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from gategraph.runtime import ReadOnlyViolationError, ToolContext
+from gategraph.runtime._engine import execute_graph
+from gategraph.runtime._graph import load_graph
+from gategraph.runtime._readonly import Guard, allow, guarded
+
+ORIGINAL = "x = 1\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text(ORIGINAL)
+    return root
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every entry under ``root``: its mode and, for a regular file, its bytes."""
+    out: dict[str, tuple[int, bytes | None]] = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        data = path.read_bytes() if stat.S_ISREG(st.st_mode) else None
+        out[str(path.relative_to(root))] = (st.st_mode, data)
+    return out
+
+
+def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str:
+    module = types.ModuleType(name)
+    for key, value in attrs.items():
+        setattr(module, key, value)
+    monkeypatch.setitem(sys.modules, name, module)
+    return name
+
+
+def two_step_graph(module: str, repo: Path, first: str, second: str | None) -> Any:
+    """``first`` runs, then ``second`` (it needs ``first``), on one worker."""
+    nodes = "  - {id: first, validation: first}\n"
+    validations = f'  - {{name: first, entrypoint: "{module}:{first}", resource_slots: [root]}}\n'
+    if second is not None:
+        nodes += "  - {id: second, validation: second, needs: [first]}\n"
+        validations += f'  - {{name: second, entrypoint: "{module}:{second}"}}\n'
+    text = (
+        "version: 1\nname: hostile\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        f"validations:\n{validations}nodes:\n{nodes}"
+    )
+    return load_graph(text)
+
+
+# -- 1. descriptors --------------------------------------------------------------------------
+
+
+def test_command_with_stdin_pipe_runs_in_a_disposable_copy(tree: Path) -> None:
+    """A command in scratch may be fed through stdin: opening the pipe is no write."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        copy = context.disposable_copy()
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; open('got', 'w').write(sys.stdin.read())"],
+            cwd=copy,
+            input="fed through stdin",
+            text=True,
+            capture_output=True,
+            check=True,
+        )
+    assert done.returncode == 0
+    assert (copy / "got").read_text() == "fed through stdin"
+    assert guard.violation is None
+    context.cleanup()
+
+
+def test_descriptors_are_judged_by_what_they_refer_to(tree: Path) -> None:
+    """A pipe may be opened for writing; a descriptor of a resource file may not."""
+    read_end, write_end = os.pipe()
+    fd = os.open(tree / "pkg" / "a.py", os.O_RDWR)
+    guard = Guard("validation 'v'")
+    try:
+        with guarded(guard):
+            with open(write_end, "wb") as pipe:
+                pipe.write(b"through a pipe")
+            assert guard.violation is None
+            with pytest.raises(ReadOnlyViolationError, match=r"a\.py"):
+                open(fd, "w", closefd=False)
+    finally:
+        os.close(fd)
+        os.close(read_end)
+    assert guard.violation is not None and "a.py" in guard.violation
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+async def test_sync_validation_feeds_a_command_in_its_copy(
+    monkeypatch: pytest.MonkeyPatch, tree: Path
+) -> None:
+    """Through the engine, in a worker thread: subprocess.run(input=...) in a copy passes."""
+
+    def feeds(root: Path, context: ToolContext, **_: Any) -> dict[str, Any]:
+        copy = context.disposable_copy(root)
+        out = subprocess.run(
+            [sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"],
+            cwd=copy,
+            input="ok",
+            text=True,
+            capture_output=True,
+            check=True,
+        )
+        return {"passed": out.stdout.strip() == "OK", "message": out.stdout.strip()}
+
+    module = fake_module(monkeypatch, "hostile_feeds", feeds=feeds)
+    run = await execute_graph(two_step_graph(module, tree, "feeds", None))
+    result = run.validations[0].result
+    assert result.passed, result
+
+
+# -- 2. writes a call leaves behind ----------------------------------------------------------
+
+
+class Deferred:
+    """A validation that leaves a write behind, and an innocent one during which it fires."""
+
+    def __init__(self) -> None:
+        self.outcome: str | None = None
+        self.go = anyio.Event()  # when the write may fire
+        self.fired = anyio.Event()
+        self.keep: list[Any] = []  # tasks must not be collected before they run
+
+    def write(self, target: Path) -> None:
+        try:
+            target.write_text("overwritten\n")
+        except PermissionError as exc:
+            self.outcome = f"refused: {exc}"
+        else:
+            self.outcome = "wrote"
+        self.fired.set()
+
+    async def innocent(self, **_: Any) -> dict[str, Any]:
+        self.go.set()
+        await self.fired.wait()
+        return {"passed": True, "message": "did nothing"}
+
+
+def schedule_call_later(state: Deferred, target: Path) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def tick() -> None:
+        # Rescheduled from inside the callback: the copied context travels along.
+        if state.go.is_set():
+            state.write(target)
+        else:
+            loop.call_later(0.001, tick)
+
+    loop.call_later(0.001, tick)
+
+
+def schedule_call_soon(state: Deferred, target: Path) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def tick() -> None:
+        if state.go.is_set():
+            state.write(target)
+        else:
+            loop.call_soon(tick)
+
+    loop.call_soon(tick)
+
+
+async def _wait_then_write(state: Deferred, target: Path) -> None:
+    await state.go.wait()
+    state.write(target)
+
+
+def schedule_create_task(state: Deferred, target: Path) -> None:
+    import asyncio
+
+    state.keep.append(asyncio.get_running_loop().create_task(_wait_then_write(state, target)))
+
+
+def schedule_outer_nursery(state: Deferred, target: Path) -> None:
+    import trio
+
+    # The task group the engine runs its workers in: it outlives the call.
+    nursery = trio.lowlevel.current_task().parent_nursery
+    assert nursery is not None
+    nursery.start_soon(_wait_then_write, state, target)
+
+
+TRICKS = [
+    pytest.param("asyncio", schedule_call_later, id="asyncio-call_later"),
+    pytest.param("asyncio", schedule_call_soon, id="asyncio-call_soon"),
+    pytest.param("asyncio", schedule_create_task, id="asyncio-create_task"),
+    pytest.param("trio", schedule_outer_nursery, id="trio-outer-nursery"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("anyio_backend", "schedule"), TRICKS)
+async def test_deferred_write_fails_no_innocent_call(
+    monkeypatch: pytest.MonkeyPatch, tree: Path, schedule: Any
+) -> None:
+    """A write a finished call left behind is refused, and the call running then passes."""
+    state = Deferred()
+
+    async def leaves_a_write(root: Path, **_: Any) -> dict[str, Any]:
+        schedule(state, Path(root) / "pkg" / "a.py")
+        return {"passed": True, "message": "looks read-only"}
+
+    module = fake_module(
+        monkeypatch, "hostile_deferred", leaves=leaves_a_write, innocent=state.innocent
+    )
+    run = await execute_graph(two_step_graph(module, tree, "leaves", "innocent"), max_concurrency=1)
+    results = {v.node: v.result for v in run.validations}
+    assert results["second"].passed, results["second"]  # the innocent call is not blamed
+    assert state.outcome is not None and state.outcome.startswith("refused")
+    assert "has ended" in state.outcome
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("anyio_backend", "schedule"), TRICKS)
+async def test_deferred_write_while_the_call_runs_fails_that_call(
+    monkeypatch: pytest.MonkeyPatch, tree: Path, schedule: Any
+) -> None:
+    """Code a call spawned writes while the call still runs: the call itself fails."""
+    state = Deferred()
+
+    async def waits_for_its_write(root: Path, **_: Any) -> dict[str, Any]:
+        state.go.set()
+        schedule(state, Path(root) / "pkg" / "a.py")
+        await state.fired.wait()
+        return {"passed": True, "message": "looks read-only"}
+
+    module = fake_module(monkeypatch, "hostile_owner", waits=waits_for_its_write)
+    run = await execute_graph(two_step_graph(module, tree, "waits", None))
+    result = run.validations[0].result
+    assert not result.passed and result.data["error"] == "read_only_violation"
+    assert state.outcome is not None and "is read-only" in state.outcome
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_write_deferred_past_the_run_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch, tree: Path
+) -> None:
+    """A callback that fires once no validation runs at all is still refused."""
+    state = Deferred()
+
+    async def leaves_a_write(root: Path, **_: Any) -> dict[str, Any]:
+        schedule_call_later(state, Path(root) / "pkg" / "a.py")
+        return {"passed": True}
+
+    module = fake_module(monkeypatch, "hostile_late", leaves=leaves_a_write)
+    run = await execute_graph(two_step_graph(module, tree, "leaves", None))
+    assert run.validations[0].result.passed
+    state.go.set()
+    await state.fired.wait()
+    assert state.outcome is not None and "has ended" in state.outcome
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+async def test_thread_abandoned_at_its_timeout_writes_nothing(
+    monkeypatch: pytest.MonkeyPatch, tree: Path
+) -> None:
+    """A sync validation's thread runs on after its timeout; its late write is refused."""
+    release, attempted = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def overstays(root: Path, **_: Any) -> dict[str, Any]:
+        release.wait(60)
+        try:
+            (Path(root) / "pkg" / "a.py").write_text("overwritten\n")
+        except PermissionError as exc:
+            outcome.append(str(exc))
+        else:
+            outcome.append("wrote")
+        attempted.set()
+        return {"passed": True}
+
+    module = fake_module(monkeypatch, "hostile_overstays", overstays=overstays)
+    text = (
+        "version: 1\nname: overstays\n"
+        f'resources: {{repo: {{kind: directory, path: "{tree}"}}}}\n'
+        f'validations: [{{name: v, entrypoint: "{module}:overstays", resource_slots: [root]}}]\n'
+        "nodes: [{id: n, validation: v, timeout: 0.2}]\n"
+    )
+    run = await execute_graph(load_graph(text))
+    assert run.validations[0].result.data["error"] == "timeout"
+    release.set()
+    assert await anyio.to_thread.run_sync(attempted.wait, 60)
+    assert len(outcome) == 1 and "has ended" in outcome[0]
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
+
+
+def test_a_context_copied_during_a_call_is_refused_after_it(tree: Path) -> None:
+    """The mechanism: an ended call's lease refuses and charges neither it nor the next."""
+    before = snapshot(tree)
+    first, second = Guard("validation 'first'"), Guard("validation 'second'")
+    with guarded(first):
+        left_behind = contextvars.copy_context()
+    with guarded(second), pytest.raises(PermissionError, match="'first' has ended"):
+        left_behind.run((tree / "pkg" / "a.py").write_text, "overwritten")
+    with pytest.raises(PermissionError, match="has ended"):
+        left_behind.run(os.mkdir, tree / "made-late")
+    assert first.violation is None and second.violation is None
+    assert snapshot(tree) == before
+
+
+def test_an_ended_call_may_not_write_even_its_scratch(tree: Path) -> None:
+    """Scratch is removed when the call ends; late code may not bring it back."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        scratch = context.scratch
+        left_behind = contextvars.copy_context()
+    context.cleanup()
+    with pytest.raises(PermissionError, match="has ended"):
+        left_behind.run(os.makedirs, scratch / "again")
+    assert not scratch.exists()
+
+
+# -- 3. the record -------------------------------------------------------------------------
+
+
+def test_violation_record_cannot_be_cleared(tree: Path) -> None:
+    """A validation that catches the refusal cannot clear the record or widen its scope."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        with pytest.raises(PermissionError):
+            (tree / "pkg" / "a.py").write_text("x")
+        held = context.guard
+        assert held is guard
+        attempts = [
+            lambda: setattr(held, "violation", None),
+            lambda: delattr(held, "violation"),
+            lambda: setattr(held, "_violation", None),
+            lambda: object.__setattr__(held, "_violation", None),
+            lambda: setattr(held, "allowed", (str(tree) + os.sep,)),
+            lambda: setattr(held, "_allowed", (str(tree) + os.sep,)),
+            lambda: held.allow(tree),  # type: ignore[attr-defined]
+        ]
+        for attempt in attempts:
+            with pytest.raises(AttributeError):
+                attempt()
+        with pytest.raises(PermissionError):
+            (tree / "pkg" / "a.py").write_text("x")
+    assert guard.violation is not None and "a.py" in guard.violation
+    assert guard.allowed == ()
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+async def test_clearing_the_record_does_not_pass_the_validation(
+    monkeypatch: pytest.MonkeyPatch, tree: Path
+) -> None:
+    """Through the engine: catch the refusal, try every way to clear it, still fail."""
+
+    def clears(root: Path, context: ToolContext, **_: Any) -> dict[str, Any]:
+        try:
+            (Path(root) / "pkg" / "a.py").write_text("x")
+        except PermissionError:
+            for name in ("violation", "_violation"):
+                try:
+                    setattr(context.guard, name, None)
+                except AttributeError:
+                    pass
+        return {"passed": True, "message": "nothing to see"}
+
+    module = fake_module(monkeypatch, "hostile_clears", clears=clears)
+    result = (await execute_graph(two_step_graph(module, tree, "clears", None))).validations[0]
+    assert result.result.data["error"] == "read_only_violation"
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
+
+
+# -- 4. ways round the path checks ---------------------------------------------------------
+
+
+def test_mkfifo_and_mknod_are_refused(tree: Path) -> None:
+    """os.mkfifo and os.mknod raise no audit event of their own; the guard still sees them."""
+    before = snapshot(tree)
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        with pytest.raises(ReadOnlyViolationError, match="mkfifo"):
+            os.mkfifo(tree / "fifo")
+        with pytest.raises(ReadOnlyViolationError, match="mknod"):
+            os.mknod(tree / "node", stat.S_IFREG | 0o600)
+        folder = os.open(tree, os.O_RDONLY)
+        try:
+            with pytest.raises(ReadOnlyViolationError):
+                os.mkfifo("fifo", dir_fd=folder)
+        finally:
+            os.close(folder)
+    assert snapshot(tree) == before
+
+
+def test_mkfifo_and_mknod_work_in_scratch(tree: Path) -> None:
+    """In scratch they are allowed, except a device node, which is refused everywhere."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        os.mkfifo(context.scratch / "fifo")
+        os.mknod(context.scratch / "plain", stat.S_IFREG | 0o600)
+        assert guard.violation is None
+        with pytest.raises(ReadOnlyViolationError, match="device"):
+            os.mknod(context.scratch / "disk", stat.S_IFBLK | 0o600, os.makedev(8, 0))
+    assert stat.S_ISFIFO((context.scratch / "fifo").lstat().st_mode)
+    context.cleanup()
+
+
+def test_hard_link_into_scratch_is_refused(tree: Path) -> None:
+    """A hard link from a resource file into scratch would share the file's data."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard), pytest.raises(ReadOnlyViolationError, match="hard-linking"):
+        os.link(tree / "pkg" / "a.py", context.scratch / "a.py")
+    assert (tree / "pkg" / "a.py").stat().st_nlink == 1
+    context.cleanup()
+
+
+def test_writing_a_shared_inode_in_scratch_is_refused(tree: Path) -> None:
+    """A file in scratch that shares its inode with one outside (linked by other code, a
+    `git clone --local` for example) may not be written, truncated or chmod-ed."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    linked = context.scratch / "a.py"
+    os.link(tree / "pkg" / "a.py", linked)  # made outside the guard
+    before = snapshot(tree)
+    with guarded(guard):
+        for write in (
+            lambda: linked.write_text("overwritten"),
+            lambda: open(linked, "a").close(),
+            lambda: os.truncate(linked, 0),
+            lambda: os.chmod(linked, 0o777),
+            lambda: os.utime(linked, (0, 0)),
+        ):
+            with pytest.raises(ReadOnlyViolationError):
+                write()
+        fd = os.open(linked, os.O_RDONLY)
+        try:
+            with pytest.raises(ReadOnlyViolationError):
+                os.chmod(fd, 0o777)
+        finally:
+            os.close(fd)
+        linked.unlink()  # removing scratch's own name is fine
+    assert snapshot(tree) == before
+
+
+def test_hard_links_within_scratch_are_fine(tree: Path) -> None:
+    """Linking one scratch file to another, then writing it, stays the call's business."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        (context.scratch / "one").write_text("1")
+        os.link(context.scratch / "one", context.scratch / "two")
+        (context.scratch / "two").write_text("2")
+    assert guard.violation is None
+    assert (context.scratch / "one").read_text() == "2"
+    context.cleanup()
+
+
+def test_chdir_is_refused_and_relative_paths_cannot_use_dir_fd(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.chdir is refused; and with the working directory in scratch (moved there by other
+    code), os.open(relative, dir_fd=<a resource folder>) still cannot write the resource."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    scratch = context.scratch
+    with guarded(guard):
+        with pytest.raises(ReadOnlyViolationError, match="working directory"):
+            os.chdir(scratch)
+        folder = os.open(tree / "pkg", os.O_RDONLY)
+        with pytest.raises(ReadOnlyViolationError, match="working directory"):
+            os.fchdir(folder)
+    assert Path.cwd() != scratch
+    monkeypatch.chdir(scratch)
+    (scratch / "a.py").write_text("scratch's own\n")
+    before = snapshot(tree)
+    try:
+        with guarded(guard):
+            with pytest.raises(ReadOnlyViolationError):
+                os.close(os.open("a.py", os.O_WRONLY | os.O_TRUNC, dir_fd=folder))
+            with pytest.raises(ReadOnlyViolationError):
+                open("a.py", "w", opener=functools.partial(os.open, dir_fd=folder))
+    finally:
+        os.close(folder)
+    assert snapshot(tree) == before
+    context.cleanup()
+
+
+def test_multiprocessing_fork_is_refused(tree: Path) -> None:
+    """multiprocessing's fork start method is refused, as os.fork is."""
+    guard = Guard("validation 'v'")
+    target = tree / "by-forked-process"
+    process = multiprocessing.get_context("fork").Process(
+        target=functools.partial(Path.write_text, target, "x")
+    )
+    with guarded(guard), pytest.raises(ReadOnlyViolationError, match="fork"):
+        process.start()
+    assert not target.exists() and guard.violation is not None
+
+
+def test_the_hook_refuses_what_it_cannot_judge_with_a_reason(tree: Path) -> None:
+    """No operation breaks with the hook's own error: it is refused, saying why."""
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        with pytest.raises(ReadOnlyViolationError, match=r"os\.remove"):
+            sys.audit("os.remove", object(), -1)  # a path argument of no known shape
+        with pytest.raises(ReadOnlyViolationError, match="could not be judged"):
+            sys.audit("open", "x")  # the wrong number of arguments
+    assert guard.violation is not None
+
+
+# -- 5. transforms are pure ----------------------------------------------------------------
+
+
+def test_transform_may_not_change_the_environment_or_directory(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.environ, os.putenv, os.unsetenv and os.chdir are refused in a transform."""
+    monkeypatch.setenv("GATEGRAPH_HOSTILE", "before")
+    environ_before = dict(os.environ)
+    cwd = Path.cwd()
+    guard = Guard("transform of 'v'", pure=True)
+    with guarded(guard):
+        for change in (
+            lambda: os.environ.__setitem__("GATEGRAPH_HOSTILE", "after"),
+            lambda: os.environ.__delitem__("GATEGRAPH_HOSTILE"),
+            lambda: os.environ.setdefault("GATEGRAPH_NEW", "x"),
+            lambda: os.putenv("GATEGRAPH_HOSTILE", "after"),
+            lambda: os.unsetenv("GATEGRAPH_HOSTILE"),
+            lambda: os.chdir(tree),
+        ):
+            with pytest.raises(ReadOnlyViolationError):
+                change()
+    assert guard.violation is not None and "environment" in guard.violation
+    assert dict(os.environ) == environ_before
+    assert Path.cwd() == cwd
+
+
+def test_validation_may_set_the_environment_for_its_commands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a transform is held to purity; a validation may set variables."""
+    monkeypatch.setenv("GATEGRAPH_HOSTILE", "before")
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        os.environ["GATEGRAPH_HOSTILE"] = "after"
+    assert guard.violation is None and os.environ["GATEGRAPH_HOSTILE"] == "after"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "transform",
+    [
+        "__import__('os').environ.__setitem__('GATEGRAPH_IMPURE', '1') or {'passed': True}",
+        "__import__('os').chdir('/') or {'passed': True}",
+    ],
+)
+async def test_impure_transform_fails_through_the_engine(transform: str) -> None:
+    """A wrapped validation whose transform changes process state fails as not pure."""
+    cwd = Path.cwd()
+    text = textwrap.dedent(f"""
+        version: 1
+        name: impure
+        tools:
+          - name: count
+            code: |
+              def run(**_):
+                  return {{"count": 1}}
+        validations:
+          - {{name: v, wraps: count, transform: "{transform}"}}
+        nodes: [{{id: n, validation: v}}]
+        """)
+    result = (await execute_graph(load_graph(text))).validations[0].result
+    assert result.data["error"] == "read_only_violation"
+    assert "not pure" in result.message
+    assert "GATEGRAPH_IMPURE" not in os.environ
+    assert Path.cwd() == cwd
+
+
+# -- 6. known limits: what the guard does NOT see (docs/readonly.md) ---------------------------
+# Each test asserts that the write gets through. A test here that starts failing means the
+# guard now sees more: move the case up, and take it off the list in docs/readonly.md.
+
+
+def test_limit_a_thread_the_validation_starts(tree: Path) -> None:
+    """KNOWN LIMIT: a threading.Thread does not inherit the guard."""
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        thread = threading.Thread(target=(tree / "by-thread").write_text, args=("x",))
+        thread.start()
+        thread.join()
+    assert (tree / "by-thread").exists() and guard.violation is None
+
+
+def test_limit_a_fresh_context(tree: Path) -> None:
+    """KNOWN LIMIT: code run in a context not copied from the call's."""
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        contextvars.Context().run((tree / "fresh").write_text, "x")
+    assert (tree / "fresh").exists() and guard.violation is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_limit_a_trio_system_task(tree: Path) -> None:
+    """KNOWN LIMIT: trio runs system tasks in its own context, not the caller's."""
+    import trio
+
+    done = trio.Event()
+
+    async def writer() -> None:
+        (tree / "by-system-task").write_text("x")
+        done.set()
+
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        trio.lowlevel.spawn_system_task(writer)
+        await done.wait()
+    assert (tree / "by-system-task").exists() and guard.violation is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_limit_run_in_executor(tree: Path) -> None:
+    """KNOWN LIMIT: loop.run_in_executor does not pass the context on (anyio.to_thread does)."""
+    import asyncio
+
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, (tree / "by-executor").write_text, "x")
+        with pytest.raises(PermissionError):
+            await anyio.to_thread.run_sync((tree / "by-to-thread").write_text, "x")
+    assert (tree / "by-executor").exists() and not (tree / "by-to-thread").exists()
+
+
+def test_limit_compiled_code_and_ctypes(tree: Path) -> None:
+    """KNOWN LIMIT: C code (an extension, or libc through ctypes) writes unseen."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    target = tree / "pkg" / "a.py"
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        fd = libc.open(os.fsencode(target), os.O_WRONLY | os.O_TRUNC)
+        assert fd >= 0
+        libc.write(fd, b"by C\n", 5)
+        libc.close(fd)
+    assert target.read_text() == "by C\n" and guard.violation is None
+
+
+def test_limit_a_descriptor_opened_before_the_call(tree: Path) -> None:
+    """KNOWN LIMIT: the guard judges opening a file, not each write to an open descriptor."""
+    fd = os.open(tree / "pkg" / "a.py", os.O_WRONLY | os.O_APPEND)
+    guard = Guard("validation 'v'")
+    try:
+        with guarded(guard):
+            os.write(fd, b"appended\n")
+    finally:
+        os.close(fd)
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL + "appended\n"
+    assert guard.violation is None
+
+
+def test_limit_a_command_once_started_in_its_copy(tree: Path) -> None:
+    """KNOWN LIMIT: a command run in a disposable copy is not watched."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    target = tree / "pkg" / "a.py"
+    with guarded(guard):
+        copy = context.disposable_copy()
+        subprocess.run(
+            [sys.executable, "-c", f"open({str(target)!r}, 'w').write('by a child')"],
+            cwd=copy,
+            check=True,
+        )
+    assert target.read_text() == "by a child" and guard.violation is None
+    context.cleanup()
+
+
+def test_limit_multiprocessing_spawn(tree: Path) -> None:
+    """KNOWN LIMIT: multiprocessing's spawn and forkserver start processes without an audit
+    event (its fork method is refused, as os.fork)."""
+    guard = Guard("validation 'v'")
+    target = tree / "by-spawned-process"
+    with guarded(guard):
+        process = multiprocessing.get_context("spawn").Process(
+            target=functools.partial(Path.write_text, target, "x")
+        )
+        process.start()
+        process.join(60)
+    assert process.exitcode == 0
+    assert target.exists() and guard.violation is None
+
+
+def test_limit_sqlite(tree: Path) -> None:
+    """KNOWN LIMIT: SQLite opens and writes its files in C."""
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        db = sqlite3.connect(tree / "made.db")
+        db.execute("create table t (x)")
+        db.commit()
+        db.close()
+    assert (tree / "made.db").stat().st_size > 0 and guard.violation is None
+
+
+def test_limit_the_network_is_open_to_validations() -> None:
+    """By design, not blindness: a validation may connect (a transform may not)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        guard = Guard("validation 'v'")
+        with guarded(guard), socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass
+    assert guard.violation is None
+
+
+def test_limit_private_runtime_names(tree: Path) -> None:
+    """KNOWN LIMIT: code that reaches into the runtime's private module can lift the guard."""
+    from gategraph.runtime._readonly import unguarded
+
+    guard = Guard("validation 'v'")
+    with guarded(guard), unguarded():
+        (tree / "lifted").write_text("x")
+    assert (tree / "lifted").exists() and guard.violation is None
+
+
+def test_allow_is_the_runtimes_own(tree: Path) -> None:
+    """The runtime widens a guard with allow(); a guard has no method for it."""
+    guard = Guard("validation 'v'")
+    assert not hasattr(guard, "allow")
+    allow(guard, tree)
+    assert guard.allowed == (str(tree.resolve()) + os.sep,)
+
+
+# -- 10. scratch left behind by a killed process ------------------------------------------------
+
+MAKES_SCRATCH = """
+import sys, time
+from gategraph.runtime import ToolContext
+context = ToolContext()
+(context.scratch / "work.txt").write_text("in progress")
+print(context.scratch, flush=True)
+if sys.argv[1] == "wait":
+    time.sleep(120)
+"""
+
+
+def start_maker(tmpdir: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A process that makes a scratch folder, says where, and waits to be killed."""
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", MAKES_SCRATCH, "wait"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    return child, Path(child.stdout.readline().strip())
+
+
+def make_and_exit(tmpdir: Path) -> Path:
+    """A process that makes a scratch folder and exits normally; where it was."""
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    done = subprocess.run(
+        [sys.executable, "-c", MAKES_SCRATCH, "exit"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return Path(done.stdout.strip())
+
+
+def stop(child: subprocess.Popen[str]) -> None:
+    child.kill()
+    child.wait(60)
+    assert child.stdout is not None
+    child.stdout.close()
+
+
+def parents(tmpdir: Path) -> set[str]:
+    return {p.name for p in tmpdir.iterdir() if p.name.startswith("gategraph-scratch-")}
+
+
+def test_scratch_of_a_killed_process_is_swept(tmp_path: Path) -> None:
+    """SIGKILL leaves scratch behind; the next process to make scratch removes it, and
+    never the scratch of a process that is still alive."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    killed, killed_scratch = start_maker(tmpdir)
+    alive, alive_scratch = start_maker(tmpdir)
+    try:
+        assert killed_scratch.parent.name.startswith(f"gategraph-scratch-{killed.pid}-")
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(60)
+        assert (killed_scratch / "work.txt").exists()  # what a kill leaves
+
+        sweeper_scratch = make_and_exit(tmpdir)
+        assert not killed_scratch.parent.exists()  # swept
+        assert (alive_scratch / "work.txt").read_text() == "in progress"  # alive: kept
+        assert not sweeper_scratch.parent.exists()  # a clean exit removes its own
+        assert parents(tmpdir) == {alive_scratch.parent.name}
+    finally:
+        stop(killed)
+        stop(alive)
+    make_and_exit(tmpdir)
+    assert parents(tmpdir) == set()
+
+
+def test_a_parent_without_its_lock_yet_is_kept_while_its_process_lives(tmp_path: Path) -> None:
+    """A parent folder whose owner has not locked it yet is judged by its process id."""
+    from gategraph.runtime._context import _sweep
+
+    mine = tmp_path / f"gategraph-scratch-{os.getpid()}-abc123"
+    mine.mkdir()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = tmp_path / f"gategraph-scratch-{gone.stdout.strip()}-abc123"
+    dead.mkdir()
+    older_release = tmp_path / "gategraph-scratch-k2j4h1x0"
+    older_release.mkdir()
+    assert _sweep(str(tmp_path)) == [str(dead)]
+    assert mine.exists() and older_release.exists() and not dead.exists()
