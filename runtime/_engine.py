@@ -28,7 +28,6 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import msgspec
-import sniffio
 
 from ._actors import Actor, ActorRef, ActorScope, open_actor_scope
 from ._context import ToolContext
@@ -234,13 +233,16 @@ def _backend_clock() -> Callable[[], float]:
 
     It is the same clock anyio uses, so a test's fake clock (trio's ``MockClock``) applies.
     """
-    if sniffio.current_async_library() == "trio":
+    # Not sniffio: it is no dependency of ours (nor of anyio since 4.16). Under trio there
+    # is no running asyncio loop.
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:
         import trio
 
         return trio.current_time
-    import asyncio
-
-    return asyncio.get_running_loop().time
 
 
 def _resource_values(graph: PlanGraph, overrides: Mapping[str, Any] | None) -> dict[str, Any]:

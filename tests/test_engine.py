@@ -493,12 +493,21 @@ async def test_cancellation_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def test_unpreparable_node_is_a_config_error() -> None:
     """A node whose entrypoint cannot be imported is refused before anything runs."""
-    g = graph("""
-        version: 1
-        name: bad
-        validations: [{name: v, entrypoint: "gg_no_such_module:run"}]
-        nodes: [{id: n, validation: v}]
-        """)
+    with pytest.raises(ConfigError, match="cannot import 'gg_no_such_module'"):
+        graph("""
+            version: 1
+            name: bad
+            validations: [{name: v, entrypoint: "gg_no_such_module:run"}]
+            nodes: [{id: n, validation: v}]
+            """)  # the loader refuses it already; a graph built in Python is not checked
+    from gategraph.runtime import Node, Validation
+
+    g = PlanGraph(
+        version=1,
+        name="bad",
+        validations=(Validation.from_config({"name": "v", "entrypoint": "gg_no_such_module:run"}),),
+        nodes=(Node(id="n", validation="v"),),
+    )
     log = MemoryEventLog()
     with pytest.raises(ConfigError, match="cannot import 'gg_no_such_module'"):
         await execute_graph(g, event_log=log)

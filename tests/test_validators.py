@@ -1001,7 +1001,7 @@ def test_builtin_configs_build_validations_that_resolve() -> None:
         assert set(parameters) - injected == set(config["input_schema"]["properties"]), name
         slots = [slot.name for slot in validation.resource_slots]
         assert slots == (["root"] if "root" in parameters else []), name
-        assert inspect.iscoroutinefunction(func) is (name == "pytest_suite")
+        assert inspect.iscoroutinefunction(func) is (name in ("pytest_suite", "unittest_suite"))
 
 
 def test_builtin_validations_register_in_a_catalog() -> None:
