@@ -963,7 +963,7 @@ class _Loader:
             for issue in found.issues:
                 # A field of the node (its isolation, say), else of what it calls.
                 field = issue.field if issue.field in ("isolation", "timeout") else None
-                where = [*("nodes", index), field or _TARGET_FIELD[node.kind]]
+                where: list[str | int] = ["nodes", index, field or _TARGET_FIELD[node.kind]]
                 what = "" if field or inline else f"{node.target!r} cannot be called: "
                 self.add(where, what + issue.message)
 

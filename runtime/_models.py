@@ -421,9 +421,10 @@ class Tool(_Model):
                         ((name,), f"unknown argument{hint}; {self.name!r} takes: {expected}")
                     )
             elif error.validator == "required" and not path:
+                required: list[str] = list(error.validator_value or ())  # type: ignore[arg-type]
                 problems.extend(
                     ((name,), f"missing argument (required by {self.name!r})")
-                    for name in error.validator_value
+                    for name in required
                     if name not in given and name not in meant
                 )
             else:
