@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -515,6 +516,17 @@ def validation_attach(
             resource, validation_name, project=project, plan=plan, arguments=arguments
         )
     click.echo(attachment.id)
+    from ._graph import NODE_ID_PATTERN
+
+    if not re.fullmatch(NODE_ID_PATTERN, resource):
+        # Plans find attachments by the names their graphs give resources, and no graph
+        # can give this one: say so rather than let the attachment gate nothing, silently.
+        click.echo(
+            f"warning: no plan graph can name a resource {resource!r} (resource names are "
+            "letters, digits, '_' and '-'): this attachment applies only to callers that "
+            "resolve that name themselves",
+            err=True,
+        )
 
 
 @validation.command("detach")

@@ -45,7 +45,17 @@ from ._events import (
 )
 from ._exceptions import ConfigError, GategraphError, RuntimeFault
 from ._ids import new_ulid
-from ._invoke import Isolation, Outcome, Prepared, prepare, resolve_entrypoint, to_result
+from ._invoke import (
+    Isolation,
+    Outcome,
+    Prepared,
+    install_output_router,
+    own_capture,
+    prepare,
+    propagates,
+    resolve_entrypoint,
+    to_result,
+)
 from ._models import Validation, ValidationMode
 from ._readonly import own_slot
 from ._results import ResultError, ValidationResult
@@ -55,6 +65,7 @@ if TYPE_CHECKING:
 
     from ._catalog import Catalog
     from ._graph import Node, PlanGraph
+    from ._invoke import _CaptureSlot
 
 __all__ = [
     "GraphRun",
@@ -97,6 +108,10 @@ class NodeResult(msgspec.Struct, kw_only=True, gc=False):
     duration: float = 0.0
     """Seconds the node ran."""
     attempt: int = 1
+    captured: dict[str, str] | None = None
+    """What the call wrote to ``sys.stdout`` and ``sys.stderr``: ``{"stdout": ..., "stderr":
+    ...}``, the last 8 KiB of each stream it wrote to, or ``None`` if it wrote nothing. A
+    validation's is in its result's ``data["captured"]`` too, so the event log keeps it."""
 
 
 class ValidationRecord(NodeResult, kw_only=True, gc=False):
@@ -215,7 +230,7 @@ class _Unit:
 
 
 class _Worker:
-    __slots__ = ("current", "deadline", "done", "scope", "timed_out", "wake")
+    __slots__ = ("capture", "current", "deadline", "done", "scope", "timed_out", "wake")
 
     def __init__(self) -> None:
         self.done = 0
@@ -226,6 +241,8 @@ class _Worker:
         self.current: _Unit | None = None
         self.timed_out = False
         self.wake: anyio.Event | None = None
+        # Set by the worker's own task, like `scope`: a capture slot in its context.
+        self.capture: _CaptureSlot | None = None
 
 
 def _backend_clock() -> Callable[[], float]:
@@ -497,7 +514,10 @@ class _Engine:
                 if setup is not None:
                     try:
                         await _call_hook(setup)
-                    except Exception as exc:
+                    except BaseException as exc:
+                        # `sys.exit()` in a hook is the hook's failure, as in a tool.
+                        if propagates(exc):
+                            raise
                         raise RuntimeFault(
                             f"the setup hook of {name!r} failed: {type(exc).__name__}: {exc}"
                         ) from exc
@@ -511,7 +531,9 @@ class _Engine:
                 for name, teardown in reversed(ready):
                     try:
                         await _call_hook(teardown)
-                    except Exception as exc:
+                    except BaseException as exc:
+                        if propagates(exc):
+                            raise
                         torn_down.append(
                             f"the teardown hook of {name!r} failed: {type(exc).__name__}: {exc}"
                         )
@@ -519,6 +541,9 @@ class _Engine:
 
     async def _run(self) -> GraphRun:
         self.clock = _backend_clock()
+        # What validations and tools print is theirs, kept in their records; it never
+        # mixes into the output of the program running the plan.
+        install_output_router()
         started = time.perf_counter()
         event_id = new_ulid()
         self.start_id = event_id
@@ -642,6 +667,7 @@ class _Engine:
 
     async def _work(self, worker: _Worker) -> None:
         own_slot()
+        worker.capture = own_capture()
         self.starting -= 1
         ready = self.ready
         while True:
@@ -688,7 +714,7 @@ class _Engine:
             late = worker.current
             assert late is not None and worker.timed_out
             worker.timed_out = False
-            self._timed_out(late)
+            self._timed_out(late, worker.capture.take() if worker.capture else None)
 
     # -- one unit ----------------------------------------------------------------------------
 
@@ -781,18 +807,28 @@ class _Engine:
             context.cleanup()
         return Outcome(True, value)
 
-    def _timed_out(self, unit: _Unit) -> None:
+    def _timed_out(self, unit: _Unit, captured: dict[str, str] | None) -> None:
+        # A sync call in a worker thread runs on in the background, abandoned (nothing can
+        # stop a thread); one in a worker process was killed with it.
         outcome = Outcome(
             False,
             error=ResultError.TIMEOUT,
             message=f"{unit.id} timed out after {unit.spec.timeout:g} s",
             detail={"timeout": unit.spec.timeout},
+            captured=captured,
         )
         self._finish(unit, outcome, unit.spec.timeout, self.start_id)
 
     def _finish(self, unit: _Unit, outcome: Outcome, duration: float, cause: str) -> None:
+        captured = outcome.captured
         if unit.spec.validation is not None:
             result = to_result(outcome)
+            if captured is not None and "captured" not in result.data:
+                result = ValidationResult(
+                    passed=result.passed,
+                    message=result.message,
+                    data={**result.data, "captured": captured},
+                )
             record = ValidationRecord(
                 node=unit.id,
                 kind=unit.spec.kind,
@@ -800,6 +836,7 @@ class _Engine:
                 output=result,
                 duration=duration,
                 attempt=self.attempt,
+                captured=captured,
                 validation=unit.spec.validation,
                 mode=unit.spec.mode,
                 attachment_id=unit.attachment_id,
@@ -834,6 +871,7 @@ class _Engine:
                     output=output,
                     duration=duration,
                     attempt=self.attempt,
+                    captured=captured,
                 )
             else:
                 node_result = NodeResult(
@@ -843,6 +881,7 @@ class _Engine:
                     error=outcome.message,
                     duration=duration,
                     attempt=self.attempt,
+                    captured=captured,
                 )
             events.append(
                 NodeCompleted(

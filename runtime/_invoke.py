@@ -4,20 +4,41 @@ A tool is *prepared* once per run (import, compile, read the signature) into a
 :class:`Prepared`, then called many times. A call never raises for a failure of the
 tool itself: it returns an :class:`Outcome` saying what went wrong (``exception``,
 ``malformed``, ``too_large``, ``read_only_violation``); timeouts are applied by the
-caller (the engine's workers). Cancellation always propagates: only ``Exception`` is
-caught, never ``BaseException``.
+caller (the engine's workers).
+
+Whatever a tool raises is its failure, ``SystemExit`` and the other ``BaseException``
+subclasses included. Two things propagate: cancellation (a timeout or a cancelled plan)
+and a person's Ctrl-C (:func:`propagates` tells it from a ``KeyboardInterrupt`` the tool
+raises itself).
+
+What a call writes to ``sys.stdout`` and ``sys.stderr`` is captured (the last
+:data:`CAPTURE_LIMIT` characters of each) and never reaches gategraph's own output:
+a router installed in place of both streams sends a write to the capture of the call it
+comes from (a context variable says which), and everything else through unchanged. A
+worker process has its file descriptors 1 and 2 captured as well.
+
+Sync callables run in daemon threads of this module's own (:class:`_Threads`): a call
+abandoned at its timeout keeps running, but never keeps the process from exiting.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import inspect
+import os
+import queue
+import selectors
+import signal
+import sys
+import threading
 import traceback
-from types import MappingProxyType
+from types import CodeType, MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
+import anyio.lowlevel
 import anyio.to_process
 import anyio.to_thread
 import msgspec
@@ -36,7 +57,7 @@ from ._readonly import (
 from ._results import ResultError, ValidationResult, coerce_result
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from anyio import CapacityLimiter
 
@@ -46,12 +67,24 @@ if TYPE_CHECKING:
 # process imports this module to run `_process_entry`, and pydantic would add some 120 ms
 # to the start of every worker process.
 
-__all__ = ["Isolation", "Outcome", "Prepared", "prepare", "resolve_entrypoint"]
+__all__ = [
+    "CAPTURE_LIMIT",
+    "Isolation",
+    "Outcome",
+    "Prepared",
+    "install_output_router",
+    "own_capture",
+    "prepare",
+    "propagates",
+    "resolve_entrypoint",
+]
 
 Isolation = Literal["inline", "thread", "process", "ray"]
 
 MAX_RESULT_BYTES: Final = 1 << 20
 """A result (message and data) larger than this, encoded as JSON, fails as ``too_large``."""
+CAPTURE_LIMIT: Final = 8192
+"""How much of a call's stdout and of its stderr is kept: the last this many characters."""
 _INJECTED: Final = ("artifact", "context", "inputs")
 _encoder: Final = msgspec.json.Encoder()
 
@@ -65,6 +98,8 @@ class Outcome(msgspec.Struct):
     """A :class:`ResultError` value when the call failed."""
     message: str = ""
     detail: dict[str, Any] | None = None
+    captured: dict[str, str] | None = None
+    """What the call wrote: ``{"stdout": ..., "stderr": ...}`` (streams it wrote to only)."""
 
 
 def resolve_entrypoint(entrypoint: str) -> Callable[..., Any]:
@@ -97,12 +132,398 @@ def _inline_function(name: str, code: str, function: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
+_OUTPUT_NAMES: Final = ("output", "tool_output")
+
+
 def _transform_function(name: str, source: str) -> Callable[[Any], Any]:
+    """The transform of a wrapped validation, as a function of the wrapped tool's output.
+
+    seed 000, "Tool Wrapping": the transform receives ``tool_output``. An expression sees
+    the output as ``output`` and as ``tool_output``; ``def transform(...)`` gets it by the
+    name of its parameter when that is one of the two, else as its first argument.
+    """
     try:
         expression = compile(source, f"<transform of {name}>", "eval")
     except SyntaxError:
-        return _inline_function(f"{name}.transform", source, "transform")
-    return lambda output: eval(expression, {"output": output})
+        pass
+    else:
+        return lambda output: eval(expression, {"output": output, "tool_output": output})
+    function = _inline_function(f"{name}.transform", source, "transform")
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return function
+    by_name = tuple(
+        n
+        for n in _OUTPUT_NAMES
+        if n in parameters and parameters[n].kind is not inspect.Parameter.POSITIONAL_ONLY
+    )
+    if not by_name:
+        return function
+    if inspect.iscoroutinefunction(function):
+
+        async def call_async(output: Any) -> Any:
+            return await function(**dict.fromkeys(by_name, output))
+
+        return call_async
+    return lambda output: function(**dict.fromkeys(by_name, output))
+
+
+# -- what propagates ---------------------------------------------------------------------------
+
+
+def propagates(exc: BaseException) -> bool:
+    """Whether ``exc``, raised in a call on the event loop's thread, is not the call's failure.
+
+    Cancellation propagates (a timeout, a cancelled plan), and so does a person's Ctrl-C.
+    Python raises the ``KeyboardInterrupt`` of a Ctrl-C in the main thread wherever that
+    thread is, so it may arrive inside a validation's own frames; it is told from one the
+    validation raises itself by where it was raised: asyncio's and trio's SIGINT handlers
+    are Python functions that raise it, so a handler's frame is the innermost one of its
+    traceback. Under a handler written in C (Python's default) there is no such frame and
+    the two cannot be told apart: every ``KeyboardInterrupt`` is then taken for a Ctrl-C.
+    ``GeneratorExit`` is a failure like any other: anyio and trio cancel tasks, they do not
+    close them, so only a validation raising it itself puts it in a call's way.
+
+    Calls in worker threads and processes never need this: Python delivers signals to the
+    main thread only, and nothing cancels a thread, so whatever they raise is theirs.
+    """
+    if isinstance(exc, Exception):
+        return False
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return True
+    return isinstance(exc, KeyboardInterrupt) and _is_ctrl_c(exc)
+
+
+def _is_ctrl_c(exc: KeyboardInterrupt) -> bool:
+    handler: Any = signal.getsignal(signal.SIGINT)
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+    if not isinstance(code, CodeType):
+        return True  # a handler in C (or none of Python's): cannot tell, so it is a Ctrl-C
+    tb = exc.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code is code
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: text`` for an exception, ``Type(args)`` for other ``BaseException`` subclasses
+    (``SystemExit(3)``), even when the exception's own ``__str__`` fails."""
+    try:
+        return f"{type(exc).__name__}: {exc}" if isinstance(exc, Exception) else repr(exc)
+    except Exception:
+        return type(exc).__name__
+
+
+# -- output capture ----------------------------------------------------------------------------
+
+_STREAMS: Final = ("stdout", "stderr")
+
+
+class _Tail:
+    """The last :data:`CAPTURE_LIMIT` characters written to one stream by one call."""
+
+    __slots__ = ("chunks", "dropped", "lock", "size")
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+        self.size = 0
+        self.dropped = 0
+        # A call abandoned at its timeout may still write while its record is made.
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self.lock:
+            if len(text) >= CAPTURE_LIMIT:
+                # One big write: keep its end without copying the rest.
+                self.dropped += self.size + len(text) - CAPTURE_LIMIT
+                self.chunks = [text[-CAPTURE_LIMIT:]]
+                self.size = CAPTURE_LIMIT
+                return
+            self.chunks.append(text)
+            self.size += len(text)
+            if self.size > 2 * CAPTURE_LIMIT:
+                self._trim()
+
+    def _trim(self) -> None:
+        joined = "".join(self.chunks)
+        kept = joined[-CAPTURE_LIMIT:]
+        self.dropped += len(joined) - len(kept)
+        self.chunks = [kept]
+        self.size = len(kept)
+
+    def text(self) -> str:
+        with self.lock:
+            if self.size > CAPTURE_LIMIT:
+                self._trim()
+            kept = "".join(self.chunks)
+            if self.dropped:
+                return f"[{self.dropped} earlier characters not kept]\n{kept}"
+            return kept
+
+
+class _Captured:
+    """What one call wrote to its stdout and stderr."""
+
+    __slots__ = ("streams",)
+
+    def __init__(self) -> None:
+        self.streams = (_Tail(), _Tail())
+
+    def as_dict(self) -> dict[str, str] | None:
+        found = {
+            name: tail.text()
+            for name, tail in zip(_STREAMS, self.streams, strict=True)
+            if tail.size or tail.dropped
+        }
+        return found or None
+
+    def add(self, captured: Mapping[str, str]) -> None:
+        """Add what a worker process captured for the same call."""
+        for name, tail in zip(_STREAMS, self.streams, strict=True):
+            text = captured.get(name)
+            if text:
+                tail.write(text)
+
+
+_PENDING: Final = _Captured.__new__(_Captured)
+"""A call is running and has written nothing yet (its capture is made on its first write)."""
+
+
+class _CaptureSlot:
+    """Where the calls of one context write. An engine worker owns one for all its calls
+    and sets it per call: an attribute store, where setting a context variable per call
+    would cost some 200 ns more.
+
+    ``captured`` is ``None`` between calls: what the runtime itself prints in the worker's
+    context (an event observer, say) is not a call's and passes through.
+    """
+
+    __slots__ = ("captured",)
+
+    def __init__(self, captured: _Captured | None = None) -> None:
+        self.captured = captured
+
+    def shared(self) -> _Captured:
+        """The current call's capture, made now if need be (to hand to another thread)."""
+        captured = self.captured
+        if captured is None or captured is _PENDING:
+            captured = self.captured = _Captured()
+        return captured
+
+    def take(self) -> dict[str, str] | None:
+        """What the current call wrote, as text; the call is over for this slot."""
+        captured, self.captured = self.captured, None
+        if captured is None or captured is _PENDING:
+            return None
+        return captured.as_dict()
+
+
+_capture: Final[contextvars.ContextVar[_CaptureSlot | None]] = contextvars.ContextVar(
+    "gategraph_output_capture", default=None
+)
+
+
+def _capturing() -> bool:
+    slot = _capture.get()
+    return slot is not None and slot.captured is not None
+
+
+def own_capture() -> _CaptureSlot:
+    """Give the current task a capture slot of its own (engine workers call this once)."""
+    slot = _CaptureSlot()
+    _capture.set(slot)
+    return slot
+
+
+class _Router:
+    """Stands in for ``sys.stdout`` or ``sys.stderr``: a write made in a call's context goes
+    to that call's capture; any other write goes to the stream it replaced, unchanged."""
+
+    def __init__(self, stream: Any, index: int) -> None:
+        self._stream = stream
+        self._index = index
+
+    def write(self, text: str) -> int:
+        slot = _capture.get()
+        if slot is None or slot.captured is None:
+            return cast("int", self._stream.write(text))
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        slot.shared().streams[self._index].write(text)
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not _capturing():
+            self._stream.flush()
+
+    @property
+    def buffer(self) -> _BufferRouter:
+        """The binary side, routed the same way."""
+        return _BufferRouter(self._stream.buffer, self._index)
+
+    def __getattr__(self, name: str) -> Any:
+        # encoding, isatty(), fileno() (so writes to the descriptor are not captured) ...
+        if name.startswith("_"):
+            raise AttributeError(name)  # no recursion on a half-built copy
+        return getattr(self._stream, name)
+
+
+class _BufferRouter:
+    """``sys.stdout.buffer`` of the router: bytes a call writes are captured as text."""
+
+    def __init__(self, buffer: Any, index: int) -> None:
+        self._buffer = buffer
+        self._index = index
+
+    def write(self, data: bytes) -> int:
+        slot = _capture.get()
+        if slot is None or slot.captured is None:
+            return cast("int", self._buffer.write(data))
+        slot.shared().streams[self._index].write(bytes(data).decode("utf-8", "replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        if not _capturing():
+            self._buffer.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._buffer, name)
+
+
+def install_output_router() -> None:
+    """Put the router in place of ``sys.stdout`` and ``sys.stderr``, unless it is there.
+
+    Each run calls this once (a few hundred ns). The router stays afterwards: a call
+    abandoned at its timeout may still be writing after its run has ended.
+    """
+    for index, name in enumerate(_STREAMS):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _Router):
+            setattr(sys, name, _Router(stream, index))
+
+
+# -- worker threads ----------------------------------------------------------------------------
+
+
+def _call_soon() -> Callable[[Callable[[], object]], object]:
+    """The running event loop's thread-safe, never-waiting "call this soon".
+
+    ``anyio.from_thread.run_sync`` would make the worker thread wait until the loop ran
+    the callback: some 10 µs a call, during which the thread could take no other call.
+    """
+    native: Any = anyio.lowlevel.current_token().native_token
+    call_soon = getattr(native, "call_soon_threadsafe", None)  # an asyncio event loop
+    if call_soon is None:
+        call_soon = native.run_sync_soon  # a trio token
+    return cast("Callable[[Callable[[], object]], object]", call_soon)
+
+
+class _Job:
+    """One sync call for a worker thread, and how it ended."""
+
+    __slots__ = ("call_soon", "context", "done", "func", "ok", "value")
+
+    def __init__(self, context: contextvars.Context, func: Callable[[], Any]) -> None:
+        self.context = context
+        self.func = func
+        self.done = anyio.Event()
+        self.call_soon = _call_soon()
+        self.ok = False
+        self.value: Any = None
+
+    def run(self) -> None:
+        try:
+            self.value = self.context.run(self.func)
+            self.ok = True
+        except BaseException as exc:  # the call's own failure, whatever it is (see module doc)
+            self.value = exc
+
+    def report(self) -> None:
+        try:
+            self.call_soon(self.done.set)
+        except Exception:
+            pass  # the run has ended (a call abandoned at its timeout): nobody is waiting
+
+
+class _Threads:
+    """Daemon worker threads for sync calls, each reused for call after call.
+
+    anyio's worker threads are no daemon threads on asyncio: one still inside a call that
+    was abandoned at its timeout kept the interpreter from exiting, forever if the call
+    never returned. These are daemon threads: an abandoned call runs on in the background
+    until it returns or the process exits, and never holds the exit up. A thread idle for
+    :attr:`MAX_IDLE` seconds ends.
+    """
+
+    MAX_IDLE: Final = 10.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[_Job]] = []
+
+    async def run(self, func: Callable[[], Any], limiter: CapacityLimiter | None) -> _Job:
+        """Run ``func()`` in a worker thread, in a copy of this context, with this call's
+        output capture; on cancellation, leave it running and propagate at once."""
+        context = contextvars.copy_context()
+        slot = _capture.get()
+        if slot is not None:
+            # The thread gets a slot of its own that keeps this call's capture: an
+            # abandoned call must not write into the calls its worker runs next.
+            context.run(_capture.set, _CaptureSlot(slot.shared()))
+        job = _Job(context, func)
+        async with limiter or anyio.to_thread.current_default_thread_limiter():
+            self._submit(job)
+            await job.done.wait()
+        return job
+
+    def _submit(self, job: _Job) -> None:
+        with self._lock:
+            jobs = self._idle.pop() if self._idle else None
+        if jobs is None:
+            jobs = queue.SimpleQueue()
+            threading.Thread(
+                target=self._serve, args=(jobs,), name="gategraph worker thread", daemon=True
+            ).start()
+        jobs.put(job)
+
+    def _serve(self, jobs: queue.SimpleQueue[_Job]) -> None:
+        while True:
+            try:
+                job = jobs.get(timeout=self.MAX_IDLE)
+            except queue.Empty:
+                with self._lock:
+                    # Not idle any more means a job is on its way to this thread.
+                    if any(idle is jobs for idle in self._idle):
+                        self._idle.remove(jobs)
+                        return
+                continue
+            job.run()
+            with self._lock:
+                self._idle.append(jobs)
+            job.report()
+            del job
+
+
+_threads: Final = _Threads()
+
+
+def _run_transform(guard: Guard, transform: Callable[[Any], Any], output: Any) -> Any:
+    with guarded(guard):
+        return transform(output)
+
+
+# -- preparing and calling ---------------------------------------------------------------------
 
 
 class _Signature:
@@ -137,6 +558,7 @@ class Prepared:
         "timeout",
         "tool",
         "transform",
+        "transform_is_async",
         "wrapped",
     )
 
@@ -155,12 +577,22 @@ class Prepared:
         self.tool = tool
         self.func = func
         self.signature = _Signature(func) if func is not None else None
+        if isolation == "inline" and self.signature is not None and not self.signature.is_async:
+            # Issue 9: a sync call on the event loop cannot be interrupted, so no timeout
+            # could end it (and every call has one). Refused rather than silently unbounded.
+            raise ConfigError.at(
+                "isolation",
+                f"`inline` would run {tool.name!r}, a sync callable, on the event loop, where "
+                "nothing can stop it at its timeout; use `thread` (the default) or "
+                "`process`, or make it async",
+            )
         self.is_validation = isinstance(tool, Validation)
         self.guard_label = f"validation {tool.name!r}" if self.is_validation else None
         self.isolation = isolation
         self.timeout = timeout
         self.wrapped = wrapped
         self.transform = transform
+        self.transform_is_async = transform is not None and inspect.iscoroutinefunction(transform)
         self.slots = tuple(slot.name for slot in tool.resource_slots)
         # An async callable of its own (nothing wrapped) is awaited right in the caller's
         # task: `call` takes a shorter way for it. On Ray, it runs in a Ray worker instead.
@@ -210,7 +642,22 @@ class Prepared:
         attempt: int = 1,
         limiter: CapacityLimiter | None = None,
     ) -> Outcome:
-        """Call the tool; for a validation, under the read-only guard."""
+        """Call the tool; for a validation, under the read-only guard. What it writes to
+        stdout and stderr is in the outcome's ``captured``."""
+        capture = _capture.get()
+        if capture is None:
+            # Not in an engine worker (which owns a slot): a slot for this call alone.
+            install_output_router()
+            token = _capture.set(_CaptureSlot())
+            try:
+                return await self.call(
+                    arguments, resources, artifact, inputs, plan_id, node, attempt, limiter
+                )
+            finally:
+                _capture.reset(token)
+        # Capturing from here. On cancellation the slot stays so: the engine takes what a
+        # call that timed out wrote.
+        capture.captured = _PENDING
         guard = Guard(self.guard_label) if self.guard_label is not None else None
         context = ToolContext._of_call(plan_id, node, attempt, resources, guard)
         state = enter(guard) if guard is not None else None
@@ -223,7 +670,9 @@ class Prepared:
                     value = await self.func(
                         **self._bind(arguments, resources, artifact, inputs, context)
                     )
-                except Exception as exc:
+                except BaseException as exc:
+                    if propagates(exc):
+                        raise
                     outcome = _exception_outcome(self.tool.name, exc)
                 else:
                     outcome = Outcome(True, value)
@@ -234,11 +683,15 @@ class Prepared:
                 leave(state)
             context.cleanup()
         if guard is not None and guard.violation is not None:
-            return Outcome(
+            outcome = Outcome(
                 False,
                 error=ResultError.READ_ONLY_VIOLATION,
                 message=f"{guard.what} attempted a write: {guard.violation}",
             )
+        captured = capture.captured
+        capture.captured = None
+        if captured is not _PENDING and captured is not None:
+            outcome.captured = captured.as_dict()
         return outcome
 
     async def _call(
@@ -258,26 +711,33 @@ class Prepared:
         try:
             kwargs = self._bind(arguments, resources, artifact, inputs, context)
             if self.isolation == "ray":
-                value = await self._call_on_ray(kwargs, context, limiter)
-            elif self.signature.is_async:
+                return await self._call_on_ray(kwargs, context, limiter)
+            if self.signature.is_async:
                 value = await self.func(**kwargs)
-            elif self.isolation == "inline":
-                value = self.func(**kwargs)
-            elif self.isolation == "thread":
-                guard = context.guard
-                call = (
-                    functools.partial(self.func, **kwargs)
-                    if guard is None
-                    else functools.partial(run_guarded, guard, self.func, kwargs)
-                )
-                value = await anyio.to_thread.run_sync(
-                    call, abandon_on_cancel=True, limiter=limiter
-                )
-            else:
-                value = await self._call_in_process(kwargs, context)
-        except Exception as exc:
+            elif self.isolation == "process":
+                return await self._call_in_process(kwargs, context)
+            else:  # thread: `inline` is refused for sync callables
+                return await self._call_in_thread(kwargs, context, limiter)
+        except BaseException as exc:
+            if propagates(exc):
+                raise
             return _exception_outcome(self.tool.name, exc)
         return Outcome(True, value)
+
+    async def _call_in_thread(
+        self, kwargs: dict[str, Any], context: ToolContext, limiter: CapacityLimiter | None
+    ) -> Outcome:
+        assert self.func is not None
+        guard = context.guard
+        call = (
+            functools.partial(self.func, **kwargs)
+            if guard is None
+            else functools.partial(run_guarded, guard, self.func, kwargs)
+        )
+        job = await _threads.run(call, limiter)
+        if job.ok:
+            return Outcome(True, job.value)
+        return _exception_outcome(self.tool.name, job.value)
 
     def _entry_arguments(self, kwargs: dict[str, Any], context: ToolContext) -> tuple[Any, ...]:
         """What :func:`_process_entry` needs to run this call in another process."""
@@ -287,6 +747,7 @@ class Prepared:
         kwargs = {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in kwargs.items()}
         wants_context = "context" in (self.signature.names if self.signature else ())
         return (
+            tool.name,
             tool.entrypoint,
             (tool.name, tool.code) if tool.code is not None else None,
             kwargs,
@@ -303,16 +764,28 @@ class Prepared:
             else {},
         )
 
-    async def _call_in_process(self, kwargs: dict[str, Any], context: ToolContext) -> Any:
+    async def _call_in_process(self, kwargs: dict[str, Any], context: ToolContext) -> Outcome:
         entry = self._entry_arguments(kwargs, context)
         # Starting a worker process is the runtime's doing, not the validation's; the child
-        # applies the same guard to the call itself.
+        # applies the same guard to the call itself. A timeout (cancellation) makes anyio
+        # kill the worker process with SIGKILL; the next call starts a new one.
         with unguarded():
-            return await anyio.to_process.run_sync(_process_entry, *entry, cancellable=True)
+            try:
+                outcome = await anyio.to_process.run_sync(_process_entry, *entry, cancellable=True)
+            except anyio.BrokenWorkerProcess:
+                # The call ended its process (os._exit(), a signal, a crash): its failure.
+                return Outcome(
+                    False,
+                    error=ResultError.EXCEPTION,
+                    message=f"{self.tool.name} ended its worker process during the call "
+                    "(os._exit(), a signal or a crash)",
+                    detail={"exception_type": "BrokenWorkerProcess"},
+                )
+        return _adopt_output(outcome)
 
     async def _call_on_ray(
         self, kwargs: dict[str, Any], context: ToolContext, limiter: CapacityLimiter | None
-    ) -> Any:
+    ) -> Outcome:
         """Run the call as a Ray task (the same entry as a worker process, so the same
         guard), and wait for it in a worker thread: Ray's awaitables are asyncio's only."""
         entry = self._entry_arguments(kwargs, context)
@@ -321,7 +794,7 @@ class Prepared:
 
             ref = _ray_entry().remote(*entry)
             try:
-                return await anyio.to_thread.run_sync(
+                outcome = await anyio.to_thread.run_sync(
                     ray.get, ref, abandon_on_cancel=True, limiter=limiter
                 )
             except anyio.get_cancelled_exc_class():
@@ -329,12 +802,13 @@ class Prepared:
                 ray.cancel(ref, force=True)
                 raise
             except ray.exceptions.RayTaskError as exc:
-                # The tool's own exception (a read-only violation included), not Ray's
-                # wrapper of it.
+                # Ray's own failure around the entry (the entry returns the tool's own
+                # failures as outcomes): its cause, not Ray's wrapper of it.
                 cause = getattr(exc, "cause", None)
                 if isinstance(cause, Exception):
                     raise cause from None
                 raise
+        return _adopt_output(cast("Outcome", outcome))
 
     async def _call_wrapped(
         self,
@@ -372,33 +846,63 @@ class Prepared:
             return inner
         # seed 000, Constraints: transforms are pure data transformations.
         guard = Guard(f"transform of {validation.name!r}", pure=True)
+        name = f"transform of {validation.name}"
         try:
-            with guarded(guard):
-                value = self.transform(inner.value)
+            if self.transform_is_async:
+                with guarded(guard):
+                    value = await self.transform(inner.value)
+            else:
+                # A sync transform runs in a worker thread, like a sync validation: on the
+                # event loop, one that never returns would outlast every timeout.
+                job = await _threads.run(
+                    functools.partial(_run_transform, guard, self.transform, inner.value),
+                    limiter,
+                )
+                if not job.ok:
+                    return _transform_failure(guard, _exception_outcome(name, job.value))
+                value = job.value
                 if inspect.isawaitable(value):
-                    value = await value
-        except Exception as exc:
-            outcome = _exception_outcome(f"transform of {validation.name}", exc)
-        else:
-            outcome = Outcome(True, value)
-        if guard.violation is not None:
-            return Outcome(
-                False,
-                error=ResultError.READ_ONLY_VIOLATION,
-                message=f"{guard.what} is not pure: {guard.violation}",
-            )
-        return outcome
+                    with guarded(guard):
+                        value = await value
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            return _transform_failure(guard, _exception_outcome(name, exc))
+        return _transform_failure(guard, Outcome(True, value))
 
 
-def _exception_outcome(name: str, exc: Exception) -> Outcome:
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+def _transform_failure(guard: Guard, outcome: Outcome) -> Outcome:
+    """A transform that attempted an impure operation fails for it, even if it caught it."""
+    if guard.violation is not None:
+        return Outcome(
+            False,
+            error=ResultError.READ_ONLY_VIOLATION,
+            message=f"{guard.what} is not pure: {guard.violation}",
+        )
+    return outcome
+
+
+def _adopt_output(outcome: Outcome) -> Outcome:
+    """Move what a worker process captured into this call's capture (beside what the
+    call's transform, say, writes in this process)."""
+    captured = outcome.captured
+    if captured:
+        slot = _capture.get()
+        if slot is not None:
+            slot.shared().add(captured)
+            outcome.captured = None
+    return outcome
+
+
+def _exception_outcome(name: str, exc: BaseException) -> Outcome:
     if isinstance(exc, ReadOnlyViolationError):
         return Outcome(False, error=ResultError.READ_ONLY_VIOLATION, message=str(exc))
+    frames = traceback.extract_tb(exc.__traceback__, limit=-1)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return Outcome(
         False,
         error=ResultError.EXCEPTION,
-        message=f"{name} raised {type(exc).__name__}: {exc}{where}",
+        message=f"{name} raised {_describe(exc)}{where}",
         detail={"exception_type": type(exc).__name__},
     )
 
@@ -421,34 +925,158 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
+# -- the worker process's side -----------------------------------------------------------------
+
+_DRAIN_GRACE: Final = 1.0
+"""Seconds to wait for the last of a call's output once it returned. Longer only when a
+process the call started still holds the output open."""
+
+
+class _FdCapture:
+    """Capture file descriptors 1 and 2 of this process (and ``sys.stdout``/``sys.stderr``,
+    which write to them) during one call, keeping the last :data:`CAPTURE_LIMIT` bytes of
+    each; descriptor 0 reads nothing meanwhile.
+
+    Only for a process that runs one call at a time (a worker process): descriptors belong
+    to the whole process. In an anyio worker process descriptors 0 and 1 are also the pipes
+    its commands and answers travel through: output that reached them, or a command that
+    read them, would break the worker.
+    """
+
+    def __init__(self) -> None:
+        self.tails = (bytearray(), bytearray())
+        self.dropped = [0, 0]
+        self.saved: list[int] = []
+        self.streams: tuple[Any, Any] = (sys.stdout, sys.stderr)
+        self.reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        for stream in self.streams:
+            if stream is not None:
+                stream.flush()
+        self.saved = [os.dup(0), os.dup(1), os.dup(2)]
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        readers = []
+        for fd in (1, 2):
+            read_end, write_end = os.pipe()
+            os.dup2(write_end, fd)
+            os.close(write_end)
+            readers.append(read_end)
+        sys.stdout = open(1, "w", 1, "utf-8", "replace", closefd=False)
+        sys.stderr = open(2, "w", 1, "utf-8", "replace", closefd=False)
+        self.reader = threading.Thread(target=self._read, args=(readers,), daemon=True)
+        self.reader.start()
+
+    def _read(self, readers: list[int]) -> None:
+        with selectors.DefaultSelector() as selector:
+            for index, fd in enumerate(readers):
+                selector.register(fd, selectors.EVENT_READ, index)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    data = os.read(key.fd, 1 << 16)
+                    if not data:
+                        selector.unregister(key.fd)
+                        os.close(key.fd)
+                        continue
+                    tail = self.tails[key.data]
+                    tail += data
+                    if len(tail) > 2 * CAPTURE_LIMIT:
+                        self.dropped[key.data] += len(tail) - CAPTURE_LIMIT
+                        del tail[:-CAPTURE_LIMIT]
+
+    def stop(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass  # a stream the call broke: what it held is lost, nothing else
+        sys.stdout, sys.stderr = self.streams
+        for fd, saved in enumerate(self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        # The write ends are closed now (unless a process the call started holds them):
+        # the reader sees the end of both pipes once it has read everything.
+        if self.reader is not None:
+            self.reader.join(_DRAIN_GRACE)
+
+    def result(self) -> dict[str, str] | None:
+        found = {}
+        for index, name in enumerate(_STREAMS):
+            data = bytes(self.tails[index][-CAPTURE_LIMIT:])
+            dropped = self.dropped[index] + len(self.tails[index]) - len(data)
+            if data or dropped:
+                text = data.decode("utf-8", "replace")
+                found[name] = f"[{dropped} earlier bytes not kept]\n{text}" if dropped else text
+        return found or None
+
+
 def _process_entry(
+    name: str,
     entrypoint: str | None,
     inline: tuple[str, str] | None,
     kwargs: dict[str, Any],
     is_validation: bool,
     wants_context: bool,
     resources: dict[str, Any],
-) -> Any:
-    """Run a sync tool in a worker process, under the same read-only guard."""
-    if inline is not None:
-        func = _inline_function(inline[0], inline[1], "run")
-    else:
-        assert entrypoint is not None
-        func = resolve_entrypoint(entrypoint)
-    guard = Guard("validation in a worker process") if is_validation else None
-    context = ToolContext(resources=resources, guard=guard)
-    if wants_context:
-        kwargs["context"] = context
+) -> Outcome:
+    """Run a sync tool in a worker process (or a Ray worker) under the same read-only
+    guard, its output captured; what it raises, ``SystemExit`` included, is its failure."""
+    capture: _FdCapture | None = _FdCapture()
     try:
-        if guard is None:
-            return _run_entry(func, kwargs)
-        with guarded(guard):
-            value = _run_entry(func, kwargs)
-        if guard.violation is not None:
-            raise ReadOnlyViolationError(f"{guard.what} attempted a write: {guard.violation}")
-        return value
+        assert capture is not None
+        capture.start()
+    except OSError:
+        capture = None  # out of descriptors: run the call, uncaptured, rather than not at all
+    try:
+        outcome = _entry_outcome(
+            name, entrypoint, inline, kwargs, is_validation, wants_context, resources
+        )
     finally:
-        context.cleanup()
+        if capture is not None:
+            capture.stop()
+    if capture is not None:
+        outcome.captured = capture.result()
+    return outcome
+
+
+def _entry_outcome(
+    name: str,
+    entrypoint: str | None,
+    inline: tuple[str, str] | None,
+    kwargs: dict[str, Any],
+    is_validation: bool,
+    wants_context: bool,
+    resources: dict[str, Any],
+) -> Outcome:
+    try:
+        if inline is not None:
+            func = _inline_function(inline[0], inline[1], "run")
+        else:
+            assert entrypoint is not None
+            func = resolve_entrypoint(entrypoint)
+        guard = Guard("validation in a worker process") if is_validation else None
+        context = ToolContext(resources=resources, guard=guard)
+        if wants_context:
+            kwargs["context"] = context
+        try:
+            if guard is None:
+                value = _run_entry(func, kwargs)
+            else:
+                with guarded(guard):
+                    value = _run_entry(func, kwargs)
+                if guard.violation is not None:
+                    return Outcome(
+                        False,
+                        error=ResultError.READ_ONLY_VIOLATION,
+                        message=f"{guard.what} attempted a write: {guard.violation}",
+                    )
+        finally:
+            context.cleanup()
+    except BaseException as exc:  # nothing cancels this process's calls; all is the tool's
+        return _exception_outcome(name, exc)
+    return Outcome(True, value)
 
 
 def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -513,7 +1141,13 @@ def prepare(
     if tool.source is ToolSource.WRAPPED:
         assert isinstance(tool, Validation) and tool.wraps is not None
         assert tool.transform is not None
-        wrapped = prepare(get_tool(tool.wraps), get_tool, isolation=isolation, timeout=timeout)
+        wrapped = prepare(
+            get_tool(tool.wraps),
+            get_tool,
+            isolation=isolation,
+            timeout=timeout,
+            default_timeout=default_timeout,
+        )
         return Prepared(
             tool,
             None,

@@ -331,6 +331,39 @@ async def test_wrapped_validation(transform: str, passed: bool, error: str | Non
         assert result.data == {"count": 3}
 
 
+@pytest.mark.parametrize(
+    "transform",
+    [
+        "{'passed': tool_output['count'] == 3}",
+        "{'passed': output['count'] == 3 and tool_output is output}",
+        "def transform(tool_output):\n    return {'passed': tool_output['count'] == 3}\n",
+        "def transform(output):\n    return {'passed': output['count'] == 3}\n",
+        "def transform(result):\n    return {'passed': result['count'] == 3}\n",
+        "async def transform(tool_output):\n    return {'passed': tool_output['count'] == 3}\n",
+    ],
+)
+async def test_transform_receives_tool_output(transform: str) -> None:
+    """seed 000: the transform receives `tool_output` (an expression sees `output` too; a
+    `def transform` gets it under its parameter's name, or first)."""
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "tool-output",
+            "tools": [
+                {
+                    "name": "count",
+                    "read_only": True,
+                    "code": "def run(words, **_):\n    return {'count': len(words)}\n",
+                }
+            ],
+            "validations": [{"name": "v", "wraps": "count", "transform": transform}],
+            "nodes": [{"id": "n", "validation": "v", "arguments": {"words": ["a", "b", "c"]}}],
+        }
+    )
+    result = (await execute_graph(g)).validations[0].result
+    assert result.passed, result
+
+
 async def test_wrapped_missing_mapped_argument() -> None:
     """argument_mapping naming an absent argument is a clear failure."""
     text = WRAPPED.format(transform="output").replace("arguments: {text: [a, b, c]}", "")
@@ -340,18 +373,20 @@ async def test_wrapped_missing_mapped_argument() -> None:
 
 
 async def test_sync_isolation_modes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sync callables run inline, in threads, or in worker processes, with the same result."""
+    """Sync callables run in threads or in worker processes, async ones inline, alike."""
     g = graph(f"""
         version: 1
         name: iso
         validations:
           - {{name: v, entrypoint: "{T}:returning"}}
+          - {{name: a, entrypoint: "{T}:passing"}}
         nodes:
-          - {{id: inline, validation: v, isolation: inline, arguments: {{value: {{passed: true}}}}}}
+          - {{id: inline, validation: a, isolation: inline}}
           - {{id: thread, validation: v, isolation: thread, arguments: {{value: {{passed: true}}}}}}
           - {{id: proc, validation: v, isolation: process, arguments: {{value: {{passed: true}}}}}}
         """)
     run = await execute_graph(g)
+    assert len(run.validations) == 3
     assert all(v.result.passed for v in run.validations), run.validations
 
 
@@ -491,25 +526,19 @@ async def test_cancellation_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
     assert scope.cancelled_caught
 
 
-async def test_unpreparable_node_is_a_config_error() -> None:
+async def test_unpreparable_node_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """A node whose entrypoint cannot be imported is refused before anything runs."""
-    with pytest.raises(ConfigError, match="cannot import 'gg_no_such_module'"):
-        graph("""
-            version: 1
-            name: bad
-            validations: [{name: v, entrypoint: "gg_no_such_module:run"}]
-            nodes: [{id: n, validation: v}]
-            """)  # the loader refuses it already; a graph built in Python is not checked
-    from gategraph.runtime import Node, Validation
-
-    g = PlanGraph(
-        version=1,
-        name="bad",
-        validations=(Validation.from_config({"name": "v", "entrypoint": "gg_no_such_module:run"}),),
-        nodes=(Node(id="n", validation="v"),),
-    )
+    # load_graph checks entrypoints too; the module goes away between loading and running.
+    mod = fake_module(monkeypatch, "gg_vanishing", run=lambda **_: {"passed": True})
+    g = graph(f"""
+        version: 1
+        name: bad
+        validations: [{{name: v, entrypoint: "{mod}:run"}}]
+        nodes: [{{id: n, validation: v}}]
+        """)
+    monkeypatch.delitem(sys.modules, mod)
     log = MemoryEventLog()
-    with pytest.raises(ConfigError, match="cannot import 'gg_no_such_module'"):
+    with pytest.raises(ConfigError, match="cannot import 'gg_vanishing'"):
         await execute_graph(g, event_log=log)
     assert len(log) == 0
 
@@ -645,6 +674,35 @@ async def test_lifecycle_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RuntimeFault, match="setup hook of 'v' failed: ZeroDivisionError"):
         await execute_graph(bad_setup)
     assert calls == []  # nothing ran, and a tool that never set up is not torn down
+
+
+async def test_a_hook_calling_sys_exit_is_a_failed_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sys.exit() in a setup hook fails the run as a RuntimeFault; in a teardown, it is a
+    hook error of the run, not a crash."""
+
+    def exiting() -> None:
+        sys.exit(4)
+
+    mod = fake_module(monkeypatch, "gg_exit_hooks", exiting=exiting)
+    setup = graph(f"""
+        version: 1
+        name: exit-setup
+        validations:
+          - {{name: v, entrypoint: "{T}:passing", hooks: {{setup: "{mod}:exiting"}}}}
+        nodes: [{{id: a, validation: v}}]
+        """)
+    with pytest.raises(RuntimeFault, match="setup hook of 'v' failed: SystemExit: 4"):
+        await execute_graph(setup)
+    teardown = graph(f"""
+        version: 1
+        name: exit-teardown
+        validations:
+          - {{name: v, entrypoint: "{T}:passing", hooks: {{teardown: "{mod}:exiting"}}}}
+        nodes: [{{id: a, validation: v}}]
+        """)
+    run = await execute_graph(teardown)
+    assert run.validations[0].result.passed
+    assert run.hook_errors == ["the teardown hook of 'v' failed: SystemExit: 4"]
 
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "graphs").glob("*.yaml"))

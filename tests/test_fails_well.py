@@ -273,11 +273,17 @@ def test_attach_a_builtin_from_the_command_line(tmp_path: Path) -> None:
     """`gategraph validation attach RESOURCE BUILTIN` works on an empty catalog."""
     env = {"GATEGRAPH_HOME": str(tmp_path / "home")}
     done = run_cli(
-        "validation", "attach", "src/", "regex", "--arg", "pattern=TODO", cwd=tmp_path, env=env
+        "validation", "attach", "repo", "regex", "--arg", "pattern=TODO", cwd=tmp_path, env=env
     )
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    odd = run_cli(
+        "validation", "attach", "src/", "regex", "--arg", "pattern=x", cwd=tmp_path, env=env
+    )
+    assert odd.returncode == 0
+    assert odd.stderr.startswith("warning: no plan graph can name a resource 'src/'")
     bad = run_cli(
-        "validation", "attach", "src/", "regex", "--arg", "patern=TODO", cwd=tmp_path, env=env
+        "validation", "attach", "repo", "regex", "--arg", "patern=TODO", cwd=tmp_path, env=env
     )
     assert bad.returncode == 2
     assert bad.stderr.startswith(

@@ -1,0 +1,690 @@
+"""Calls that misbehave: they ignore their timeout, flood stdout, or raise SystemExit.
+
+Whatever a validation or tool does, the run ends (within its timeout and a short grace),
+its output stays out of gategraph's own, and what it raised is its failed result. Each
+case runs through ``execute_graph`` on both backends, and the ones a user meets on the
+command line through ``gategraph`` in a subprocess too. The bounds here are pytest's and
+the subprocesses' timeouts; no test asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from gategraph.runtime import ConfigError, MemoryEventLog
+from gategraph.runtime._engine import NodeStatus, execute_graph
+from gategraph.runtime._events import ValidationCompleted
+from gategraph.runtime._graph import PlanGraph, load_graph
+from gategraph.runtime._invoke import CAPTURE_LIMIT, prepare
+
+T = "gategraph.runtime.testing"
+
+
+def graph(text: str) -> PlanGraph:
+    return load_graph(textwrap.dedent(text).strip() + "\n")
+
+
+def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str:
+    module = types.ModuleType(name)
+    for key, value in attrs.items():
+        setattr(module, key, value)
+    monkeypatch.setitem(sys.modules, name, module)
+    return name
+
+
+def code_graph(name: str, code: str, *, isolation: str = "thread", **node: Any) -> PlanGraph:
+    """One node running one inline-code validation (inline code ships to worker processes)."""
+    return load_graph(
+        {
+            "version": 1,
+            "name": name,
+            "validations": [{"name": "v", "code": textwrap.dedent(code)}],
+            "nodes": [{"id": "n", "validation": "v", "isolation": isolation, **node}],
+        }
+    )
+
+
+def gategraph(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a process of its own; a run that never ends fails the test."""
+    return subprocess.run(
+        [sys.executable, "-m", "gategraph.runtime", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+def write(tmp_path: Path, text: str | dict[str, Any]) -> Path:
+    """Write a graph file: YAML text, or a mapping (as JSON, which is YAML too)."""
+    path = tmp_path / "graph.yaml"
+    path.write_text(textwrap.dedent(text).lstrip() if isinstance(text, str) else json.dumps(text))
+    return path
+
+
+# -- item 4: timeouts that end the run --------------------------------------------------------
+
+STUCK = {
+    "sleeps": "import time\ndef run(**_):\n    while True:\n        time.sleep(1)\n",
+    "spins": "def run(**_):\n    while True:\n        pass\n",
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", sorted(STUCK))
+def test_a_run_ends_although_a_sync_validation_ignores_its_timeout(
+    tmp_path: Path, kind: str
+) -> None:
+    """`gategraph execute` exits (the abandoned thread is a daemon), reporting a timeout."""
+    path = write(
+        tmp_path,
+        {
+            "version": 1,
+            "name": "stuck",
+            "policy": {"default_timeout": 1},
+            "validations": [{"name": "stuck", "code": STUCK[kind]}],
+            "nodes": [{"id": "check", "validation": "stuck"}],
+        },
+    )
+    done = gategraph(tmp_path, "execute", "--json", str(path))
+    assert done.returncode == 1, done.stderr
+    (record,) = json.loads(done.stdout)["validations"]
+    assert record["result"]["data"]["error"] == "timeout"
+
+
+@pytest.mark.anyio
+async def test_an_abandoned_thread_is_a_daemon_and_keeps_what_it_printed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sync call past its timeout is abandoned on a daemon thread; what it printed before
+    the timeout is in the record."""
+    release = threading.Event()
+
+    def stuck(**_: Any) -> dict[str, Any]:
+        print("started, now waiting")
+        release.wait(60)
+        return {"passed": True}
+
+    mod = fake_module(monkeypatch, "gg_stuck", stuck=stuck)
+    g = graph(f"""
+        version: 1
+        name: abandoned
+        validations: [{{name: v, entrypoint: "{mod}:stuck", timeout: 0.2}}]
+        nodes: [{{id: n, validation: v}}]
+        """)
+    try:
+        with anyio.fail_after(30):
+            run = await execute_graph(g)
+        (record,) = run.validations
+        assert record.result.data["error"] == "timeout"
+        assert record.captured == {"stdout": "started, now waiting\n"}
+        assert record.result.data["captured"] == record.captured
+        abandoned = [t for t in threading.enumerate() if t.name == "gategraph worker thread"]
+        assert abandoned and all(t.daemon for t in abandoned)
+    finally:
+        release.set()
+
+
+def test_inline_isolation_is_refused_for_a_sync_callable(tmp_path: Path) -> None:
+    """`inline` cannot stop a sync call at its timeout: it is a config error naming the field,
+    from `gategraph check` and from preparing the tool."""
+    path = write(
+        tmp_path,
+        """
+        version: 1
+        name: inline
+        validations:
+          - {name: v, entrypoint: "gategraph.runtime.testing:returning"}
+        nodes:
+          - {id: n, validation: v, isolation: inline}
+        """,
+    )
+    done = gategraph(tmp_path, "check", str(path))
+    assert done.returncode == 2
+    assert "nodes[0].isolation: `inline` would run 'v', a sync callable" in done.stderr
+    assert "Traceback" not in done.stderr
+    tool = load_graph(path.read_text().replace(", isolation: inline", "")).get_tool("v")
+    with pytest.raises(ConfigError, match=r"use `thread` .* or make it async") as caught:
+        prepare(tool, lambda name: tool, isolation="inline")
+    assert caught.value.field == "isolation"
+
+
+@pytest.mark.anyio
+async def test_inline_isolation_of_an_async_callable_keeps_its_timeout() -> None:
+    """An async callable may run inline: cancellation at an await ends it on time."""
+    g = graph(f"""
+        version: 1
+        name: inline-async
+        validations: [{{name: v, entrypoint: "{T}:sleeping", timeout: 0.1}}]
+        nodes: [{{id: n, validation: v, isolation: inline, arguments: {{seconds: 60}}}}]
+        """)
+    with anyio.fail_after(30):
+        run = await execute_graph(g)
+    assert run.validations[0].result.data["error"] == "timeout"
+
+
+@pytest.mark.anyio
+async def test_a_timeout_kills_the_worker_process(tmp_path: Path) -> None:
+    """A process-isolated call past its timeout ends with its worker process."""
+    pid_file = tmp_path / "pid"
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "spin",
+            "tools": [
+                {
+                    "name": "spin",
+                    "code": "import os\n"
+                    "def run(path, **_):\n"
+                    "    with open(path, 'w') as f:\n"
+                    "        f.write(str(os.getpid()))\n"
+                    "    while True:\n"
+                    "        pass\n",
+                }
+            ],
+            "nodes": [
+                {
+                    "id": "spin",
+                    "tool": "spin",
+                    "isolation": "process",
+                    "timeout": 1,
+                    "arguments": {"path": str(pid_file)},
+                }
+            ],
+        }
+    )
+    with anyio.fail_after(60):
+        run = await execute_graph(g)
+    result = run.nodes["spin"]
+    assert result.status is NodeStatus.FAILED
+    assert result.error == "spin timed out after 1 s"
+    pid = int(pid_file.read_text())
+    assert pid != os.getpid()
+    assert not await anyio.Path(f"/proc/{pid}").exists()  # killed and reaped
+
+
+@pytest.mark.anyio
+async def test_a_sync_transform_that_never_returns_times_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A transform is part of its validation: it runs off the event loop, under its timeout."""
+    g = graph("""
+        version: 1
+        name: slow-transform
+        tools:
+          - {name: t, read_only: true, code: "def run(**_):\\n    return 1\\n"}
+        validations:
+          - name: v
+            wraps: t
+            timeout: 0.2
+            transform: |
+              import time
+              def transform(output):
+                  for _ in range(200):
+                      time.sleep(0.05)
+                  return {"passed": True}
+        nodes: [{id: n, validation: v}]
+        """)
+    with anyio.fail_after(30):
+        run = await execute_graph(g)
+    assert run.validations[0].result.data["error"] == "timeout"
+
+
+# -- item 5: a call's output is its own --------------------------------------------------------
+
+
+class PrintingLog(MemoryEventLog):
+    """A log that prints as it stores, like the CLI's progress observer: gategraph's own
+    output, printed from inside the engine's workers."""
+
+    def append_nowait(self, event: Any) -> None:
+        if isinstance(event, ValidationCompleted):
+            print(f"progress: {event.node} done")
+        super().append_nowait(event)
+
+
+@pytest.mark.anyio
+async def test_each_call_keeps_what_it_printed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Async, thread, process, wrapped and tool calls each keep their own stdout and stderr;
+    none of it reaches the real streams, and what gategraph prints meanwhile does."""
+
+    async def chatty(name: str, **_: Any) -> dict[str, Any]:
+        for i in range(3):
+            print(f"{name} line {i}")
+            await anyio.lowlevel.checkpoint()  # the other call prints in between
+        print(f"{name} warning", file=sys.stderr)
+        return {"passed": True}
+
+    mod = fake_module(monkeypatch, "gg_chatty", chatty=chatty)
+    sync = (
+        "import sys\n"
+        "def run(name, **_):\n"
+        "    print(name, 'says hello')\n"
+        "    sys.stderr.write(name + ' complains\\n')\n"
+        "    sys.stdout.buffer.write(b'raw bytes\\n')\n"
+        "    return {'passed': True}\n"
+    )
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "chatty",
+            "tools": [
+                {"name": "make", "code": "def run(**_):\n    print('made it')\n    return 1\n"},
+                {"name": "count", "read_only": True, "code": sync},
+            ],
+            "validations": [
+                {"name": "a", "entrypoint": f"{mod}:chatty"},
+                {"name": "s", "code": sync},
+                {
+                    "name": "w",
+                    "wraps": "count",
+                    "transform": "def transform(output):\n"
+                    "    print('transform ran')\n"
+                    "    return {'passed': True}\n",
+                },
+            ],
+            "nodes": [
+                {"id": "make", "tool": "make"},
+                {"id": "a1", "validation": "a", "arguments": {"name": "one"}},
+                {"id": "a2", "validation": "a", "arguments": {"name": "two"}},
+                {"id": "thread", "validation": "s", "arguments": {"name": "thread"}},
+                {
+                    "id": "proc",
+                    "validation": "s",
+                    "isolation": "process",
+                    "arguments": {"name": "proc"},
+                },
+                {"id": "wrapped", "validation": "w", "arguments": {"name": "wrapped"}},
+            ],
+        }
+    )
+    log = PrintingLog()
+    with anyio.fail_after(60):
+        run = await execute_graph(g, event_log=log)
+    captured = {node: result.captured for node, result in run.nodes.items()}
+    assert captured["make"] == {"stdout": "made it\n"}
+    for name in ("one", "two"):
+        node = "a1" if name == "one" else "a2"
+        assert captured[node] == {
+            "stdout": f"{name} line 0\n{name} line 1\n{name} line 2\n",
+            "stderr": f"{name} warning\n",
+        }
+    for node in ("thread", "proc"):
+        assert captured[node] == {
+            "stdout": f"{node} says hello\nraw bytes\n",
+            "stderr": f"{node} complains\n",
+        }
+    assert captured["wrapped"] == {
+        "stdout": "wrapped says hello\nraw bytes\ntransform ran\n",
+        "stderr": "wrapped complains\n",
+    }
+    # A validation's capture is in its result, so the event log keeps it.
+    logged = {e.node: e.result for e in await log.read(run.plan_id) if hasattr(e, "result")}
+    assert logged["proc"].data["captured"] == captured["proc"]
+    out, err = capsys.readouterr()
+    assert sorted(out.splitlines()) == sorted(f"progress: {v.node} done" for v in run.validations)
+    assert err == ""
+
+
+@pytest.mark.anyio
+async def test_a_flood_of_output_is_kept_to_its_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that prints megabytes keeps only the last CAPTURE_LIMIT characters, saying so."""
+
+    def flood(**_: Any) -> dict[str, Any]:
+        for i in range(100_000):
+            print(f"line {i:06d} " + "x" * 20)
+        return {"passed": True}
+
+    mod = fake_module(monkeypatch, "gg_flood", flood=flood)
+    g = graph(f"""
+        version: 1
+        name: flood
+        validations: [{{name: v, entrypoint: "{mod}:flood"}}]
+        nodes: [{{id: n, validation: v}}]
+        """)
+    with anyio.fail_after(60):
+        run = await execute_graph(g)
+    assert run.validations[0].result.passed
+    captured = run.validations[0].captured
+    assert captured is not None
+    header, _, kept = captured["stdout"].partition("\n")
+    total = 100_000 * len("line 000000 " + "x" * 20 + "\n")
+    assert header == f"[{total - CAPTURE_LIMIT} earlier characters not kept]"
+    assert len(kept) == CAPTURE_LIMIT
+    assert kept.endswith("line 099999 " + "x" * 20 + "\n")
+
+
+@pytest.mark.anyio
+async def test_a_worker_process_captures_its_descriptors_and_survives() -> None:
+    """In a worker process, writes to file descriptors 1 and 2 are captured too, and the
+    worker (whose descriptor 1 carries its answers) keeps working."""
+    code = """
+        import os
+        def run(**_):
+            os.write(1, b"fd one\\n")
+            os.write(2, b"fd two\\n")
+            return {"passed": True, "data": {"pid": os.getpid()}}
+        """
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "fds",
+            "validations": [{"name": "v", "code": textwrap.dedent(code)}],
+            "nodes": [
+                {"id": "first", "validation": "v", "isolation": "process"},
+                {"id": "second", "validation": "v", "isolation": "process", "needs": ["first"]},
+            ],
+        }
+    )
+    with anyio.fail_after(60):
+        run = await execute_graph(g)
+    for record in run.validations:
+        assert record.result.passed, record.result
+        assert record.captured == {"stdout": "fd one\n", "stderr": "fd two\n"}
+
+
+@pytest.mark.timeout(120)
+def test_json_output_stays_json_when_a_validation_floods_stdout(tmp_path: Path) -> None:
+    """`gategraph execute --json > out` is valid JSON however much a validation prints."""
+    path = write(
+        tmp_path,
+        """
+        version: 1
+        name: flood
+        validations:
+          - name: loud
+            code: |
+              import sys
+              def run(**_):
+                  for _ in range(400):
+                      print("y" * 50_000)
+                  print("to stderr", file=sys.stderr)
+                  return {"passed": True}
+        nodes: [{id: loud, validation: loud}]
+        """,
+    )
+    done = gategraph(tmp_path, "execute", "--json", str(path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (record,) = json.loads(done.stdout)["validations"]
+    assert record["captured"]["stdout"].endswith("y" * 100 + "\n")
+    assert record["captured"]["stderr"] == "to stderr\n"
+    assert "y" * 100 not in done.stderr
+
+
+# -- item 6: whatever a call raises is its failure ----------------------------------------------
+
+RAISING = {
+    "system-exit": ("import sys\ndef run(**_):\n    sys.exit(3)\n", "SystemExit(3)"),
+    "keyboard-interrupt": (
+        "def run(**_):\n    raise KeyboardInterrupt('from the validation')\n",
+        "KeyboardInterrupt('from the validation')",
+    ),
+    "generator-exit": ("def run(**_):\n    raise GeneratorExit\n", "GeneratorExit()"),
+    "base-exception": (
+        "class Odd(BaseException):\n    pass\ndef run(**_):\n    raise Odd('odd')\n",
+        "Odd('odd')",
+    ),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("isolation", ["thread", "process"])
+@pytest.mark.parametrize("kind", sorted(RAISING))
+async def test_a_sync_call_raising_a_base_exception_fails_its_result(
+    kind: str, isolation: str
+) -> None:
+    """SystemExit and the other BaseException subclasses a sync validation raises, in a
+    thread or a worker process, are an `exception` result naming them."""
+    code, named = RAISING[kind]
+    with anyio.fail_after(60):
+        run = await execute_graph(code_graph(kind, code, isolation=isolation))
+    result = run.validations[0].result
+    assert result.passed is False
+    assert result.data["error"] == "exception"
+    assert f"v raised {named} (at <v>:" in result.message
+
+
+@pytest.mark.anyio
+async def test_a_worker_process_outlives_a_system_exit() -> None:
+    """sys.exit() in a worker process fails that call only; the next call runs."""
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "exit-then-pass",
+            "validations": [
+                {"name": "quit", "code": "import sys\ndef run(**_):\n    sys.exit(3)\n"},
+                {"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"},
+            ],
+            "nodes": [
+                {"id": "quit", "validation": "quit", "isolation": "process"},
+                {"id": "ok", "validation": "ok", "isolation": "process", "needs": ["quit"]},
+            ],
+        }
+    )
+    with anyio.fail_after(60):
+        run = await execute_graph(g)
+    by_node = {r.node: r.result for r in run.validations}
+    assert by_node["quit"].data["error"] == "exception"
+    assert by_node["ok"].passed
+
+
+@pytest.mark.anyio
+async def test_a_call_that_ends_its_worker_process_fails_alone() -> None:
+    """os._exit() in a worker process fails that call, said plainly; the next call runs in
+    a new worker."""
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "os-exit",
+            "validations": [
+                {"name": "die", "code": "import os\ndef run(**_):\n    os._exit(3)\n"},
+                {"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"},
+            ],
+            "nodes": [
+                {"id": "die", "validation": "die", "isolation": "process"},
+                {"id": "ok", "validation": "ok", "isolation": "process", "needs": ["die"]},
+            ],
+        }
+    )
+    with anyio.fail_after(60):
+        run = await execute_graph(g)
+    by_node = {r.node: r.result for r in run.validations}
+    assert by_node["die"].data == {"error": "exception", "exception_type": "BrokenWorkerProcess"}
+    assert by_node["die"].message == (
+        "die ended its worker process during the call (os._exit(), a signal or a crash)"
+    )
+    assert by_node["ok"].passed
+
+
+@pytest.mark.anyio
+async def test_async_calls_tools_and_transforms_raising_system_exit_fail_too() -> None:
+    """An async validation, a wrapped validation's transform and a work node that call
+    sys.exit(3) fail; the run goes on and the other nodes run."""
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "exits",
+            "tools": [
+                {"name": "quit", "code": "import sys\ndef run(**_):\n    sys.exit(3)\n"},
+                {"name": "one", "read_only": True, "code": "def run(**_):\n    return 1\n"},
+            ],
+            "validations": [
+                {"name": "a", "code": "import sys\nasync def run(**_):\n    sys.exit(3)\n"},
+                {"name": "w", "wraps": "one", "transform": "__import__('sys').exit(3)"},
+                {"name": "ok", "entrypoint": f"{T}:passing"},
+            ],
+            "nodes": [
+                {"id": "work", "tool": "quit"},
+                {"id": "async", "validation": "a"},
+                {"id": "wrapped", "validation": "w"},
+                {"id": "ok", "validation": "ok"},
+            ],
+        }
+    )
+    with anyio.fail_after(60):
+        run = await execute_graph(g)
+    work = run.nodes["work"]
+    assert work.status is NodeStatus.FAILED
+    assert work.error is not None and "quit raised SystemExit(3)" in work.error
+    by_node = {r.node: r.result for r in run.validations}
+    assert by_node["async"].data["error"] == "exception"
+    assert "a raised SystemExit(3)" in by_node["async"].message
+    assert by_node["wrapped"].data["error"] == "exception"
+    assert "transform of w raised SystemExit(3)" in by_node["wrapped"].message
+    assert by_node["ok"].passed
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["system-exit", "generator-exit", "base-exception"])
+async def test_an_async_validation_raising_a_base_exception_fails(kind: str) -> None:
+    """On the event loop too, what an async validation raises is its failed result."""
+    code, named = RAISING[kind]
+    code = code.replace("def run(", "async def run(")
+    with anyio.fail_after(60):
+        run = await execute_graph(code_graph(kind, code))
+    result = run.validations[0].result
+    assert result.data["error"] == "exception"
+    assert f"v raised {named} (at <v>:" in result.message
+
+
+@pytest.mark.anyio
+async def test_an_async_validation_raising_keyboard_interrupt_itself_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under a SIGINT handler written in Python (asyncio's and trio's), a KeyboardInterrupt
+    the validation raises itself is told from a Ctrl-C: it is a failed result."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        run = await execute_graph(
+            code_graph("ki", "async def run(**_):\n    raise KeyboardInterrupt\n")
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    result = run.validations[0].result
+    assert result.data["error"] == "exception"
+    assert "KeyboardInterrupt()" in result.message
+
+
+CTRL_C = """
+import sys, anyio
+from gategraph.runtime import execute_graph, load_graph
+
+graph = load_graph({
+    "version": 1, "name": "ctrl-c",
+    "validations": [{"name": "v", "entrypoint": "hostile_module:" + sys.argv[2]}],
+    "nodes": [{"id": "n", "validation": "v"}],
+})
+
+async def main():
+    run = await execute_graph(graph)
+    print("RESULT", run.validations[0].result.data.get("error"), flush=True)
+
+anyio.run(main, backend=sys.argv[1])
+"""
+HOSTILE_MODULE = """
+import os
+
+async def spin(**_):
+    os.write(1, b"ready\\n")  # a descriptor write: not captured in-process
+    while True:  # never awaits: a Ctrl-C arrives in this frame
+        pass
+
+async def interrupts(**_):
+    raise KeyboardInterrupt
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_person_s_ctrl_c_propagates(tmp_path: Path, backend: str) -> None:
+    """A Ctrl-C that lands inside a validation's own frames stops the run (it is not turned
+    into a result), while a KeyboardInterrupt the validation raises itself is one."""
+    (tmp_path / "hostile_module.py").write_text(HOSTILE_MODULE)
+    (tmp_path / "main.py").write_text(CTRL_C)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    command = [sys.executable, str(tmp_path / "main.py"), backend]
+    own = subprocess.run(
+        [*command, "interrupts"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert own.stdout == "RESULT exception\n", own.stderr
+
+    process = subprocess.Popen(
+        [*command, "spin"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+        # asyncio's handler cancels on the first Ctrl-C (the blocked loop never gets to
+        # it) and raises on the second: keep pressing until the process ends.
+        for _ in range(100):
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(0.2)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode != 0
+    assert "RESULT" not in out
+    assert "KeyboardInterrupt" in err
+
+
+@pytest.mark.timeout(120)
+def test_gategraph_run_survives_a_validation_calling_sys_exit(tmp_path: Path) -> None:
+    """`gategraph run` with a validation calling sys.exit(3): no traceback, not exit code 3
+    (which means "waiting for a person"), the failure shown as the validation's."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    path = write(
+        tmp_path,
+        """
+        version: 1
+        name: exits
+        resources:
+          repo: {kind: directory, path: project}
+        validations:
+          - name: quitter
+            mode: informational
+            code: |
+              import sys
+              def run(**_):
+                  sys.exit(3)
+          - {name: fine, entrypoint: "gategraph.runtime.testing:passing"}
+        nodes:
+          - {id: quit, validation: quitter}
+          - {id: ok, validation: fine}
+        """,
+    )
+    done = gategraph(tmp_path, "run", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
+    assert "quitter raised SystemExit(3)" in done.stdout
+    events = gategraph(tmp_path, "events", "--json", done.stdout.split()[1])
+    assert events.returncode == 0, events.stderr
+    assert '"run_finished"' in events.stdout  # the log goes on past run_started
