@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._exceptions import RuntimeFault
+from ._invoke import propagates
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -135,7 +136,15 @@ class ActorScope:
                 async for message, reply in receive:
                     try:
                         value = await actor.receive(message)
-                    except Exception as exc:
+                    except BaseException as raised:
+                        if propagates(raised):
+                            raise
+                        # SystemExit and the like fail the message, never the run.
+                        exc = (
+                            raised
+                            if isinstance(raised, Exception)
+                            else RuntimeFault(f"actor {ref.name!r} raised {raised!r}")
+                        )
                         if reply is None:
                             self._report(ref, exc)
                             return

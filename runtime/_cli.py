@@ -1378,7 +1378,34 @@ def approve(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``gategraph`` command line."""
+    _keep_stdout_ours()
     cli.main(args=list(argv) if argv is not None else None, prog_name="gategraph")
+
+
+def _keep_stdout_ours() -> None:
+    """Give gategraph's own output a private copy of file descriptor 1 and point 1 itself at
+    standard error: what a validation writes to the descriptor (``os.write(1, ...)``, a
+    command that inherits it) cannot get into ``--json`` output or a pipe. Writes through
+    ``sys.stdout`` are captured per call already."""
+    stream = sys.stdout
+    try:
+        fileno = stream.fileno()
+        if fileno != 1:
+            return
+        own = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):
+        return  # no real descriptor (an embedding host's stream): nothing to protect
+    stream.flush()
+    # Lives as long as the process, like the sys.stdout it replaces.
+    sys.stdout = open(
+        own,
+        "w",
+        buffering=1,
+        encoding=getattr(stream, "encoding", None) or "utf-8",
+        errors=getattr(stream, "errors", None) or "strict",
+        closefd=True,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -896,6 +896,7 @@ class _Engine:
                     duration=duration,
                     output=_jsonable(outcome.value) if outcome.ok else None,
                     error=None if outcome.ok else outcome.message,
+                    captured=captured,
                 )
             )
             if outcome.ok and unit.spec.kind == "work":

@@ -108,6 +108,8 @@ class NodeCompleted(EventBase, tag="node_completed", kw_only=True, frozen=True, 
     """The node's output (JSON-compatible), if it succeeded."""
     error: str | None = None
     """What went wrong, if it did not."""
+    captured: dict[str, str] | None = None
+    """What the node's tool printed (``stdout`` / ``stderr``, their ends), if anything."""
 
 
 class NodeSkipped(EventBase, tag="node_skipped", kw_only=True, frozen=True, gc=False):

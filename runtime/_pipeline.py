@@ -434,6 +434,7 @@ def logged_result(event: Any, kind: str, mode: str | None) -> NodeResult | None:
             error=event.error,
             duration=event.duration,
             attempt=event.attempt,
+            captured=event.captured,
         )
     if tag == "node_skipped":
         return NodeResult(node=event.node, kind=kind, status=NodeStatus.SKIPPED, error=event.reason)

@@ -180,7 +180,8 @@ class LocalExecutor(msgspec.Struct, kw_only=True, frozen=True):
     max_concurrency: int | None = None
     """At most this many at once (default: the graph's policy)."""
     isolation: Isolation | None = None
-    """How sync validations run: ``inline``, ``thread`` (default) or ``process``."""
+    """How validations run: ``thread`` (default) or ``process`` for sync ones; ``inline``
+    (on the event loop) is refused for a sync callable, which no timeout could stop there."""
 
     def connect(self) -> None:
         """Nothing to connect to."""

@@ -24,6 +24,8 @@ class Counter(Actor):
     async def receive(self, message: Any) -> Any:
         if message == "boom":
             raise ValueError("boom")
+        if message == "exit":
+            raise SystemExit(3)
         if message == "get":
             return self.total
         self.total += message
@@ -51,6 +53,15 @@ async def test_ask_failure_goes_to_the_asker_and_the_actor_lives_on() -> None:
         ref = scope.spawn(Counter(), name="c")
         with pytest.raises(ValueError, match="boom"):
             await ref.ask("boom")
+        assert await ref.ask(1) == 1
+
+
+async def test_an_actor_calling_sys_exit_fails_the_message_not_the_run() -> None:
+    """SystemExit in a handler reaches the asker as a RuntimeFault; the actor lives on."""
+    async with open_actor_scope() as scope:
+        ref = scope.spawn(Counter(), name="c")
+        with pytest.raises(RuntimeFault, match=r"actor 'c' raised SystemExit\(3\)"):
+            await ref.ask("exit")
         assert await ref.ask(1) == 1
 
 

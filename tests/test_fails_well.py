@@ -462,3 +462,46 @@ def test_the_demo_graphs_apply_with_the_default_executor(tmp_path: Path) -> None
         assert done.returncode == 0, done.stdout + done.stderr
         assert "applied" in done.stdout
     assert not (tmp_path / "graphs" / "demo-repo" / ".gategraph-journal").exists()
+
+
+def test_writes_to_the_stdout_descriptor_never_reach_json_output(tmp_path: Path) -> None:
+    """A validation writing to file descriptor 1 itself: `run --json` stays one JSON
+    document on stdout; the stray bytes go to standard error."""
+    import json
+
+    graph = tmp_path / "fd.yaml"
+    graph.write_text(
+        "version: 1\nname: fd\nresources: {notes: {kind: memory, files: {a.txt: hi}}}\n"
+        "validations:\n  - name: noisy\n    code: |\n      import os\n"
+        "      def run(**_):\n          os.write(1, b'junk on fd 1\\n')\n"
+        "          print('a captured print')\n          return {'passed': True}\n"
+        "nodes: [{id: n, validation: noisy}]\n"
+    )
+    done = run_cli("run", str(graph), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["status"] == "applied"
+    assert "junk on fd 1" in done.stderr
+    assert "a captured print" not in done.stderr  # kept in the record instead:
+    assert "a captured print" in json.dumps(document["validations"])
+
+
+@pytest.mark.anyio
+async def test_a_tool_s_output_is_in_its_node_completed_event() -> None:
+    """What a work node's tool prints is kept in its event, so the log shows it."""
+    from gategraph.runtime import execute_graph
+
+    graph = load_graph(
+        {
+            "version": 1,
+            "name": "g",
+            "tools": [
+                {"name": "talk", "code": "def run(**_):\n    print('hello')\n    return 1\n"}
+            ],
+            "nodes": [{"id": "t", "tool": "talk"}],
+        }
+    )
+    log = MemoryEventLog()
+    run = await execute_graph(graph, event_log=log)
+    (completed,) = [e for e in await log.read(run.plan_id) if type(e).__name__ == "NodeCompleted"]
+    assert completed.captured is not None and "hello" in completed.captured["stdout"]
