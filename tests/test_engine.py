@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sys
-import textwrap
-import types
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from _helpers import fake_module, graph
 from gategraph.runtime import Catalog, ConfigError, RuntimeFault, ValidationResult
 from gategraph.runtime._engine import NodeRequest, NodeStatus, execute_graph
 from gategraph.runtime._eventlog import MemoryEventLog, SQLiteEventLog, read_events
@@ -23,23 +22,10 @@ from gategraph.runtime._events import (
     ValidationCompleted,
     ValidationStarted,
 )
-from gategraph.runtime._graph import PlanGraph, load_graph
+from gategraph.runtime._graph import load_graph
 
 pytestmark = pytest.mark.anyio
 T = "gategraph.runtime.testing"
-
-
-def graph(text: str) -> PlanGraph:
-    return load_graph(textwrap.dedent(text).strip() + "\n")
-
-
-def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str:
-    """Install a module of test tools and return its name."""
-    module = types.ModuleType(name)
-    for key, value in attrs.items():
-        setattr(module, key, value)
-    monkeypatch.setitem(sys.modules, name, module)
-    return name
 
 
 FANOUT = f"""

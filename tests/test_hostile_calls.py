@@ -16,13 +16,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import types
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
+from _helpers import fake_module, graph
 from gategraph.runtime import ConfigError, MemoryEventLog
 from gategraph.runtime._engine import NodeStatus, execute_graph
 from gategraph.runtime._events import ValidationCompleted
@@ -30,18 +30,6 @@ from gategraph.runtime._graph import PlanGraph, load_graph
 from gategraph.runtime._invoke import CAPTURE_LIMIT, prepare
 
 T = "gategraph.runtime.testing"
-
-
-def graph(text: str) -> PlanGraph:
-    return load_graph(textwrap.dedent(text).strip() + "\n")
-
-
-def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str:
-    module = types.ModuleType(name)
-    for key, value in attrs.items():
-        setattr(module, key, value)
-    monkeypatch.setitem(sys.modules, name, module)
-    return name
 
 
 def code_graph(name: str, code: str, *, isolation: str = "thread", **node: Any) -> PlanGraph:

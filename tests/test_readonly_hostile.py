@@ -20,13 +20,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import types
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
+from _helpers import fake_module
 from gategraph.runtime import ReadOnlyViolationError, ToolContext
 from gategraph.runtime._engine import execute_graph
 from gategraph.runtime._graph import load_graph
@@ -51,14 +51,6 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
         data = path.read_bytes() if stat.S_ISREG(st.st_mode) else None
         out[str(path.relative_to(root))] = (st.st_mode, data)
     return out
-
-
-def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str:
-    module = types.ModuleType(name)
-    for key, value in attrs.items():
-        setattr(module, key, value)
-    monkeypatch.setitem(sys.modules, name, module)
-    return name
 
 
 def two_step_graph(module: str, repo: Path, first: str, second: str | None) -> Any:
