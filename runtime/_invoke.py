@@ -54,7 +54,7 @@ from ._readonly import (
     run_guarded,
     unguarded,
 )
-from ._results import ResultError, ValidationResult, coerce_result
+from ._results import ResultError, ValidationResult, coerce_failure, coerce_result
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -81,12 +81,9 @@ __all__ = [
 
 Isolation = Literal["inline", "thread", "process", "ray"]
 
-MAX_RESULT_BYTES: Final = 1 << 20
-"""A result (message and data) larger than this, encoded as JSON, fails as ``too_large``."""
 CAPTURE_LIMIT: Final = 8192
 """How much of a call's stdout and of its stderr is kept: the last this many characters."""
 _INJECTED: Final = ("artifact", "context", "inputs")
-_encoder: Final = msgspec.json.Encoder()
 
 
 class Outcome(msgspec.Struct):
@@ -1088,26 +1085,14 @@ def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
 
 
 def to_result(outcome: Outcome) -> ValidationResult:
-    """Turn a validation call's outcome into its structured result (never raises)."""
-    if not outcome.ok:
-        data = dict(outcome.detail or {})
-        data["error"] = outcome.error or ResultError.EXCEPTION
-        return ValidationResult(passed=False, message=outcome.message, data=data)
-    result = coerce_result(outcome.value)
-    if result.data or len(result.message) > 4096:
-        try:
-            size = len(_encoder.encode(result))
-        except (TypeError, ValueError, OverflowError) as exc:
-            return ValidationResult.failure(
-                ResultError.MALFORMED, f"malformed validation result: data is not JSON ({exc})"
-            )
-        if size > MAX_RESULT_BYTES:
-            return ValidationResult.failure(
-                ResultError.TOO_LARGE,
-                f"the result is {size} bytes, over the limit of {MAX_RESULT_BYTES}",
-                size=size,
-            )
-    return result
+    """Turn a validation call's outcome into its structured result (never raises).
+
+    ``coerce_result`` decides what a result may hold (JSON data, depth, size) for every way
+    a validation runs; ``coerce_failure`` makes a failed call's message and detail
+    encodable the same way."""
+    if outcome.ok:
+        return coerce_result(outcome.value)
+    return coerce_failure(outcome.error or ResultError.EXCEPTION, outcome.message, outcome.detail)
 
 
 def prepare(

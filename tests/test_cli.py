@@ -590,7 +590,7 @@ BAD_CONFIGS: list[Any] = [
         ["{config}: the file is empty"],
         id="comment-only",
     ),
-    pytest.param(b"name: \xff\xfe\n", "tool add", 2, ["{config}: not UTF-8"], id="not-utf8"),
+    pytest.param(b"name: \xff\xfe\n", "tool add", 2, ["{config}:1:7: not UTF-8"], id="not-utf8"),
     pytest.param(
         INLINE_YAML + "writes: true\n",
         "validation add",

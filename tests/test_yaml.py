@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from gategraph.runtime import ConfigError, Validation
-from gategraph.runtime._yaml import format_path, load_document, read_document
+from gategraph.runtime._graph import load_graph
+from gategraph.runtime._yaml import (
+    MAX_DEPTH,
+    MAX_DOCUMENT_BYTES,
+    format_path,
+    load_document,
+    read_document,
+)
 
 
 def test_positions_are_kept() -> None:
@@ -95,3 +104,205 @@ def test_format_path() -> None:
     """Paths render as dotted names with [index] for lists."""
     assert format_path(["nodes", 2, "needs", 0]) == "nodes[2].needs[0]"
     assert format_path([]) == ""
+
+
+# -- limits, bombs and bad bytes ---------------------------------------------------------------
+
+LAUGHS = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+# Each mapping merges the one before twice: 2**40 keys once flattened.
+MERGE_BOMB = "l0: &l0 {k0: 0}\n" + "".join(
+    f"l{i}: &l{i} {{<<: [*l{i - 1}, *l{i - 1}], k{i}: {i}}}\n" for i in range(1, 40)
+)
+
+
+def one_line_error(text: str | bytes, source: str = "f.yaml") -> str:
+    """The ConfigError that loading ``text`` raises, checked to be one line."""
+    with pytest.raises(ConfigError) as info:
+        load_document(text, source)
+    rendered = str(info.value)
+    assert "\n" not in rendered
+    assert rendered.startswith(f"{source}:")
+    return rendered
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        (LAUGHS, "f.yaml:2:", "aliases expand to more than 100,000 values"),
+        (MERGE_BOMB, "f.yaml:", "aliases expand to more than 100,000 values"),
+        ("a: &a [1, *a]\n", "f.yaml:1:11: a[1]", "an alias refers to a value that contains it"),
+        ("a: &a {b: [*a]}\n", "f.yaml:1:12: a.b[0]", "an alias refers to a value that contains"),
+        ("a: &a\n  x: 1\n  <<: *a\n", "f.yaml:1:4: a", "refers to the mapping that holds it"),
+    ],
+)
+def test_alias_bombs_are_refused(text: str, where: str, message: str) -> None:
+    """Aliases that expand without bound are refused at once, with where and which limit."""
+    rendered = one_line_error(text)
+    assert rendered.startswith(where)
+    assert message in rendered
+
+
+def test_aliases_in_proportion_to_the_file_load() -> None:
+    """The alias budget grows with the file: 10,000 nodes that reuse one mapping load."""
+    lines = ["nodes:", "  - {id: n0, arguments: &args {a: 1, b: [1, 2, 3], c: {d: x}}}"]
+    lines += [f"  - {{id: n{i}, arguments: *args}}" for i in range(1, 10_000)]
+    doc = load_document("\n".join(lines) + "\n")
+    assert len(doc.data["nodes"]) == 10_000
+    assert doc.data["nodes"][-1]["arguments"] == {"a": 1, "b": [1, 2, 3], "c": {"d": "x"}}
+    # Each use is its own copy, with the position of the alias that named it.
+    assert doc.data["nodes"][1]["arguments"] is not doc.data["nodes"][2]["arguments"]
+    assert doc.position(["nodes", 5, "arguments"]) == (7, 25)
+    # Past the floor, a small file may not copy more than ten times its own values.
+    small = "a: &a [" + ", ".join(["x"] * 1000) + "]\nb: [" + ", ".join(["*a"] * 120) + "]\n"
+    assert "aliases expand to more than 100,000" in one_line_error(small)
+
+
+def test_merge_keys_follow_yaml() -> None:
+    """A mapping's own keys override merged ones; of several merged, the first wins."""
+    doc = load_document("a: &a {x: 1, y: 1}\nb: &b {x: 2, z: 2}\nc:\n  <<: [*a, *b]\n  y: 3\n")
+    assert doc.data["c"] == {"x": 1, "y": 3, "z": 2}
+    assert "a merge key (<<) takes a mapping" in one_line_error("a: {<<: 3}\n")
+
+
+def test_nesting_limit_is_exact() -> None:
+    """Collections nest at most MAX_DEPTH levels; the error points at the one too many."""
+    ok = "a: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "\n"
+    assert load_document(ok).data["a"] is not None
+    rendered = one_line_error("a: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "\n")
+    assert rendered == f"f.yaml:1:{MAX_DEPTH + 3}: nesting is too deep (more than 100 levels)"
+    block = "".join("  " * i + f"k{i}:\n" for i in range(150)) + "  " * 150 + "v: 1\n"
+    assert one_line_error(block).startswith("f.yaml:101:201: nesting is too deep")
+    assert "nesting is too deep" in one_line_error("a: " + "[" * 50_000 + "]" * 50_000)
+
+
+def test_size_limit(tmp_path: Path) -> None:
+    """A file over MAX_DOCUMENT_BYTES is refused without being read or parsed whole."""
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"a: " + b"x" * MAX_DOCUMENT_BYTES + b"\n")
+    with pytest.raises(ConfigError) as info:
+        read_document(big)
+    assert str(info.value) == (
+        f"{big}:1:{MAX_DOCUMENT_BYTES + 1}: the file is over the limit of "
+        f"{MAX_DOCUMENT_BYTES:,} bytes for a configuration file"
+    )
+    text = "a: 1\n" * (MAX_DOCUMENT_BYTES // 5 + 1)
+    assert "over the limit of 16,777,216" in one_line_error(text)
+    assert "over the limit" in one_line_error(text.encode())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (b"name: a\x00b\n", "f.yaml:1:8: invalid YAML: unacceptable character #x0000"),
+        ("a: 1\nb: x\x00\n", "f.yaml:2:5: invalid YAML: unacceptable character #x0000"),
+        ("a: \x07\n", "f.yaml:1:4: invalid YAML: unacceptable character #x0007"),
+        ("a: \ud800\n", "f.yaml:1:4: invalid YAML: unacceptable character #xd800"),
+        (b"a: 1\nname: caf\xe9\n", "f.yaml:2:10: not UTF-8 text (invalid continuation byte"),
+        ("a: 1\n".encode("utf-16"), "f.yaml:1:1: not UTF-8 text"),
+        ("a: 'open\n", "f.yaml:2:1: invalid YAML: found unexpected end of stream (while scan"),
+        ("a:\n\tb: 1\n", "f.yaml:2:1: invalid YAML: found character '\\t' that cannot start"),
+        ("a: [1, 2\nb: 3\n", "f.yaml:2:2: invalid YAML: expected ',' or ']', but got ':'"),
+        ("a: *nope\n", "f.yaml:1:4: invalid YAML: found undefined alias 'nope'"),
+        ("a: &x 1\nb: &x 2\n", "f.yaml:2:4: invalid YAML: found duplicate anchor 'x' (first at"),
+        ("a: !!python/name:os.system x\n", "f.yaml:1:4: invalid YAML: could not determine a"),
+        ("a: !!int abc\n", "f.yaml:1:4: a: invalid YAML: cannot read 'abc' as int"),
+        ("a: !!timestamp soon\n", "f.yaml:1:4: a: invalid YAML: cannot read 'soon' as timestamp"),
+        ("a: " + "1" * 5000 + "\n", "f.yaml:1:4: a: invalid YAML: cannot read '1111"),
+        ("x: &k [1]\n? *k\n: 2\n", "f.yaml:1:4: keys must be plain scalars"),
+    ],
+)
+def test_bad_bytes_and_syntax_are_one_line(text: str | bytes, expected: str) -> None:
+    """Reader, scanner, parser, composer and constructor errors: one FILE:LINE:COL line."""
+    assert one_line_error(text).startswith(expected)
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gategraph.runtime", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("laughs.yaml", LAUGHS.encode(), "aliases expand to more than 100,000 values"),
+        ("merges.yaml", MERGE_BOMB.encode(), "aliases expand to more than 100,000 values"),
+        ("nul.yaml", b"version: 1\nname: a\x00b\n", ":2:8: invalid YAML: unacceptable character"),
+        ("latin.yaml", b"version: 1\nname: caf\xe9\n", ":2:10: not UTF-8 text"),
+        ("deep.yaml", b"a: " + b"[" * 5000 + b"]" * 5000, ":1:103: nesting is too deep"),
+        ("tag.yaml", b"version: !!int one\n", ":1:10: version: invalid YAML: cannot read"),
+    ],
+)
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_cli_reports_one_error_line(
+    tmp_path: Path, command: str, name: str, content: bytes, message: str
+) -> None:
+    """`gategraph check` and `run` print one `error:` line, no traceback, and exit 2."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    done = _cli(command, path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: {path}:")
+    assert message in lines[0]
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_every_shipped_file_loads() -> None:
+    """The graphs in graphs/ and the examples in docs/examples/ load under the limits."""
+    root = Path(__file__).resolve().parent.parent
+    graphs = sorted(root.glob("graphs/*.yaml"))
+    examples = sorted(root.glob("docs/examples/*.yaml"))
+    assert graphs and examples
+    for file in graphs:
+        assert load_graph(file).nodes
+    for file in examples:
+        assert isinstance(read_document(file).data, dict)
+
+
+@pytest.mark.timeout(240)
+def test_a_ten_thousand_node_graph_loads(tmp_path: Path) -> None:
+    """A 10,000-node fan-out, with an anchor every node reuses, is well inside the limits."""
+    lines = [
+        "version: 1",
+        "name: fan-out",
+        "validations:",
+        "  - {name: ok, entrypoint: 'gategraph.runtime.testing:passing'}",
+        "nodes:",
+        "  - {id: n0, validation: ok, arguments: &args {x: 1, tags: [a, b]}}",
+    ]
+    lines += [f"  - {{id: n{i}, validation: ok, arguments: *args}}" for i in range(1, 10_000)]
+    path = tmp_path / "fan-out.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    graph = load_graph(path)
+    assert len(graph.nodes) == 10_000
+
+
+def test_nesting_through_aliases_is_limited() -> None:
+    """Aliases cannot build what could not be written: nesting past MAX_DEPTH is refused."""
+    half = MAX_DEPTH // 2
+    inner = "[" * half + "1" + "]" * half
+    ok = f"a: &a {inner}\nb: " + "[" * (half - 1) + "*a" + "]" * (half - 1) + "\n"
+    assert load_document(ok).data["b"] is not None
+    deep = f"a: &a {inner}\nb: " + "[" * half + "*a" + "]" * half + "\n"
+    rendered = one_line_error(deep)
+    assert "nesting is too deep (more than 100 levels)" in rendered
+    assert rendered.startswith(f"f.yaml:2:{half + 4}: b")
