@@ -612,6 +612,7 @@ class _Loader:
         self._check(parts, data.get("resources"))
         if graph is not None:
             self._check_callable(parts, graph.policy.default_timeout)
+            self._check_lifecycle(graph.lifecycle)
         if self.issues or graph is None:
             raise ConfigError(self._explained(), source=self.doc.source)
         # The full networkx graph is built again only if someone asks for it (`digraph`).
@@ -948,24 +949,89 @@ class _Loader:
             if found is not None:
                 self._adopt(found, path)
                 reported.add(name)
+            for hook, message in _hook_problems(tool):
+                self.add([*path, "hooks", hook], message)
         for index, node in parts.nodes:
             if node.kind is NodeKind.ACTOR or node.target in reported:
                 continue
             tool = self.registry.get(node.target)
             key = (node.target, node.isolation, node.timeout)
+            inline = node.target in self.inline
             if tool is None or key in seen:
                 continue
             seen.add(key)
             found = problem(tool, node.isolation, node.timeout)
             if found is None:
+                if not inline:
+                    for hook, message in _hook_problems(tool):
+                        what = f"{node.target!r} cannot be called: hooks.{hook}: "
+                        self.add(["nodes", index, _TARGET_FIELD[node.kind]], what + message)
+                self._check_parameters(index, node, tool)
                 continue
-            inline = node.target in self.inline
             for issue in found.issues:
                 # A field of the node (its isolation, say), else of what it calls.
                 field = issue.field if issue.field in ("isolation", "timeout") else None
                 where: list[str | int] = ["nodes", index, field or _TARGET_FIELD[node.kind]]
                 what = "" if field or inline else f"{node.target!r} cannot be called: "
                 self.add(where, what + issue.message)
+
+    def _check_parameters(self, index: int, node: Node, tool: Tool) -> None:
+        """A parameter the callable requires must be given: by the node's arguments, a
+        resource slot or the runtime (``artifact``, ``context``, ``inputs``)."""
+        from ._invoke import _inline_function, resolve_entrypoint
+
+        if tool.input_schema:
+            return  # the schema says what is required (checked against the arguments)
+        try:
+            if tool.entrypoint is not None:
+                func = resolve_entrypoint(tool.entrypoint)
+            elif tool.code is not None:
+                func = _inline_function(tool.name, tool.code, "run")
+            else:
+                return  # wrapped or MCP: the arguments are mapped or the server's
+            parameters = inspect.signature(func).parameters.values()
+        except (ConfigError, TypeError, ValueError):
+            return  # reported by prepare, or a callable without a readable signature
+        self._report_missing(index, node, tool, parameters)
+
+    def _report_missing(
+        self, index: int, node: Node, tool: Tool, parameters: Iterable[inspect.Parameter]
+    ) -> None:
+        given = {*node.arguments, *(slot.name for slot in tool.resource_slots)}
+        given |= {"artifact", "context", "inputs"}
+        required = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        for parameter in parameters:
+            if (
+                parameter.kind in required
+                and parameter.default is inspect.Parameter.empty
+                and parameter.name not in given
+            ):
+                self.add(
+                    ["nodes", index, "arguments"],
+                    f"{tool.name!r} requires the argument {parameter.name!r}, which the node "
+                    "does not give",
+                )
+
+    def _check_lifecycle(self, lifecycle: Lifecycle) -> None:
+        """The lifecycle's actor classes import, are classes, and have their methods."""
+        methods = {"strategy": ("strategize",), "executor": ("execute", "fix")}
+        for role, needed in methods.items():
+            spec = getattr(lifecycle, role)
+            if spec is None:
+                continue
+            where = ["lifecycle", role, "uses"]
+            problem = self._import_class(spec.uses)
+            if problem is not None:
+                self.add(where, problem)
+                continue
+            module, _, qualname = spec.uses.partition(":")
+            found: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+            missing = [m for m in needed if not callable(getattr(found, m, None))]
+            if missing:
+                listed = " and ".join(f"`async {m}(request)`" for m in missing)
+                self.add(where, f"{spec.uses!r} has no {listed}: a {role} actor needs it")
 
     def _import_class(self, uses: str) -> str | None:
         """Return what is wrong with ``uses``, or ``None`` if it names a class."""
@@ -1129,6 +1195,22 @@ def _is_informational(tool: Tool | None) -> bool:
     return isinstance(tool, Validation) and tool.mode is ValidationMode.INFORMATIONAL
 
 
+def _hook_problems(tool: Tool) -> list[tuple[str, str]]:
+    """What is wrong with a tool's lifecycle hooks: ``(setup|teardown, message)``."""
+    from ._invoke import resolve_entrypoint
+
+    found = []
+    for hook in ("setup", "teardown"):
+        entrypoint = getattr(tool.hooks, hook)
+        if entrypoint is None:
+            continue
+        try:
+            resolve_entrypoint(entrypoint)
+        except ConfigError as exc:
+            found.append((hook, exc.issues[0].message))
+    return found
+
+
 def _class_problem(uses: str) -> str | None:
     """Import ``package.module:Class``; return what is wrong, or ``None`` for a class."""
     module_name, _, qualname = uses.partition(":")
@@ -1136,7 +1218,11 @@ def _class_problem(uses: str) -> str | None:
         found: Any = importlib.import_module(module_name)
     except ImportError as exc:
         return f"cannot import {module_name!r}: {_one_line(exc)}"
-    except Exception as exc:  # the module itself fails while it is imported
+    except BaseException as exc:  # the module itself fails while it is imported
+        from ._invoke import propagates
+
+        if propagates(exc):
+            raise
         return f"cannot import {module_name!r}: {type(exc).__name__}: {_one_line(exc)}"
     try:
         for part in qualname.split("."):

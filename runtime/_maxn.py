@@ -55,6 +55,7 @@ from ._results import ResultError
 
 __all__ = [
     "AUDIT_FILE",
+    "BAD_ARGUMENTS",
     "DEFAULT_RETRY_LIMIT",
     "FAULT_CATALOGUE",
     "MISCONFIGURED",
@@ -243,6 +244,8 @@ _UNAVAILABLE: Final = "unavailable"
 NO_ACCEPTANCE_CRITERIA: Final = "no_acceptance_criteria"
 """The fault kind of a plan with nothing to check: no required validation gates it."""
 _EVENT_LOG: Final = "event_log"
+BAD_ARGUMENTS: Final = "bad_arguments"
+"""The fault kind of a validation that says its own configured arguments are wrong."""
 MISCONFIGURED: Final = "misconfigured"
 """The fault kind of a validation or work tool that cannot be called as configured."""
 RUNTIME_FAULT: Final = "runtime_fault"
@@ -355,6 +358,17 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 "does not import, its inline code defines no `run`, it names an MCP tool this "
                 "version cannot call. Neither a fix of the work nor a re-run changes that; a "
                 "person corrects the graph or the catalog.",
+            ),
+            _row(
+                BAD_ARGUMENTS,
+                _INFRA,
+                _PERMANENT,
+                0,
+                None,
+                "The validation says its configured arguments are wrong (a pattern that "
+                "does not compile, a schema that is not a JSON Schema, a resource of the "
+                "wrong kind). It cannot decide anything until a person corrects them; a fix "
+                "of the work would change nothing.",
             ),
             _row(
                 RUNTIME_FAULT,

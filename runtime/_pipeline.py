@@ -15,7 +15,14 @@ import msgspec
 
 from ._engine import ATTACHMENT_PREFIX as ATTACHMENT
 from ._engine import NodeResult, NodeStatus, ValidationRecord
-from ._maxn import MISCONFIGURED, NO_ACCEPTANCE_CRITERIA, RUNTIME_FAULT, FaultKind, classify
+from ._maxn import (
+    BAD_ARGUMENTS,
+    MISCONFIGURED,
+    NO_ACCEPTANCE_CRITERIA,
+    RUNTIME_FAULT,
+    FaultKind,
+    classify,
+)
 from ._models import ValidationMode
 from ._results import ResultError, ValidationResult
 
@@ -276,6 +283,8 @@ RUNTIME_ERRORS: Final = frozenset(
         ResultError.TIMEOUT,
         ResultError.TOO_LARGE,
         ResultError.READ_ONLY_VIOLATION,
+        # A built-in's word that its configuration is wrong: it decided nothing.
+        BAD_ARGUMENTS,
     }
 )
 """The ``data.error`` kinds gategraph itself gives a failed call: infrastructure faults."""

@@ -53,7 +53,7 @@ from ._events import (
 )
 from ._exceptions import CatalogError, ConfigError, ConfigIssue, ResumeError, RuntimeFault
 from ._ids import new_ulid
-from ._invoke import Isolation, prepare, resolve_entrypoint
+from ._invoke import Isolation, prepare, propagates, resolve_entrypoint
 from ._journal import PlanJournal, event_tag, steps_of
 from ._maxn import (
     AUDIT_FILE,
@@ -318,7 +318,9 @@ def _build_actor(graph: PlanGraph, role: str, default: Any) -> Any:
         return cls(**spec.arguments)
     except ConfigError as exc:
         raise ConfigError.at(field, exc.issues[0].message, source=graph.source) from None
-    except Exception as exc:
+    except BaseException as exc:
+        if propagates(exc):
+            raise
         raise ConfigError.at(
             field, f"cannot build {spec.uses}: {type(exc).__name__}: {exc}", source=graph.source
         ) from None
@@ -650,15 +652,20 @@ class Supervisor:
         if recorded is not None:
             return Strategy(summary=recorded.summary, data=dict(recorded.data))
         await self.journal.go_live()
-        strategy = await self.strategy_actor.strategize(
-            StrategyRequest(
-                plan_id=self.plan_id,
-                graph=self.graph,
-                applicable=tuple(self.applicable),
-                revision=self.revision,
-                history=tuple(self.rounds),
+        try:
+            strategy = await self.strategy_actor.strategize(
+                StrategyRequest(
+                    plan_id=self.plan_id,
+                    graph=self.graph,
+                    applicable=tuple(self.applicable),
+                    revision=self.revision,
+                    history=tuple(self.rounds),
+                )
             )
-        )
+        except SystemExit as exc:
+            # It would end the whole program with its code (3 means "waiting for a person"
+            # to our CLI): the strategy actor failed, and says so.
+            raise RuntimeFault(f"the strategy actor raised {exc!r}") from exc
         data = _jsonable(strategy.data)
         await self.journal.emit(
             StrategyProduced,
@@ -812,6 +819,10 @@ class Supervisor:
             artifact = _WorkFailed(f"{type(exc).__name__}: {exc}", RUNTIME_FAULT)
         except Exception as exc:
             artifact = _WorkFailed(f"{type(exc).__name__}: {exc}")
+        except SystemExit as exc:
+            # From the execution actor: its failure; the program goes on (exit code 3 means
+            # "waiting for a person" to our CLI, and a plan must not end as that silently).
+            artifact = _WorkFailed(f"the execution actor raised {exc!r}")
         failed = isinstance(artifact, _WorkFailed)
         await self.journal.emit(
             WorkFinished,

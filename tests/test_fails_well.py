@@ -505,3 +505,90 @@ async def test_a_tool_s_output_is_in_its_node_completed_event() -> None:
     run = await execute_graph(graph, event_log=log)
     (completed,) = [e for e in await log.read(run.plan_id) if type(e).__name__ == "NodeCompleted"]
     assert completed.captured is not None and "hello" in completed.captured["stdout"]
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        (
+            "validations:\n  - name: v\n    code: \"def run(**_):\\n    return {'passed': True}\\n\"\n"
+            "    hooks: {setup: 'gategraph_no_such_module:up'}\n"
+            "nodes: [{id: n, validation: v}]\n",
+            "validations[0].hooks.setup",
+            "cannot import 'gategraph_no_such_module'",
+        ),
+        (
+            "validations:\n  - name: v\n    code: \"def run(pattern):\\n    return {'passed': True}\\n\"\n"
+            "nodes: [{id: n, validation: v}]\n",
+            "nodes[0].arguments",
+            "'v' requires the argument 'pattern', which the node does not give",
+        ),
+        (
+            "tools: [{name: t, code: 'def run(**_): pass'}]\nnodes: [{id: n, tool: t}]\n"
+            "lifecycle: {executor: {uses: 'collections:OrderedDict'}}\n",
+            "lifecycle.executor.uses",
+            "has no `async execute(request)` and `async fix(request)`",
+        ),
+        (
+            "tools: [{name: t, code: 'def run(**_): pass'}]\nnodes: [{id: n, tool: t}]\n"
+            "lifecycle: {strategy: {uses: 'gategraph_no_such_module:S'}}\n",
+            "lifecycle.strategy.uses",
+            "cannot import 'gategraph_no_such_module'",
+        ),
+    ],
+    ids=["hook-import", "missing-parameter", "executor-methods", "strategy-import"],
+)
+def test_check_reports_what_would_fail_later(
+    tmp_path: Path, text: str, field: str, message: str
+) -> None:
+    """Hooks, required parameters and lifecycle actors are checked before anything runs."""
+    path = tmp_path / "g.yaml"
+    path.write_text("version: 1\nname: g\n" + text)
+    with pytest.raises(ConfigError) as info:
+        load_graph(path)
+    (issue,) = info.value.issues
+    assert issue.field == field
+    assert message in issue.message
+
+
+@pytest.mark.anyio
+async def test_a_builtin_s_bad_arguments_escalate_at_once() -> None:
+    """A pattern that does not compile is the configuration's fault: no fix is asked for."""
+    graph = load_graph(
+        "version: 1\nname: g\nresources: {notes: {kind: memory, files: {a.txt: hi}}}\n"
+        "nodes: [{id: r, validation: regex, arguments: {pattern: '['}}]\n"
+    )
+    outcome = await run_plan(graph)
+    assert outcome.status == "awaiting_decision"
+    assert outcome.statistics.fixes == 0
+    assert [(a["retryDecision"], a["faultKind"]) for a in outcome.attempts] == [
+        ("escalate-permanent", "bad_arguments")
+    ]
+
+
+class _Exits:
+    """An execution actor that calls sys.exit(3), as careless code does."""
+
+    async def execute(self, request: Any) -> Any:
+        sys.exit(3)
+
+    async def fix(self, request: Any) -> Any:
+        sys.exit(3)
+
+
+@pytest.mark.anyio
+async def test_an_execution_actor_calling_sys_exit_fails_its_work_not_the_program() -> None:
+    """SystemExit from the execution actor is its failure: the plan goes on, and records it."""
+    graph = _graph(
+        [{"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"}],
+        [{"id": "ok", "validation": "ok"}],
+        retry_limit=0,
+        strategy_revisions=0,
+    )
+    from gategraph.runtime import Supervisor
+
+    supervisor = Supervisor(graph, event_log=MemoryEventLog())
+    supervisor.execution_actor = _Exits()
+    outcome = await supervisor.run()
+    assert outcome.status == "awaiting_decision"
+    assert "the execution actor raised SystemExit(3)" in outcome.rounds[0].failures[0]

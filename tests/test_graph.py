@@ -1029,7 +1029,7 @@ def catalog() -> Catalog:
         Tool.from_config(
             {
                 "name": "ruff",
-                "entrypoint": "json:dumps",
+                "entrypoint": "builtins:dict",
                 "timeout": 45,
                 "resource_slots": [{"name": "repo", "kind": "directory", "required": False}],
                 "description": "from the catalog",
@@ -1039,7 +1039,7 @@ def catalog() -> Catalog:
     catalog.add(
         Validation.from_config({"name": "lint-clean", "wraps": "ruff", "transform": "output"})
     )
-    catalog.add(Tool.from_config({"name": "deploy", "writes": True, "entrypoint": "json:loads"}))
+    catalog.add(Tool.from_config({"name": "deploy", "writes": True, "entrypoint": "builtins:dict"}))
     return catalog
 
 
@@ -1077,7 +1077,7 @@ def test_inline_definitions_win_over_the_catalog(tmp_path: Path, catalog: Catalo
     graph = load_graph(path, catalog=catalog)
     assert not graph.get_tool("deploy").capability.writes
     assert graph.get_tool("lint-mine").timeout == 45
-    assert graph.get_tool("ruff").entrypoint == "json:dumps"
+    assert graph.get_tool("ruff").entrypoint == "builtins:dict"
 
 
 def test_catalog_tool_that_writes_cannot_be_a_validation_node(

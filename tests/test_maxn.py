@@ -76,6 +76,7 @@ EXPECTED_ROWS = {
     "unavailable": ("infra", "transient"),
     "event_log": ("infra", "permanent"),
     "misconfigured": ("infra", "permanent"),
+    "bad_arguments": ("infra", "permanent"),
     "runtime_fault": ("infra", "permanent"),
 }
 
