@@ -186,7 +186,7 @@ def bench(
     Without GRAPH, runs the scenarios (all by default) and prints a table per scenario:
     µs per node, validations/s, p50/p99 latency and peak RSS of the engine and of
     asyncio.gather, one anyio task per node and LangGraph's Send fan-out (when installed),
-    then issue 5's targets, met or missed. With GRAPH, runs that plan (on temporary copies of
+    then the performance targets, met or missed. With GRAPH, runs that plan (on temporary copies of
     its folders) at each --concurrency level and reports validations/s, latency and time per
     pipeline layer. Nothing is asserted: the figures depend on the machine.
     """

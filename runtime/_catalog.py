@@ -297,7 +297,7 @@ class Catalog:
         kind = existing.tool_type.value
         if not update:
             raise DuplicateError(
-                f"a {kind} named {tool.name!r} exists already (use update to replace it)",
+                f"a {kind} named {tool.name!r} exists already (update=True replaces it)",
                 name=tool.name,
             )
         if existing.tool_type is not tool.tool_type:

@@ -232,6 +232,22 @@ def _json_out(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+@contextmanager
+def _stdout_for_json(as_json: bool) -> Iterator[None]:
+    """With --json, standard output carries the JSON and nothing else: while user code runs,
+    what reaches ``sys.stdout`` anyway (a thread a validation started, code that swapped the
+    stream) goes to standard error, and the stream is put back before the JSON is printed."""
+    if not as_json:
+        yield
+        return
+    saved = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = saved
+
+
 def _load_model(config: Path, *, validation: bool) -> tuple[Tool, Any]:
     from ._models import Validation, tool_from_config
     from ._yaml import read_document
@@ -242,7 +258,7 @@ def _load_model(config: Path, *, validation: bool) -> tuple[Tool, Any]:
 
 
 def _add(config: Path, update: bool, *, validation: bool) -> None:
-    from ._exceptions import IntegrityError, NotFoundError
+    from ._exceptions import DuplicateError, IntegrityError, NotFoundError
     from ._models import Validation
 
     # Parse and check the whole file before the catalog is touched: nothing half-written.
@@ -260,6 +276,13 @@ def _add(config: Path, update: bool, *, validation: bool) -> None:
         if isinstance(model, Validation) and model.wraps == exc.name:
             raise doc.error(["wraps"], f"no tool named {exc.name!r} in the catalog") from None
         raise
+    except DuplicateError:
+        kind = "validation" if isinstance(model, Validation) else "tool"
+        _fail(
+            f"{doc.source}: a {kind} named {model.name!r} exists already (add --update to "
+            "replace it)",
+            EXIT_REFUSED,
+        )
     except IntegrityError as exc:
         _fail(str(doc.error(_integrity_field(str(exc)), str(exc))), EXIT_REFUSED)
     verb = "updated" if existed else "added"
@@ -716,6 +739,13 @@ def _check_new_plan_id(plan_id: str | None) -> None:
         return
     if not plan_id.strip():
         _fail("--plan-id: must not be empty")
+    from ._exceptions import ConfigError
+    from ._ids import check_plan_id
+
+    try:
+        check_plan_id(plan_id)
+    except ConfigError as exc:
+        _fail(f"--plan-id: {exc.issues[0].message}")
     log_path = _event_log_path()
     found = read_events(log_path, plan_id) if log_path.is_file() else []
     if not found:
@@ -793,7 +823,8 @@ def execute(
                         plan_id=plan_id,
                     )
 
-            run = anyio.run(go)
+            with _stdout_for_json(as_json):
+                run = anyio.run(go)
             changes = {name: box.changeset() for name, box in boxes.items()}
     failures = run.required_failures
     warnings = [v for v in run.validations if not v.result.passed and not v.blocking]
@@ -941,7 +972,7 @@ def _drive_plan(
 
         try:
             # The live panel owns the terminal while the plan runs: print after it stops.
-            with progress:
+            with progress, _stdout_for_json(as_json):
                 outcome = anyio.run(go)
         except BaseException:
             if tracing is not None:
@@ -1188,6 +1219,10 @@ def demo(folder: Path, as_json: bool) -> None:
     from importlib.resources import files
 
     source = Path(str(files("gategraph.graphs") / "demo"))
+    home = _event_log_path().parent
+    if home.exists() and not home.is_dir():
+        # Found before anything is copied: a demo that cannot log would leave a half-done folder.
+        _fail(f"{home}: is not a folder, so the event log cannot be kept there (GATEGRAPH_HOME?)")
     if folder.exists():
         if not (folder / _DEMO_MARKER).exists():
             _fail(

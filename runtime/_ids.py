@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from typing import TYPE_CHECKING, Final, NewType
@@ -18,7 +19,26 @@ from typing import TYPE_CHECKING, Final, NewType
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["EventId", "PlanId", "new_ulid"]
+__all__ = ["PLAN_ID_PATTERN", "EventId", "PlanId", "check_plan_id", "new_ulid"]
+
+PLAN_ID_PATTERN: Final = r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}"
+"""What a plan id may be: letters, digits, '.', '_' and '-', starting with a letter or digit,
+at most 200 characters (a ULID fits). It names folders, so nothing else is allowed."""
+_PLAN_ID: Final = re.compile(PLAN_ID_PATTERN)
+
+
+def check_plan_id(plan_id: object) -> str:
+    """Return ``plan_id`` if it is a plan id; raise :class:`ConfigError` if it is not."""
+    if isinstance(plan_id, str) and _PLAN_ID.fullmatch(plan_id):
+        return plan_id
+    from ._exceptions import ConfigError
+
+    raise ConfigError.at(
+        "plan_id",
+        f"{plan_id!r} is not a plan id: letters, digits, '.', '_' and '-', starting with a "
+        "letter or digit, at most 200",
+    )
+
 
 PlanId = NewType("PlanId", str)
 """A ULID naming one plan run."""

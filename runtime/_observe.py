@@ -73,7 +73,11 @@ class PlainProgress:
         tag = type(event).__struct_config__.tag
         if tag == "artifact_validation_started":
             self._warnings = 0
-        elif tag == "validation_completed" and _is_warning(event, self.informational):
+        elif (
+            tag == "validation_completed"
+            and not event.result.passed
+            and _is_warning(event, self.informational)
+        ):
             self._warnings += 1
         line = progress_line(event, informational=self.informational, warnings=self._warnings)
         if line is not None:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol, run
 import msgspec
 
 from ._exceptions import ApplyConflictError, ApplyTwiceError, ConfigError, RuntimeFault
+from ._ids import PLAN_ID_PATTERN
 
 if sys.platform != "win32":
     import fcntl
@@ -69,7 +70,7 @@ _NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY_FLAG: Final[int] = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC: Final[int] = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS: Final = os.O_RDONLY | _DIRECTORY_FLAG | _CLOEXEC
-_PLAN_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_PLAN_ID: Final = re.compile(PLAN_ID_PATTERN)
 
 # What a path below a root is, besides the sha256 of a file or link (never a hex digest).
 _FOLDER: Final = "<folder>"

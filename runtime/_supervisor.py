@@ -17,13 +17,12 @@ import enum
 import functools
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.to_thread
@@ -52,7 +51,7 @@ from ._events import (
     WorkFinished,
 )
 from ._exceptions import CatalogError, ConfigError, ConfigIssue, ResumeError, RuntimeFault
-from ._ids import new_ulid
+from ._ids import check_plan_id, new_ulid
 from ._invoke import Isolation, prepare, propagates, resolve_entrypoint
 from ._journal import PlanJournal, event_tag, steps_of
 from ._maxn import (
@@ -123,8 +122,6 @@ __all__ = [
     "resume_plan",
     "run_plan",
 ]
-
-_PLAN_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 class PlanStatus(enum.StrEnum):
@@ -350,13 +347,7 @@ class Supervisor:
         self.log: EventLog = event_log if event_log is not None else MemoryEventLog()
         self.escalation = escalation
         self.executor = executor or LocalExecutor()
-        self.plan_id = plan_id or new_ulid()
-        if not _PLAN_ID.fullmatch(self.plan_id):
-            raise ConfigError.at(
-                "plan_id",
-                f"{self.plan_id!r} is not a plan id: letters, digits, '.', '_' and '-', "
-                "starting with a letter or digit, at most 200",
-            )
+        self.plan_id = check_plan_id(plan_id or new_ulid())
         # Sandboxes and the audit follow the event log: beside a log file, in the temporary
         # folder (sandboxes) and in memory (audit) for an in-memory log. An embedding
         # program that did not ask for files in its working folder gets none there.

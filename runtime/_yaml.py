@@ -482,7 +482,11 @@ def read_document(path: str | os.PathLike[str]) -> Document:
     source = os.fspath(path)
     file = Path(source)
     try:
-        with file.open("rb") as stream:
+        # Opened without blocking: a named pipe nobody writes to would wait forever (it
+        # reads as empty instead); reading then blocks as usual, so `<(command)` works.
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        os.set_blocking(fd, True)
+        with open(fd, "rb") as stream:
             # Never more than the limit and a byte: a huge file (or /dev/zero) is refused
             # without being read whole.
             raw = stream.read(MAX_DOCUMENT_BYTES + 1)

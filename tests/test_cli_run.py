@@ -226,5 +226,6 @@ def test_unloadable_executor_names_file_and_field(tmp_path: Path) -> None:
     )
     code, out, err = invoke(tmp_path, "run", str(plan))
     assert code == 2, (out, err)
-    assert err.startswith(f"error: {plan}: lifecycle.executor.uses: cannot import")
+    # Found by the graph's check, with its position, before the plan starts.
+    assert err.startswith(f"error: {plan}:51:11: lifecycle.executor.uses: cannot import")
     assert len(err.strip().splitlines()) == 1

@@ -592,3 +592,57 @@ async def test_an_execution_actor_calling_sys_exit_fails_its_work_not_the_progra
     outcome = await supervisor.run()
     assert outcome.status == "awaiting_decision"
     assert "the execution actor raised SystemExit(3)" in outcome.rounds[0].failures[0]
+
+
+@pytest.mark.parametrize("command", ["run", "execute"])
+def test_json_output_survives_threads_and_swapped_streams(tmp_path: Path, command: str) -> None:
+    """A validation that prints from a thread of its own and then replaces sys.stdout:
+    --json still prints exactly one JSON document on stdout."""
+    import json
+
+    graph = tmp_path / "th.yaml"
+    graph.write_text(
+        "version: 1\nname: th\nresources: {notes: {kind: memory, files: {a.txt: hi}}}\n"
+        "validations:\n  - name: noisy\n    code: |\n      import io, sys, threading\n"
+        "      def run(**_):\n"
+        "          worker = threading.Thread(target=lambda: print('FROM THREAD'))\n"
+        "          worker.start()\n          worker.join()\n"
+        "          sys.stdout = io.StringIO()\n          return {'passed': True}\n"
+        "nodes: [{id: n, validation: noisy}]\n"
+    )
+    done = run_cli(command, str(graph), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    json.loads(done.stdout)
+    assert "FROM THREAD" in done.stderr
+
+
+def test_small_cli_refusals_are_one_clear_line(tmp_path: Path) -> None:
+    """A plan id that is not one, a duplicate registration and an unusable home: one line
+    each, exit 1 or 2, nothing written."""
+    home = tmp_path / "home"
+    env = {"GATEGRAPH_HOME": str(home)}
+    graph = tmp_path / "g.yaml"
+    graph.write_text(
+        'version: 1\nname: g\nvalidations: [{name: v, code: "def run(**_):\\n    return '
+        "{'passed': True}\\n\"}]\nnodes: [{id: n, validation: v}]\n"
+    )
+    bad_id = run_cli("execute", str(graph), "--plan-id", "../x", cwd=tmp_path, env=env)
+    assert (bad_id.returncode, bad_id.stderr.count("\n")) == (2, 1)
+    assert bad_id.stderr.startswith("error: --plan-id: '../x' is not a plan id")
+    config = tmp_path / "v.yaml"
+    config.write_text("name: v\ncode: \"def run(**_):\\n    return {'passed': True}\\n\"\n")
+    assert (
+        run_cli("validation", "add", "--config", str(config), cwd=tmp_path, env=env).returncode == 0
+    )
+    again = run_cli("validation", "add", "--config", str(config), cwd=tmp_path, env=env)
+    assert again.returncode == 1
+    assert again.stderr == (
+        f"error: {config}: a validation named 'v' exists already (add --update to replace it)\n"
+    )
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    demo = run_cli("demo", "--dir", "d", cwd=tmp_path, env={"GATEGRAPH_HOME": str(not_a_folder)})
+    assert demo.returncode == 2 and demo.stderr.startswith(
+        f"error: {not_a_folder}: is not a folder"
+    )
+    assert not (tmp_path / "d").exists()

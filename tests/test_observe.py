@@ -359,6 +359,20 @@ def test_plain_progress_counts_warnings_per_round(capsys: pytest.CaptureFixture[
     ]
 
 
+def test_a_passing_informational_validation_is_no_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Only a failed informational validation counts as a warning."""
+    progress = PlainProgress(informational=["todos"])
+    for event in [
+        ev(ArtifactValidationStarted, round=1, attempt=1, revision=0),
+        *validation("todos"),
+        ev(ArtifactValidated, round=1, verdict={}),
+    ]:
+        progress.on_event(event)
+    assert capsys.readouterr().out.splitlines()[-1] == "round 1: every layer passed"
+
+
 def test_live_progress_counts_warnings_apart_from_failures() -> None:
     """The panel counts an informational failure as a warning and lists it as `warn`."""
     console, out = _console()

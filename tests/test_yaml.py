@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -306,3 +307,11 @@ def test_nesting_through_aliases_is_limited() -> None:
     rendered = one_line_error(deep)
     assert "nesting is too deep (more than 100 levels)" in rendered
     assert rendered.startswith(f"f.yaml:2:{half + 4}: b")
+
+
+def test_a_named_pipe_nobody_writes_to_does_not_hang(tmp_path: Path) -> None:
+    """`gategraph check` on a FIFO without a writer reads it as empty, at once."""
+    fifo = tmp_path / "graph.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="the file is empty"):
+        read_document(fifo)
