@@ -373,8 +373,19 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
     if as_json:
         _json_out([t.as_cli_dict() for t in tools])
         return
+    from ._builtins import builtin_names
+
+    registered = {t.name for t in tools}
+    unlisted = [name for name in builtin_names() if name not in registered]
+    builtins_line = (
+        "built-in validations, usable by name without registering: " + ", ".join(unlisted)
+        if unlisted and type_ != "tool"
+        else ""
+    )
     if not tools:
         click.echo("no validations" if type_ == "validation" else "no tools")
+        if builtins_line:
+            click.echo(builtins_line)
         return
     rows = []
     for t in tools:
@@ -389,6 +400,8 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
             ]
         )
     _table(rows, ["NAME", "TYPE", "MODE", "SOURCE", "DESCRIPTION"])
+    if builtins_line:
+        click.echo(builtins_line)
 
 
 @tool.command("list")

@@ -945,8 +945,17 @@ class _Loader:
             tool = self.registry.get(name)
             if tool is None or name in self.broken.tools:
                 continue
+            wraps = tool.wraps if isinstance(tool, Validation) else None
+            if wraps is not None and wraps in reported:
+                reported.add(name)  # its wrapped tool's problem is reported where it is
+                continue
             found = problem(tool, None, None)
-            if found is not None:
+            if found is not None and wraps is not None and found.issues[0].field != "transform":
+                # The wrapped tool (from the catalog) cannot be called: say so at `wraps`.
+                message = found.issues[0].message
+                self.add([*path, "wraps"], f"{wraps!r} cannot be called: {message}")
+                reported.add(name)
+            elif found is not None:
                 self._adopt(found, path)
                 reported.add(name)
             for hook, message in _hook_problems(tool):

@@ -356,7 +356,7 @@ def test_tool_list_text(populated: Path) -> None:
     assert_ok(result)
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["NAME", "TYPE", "MODE", "SOURCE", "DESCRIPTION"]
-    rows = [line.split()[:4] for line in lines[1:]]
+    rows = [line.split()[:4] for line in lines[1:-1]]
     assert rows == [
         ["deploy", "tool", "-", "code"],
         ["lint", "validation", "informational", "code"],
@@ -364,6 +364,7 @@ def test_tool_list_text(populated: Path) -> None:
         ["pytest", "tool", "-", "code"],
         ["tests-pass", "validation", "required", "wrapped"],
     ]
+    assert lines[-1].startswith("built-in validations, usable by name without registering: ")
 
 
 @pytest.mark.parametrize(
@@ -384,12 +385,17 @@ def test_tool_list_json(populated: Path, args: list[str], names: list[str]) -> N
 
 
 def test_empty_lists(catalog: Path) -> None:
-    """Listing an empty (or missing) catalog says so and creates nothing."""
+    """Listing an empty (or missing) catalog says so, names the built-ins that are usable
+    all the same, and creates nothing."""
+    builtins = (
+        "built-in validations, usable by name without registering: json_schema, paths_exist, "
+        "pytest_suite, python_syntax, regex, unittest_suite, unsafe_command\n"
+    )
     for args, text in [
-        (["tool", "list"], "no tools\n"),
+        (["tool", "list"], "no tools\n" + builtins),
         (["tool", "list", "--type", "tool"], "no tools\n"),
-        (["tool", "list", "--type", "validation"], "no validations\n"),
-        (["validation", "list"], "no validations\n"),
+        (["tool", "list", "--type", "validation"], "no validations\n" + builtins),
+        (["validation", "list"], "no validations\n" + builtins),
         (["validation", "attachments"], "no attachments\n"),
         (["validation", "resolve", "repo"], "no attachments\n"),
     ]:

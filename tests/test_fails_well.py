@@ -535,8 +535,15 @@ async def test_a_tool_s_output_is_in_its_node_completed_event() -> None:
             "lifecycle.strategy.uses",
             "cannot import 'gategraph_no_such_module'",
         ),
+        (
+            "tools: [{name: t, read_only: true, entrypoint: 'gategraph_no_such_module:run'}]\n"
+            "validations: [{name: v, wraps: t, transform: output}]\n"
+            "nodes: [{id: n, validation: v}]\n",
+            "tools[0].entrypoint",  # once, where it is written: not again for `v`
+            "cannot import 'gategraph_no_such_module'",
+        ),
     ],
-    ids=["hook-import", "missing-parameter", "executor-methods", "strategy-import"],
+    ids=["hook-import", "missing-parameter", "executor-methods", "strategy-import", "wrapped"],
 )
 def test_check_reports_what_would_fail_later(
     tmp_path: Path, text: str, field: str, message: str
