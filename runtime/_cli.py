@@ -228,6 +228,14 @@ def _catalog(*, create: bool) -> Iterator[Catalog]:
         yield catalog
 
 
+def _sweep_scratch() -> None:
+    """Remove what worker processes killed at their timeout left in the temporary folder
+    (their scratch), now rather than at the next run."""
+    from ._context import sweep
+
+    sweep()
+
+
 def _json_out(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
@@ -710,7 +718,6 @@ def _workspace(plan: PlanGraph, *, in_place: bool) -> Iterator[dict[str, Directo
     with ``in_place``): `execute` has no Apply, so by default nothing it runs may reach the
     real folders."""
     import shutil
-    import tempfile
 
     from ._resources import DirectoryResource
 
@@ -722,7 +729,10 @@ def _workspace(plan: PlanGraph, *, in_place: bool) -> Iterator[dict[str, Directo
     if in_place or not folders:
         yield {}
         return
-    scratch = Path(tempfile.mkdtemp(prefix="gategraph-execute-"))
+    from ._context import private_folder
+
+    # In this process's scratch parent: swept even if the process is killed midway.
+    scratch = private_folder("execute")
     try:
         boxes = {}
         for name, path in folders.items():
@@ -837,7 +847,10 @@ def execute(
                     )
 
             with _stdout_for_json(as_json):
-                run = anyio.run(go)
+                try:
+                    run = anyio.run(go)
+                finally:
+                    _sweep_scratch()
             changes = {name: box.changeset() for name, box in boxes.items()}
     failures = run.required_failures
     warnings = [v for v in run.validations if not v.result.passed and not v.blocking]
@@ -991,6 +1004,8 @@ def _drive_plan(
             if tracing is not None:
                 tracing.close()  # what was open ends, marked incomplete
             raise
+        finally:
+            _sweep_scratch()
     if tracing is not None:
         tracing.finish(outcome)
     return outcome

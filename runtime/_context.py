@@ -7,6 +7,10 @@ in the temporary directory, which holds a lock (``flock``) for as long as the pr
 lives. The kernel releases the lock when the process dies, however it dies, so the first
 scratch a process makes sweeps away the parents whose lock is free: those of processes
 killed before they could clean up (issue 9). A live process's parent is never swept.
+
+The runtime keeps its own process-lifetime copies there too (:func:`private_folder`),
+sweeps on demand (:func:`sweep`, for workers killed at their timeout), and binds a worker
+process's life to its parent's (:func:`die_with_parent`).
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ import atexit
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -29,13 +35,15 @@ if sys.platform != "win32":
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ToolContext"]
+__all__ = ["ToolContext", "die_with_parent", "private_folder", "sweep"]
 
 _PARENT_PREFIX: Final = "gategraph-scratch-"
 # `<prefix><pid>-<mkdtemp's random part>`: the random part has no `-`, so an older
 # release's per-call folders (`<prefix><random>`) never match and are left alone.
 _PARENT_NAME: Final = re.compile(re.escape(_PARENT_PREFIX) + r"(\d+)-[A-Za-z0-9_]+")
 _LOCK_NAME: Final = ".owner.lock"
+# A private folder's kind: a plain word, so the folder's name never leaves the parent.
+_KIND: Final = re.compile(r"[a-z][a-z0-9-]{0,39}")
 
 
 class _Parent:
@@ -148,12 +156,122 @@ def _scratch_parent(renew: bool = False) -> str:
         return path
 
 
-def _new_scratch() -> Path:
+def _new_folder(prefix: str) -> Path:
     try:
-        return Path(tempfile.mkdtemp(prefix="call-", dir=_scratch_parent()))
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=_scratch_parent()))
     except FileNotFoundError:
         # The parent was removed under us (a temporary-files cleaner): make another.
-        return Path(tempfile.mkdtemp(prefix="call-", dir=_scratch_parent(renew=True)))
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=_scratch_parent(renew=True)))
+
+
+def _new_scratch() -> Path:
+    return _new_folder("call-")
+
+
+def private_folder(kind: str) -> Path:
+    """Make a new, empty folder for the runtime's own temporary files; return its path.
+
+    It lives in this process's scratch parent (``<kind>-<random>``, readable and writable by
+    this user only), so it is gone once this process is: removed at a normal exit, and
+    swept after a kill or a crash by the next gategraph process that makes scratch or
+    calls :func:`sweep`. It is never removed while this process lives: remove it yourself
+    (``shutil.rmtree``) when done with it, to free the space sooner.
+
+    It is meant for copies that are of no use to any other process, such as the copies
+    ``gategraph execute`` runs a plan on, or the sandboxes of a plan whose event log is in
+    memory (no other process can resume it). A plan with a durable log keeps its sandboxes
+    beside the log instead, so that ``resume`` finds them.
+
+    ``kind`` names what the folder holds (lowercase letters, digits and ``-``, starting
+    with a letter). The read-only guard does not let a validation write there: only
+    ``context.scratch`` is a call's own. Making the folder is the runtime's doing, so the
+    guard of a call running in this context is lifted while it is made.
+    """
+    if not isinstance(kind, str) or _KIND.fullmatch(kind) is None:
+        raise ValueError(
+            f"a private folder's kind must be a lowercase word (letters, digits, '-'), not {kind!r}"
+        )
+    with unguarded():
+        return _new_folder(f"{kind}-")
+
+
+def sweep(tempdir: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove the scratch parents of gategraph processes that have died; return them.
+
+    ``tempdir`` is the temporary directory to look in (by default ``tempfile.gettempdir()``).
+    A process sweeps once by itself, when it makes its first scratch folder. Call this when
+    processes may have died since: at the end of a run whose worker processes were killed
+    at their timeout (the kernel releases a dead worker's lock at once), so that their
+    scratch does not wait for the next gategraph process. A live process's parent, this
+    process's included, is never removed.
+    """
+    folder = os.fspath(tempdir) if tempdir is not None else tempfile.gettempdir()
+    with unguarded():
+        return [Path(path) for path in _sweep(folder)]
+
+
+_watched: int | None = None
+_watch_lock: Final = threading.Lock()
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this worker process be killed (``SIGKILL``) as soon as ``parent`` dies.
+
+    For the worker side of process isolation: call it with the pid of the gategraph
+    process that started the worker (``os.getpid()`` there) before running a call. A worker
+    killed with its parent never runs on as an orphan in a call that loops, and its scratch
+    is left to the next sweep (see :func:`sweep`). If ``parent`` is not this process's
+    parent any more (it died before the call arrived), the worker is killed at once: no one
+    waits for its answer.
+
+    The first call starts a daemon thread that waits for the parent to end: on a pidfd
+    (Linux 5.3 and later), elsewhere by checking ``os.getppid()`` every second. Later calls
+    with the same parent cost one comparison. (``prctl(PR_SET_PDEATHSIG)`` would follow the
+    *thread* that started the worker, and trio starts processes from its thread cache,
+    whose threads end after ten idle seconds: it would kill workers in the middle of calls.)
+    """
+    global _watched
+    if _watched == parent:
+        return
+    with _watch_lock:
+        if _watched == parent:
+            return
+        pidfd = -1
+        if hasattr(os, "pidfd_open"):
+            try:
+                pidfd = os.pidfd_open(parent)
+            except OSError:
+                pass  # an older kernel (ENOSYS), or the parent is gone (ESRCH)
+        # Checked once the pidfd is open, and before the call runs: a parent that died
+        # before is told apart by our own parent pid (an orphan is adopted by another
+        # process), not by its pid, which may be reused.
+        if os.getppid() != parent:
+            _kill_self()
+        threading.Thread(
+            target=_watch_parent, args=(parent, pidfd), name="gategraph-parent-watch", daemon=True
+        ).start()
+        _watched = parent
+
+
+def _watch_parent(parent: int, pidfd: int) -> None:
+    """Wait for ``parent`` to end (on ``pidfd``, or by polling when it is -1), then kill
+    this process."""
+    if pidfd >= 0:
+        import select
+
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while not poller.poll():
+            pass  # readable once the process has ended
+    else:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+    _kill_self()
+
+
+def _kill_self() -> None:
+    # Windows has no SIGKILL; there os.kill with SIGTERM ends the process outright.
+    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 class ToolContext:

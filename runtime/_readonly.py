@@ -8,12 +8,12 @@ task, callback and thread it hands work to through a copy of its context, and is
 to everything else running at the same time.
 
 - a validation guard refuses writes — opening a file for writing, remove, rename, mkdir,
-  mkfifo, mknod, rmdir, chmod, chown, link, symlink, truncate, utime, xattrs, rmtree —
-  outside the call's own scratch folder, a hard link that would share a file's data
-  between scratch and the rest of the file system, changing the working directory (it
-  is the whole process's, and it would let a relative path escape judgement), and
-  starting an external command whose working directory is not inside scratch (so
-  commands run against a disposable copy);
+  mkfifo, mknod, rmdir, chmod, chown, link, symlink, truncate, utime, xattrs, rmtree,
+  binding a Unix socket to a path (it creates a file) — outside the call's own scratch
+  folder, a hard link that would share a file's data between scratch and the rest of
+  the file system, changing the working directory (it is the whole process's, and it
+  would let a relative path escape judgement), and starting an external command whose
+  working directory is not inside scratch (so commands run against a disposable copy);
 - a transform guard (``pure=True``) also refuses every external command, every network
   connection and every change to the environment: a transform is a pure data
   transformation (seed 000, Constraints).
@@ -37,6 +37,7 @@ tests/test_readonly_hostile.py.
 
 from __future__ import annotations
 
+import _socket
 import contextvars
 import functools
 import operator
@@ -65,6 +66,7 @@ __all__ = [
 
 _WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _HARMLESS_TARGETS: Final = frozenset({os.devnull})
+_AF_UNIX: Final = getattr(_socket, "AF_UNIX", None)  # None where there is none (Windows)
 # File types whose data lives in a folder of the file system (a block device's is a disk).
 _STORED: Final = frozenset({stat.S_IFREG, stat.S_IFDIR, stat.S_IFBLK, stat.S_IFLNK})
 
@@ -393,6 +395,28 @@ def _judge_network(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
         _refuse(lease, f"network access ({event}) in a transform")
 
 
+def _judge_bind(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    if lease[0]._pure:
+        _refuse(lease, f"network access ({event}) in a transform")
+    sock, address = args[0], args[1]
+    if _AF_UNIX is None or getattr(sock, "family", None) != _AF_UNIX:
+        return  # an internet address names no file
+    if isinstance(address, str):
+        raw = os.fsencode(address)
+    else:
+        try:
+            raw = bytes(memoryview(address))
+        except TypeError:
+            return  # not an address at all: bind refuses it by itself
+    if not raw or raw[0] == 0:
+        return  # the abstract namespace (or an address the kernel picks): no file
+    # The kernel reads a path address up to its first NUL; judge what it will create. It
+    # has no dir_fd: a relative path is relative to the working directory, as judged here.
+    path = raw.split(b"\0", 1)[0]
+    if not _path_allowed(lease, path, None, False):
+        _refuse(lease, f"binding a Unix socket at {_show(path)} (it creates a file)")
+
+
 def _judge_environment(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     if lease[0]._pure:
         name = _show(args[0]) if args else "?"
@@ -429,9 +453,9 @@ _JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], None]]] = {
         _judge_exec,
     ),
     "os.chdir": _judge_chdir,
-    **dict.fromkeys(
-        ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"), _judge_network
-    ),
+    "socket.bind": _judge_bind,
+    # Connecting and sending to a Unix socket's path create nothing: judged only for purity.
+    **dict.fromkeys(("socket.connect", "socket.sendto", "socket.sendmsg"), _judge_network),
     "os.putenv": _judge_environment,
     "os.unsetenv": _judge_environment,
 }

@@ -18,7 +18,6 @@ import functools
 import hashlib
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from ._context import private_folder
 from ._engine import GraphRun, NodeResult, NodeStatus, ValidationRecord, _jsonable, execute_graph
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
@@ -353,7 +353,7 @@ class Supervisor:
         # program that did not ask for files in its working folder gets none there.
         log_path = getattr(self.log, "path", None)
         log_folder = Path(log_path).parent if isinstance(log_path, str | os.PathLike) else None
-        self.home = home or log_folder or Path(tempfile.gettempdir()) / "gategraph-sandboxes"
+        self._home = home or log_folder
         if audit is None:
             audit = (
                 AuditLog(log_folder / "audit" / AUDIT_FILE)
@@ -400,6 +400,13 @@ class Supervisor:
         self._decision: EscalationDecision | None = None
         self._fix_number = 0
         self._audit_lines: set[tuple[int, RetryDecision]] | None = None
+
+    @property
+    def home(self) -> Path:
+        """The folder of the plan's sandboxes (``sandboxes/PLAN/rN/NAME`` below it)."""
+        if self._home is None:
+            self._home = _process_home()
+        return self._home
 
     @property
     def seq(self) -> int:
@@ -736,8 +743,6 @@ class Supervisor:
             shutil.rmtree(plan_dir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 plan_dir.parent.rmdir()  # only when no other plan's sandboxes are there
-                if self.home.name == "gategraph-sandboxes":
-                    self.home.rmdir()  # the temporary home of in-memory logs
 
     async def _views(self) -> dict[str, Any]:
         await self._ensure_sandboxes()
@@ -1228,6 +1233,14 @@ class Supervisor:
             changes=changes or {},
             statistics=self.stats,
         )
+
+
+@functools.cache
+def _process_home() -> Path:
+    """Where plans with an in-memory log keep their sandboxes: one private temporary folder
+    per process, made on first use. Such a plan can only be resumed by this process, and
+    the folder is gone when the process is, even after a kill (it is swept then)."""
+    return private_folder("sandboxes")
 
 
 def _graph_file(graph: PlanGraph) -> tuple[str | None, str | None]:

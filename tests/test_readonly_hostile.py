@@ -284,6 +284,70 @@ async def test_write_deferred_past_the_run_changes_nothing(
     assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
 
 
+LEAVES_AN_UNHANDLED_WRITE = """
+import asyncio, sys, types
+from pathlib import Path
+import anyio
+from gategraph.runtime._engine import execute_graph
+from gategraph.runtime._graph import load_graph
+
+keep = []
+
+async def write_later(target):
+    await asyncio.sleep(0.05)
+    target.write_text("overwritten")
+
+async def leaves(root, **_):
+    target = Path(root) / "pkg" / "a.py"
+    if sys.argv[1] == "create_task":
+        keep.append(asyncio.get_running_loop().create_task(write_later(target)))
+    else:
+        asyncio.get_running_loop().call_later(0.05, target.write_text, "overwritten")
+    return {"passed": True}
+
+sys.modules["leaves_module"] = types.SimpleNamespace(leaves=leaves)
+graph = load_graph(
+    "version: 1\\nname: unhandled\\n"
+    f"resources: {{repo: {{kind: directory, path: {sys.argv[2]!r}}}}}\\n"
+    "validations: [{name: v, entrypoint: 'leaves_module:leaves', resource_slots: [root]}]\\n"
+    "nodes: [{id: n, validation: v}]\\n"
+)
+
+async def main():
+    run = await execute_graph(graph)
+    print("passed" if run.validations[0].result.passed else "failed", flush=True)
+    await asyncio.sleep(0.3)  # the write fires once the call has ended
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "report"),
+    [
+        ("create_task", "Task exception was never retrieved"),
+        ("call_later", "Exception in callback"),
+    ],
+)
+def test_asyncio_reports_an_unhandled_refusal_left_behind(
+    tree: Path, how: str, report: str
+) -> None:
+    """A refused write that nothing handles, in code a call left running, is reported by
+    asyncio on stderr (it is the truth: that code raised); the run and stdout are not
+    touched, and the file is unchanged (docs/readonly.md)."""
+    done = subprocess.run(
+        [sys.executable, "-c", LEAVES_AN_UNHANDLED_WRITE, how, str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "passed\n"
+    assert report in done.stderr and "ReadOnlyViolationError" in done.stderr
+    assert "has ended" in done.stderr
+    assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
+
+
 @pytest.mark.anyio
 async def test_thread_abandoned_at_its_timeout_writes_nothing(
     monkeypatch: pytest.MonkeyPatch, tree: Path
@@ -527,6 +591,88 @@ def test_multiprocessing_fork_is_refused(tree: Path) -> None:
     assert not target.exists() and guard.violation is not None
 
 
+unix_only = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="no Unix sockets")
+
+
+@unix_only
+@pytest.mark.parametrize(
+    "address",
+    [
+        pytest.param(lambda root: os.path.join(root, "sock"), id="str"),
+        pytest.param(lambda root: os.fsencode(root / "sock"), id="bytes"),
+        pytest.param(lambda root: bytearray(os.fsencode(root / "sock")), id="bytearray"),
+        pytest.param(lambda root: os.fsencode(root / "sock") + b"\0/elsewhere", id="nul"),
+    ],
+)
+def test_binding_a_unix_socket_in_a_resource_is_refused(tree: Path, address: Any) -> None:
+    """bind() to a path makes a file there: outside scratch it is a write, in any spelling."""
+    guard = Guard("validation 'v'")
+    before = snapshot(tree)
+    with guarded(guard), socket.socket(socket.AF_UNIX) as sock:
+        with pytest.raises(ReadOnlyViolationError, match="binding a Unix socket"):
+            sock.bind(address(tree))
+    assert snapshot(tree) == before
+    assert guard.violation is not None and "sock" in guard.violation
+
+
+@unix_only
+def test_binding_a_relative_unix_socket_path_is_judged_where_it_lands(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative socket path is created in the working directory, and judged there."""
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    scratch = context.scratch
+    monkeypatch.chdir(tree)
+    with guarded(guard), socket.socket(socket.AF_UNIX) as sock:
+        with pytest.raises(ReadOnlyViolationError):
+            sock.bind("sock")
+    assert not (tree / "sock").exists()
+    monkeypatch.chdir(scratch)
+    with guarded(guard), socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock")
+    assert (scratch / "sock").is_socket() and guard.violation is not None  # the first one
+    context.cleanup()
+
+
+@unix_only
+def test_unix_sockets_that_make_no_file_outside_scratch_are_fine(tree: Path) -> None:
+    """Binding in scratch, in the abstract namespace, or to an internet address, and
+    connecting to a socket in the resource (reading), are no writes."""
+    server_path = tree / "server.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(os.fspath(server_path))
+        server.listen()
+        guard = Guard("validation 'v'")
+        context = ToolContext(resources={"root": tree}, guard=guard)
+        with guarded(guard):
+            with socket.socket(socket.AF_UNIX) as own:
+                own.bind(os.fspath(context.scratch / "own.sock"))
+            if sys.platform == "linux":
+                with socket.socket(socket.AF_UNIX) as abstract:
+                    abstract.bind(b"\0gategraph-test-" + os.urandom(8).hex().encode())
+                with socket.socket(socket.AF_UNIX) as autobound:
+                    autobound.bind("")
+            with socket.socket(socket.AF_INET) as inet:
+                inet.bind(("127.0.0.1", 0))
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(os.fspath(server_path))
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as datagram:
+                datagram.bind(os.fspath(context.scratch / "dgram.sock"))
+        assert guard.violation is None
+        context.cleanup()
+
+
+@unix_only
+def test_a_transform_may_bind_no_socket_at_all(tree: Path) -> None:
+    """A transform is pure: even an abstract Unix socket is network access."""
+    guard = Guard("transform of 'v'", pure=True)
+    with guarded(guard), socket.socket(socket.AF_UNIX) as sock:
+        with pytest.raises(ReadOnlyViolationError, match="transform"):
+            sock.bind(b"\0gategraph-test-pure")
+    assert guard.violation is not None
+
+
 def test_the_hook_refuses_what_it_cannot_judge_with_a_reason(tree: Path) -> None:
     """No operation breaks with the hook's own error: it is refused, saying why."""
     guard = Guard("validation 'v'")
@@ -676,6 +822,17 @@ def test_limit_compiled_code_and_ctypes(tree: Path) -> None:
     assert target.read_text() == "by C\n" and guard.violation is None
 
 
+def test_limit_standard_modules_that_write_in_c(tree: Path) -> None:
+    """KNOWN LIMIT: a standard-library module written in C that opens files itself, such
+    as readline's history files, writes without an audit event."""
+    readline = pytest.importorskip("readline")
+    target = tree / "history"
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        readline.write_history_file(os.fspath(target))
+    assert target.exists() and guard.violation is None
+
+
 def test_limit_a_descriptor_opened_before_the_call(tree: Path) -> None:
     """KNOWN LIMIT: the guard judges opening a file, not each write to an open descriptor."""
     fd = os.open(tree / "pkg" / "a.py", os.O_WRONLY | os.O_APPEND)
@@ -718,6 +875,51 @@ def test_limit_multiprocessing_spawn(tree: Path) -> None:
         process.join(60)
     assert process.exitcode == 0
     assert target.exists() and guard.violation is None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX only")
+def test_limit_posixsubprocess_fork_exec(tree: Path) -> None:
+    """KNOWN LIMIT: the C function under subprocess starts a command without an audit event,
+    in whatever working directory it is given (here the resource)."""
+    import _posixsubprocess
+
+    script = "open('by-fork-exec', 'w').write('x')"
+    argv = [os.fsencode(sys.executable), b"-c", script.encode()]
+    guard = Guard("validation 'v'")
+    errpipe_read, errpipe_write = os.pipe()
+    try:
+        with guarded(guard):
+            # The arguments multiprocessing.util.spawnv_passfds passes (3.11 to 3.13), with
+            # a working directory.
+            pid = _posixsubprocess.fork_exec(
+                argv, [argv[0]], True, (), os.fsencode(tree), None,
+                -1, -1, -1, -1, -1, -1, errpipe_read, errpipe_write,
+                False, False, -1, None, None, None, -1, None,
+                subprocess._USE_VFORK,  # type: ignore[attr-defined]
+            )  # fmt: skip
+    finally:
+        os.close(errpipe_read)
+        os.close(errpipe_write)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (tree / "by-fork-exec").read_text() == "x" and guard.violation is None
+
+
+def test_os_level_starts_that_have_an_audit_event_are_refused(tree: Path) -> None:
+    """os.posix_spawnp, os.fork, os.forkpty and pty.fork raise events of their own: refused."""
+    import pty
+
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        with pytest.raises(ReadOnlyViolationError, match="posix_spawn"):
+            os.posix_spawnp("true", ["true"], dict(os.environ))
+        with pytest.raises(ReadOnlyViolationError, match=r"os\.fork"):
+            os.fork()
+        with pytest.raises(ReadOnlyViolationError, match="forkpty"):
+            os.forkpty()
+        with pytest.raises(ReadOnlyViolationError, match=r"os\.fork"):
+            pty.fork()  # tries os.forkpty, then os.fork
+    assert guard.violation is not None
 
 
 def test_limit_sqlite(tree: Path) -> None:
