@@ -379,7 +379,9 @@ def _judge_popen(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
 def _judge_exec(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     # posix_spawn and spawn take no working directory, and exec, system and fork give the
     # command the process's own: no way to hold them to a copy.
-    _refuse(lease, f"{event} {_show(args[0])}" if args else event)
+    # os.spawn's event starts with the mode: the program comes second.
+    program = args[1:2] if event == "os.spawn" else args[:1]
+    _refuse(lease, f"{event} {_show(program[0])}" if program else event)
 
 
 def _judge_chdir(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:

@@ -113,7 +113,10 @@ async def unittest_suite(
     status = _STATUS.search(text)
     counts = _counts(status.group(2) if status else None)
     problems = [
-        {"test": f"{where}.{name}", "kind": kind} for kind, name, where in _PROBLEM.findall(text)
+        # Python 3.11+ prints the whole id in the parentheses (`name (mod.Class.name)`),
+        # older ones the class only (`name (mod.Class)`).
+        {"test": where if where.endswith(f".{name}") else f"{where}.{name}", "kind": kind}
+        for kind, name, where in _PROBLEM.findall(text)
     ]
     run = int(ran.group(1)) if ran else 0
     failing = counts.get("failures", 0) + counts.get("errors", 0)
@@ -127,10 +130,17 @@ async def unittest_suite(
     }
     if run == 0 or (completed.returncode == _NO_TESTS and not failing):
         return result(False, f"No tests ran: unittest found none in {start!r}", **data)
-    if failing or completed.returncode != 0:
+    if failing:
         names = [p["test"].rsplit(".", 1)[-1] for p in problems]
         what = listing(names) if names else shorten(text.strip().splitlines()[-1], 150)
-        return result(False, f"{failing or 'some'} of {plural(run, 'test')} failed: {what}", **data)
+        return result(False, f"{failing} of {plural(run, 'test')} failed: {what}", **data)
+    if completed.returncode != 0:
+        last = shorten(text.strip().splitlines()[-1], 150) if text.strip() else "no output"
+        return result(
+            False,
+            f"the tests passed but the runner exited with code {completed.returncode}: {last}",
+            **data,
+        )
     skipped = f" ({counts['skipped']} skipped)" if counts.get("skipped") else ""
     done = "1 test passed" if run == 1 else f"All {run} tests passed"
     return result(True, done + skipped, **data)
