@@ -2,4 +2,7 @@
 
 from ._cli import main
 
-main()
+# Guarded: a worker process (process isolation) imports the parent's __main__ again, and
+# must not start a second command line in it.
+if __name__ == "__main__":
+    main()

@@ -15,18 +15,16 @@ is in the log before the nodes that need it are released.
 from __future__ import annotations
 
 import enum
-import inspect
 import math
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import anyio
 import anyio.lowlevel
-import anyio.to_thread
 import msgspec
 
 from ._actors import Actor, ActorRef, ActorScope, open_actor_scope
@@ -49,10 +47,10 @@ from ._invoke import (
     Isolation,
     Outcome,
     Prepared,
+    call_hook,
     install_output_router,
     own_capture,
     prepare,
-    propagates,
     resolve_entrypoint,
     to_result,
 )
@@ -146,12 +144,22 @@ class GraphRun(msgspec.Struct, kw_only=True):
     """The seq of the run's last event: a caller logging more events continues after it."""
     hook_errors: list[str] = msgspec.field(default_factory=list)
     """Teardown hooks that failed (a failed setup hook fails the run before it starts)."""
+    hook_output: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
+    """What lifecycle hooks wrote, by ``TOOL.hooks.setup`` (or ``.teardown``): like a call's
+    ``captured``, only for the hooks that wrote something."""
+    selected: int
+    """How many nodes and attachments the run was to run: it passes only with a result for
+    every one of them."""
 
     @property
     def passed(self) -> bool:
-        """No work node failed and no required validation failed."""
-        return not self.required_failures and all(
-            r.status is not NodeStatus.FAILED for r in self.nodes.values()
+        """Every selected node has a result, no work node failed and no required validation
+        failed."""
+        # Invariant: a run that lost a node never passes, whatever the others did.
+        return (
+            len(self.nodes) == self.selected
+            and not self.required_failures
+            and all(r.status is not NodeStatus.FAILED for r in self.nodes.values())
         )
 
     @property
@@ -479,14 +487,15 @@ class _Engine:
         self.idle = 0
         self.starting = 0
         self.busy = 0
-        self.hooks = _collect_hooks(units)
+        self.hooks = _collect_hooks(units, graph.policy.default_timeout)
         self.hook_errors: list[str] = []
+        self.hook_output: dict[str, dict[str, str]] = {}
         self.pool: TaskGroup | None = None
         # A log that stores on append needs no wait before releasing dependents.
         self.immediate = bool(getattr(log, "appends_immediately", False))
         self.unreleased: list[_Unit] = []
         self.wake = anyio.Event()
-        self.remaining = len(units)
+        self.remaining = self.selected = len(units)
         # Units taken by a worker and not yet released. Once every unit left is one of
         # them, nothing can become ready again, and an idle worker may leave.
         self.in_flight = 0
@@ -508,36 +517,36 @@ class _Engine:
 
     async def run(self) -> GraphRun:
         torn_down: list[str] = []
-        ready: list[tuple[str, Callable[..., Any]]] = []
+        ready: list[_Hooks] = []
         try:
-            for name, setup, teardown in self.hooks:
-                if setup is not None:
-                    try:
-                        await _call_hook(setup)
-                    except BaseException as exc:
-                        # `sys.exit()` in a hook is the hook's failure, as in a tool.
-                        if propagates(exc):
-                            raise
-                        raise RuntimeFault(
-                            f"the setup hook of {name!r} failed: {type(exc).__name__}: {exc}"
-                        ) from exc
-                if teardown is not None:
-                    ready.append((name, teardown))
+            for hooks in self.hooks:
+                if hooks.setup is not None:
+                    # What a hook raises (`sys.exit()` included) or a hook that does not
+                    # return within the tool's timeout fails the run before it starts.
+                    outcome = await self._call_hook(hooks, "setup")
+                    if not outcome.ok:
+                        raise RuntimeFault(outcome.message)
+                if hooks.teardown is not None:
+                    ready.append(hooks)
             return await self._run()
         finally:
             # Teardown runs even when the run failed or was cancelled (shielded), last set up
             # first; its failures are reported on the run, not raised over its results.
             with anyio.CancelScope(shield=True):
-                for name, teardown in reversed(ready):
-                    try:
-                        await _call_hook(teardown)
-                    except BaseException as exc:
-                        if propagates(exc):
-                            raise
-                        torn_down.append(
-                            f"the teardown hook of {name!r} failed: {type(exc).__name__}: {exc}"
-                        )
+                for hooks in reversed(ready):
+                    outcome = await self._call_hook(hooks, "teardown")
+                    if not outcome.ok:
+                        torn_down.append(outcome.message)
             self.hook_errors.extend(torn_down)
+
+    async def _call_hook(self, hooks: _Hooks, which: Literal["setup", "teardown"]) -> Outcome:
+        hook = hooks.setup if which == "setup" else hooks.teardown
+        assert hook is not None
+        outcome = await call_hook(f"the {which} hook of {hooks.tool!r}", hook, hooks.timeout)
+        if outcome.captured:
+            # Kept on the run like a call's output: never mixed into the program's own.
+            self.hook_output[f"{hooks.tool}.hooks.{which}"] = outcome.captured
+        return outcome
 
     async def _run(self) -> GraphRun:
         self.clock = _backend_clock()
@@ -560,6 +569,13 @@ class _Engine:
             )
         )
         await self._run_units()
+        if len(self.results) != self.selected:
+            # Invariant: every selected unit ends with a result (run, failed, timed out or
+            # skipped). One without is gategraph's bug, never a passing run.
+            raise RuntimeFault(
+                f"graph {self.graph.name!r}: {self.selected - len(self.results)} of "
+                f"{self.selected} nodes ended without a result (a bug in gategraph)"
+            )
         duration = time.perf_counter() - started
         failed = any(r.status is not NodeStatus.OK for r in self.results.values())
         await self.log.append(
@@ -582,6 +598,8 @@ class _Engine:
             duration=duration,
             last_seq=self.seq,
             hook_errors=self.hook_errors,
+            hook_output=self.hook_output,
+            selected=self.selected,
         )
 
     async def _run_units(self) -> None:
@@ -783,6 +801,20 @@ class _Engine:
                     self.attempt,
                     self.limiter,
                 )
+        except anyio.get_cancelled_exc_class():
+            if not _withdraw_stray_cancellation():
+                raise  # a timeout (the watchdog's) or the run being cancelled
+            # Else the call cancelled the task it runs in: uncaught, that would end this
+            # worker, and anyio would end the pool with it, every unit left unfinished.
+            name = spec.prepared.tool.name if spec.prepared is not None else f"actor {unit.id!r}"
+            outcome = Outcome(
+                False,
+                error=ResultError.EXCEPTION,
+                message=f"{name} cancelled the task it ran in (Task.cancel()); "
+                "nothing else cancelled the call",
+                detail={"exception_type": "CancelledError"},
+                captured=worker.capture.take() if worker.capture is not None else None,
+            )
         finally:
             worker.deadline = math.inf
         return outcome, time.perf_counter() - begin, event_id
@@ -988,33 +1020,67 @@ class _Engine:
         )
 
 
-def _collect_hooks(
-    units: Sequence[_Unit],
-) -> list[tuple[str, Callable[..., Any] | None, Callable[..., Any] | None]]:
+class _Hooks(NamedTuple):
+    """One tool's lifecycle hooks, resolved, and how long each may take."""
+
+    tool: str
+    setup: Callable[[], Any] | None
+    teardown: Callable[[], Any] | None
+    timeout: float
+    """The tool's timeout (else the graph policy's default)."""
+
+
+def _collect_hooks(units: Sequence[_Unit], default_timeout: float) -> list[_Hooks]:
     """Each tool's setup and teardown hooks, once per tool, in the order tools first appear."""
-    seen: dict[str, tuple[str, Callable[..., Any] | None, Callable[..., Any] | None]] = {}
+    seen: dict[str, _Hooks | None] = {}
     for unit in units:
         prepared = unit.spec.prepared
         while prepared is not None:
             tool = prepared.tool
             if tool.name not in seen:
-                hooks = tool.hooks
-                try:
-                    setup = resolve_entrypoint(hooks.setup) if hooks.setup else None
-                    teardown = resolve_entrypoint(hooks.teardown) if hooks.teardown else None
-                except ConfigError as exc:
-                    raise exc.prefixed(f"hooks of {tool.name!r}") from None
-                seen[tool.name] = (tool.name, setup, teardown)
+                setup = _resolve_hook(tool.name, tool.hooks.setup, "setup")
+                teardown = _resolve_hook(tool.name, tool.hooks.teardown, "teardown")
+                seen[tool.name] = (
+                    _Hooks(tool.name, setup, teardown, tool.timeout or default_timeout)
+                    if setup is not None or teardown is not None
+                    else None
+                )
             prepared = prepared.wrapped
-    return [hook for hook in seen.values() if hook[1] is not None or hook[2] is not None]
+    return [hooks for hooks in seen.values() if hooks is not None]
 
 
-async def _call_hook(hook: Callable[..., Any]) -> None:
-    """Call a lifecycle hook with no arguments: async hooks awaited, sync ones in a thread."""
-    if inspect.iscoroutinefunction(hook):
-        await hook()
-    else:
-        await anyio.to_thread.run_sync(hook)
+def _resolve_hook(tool: str, entrypoint: str | None, which: str) -> Callable[[], Any] | None:
+    if not entrypoint:
+        return None
+    try:
+        return resolve_entrypoint(entrypoint, field=f"hooks.{which}")
+    except ConfigError as exc:
+        issue = exc.issues[0]
+        raise ConfigError.at(issue.field, f"{issue.message} (a hook of {tool!r})") from None
+
+
+def _withdraw_stray_cancellation() -> bool:
+    """Whether a cancellation that reached an engine worker came from no cancel scope, and
+    if so, withdraw it so the worker can go on.
+
+    Every cancellation gategraph makes is a cancel scope's (the watchdog's, the run's), and
+    a cancellation from outside anyio (``asyncio.timeout()`` around ``execute_graph``)
+    reaches the workers through the task groups' scopes too. One that comes from no scope
+    is a native ``Task.cancel()`` of the worker's own task, which only the code that task
+    runs can make. Trio has no such thing.
+    """
+    if anyio.current_effective_deadline() == -math.inf:
+        return False
+    import asyncio
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return False
+    if task is None or not task.cancelling():
+        return False
+    task.uncancel()
+    return True
 
 
 def _jsonable(value: Any) -> Any:

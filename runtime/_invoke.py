@@ -18,7 +18,10 @@ comes from (a context variable says which), and everything else through unchange
 worker process has its file descriptors 1 and 2 captured as well.
 
 Sync callables run in daemon threads of this module's own (:class:`_Threads`): a call
-abandoned at its timeout keeps running, but never keeps the process from exiting.
+abandoned at its timeout keeps running, but never keeps the process from exiting. Async
+callables are awaited in the caller's task, unless their isolation is explicitly
+``thread`` (an event loop of their own, in one of those threads) or ``process``: only
+there can a timeout end one that blocks instead of awaiting.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import contextvars
 import functools
 import importlib
 import inspect
+import io
+import math
 import os
 import queue
 import selectors
@@ -43,7 +48,7 @@ import anyio.to_process
 import anyio.to_thread
 import msgspec
 
-from ._context import ToolContext
+from ._context import ToolContext, die_with_parent
 from ._exceptions import ConfigError
 from ._readonly import (
     Guard,
@@ -72,6 +77,7 @@ __all__ = [
     "Isolation",
     "Outcome",
     "Prepared",
+    "call_hook",
     "install_output_router",
     "own_capture",
     "prepare",
@@ -99,34 +105,67 @@ class Outcome(msgspec.Struct):
     """What the call wrote: ``{"stdout": ..., "stderr": ...}`` (streams it wrote to only)."""
 
 
-def resolve_entrypoint(entrypoint: str) -> Callable[..., Any]:
-    """Import ``"package.module:attr.path"`` and return the callable it names."""
+def resolve_entrypoint(entrypoint: str, *, field: str = "entrypoint") -> Callable[..., Any]:
+    """Import ``"package.module:attr.path"`` and return the callable it names.
+
+    Whatever importing raises, ``SystemExit`` included, is a :class:`ConfigError` at
+    ``field``; only a person's Ctrl-C propagates.
+    """
     module_name, _, attr_path = entrypoint.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ConfigError.at(
-            "entrypoint", f"cannot import {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from None
+    except BaseException as exc:
+        if _interrupts(exc):
+            raise
+        raise ConfigError.at(field, f"cannot import {module_name!r}: {_describe(exc)}") from None
     for part in attr_path.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
+            raise ConfigError.at(field, f"{module_name!r} has no attribute {attr_path!r}") from None
+        except BaseException as exc:  # a module's __getattr__, a property: their failure
+            if _interrupts(exc):
+                raise
             raise ConfigError.at(
-                "entrypoint", f"{module_name!r} has no attribute {attr_path!r}"
+                field, f"looking up {attr_path!r} in {module_name!r} raised {_describe(exc)}"
             ) from None
     if not callable(target):
-        raise ConfigError.at("entrypoint", f"{entrypoint!r} is not callable")
+        raise ConfigError.at(field, f"{entrypoint!r} is not callable")
     return target  # type: ignore[no-any-return]
 
 
-def _inline_function(name: str, code: str, function: str) -> Callable[..., Any]:
+def _inline_function(
+    name: str, code: str, function: str, *, field: str = "code", what: str | None = None
+) -> Callable[..., Any]:
+    """Run inline ``code`` and return the ``function`` it defines; ``what`` names the code
+    in messages (default: ``inline code of NAME``).
+
+    An ``Exception`` the code raises while loading is left to the caller, which knows what
+    the code is for (:func:`prepare` makes it a :class:`ConfigError`; a worker process
+    reports it as the call's failure). Any other ``BaseException`` (``sys.exit()`` at the
+    top level) would end the program: it is a :class:`ConfigError` at ``field`` here.
+    """
+    what = what or f"inline code of {name!r}"
     namespace: dict[str, Any] = {"__name__": f"gategraph.inline.{name}"}
-    exec(compile(code, f"<{name}>", "exec"), namespace)
+    try:
+        exec(compile(code, f"<{name}>", "exec"), namespace)
+    except BaseException as exc:
+        if isinstance(exc, Exception) or _interrupts(exc):
+            raise
+        raise ConfigError.at(field, f"{what} raised {_describe(exc)} while loading") from None
     target = namespace.get(function)
     if not callable(target):
-        raise ConfigError.at("code", f"inline code of {name!r} must define `{function}(...)`")
+        raise ConfigError.at(field, f"{what} must define `{function}(...)`")
     return target  # type: ignore[no-any-return]
+
+
+def _interrupts(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while a tool is loaded, is a person's Ctrl-C (it propagates).
+
+    Loading is synchronous: no cancellation can arrive in it, so a ``CancelledError``
+    raised there is the loaded code's own, a failure like ``SystemExit``.
+    """
+    return isinstance(exc, KeyboardInterrupt) and _is_ctrl_c(exc)
 
 
 _OUTPUT_NAMES: Final = ("output", "tool_output")
@@ -143,9 +182,24 @@ def _transform_function(name: str, source: str) -> Callable[[Any], Any]:
         expression = compile(source, f"<transform of {name}>", "eval")
     except SyntaxError:
         pass
+    except ValueError as exc:  # null bytes in the source
+        raise ConfigError.at("transform", f"the transform of {name!r}: {exc}") from None
     else:
         return lambda output: eval(expression, {"output": output, "tool_output": output})
-    function = _inline_function(f"{name}.transform", source, "transform")
+    try:
+        function = _inline_function(
+            f"{name}.transform",
+            source,
+            "transform",
+            field="transform",
+            what=f"the transform of {name!r}",
+        )
+    except ConfigError:
+        raise  # says what is wrong already (no `transform`, or sys.exit() while loading)
+    except Exception as exc:  # an import that fails, a syntax error ...
+        raise ConfigError.at(
+            "transform", f"the transform of {name!r} failed to load: {_describe(exc)}"
+        ) from None
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):
@@ -182,14 +236,50 @@ def propagates(exc: BaseException) -> bool:
     ``GeneratorExit`` is a failure like any other: anyio and trio cancel tasks, they do not
     close them, so only a validation raising it itself puts it in a call's way.
 
+    A cancellation exception is a cancellation only while the task is being cancelled
+    (:func:`_being_cancelled`): an ``asyncio.CancelledError`` a validation raises itself,
+    with nothing cancelling it, is its failure like any other exception; were it taken for
+    a cancellation, the call would vanish with no result. Under trio an
+    ``asyncio.CancelledError`` is no cancellation at all, and user code cannot make a
+    ``trio.Cancelled``.
+
     Calls in worker threads and processes never need this: Python delivers signals to the
     main thread only, and nothing cancels a thread, so whatever they raise is theirs.
+    Outside an event loop (a graph being loaded) nothing is cancelled either: only a
+    Ctrl-C propagates.
     """
     if isinstance(exc, Exception):
         return False
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return True
+    try:
+        cancelled = anyio.get_cancelled_exc_class()
+    except RuntimeError:  # no event loop runs in this thread
+        return _interrupts(exc)
+    if isinstance(exc, cancelled):
+        return _being_cancelled()
     return isinstance(exc, KeyboardInterrupt) and _is_ctrl_c(exc)
+
+
+def _being_cancelled() -> bool:
+    """Whether the current task is being cancelled: a cancel scope around it was cancelled
+    (a timeout, a cancelled plan), or, on asyncio, something asked for the task's
+    cancellation outside anyio (``asyncio.timeout()``, ``Task.cancel()``).
+
+    Called when an exception is handled only, never on a call's way through.
+    """
+    if anyio.current_effective_deadline() == -math.inf:
+        return True
+    task = _asyncio_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _asyncio_task() -> Any:
+    """The running asyncio task, or ``None`` (under trio)."""
+    import asyncio
+
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 def _is_ctrl_c(exc: KeyboardInterrupt) -> bool:
@@ -339,7 +429,13 @@ def own_capture() -> _CaptureSlot:
 
 class _Router:
     """Stands in for ``sys.stdout`` or ``sys.stderr``: a write made in a call's context goes
-    to that call's capture; any other write goes to the stream it replaced, unchanged."""
+    to that call's capture; any other write goes to the stream it replaced, unchanged.
+
+    Nothing reached through it can take gategraph's stream away: ``close()`` closes nothing
+    and ``detach()`` hands out the routed binary side, in a call or not (code a tool imports
+    may do either at its top level); in a call, ``fileno()`` has no descriptor to give (as
+    for any captured stream), ``isatty()`` is false and ``reconfigure()`` changes nothing.
+    """
 
     def __init__(self, stream: Any, index: int) -> None:
         self._stream = stream
@@ -367,15 +463,36 @@ class _Router:
         """The binary side, routed the same way."""
         return _BufferRouter(self._stream.buffer, self._index)
 
+    def close(self) -> None:
+        """Close nothing: the stream is gategraph's (and the process's), not the caller's."""
+
+    def detach(self) -> _BufferRouter:
+        """The routed binary side; the stream itself stays attached and in use."""
+        return self.buffer
+
+    def fileno(self) -> int:
+        if _capturing():
+            # A call's output is captured: its descriptor would be gategraph's own.
+            raise io.UnsupportedOperation("fileno: a call's output is captured by gategraph")
+        return cast("int", self._stream.fileno())
+
+    def isatty(self) -> bool:
+        return not _capturing() and bool(self._stream.isatty())
+
+    def reconfigure(self, **options: Any) -> None:
+        if not _capturing():
+            self._stream.reconfigure(**options)
+
     def __getattr__(self, name: str) -> Any:
-        # encoding, isatty(), fileno() (so writes to the descriptor are not captured) ...
+        # encoding, errors, closed, ... of the stream it stands in for.
         if name.startswith("_"):
             raise AttributeError(name)  # no recursion on a half-built copy
         return getattr(self._stream, name)
 
 
 class _BufferRouter:
-    """``sys.stdout.buffer`` of the router: bytes a call writes are captured as text."""
+    """``sys.stdout.buffer`` of the router: bytes a call writes are captured as text. Like
+    the router, it never closes or detaches the buffer it stands in for."""
 
     def __init__(self, buffer: Any, index: int) -> None:
         self._buffer = buffer
@@ -391,6 +508,20 @@ class _BufferRouter:
     def flush(self) -> None:
         if not _capturing():
             self._buffer.flush()
+
+    def close(self) -> None:
+        """Close nothing (a text wrapper made over this one closes it when collected)."""
+
+    def detach(self) -> Any:
+        raise io.UnsupportedOperation("detach: gategraph's output cannot be detached")
+
+    def fileno(self) -> int:
+        if _capturing():
+            raise io.UnsupportedOperation("fileno: a call's output is captured by gategraph")
+        return cast("int", self._buffer.fileno())
+
+    def isatty(self) -> bool:
+        return not _capturing() and bool(self._buffer.isatty())
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -520,6 +651,93 @@ def _run_transform(guard: Guard, transform: Callable[[Any], Any], output: Any) -
         return transform(output)
 
 
+def _backend() -> str:
+    """The running backend's name (not sniffio's: it is no dependency of ours)."""
+    return "trio" if _asyncio_task() is None else "asyncio"
+
+
+def _run_on_own_loop(backend: str, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``await func(*args, **kwargs)`` on an event loop of its own, in this thread (a worker
+    thread, or a worker process's), on ``backend``: the one its caller runs on.
+
+    Not ``anyio.run``: a worker thread runs in a copy of its caller's context, whose
+    "current async library" would make anyio refuse to start a loop.
+    """
+    with unguarded():
+        # Importing the backend is the runtime's doing, not the call's (importing trio
+        # runs `ldconfig`): in a fresh worker process it happens here, inside the guard.
+        if backend == "trio":
+            import trio
+        else:
+            import asyncio
+    if backend == "trio":
+        return trio.run(_call_async, func, args, kwargs)
+    return asyncio.run(_call_async(func, args, kwargs))
+
+
+async def _call_async(func: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
+    return await func(*args, **kwargs)
+
+
+def _is_async(func: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        getattr(func, "__call__", None)  # noqa: B004 - async __call__ on an instance
+    )
+
+
+async def call_hook(what: str, hook: Callable[[], Any], time_limit: float) -> Outcome:
+    """Call a lifecycle hook with no arguments, within ``time_limit`` seconds, its output
+    captured; ``what`` names it in the outcome's message (``the setup hook of 'v'``).
+
+    A sync hook runs in one of our daemon worker threads, abandoned at its timeout like a
+    sync call; an async hook is awaited here, cancelled at its timeout at an ``await``.
+    Like a call, it never raises for its own failure; cancellation and a person's Ctrl-C
+    propagate.
+    """
+    install_output_router()
+    slot = _CaptureSlot(_PENDING)
+    token = _capture.set(slot)
+    outcome: Outcome | None = None
+    try:
+        with anyio.move_on_after(time_limit):
+            if _is_async(hook):
+                try:
+                    await hook()
+                except BaseException as exc:
+                    if propagates(exc):
+                        raise
+                    outcome = _hook_failure(what, exc)
+                else:
+                    outcome = Outcome(True)
+            else:
+                job = await _threads.run(hook, None)
+                outcome = Outcome(True) if job.ok else _hook_failure(what, job.value)
+    finally:
+        _capture.reset(token)
+    if outcome is None:
+        outcome = Outcome(
+            False,
+            error=ResultError.TIMEOUT,
+            message=f"{what} did not return within {time_limit:g} s",
+            detail={"timeout": time_limit},
+        )
+    outcome.captured = slot.take()
+    return outcome
+
+
+def _hook_failure(what: str, exc: BaseException) -> Outcome:
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        text = type(exc).__name__
+    return Outcome(
+        False,
+        error=ResultError.EXCEPTION,
+        message=f"{what} failed: {text}",
+        detail={"exception_type": type(exc).__name__},
+    )
+
+
 # -- preparing and calling ---------------------------------------------------------------------
 
 
@@ -529,9 +747,7 @@ class _Signature:
     __slots__ = ("injected", "is_async", "names", "varkw")
 
     def __init__(self, func: Callable[..., Any]) -> None:
-        self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
-            getattr(func, "__call__", None)  # noqa: B004 - async __call__ on an instance
-        )
+        self.is_async = _is_async(func)
         try:
             params = inspect.signature(func).parameters
         except (TypeError, ValueError):
@@ -556,6 +772,7 @@ class Prepared:
         "tool",
         "transform",
         "transform_is_async",
+        "transform_on_loop",
         "wrapped",
     )
 
@@ -564,11 +781,13 @@ class Prepared:
         tool: Tool,
         func: Callable[..., Any] | None,
         *,
-        isolation: Isolation,
+        isolation: Isolation | None,
         timeout: float,
         wrapped: Prepared | None = None,
         transform: Callable[[Any], Any] | None = None,
     ) -> None:
+        """``isolation`` is what the node (or the executor) asked for; ``None`` is the
+        default: a worker thread for sync callables, the caller's task for async ones."""
         from ._models import Validation
 
         self.tool = tool
@@ -585,15 +804,21 @@ class Prepared:
             )
         self.is_validation = isinstance(tool, Validation)
         self.guard_label = f"validation {tool.name!r}" if self.is_validation else None
-        self.isolation = isolation
+        self.isolation: Isolation = isolation or "thread"
         self.timeout = timeout
         self.wrapped = wrapped
         self.transform = transform
         self.transform_is_async = transform is not None and inspect.iscoroutinefunction(transform)
         self.slots = tuple(slot.name for slot in tool.resource_slots)
-        # An async callable of its own (nothing wrapped) is awaited right in the caller's
-        # task: `call` takes a shorter way for it. On Ray, it runs in a Ray worker instead.
-        self.awaited = self.signature is not None and self.signature.is_async and isolation != "ray"
+        # An async callable is awaited right in the caller's task, unless its isolation was
+        # asked for: there a timeout can end it only at an `await`, and one that blocks the
+        # loop instead never ends. `thread` gives it an event loop of its own in a daemon
+        # worker thread (abandoned at its timeout), `process` a worker process (killed at
+        # it), `ray` a Ray worker (cancelled). `call` takes a shorter way for an awaited
+        # callable of its own (nothing wrapped).
+        on_loop = isolation is None or isolation == "inline"
+        self.awaited = self.signature is not None and self.signature.is_async and on_loop
+        self.transform_on_loop = self.transform_is_async and on_loop
 
     # -- calling -----------------------------------------------------------------------------
 
@@ -707,13 +932,13 @@ class Prepared:
         assert self.func is not None and self.signature is not None
         try:
             kwargs = self._bind(arguments, resources, artifact, inputs, context)
-            if self.isolation == "ray":
-                return await self._call_on_ray(kwargs, context, limiter)
-            if self.signature.is_async:
+            if self.awaited:
                 value = await self.func(**kwargs)
+            elif self.isolation == "ray":
+                return await self._call_on_ray(kwargs, context, limiter)
             elif self.isolation == "process":
                 return await self._call_in_process(kwargs, context)
-            else:  # thread: `inline` is refused for sync callables
+            else:  # thread (sync, or async on a loop of its own): `inline` is refused for sync
                 return await self._call_in_thread(kwargs, context, limiter)
         except BaseException as exc:
             if propagates(exc):
@@ -724,12 +949,15 @@ class Prepared:
     async def _call_in_thread(
         self, kwargs: dict[str, Any], context: ToolContext, limiter: CapacityLimiter | None
     ) -> Outcome:
-        assert self.func is not None
+        assert self.func is not None and self.signature is not None
+        func = self.func
+        if self.signature.is_async:
+            func = functools.partial(_run_on_own_loop, _backend(), func)
         guard = context.guard
         call = (
-            functools.partial(self.func, **kwargs)
+            functools.partial(func, **kwargs)
             if guard is None
-            else functools.partial(run_guarded, guard, self.func, kwargs)
+            else functools.partial(run_guarded, guard, func, kwargs)
         )
         job = await _threads.run(call, limiter)
         if job.ok:
@@ -759,6 +987,7 @@ class Prepared:
             }
             if wants_context
             else {},
+            _backend(),
         )
 
     async def _call_in_process(self, kwargs: dict[str, Any], context: ToolContext) -> Outcome:
@@ -768,7 +997,9 @@ class Prepared:
         # kill the worker process with SIGKILL; the next call starts a new one.
         with unguarded():
             try:
-                outcome = await anyio.to_process.run_sync(_process_entry, *entry, cancellable=True)
+                outcome = await anyio.to_process.run_sync(
+                    _process_entry, *entry, os.getpid(), cancellable=True
+                )
             except anyio.BrokenWorkerProcess:
                 # The call ended its process (os._exit(), a signal, a crash): its failure.
                 return Outcome(
@@ -845,14 +1076,18 @@ class Prepared:
         guard = Guard(f"transform of {validation.name!r}", pure=True)
         name = f"transform of {validation.name}"
         try:
-            if self.transform_is_async:
+            if self.transform_on_loop:
                 with guarded(guard):
                     value = await self.transform(inner.value)
             else:
                 # A sync transform runs in a worker thread, like a sync validation: on the
-                # event loop, one that never returns would outlast every timeout.
+                # event loop, one that never returns would outlast every timeout. So does an
+                # async one of a validation whose isolation keeps it off the loop.
+                transform = self.transform
+                if self.transform_is_async:
+                    transform = functools.partial(_run_on_own_loop, _backend(), transform)
                 job = await _threads.run(
-                    functools.partial(_run_transform, guard, self.transform, inner.value),
+                    functools.partial(_run_transform, guard, transform, inner.value),
                     limiter,
                 )
                 if not job.ok:
@@ -952,15 +1187,25 @@ class _FdCapture:
             if stream is not None:
                 stream.flush()
         self.saved = [os.dup(0), os.dup(1), os.dup(2)]
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        readers = []
-        for fd in (1, 2):
-            read_end, write_end = os.pipe()
-            os.dup2(write_end, fd)
-            os.close(write_end)
-            readers.append(read_end)
+        readers: list[int] = []
+        try:
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+            for fd in (1, 2):
+                read_end, write_end = os.pipe()
+                readers.append(read_end)
+                os.dup2(write_end, fd)
+                os.close(write_end)
+        except OSError:
+            # Out of descriptors midway: put every descriptor back, above all fd 1, where
+            # the worker answers its parent, and let the call run uncaptured.
+            for fd, saved in enumerate(self.saved):
+                os.dup2(saved, fd)
+                os.close(saved)
+            for read_end in readers:
+                os.close(read_end)
+            raise
         sys.stdout = open(1, "w", 1, "utf-8", "replace", closefd=False)
         sys.stderr = open(2, "w", 1, "utf-8", "replace", closefd=False)
         self.reader = threading.Thread(target=self._read, args=(readers,), daemon=True)
@@ -1017,9 +1262,16 @@ def _process_entry(
     is_validation: bool,
     wants_context: bool,
     resources: dict[str, Any],
+    backend: str = "asyncio",
+    parent: int | None = None,
 ) -> Outcome:
-    """Run a sync tool in a worker process (or a Ray worker) under the same read-only
-    guard, its output captured; what it raises, ``SystemExit`` included, is its failure."""
+    """Run a tool in a worker process (or a Ray worker) under the same read-only guard,
+    its output captured; what it raises, ``SystemExit`` included, is its failure. An async
+    tool runs on an event loop of its own, on ``backend`` (its caller's). With ``parent``
+    (the pid of the gategraph process that started the worker) the worker dies with it:
+    a call that loops never runs on as an orphan."""
+    if parent is not None:
+        die_with_parent(parent)
     capture: _FdCapture | None = _FdCapture()
     try:
         assert capture is not None
@@ -1028,7 +1280,7 @@ def _process_entry(
         capture = None  # out of descriptors: run the call, uncaptured, rather than not at all
     try:
         outcome = _entry_outcome(
-            name, entrypoint, inline, kwargs, is_validation, wants_context, resources
+            name, entrypoint, inline, kwargs, is_validation, wants_context, resources, backend
         )
     finally:
         if capture is not None:
@@ -1046,6 +1298,7 @@ def _entry_outcome(
     is_validation: bool,
     wants_context: bool,
     resources: dict[str, Any],
+    backend: str = "asyncio",
 ) -> Outcome:
     try:
         if inline is not None:
@@ -1059,10 +1312,10 @@ def _entry_outcome(
             kwargs["context"] = context
         try:
             if guard is None:
-                value = _run_entry(func, kwargs)
+                value = _run_entry(func, kwargs, backend)
             else:
                 with guarded(guard):
-                    value = _run_entry(func, kwargs)
+                    value = _run_entry(func, kwargs, backend)
                 if guard.violation is not None:
                     return Outcome(
                         False,
@@ -1076,11 +1329,13 @@ def _entry_outcome(
     return Outcome(True, value)
 
 
-def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any], backend: str) -> Any:
+    if _is_async(func):
+        # An async tool shipped to another process: its own event loop.
+        return _run_on_own_loop(backend, func, **kwargs)
     value = func(**kwargs)
     if inspect.isawaitable(value):
-        # An async tool shipped to another process (a Ray worker): its own event loop.
-        return anyio.run(_awaited, value)
+        return _run_on_own_loop(backend, _awaited, value)
     return value
 
 
@@ -1107,22 +1362,21 @@ def prepare(
     from ._models import ToolSource, Validation
 
     effective_timeout = timeout or tool.timeout or default_timeout
-    mode: Isolation = isolation or "thread"
     if tool.source is ToolSource.PYTHON:
         assert tool.entrypoint is not None
         func = resolve_entrypoint(tool.entrypoint)
-        return Prepared(tool, func, isolation=mode, timeout=effective_timeout)
+        return Prepared(tool, func, isolation=isolation, timeout=effective_timeout)
     if tool.source is ToolSource.CODE:
         assert tool.code is not None
         try:
             func = _inline_function(tool.name, tool.code, "run")
         except ConfigError:
-            raise  # already says what is wrong (no `run`)
+            raise  # already says what is wrong (no `run`, or sys.exit() while loading)
         except Exception as exc:
             raise ConfigError.at(
-                "code", f"inline code of {tool.name!r} failed to load: {type(exc).__name__}: {exc}"
+                "code", f"inline code of {tool.name!r} failed to load: {_describe(exc)}"
             ) from None
-        return Prepared(tool, func, isolation=mode, timeout=effective_timeout)
+        return Prepared(tool, func, isolation=isolation, timeout=effective_timeout)
     if tool.source is ToolSource.WRAPPED:
         assert isinstance(tool, Validation) and tool.wraps is not None
         assert tool.transform is not None
@@ -1136,7 +1390,7 @@ def prepare(
         return Prepared(
             tool,
             None,
-            isolation=mode,
+            isolation=isolation,
             timeout=effective_timeout,
             wrapped=wrapped,
             transform=_transform_function(tool.name, tool.transform),

@@ -177,8 +177,9 @@ class LocalExecutor(msgspec.Struct, kw_only=True, frozen=True):
     max_concurrency: int | None = None
     """At most this many at once (default: the graph's policy)."""
     isolation: Isolation | None = None
-    """How validations run: ``thread`` (default) or ``process`` for sync ones; ``inline``
-    (on the event loop) is refused for a sync callable, which no timeout could stop there."""
+    """How validations run: ``thread`` (default) or ``process``, sync and async callables
+    alike (an async one on an event loop of its own there); ``inline`` runs on the event
+    loop and is refused for a sync callable, which no timeout could stop there."""
 
     def connect(self) -> None:
         """Nothing to connect to."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -689,6 +691,112 @@ async def test_a_hook_calling_sys_exit_is_a_failed_hook(monkeypatch: pytest.Monk
     run = await execute_graph(teardown)
     assert run.validations[0].result.passed
     assert run.hook_errors == ["the teardown hook of 'v' failed: SystemExit: 4"]
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """Set at the end of the test: lets a hook that was abandoned at its timeout end."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def hook_graph(mod: str, *, timeout: float = 0.2, **hooks: str) -> Any:
+    listed = ", ".join(f'{which}: "{mod}:{name}"' for which, name in hooks.items())
+    return graph(f"""
+        version: 1
+        name: hooked
+        validations:
+          - {{name: v, entrypoint: "{T}:passing", timeout: {timeout}, hooks: {{{listed}}}}}
+        nodes: [{{id: a, validation: v}}]
+        """)
+
+
+async def test_a_setup_hook_that_never_returns_fails_the_run_at_the_tool_s_timeout(
+    monkeypatch: pytest.MonkeyPatch, release: threading.Event
+) -> None:
+    """A sync or async setup hook has its tool's timeout: past it, the run fails with a
+    RuntimeFault naming the hook; nothing runs, and the sync one is left on a daemon thread."""
+    daemon: list[bool] = []
+
+    def stuck() -> None:
+        daemon.append(threading.current_thread().daemon)
+        release.wait(60)
+
+    async def sleeps() -> None:
+        await anyio.sleep_forever()
+
+    mod = fake_module(monkeypatch, "gg_stuck_hooks", stuck=stuck, sleeps=sleeps)
+    for name in ("stuck", "sleeps"):
+        with anyio.fail_after(30):
+            with pytest.raises(
+                RuntimeFault, match=r"^the setup hook of 'v' did not return within 0.2 s$"
+            ):
+                await execute_graph(hook_graph(mod, setup=name))
+    assert daemon == [True]
+
+
+async def test_a_teardown_hook_that_never_returns_is_a_hook_error(
+    monkeypatch: pytest.MonkeyPatch, release: threading.Event
+) -> None:
+    """A teardown past its timeout is reported on the run; the results stand."""
+    mod = fake_module(monkeypatch, "gg_stuck_teardown", stuck=lambda: release.wait(60))
+    with anyio.fail_after(30):
+        run = await execute_graph(hook_graph(mod, teardown="stuck"))
+    assert run.validations[0].result.passed
+    assert run.hook_errors == ["the teardown hook of 'v' did not return within 0.2 s"]
+
+
+async def test_what_hooks_print_is_captured(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hook's stdout and stderr are kept on the run, never written to the real streams."""
+
+    def setup() -> None:
+        print("setting up")
+        print("careful", file=sys.stderr)
+
+    async def teardown() -> None:
+        print("tearing down")
+
+    mod = fake_module(monkeypatch, "gg_loud_hooks", setup=setup, teardown=teardown)
+    run = await execute_graph(hook_graph(mod, timeout=30, setup="setup", teardown="teardown"))
+    assert run.hook_output == {
+        "v.hooks.setup": {"stdout": "setting up\n", "stderr": "careful\n"},
+        "v.hooks.teardown": {"stdout": "tearing down\n"},
+    }
+    assert capsys.readouterr() == ("", "")
+
+
+async def test_a_hook_that_does_not_import_is_a_config_error_at_its_field(
+    tmp_path: Path,
+) -> None:
+    """An attached validation's hook that cannot be imported is a ConfigError at
+    `hooks.setup` (or `hooks.teardown`) naming the validation, before anything runs."""
+    catalog = Catalog.in_memory()
+    from gategraph.runtime import Validation
+
+    catalog.add(
+        Validation.from_config(
+            {"name": "v", "entrypoint": f"{T}:passing", "hooks": {"teardown": "gg_no_hooks:x"}}
+        )
+    )
+    catalog.attach("repo", "v")
+    g = graph(f"""
+        version: 1
+        name: att
+        resources: {{repo: {{kind: directory, path: "{_repo(tmp_path)}"}}}}
+        tools:
+          - {{name: w, code: "def run(**_):\\n    return 1\\n"}}
+        nodes: [{{id: w, tool: w}}]
+        """)
+    with pytest.raises(ConfigError) as caught:
+        await execute_graph(g, catalog=catalog)
+    assert caught.value.field == "hooks.teardown"
+    assert str(caught.value) == (
+        "hooks.teardown: cannot import 'gg_no_hooks': ModuleNotFoundError: "
+        "No module named 'gg_no_hooks' (a hook of 'v')"
+    )
 
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "graphs").glob("*.yaml"))

@@ -21,10 +21,11 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import msgspec
 import pytest
 from _helpers import fake_module, graph
-from gategraph.runtime import ConfigError, MemoryEventLog
-from gategraph.runtime._engine import NodeStatus, execute_graph
+from gategraph.runtime import ConfigError, MemoryEventLog, RuntimeFault, Validation
+from gategraph.runtime._engine import GraphRun, NodeStatus, execute_graph
 from gategraph.runtime._events import ValidationCompleted
 from gategraph.runtime._graph import PlanGraph, load_graph
 from gategraph.runtime._invoke import CAPTURE_LIMIT, prepare
@@ -676,3 +677,573 @@ def test_gategraph_run_survives_a_validation_calling_sys_exit(tmp_path: Path) ->
     events = gategraph(tmp_path, "events", "--json", done.stdout.split()[1])
     assert events.returncode == 0, events.stderr
     assert '"run_finished"' in events.stdout  # the log goes on past run_started
+
+
+# -- a CancelledError no one asked for is a failure, never a lost call --------------------------
+
+RAISES_CANCELLED = "import asyncio\nasync def run(**_):\n    raise asyncio.CancelledError()\n"
+
+
+def cancelled_graph(code: str) -> PlanGraph:
+    """A validation running ``code`` beside a passing one and one that needs it."""
+    return load_graph(
+        {
+            "version": 1,
+            "name": "cancelled",
+            "validations": [
+                {"name": "v", "code": code},
+                {"name": "ok", "entrypoint": f"{T}:passing"},
+            ],
+            "nodes": [
+                {"id": "n", "validation": "v"},
+                {"id": "other", "validation": "ok"},
+                {"id": "after", "validation": "ok", "needs": ["n"]},
+            ],
+        }
+    )
+
+
+@pytest.mark.anyio
+async def test_an_async_validation_raising_cancelled_error_itself_fails() -> None:
+    """`raise asyncio.CancelledError()` with nothing cancelling the call is an `exception`
+    result (on trio it is no cancellation at all); every node keeps its result."""
+    with anyio.fail_after(30):
+        run = await execute_graph(cancelled_graph(RAISES_CANCELLED))
+    assert set(run.nodes) == {"n", "other", "after"}
+    result = run.nodes["n"].output
+    assert result.data["error"] == "exception"
+    assert result.message.startswith("v raised CancelledError() (at <v>:3)")
+    assert run.passed is False
+
+
+@pytest.mark.timeout(120)
+def test_gategraph_execute_fails_a_validation_raising_cancelled_error(tmp_path: Path) -> None:
+    """On the command line the run fails (exit 1) and says why: it never passes with 0
+    validations."""
+    path = write(
+        tmp_path,
+        {
+            "version": 1,
+            "name": "cancelled",
+            "validations": [{"name": "v", "code": RAISES_CANCELLED}],
+            "nodes": [{"id": "n", "validation": "v"}],
+        },
+    )
+    done = gategraph(tmp_path, "execute", "--json", str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    (record,) = json.loads(done.stdout)["validations"]
+    assert record["result"]["data"]["error"] == "exception"
+    text = gategraph(tmp_path, "execute", str(path))
+    assert text.returncode == 1
+    assert "0 validations" not in text.stdout
+
+
+SELF_CANCELLING = (
+    "import asyncio\nasync def run(**_):\n"
+    "    asyncio.current_task().cancel()\n"
+    "    await asyncio.sleep(0)\n"
+    "    return {'passed': True}\n"
+)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_validation_cancelling_its_own_task_fails_alone() -> None:
+    """asyncio only (trio has no Task.cancel()): a validation that cancels the task it runs
+    in fails; the worker goes on, and every other node runs."""
+    with anyio.fail_after(30):
+        run = await execute_graph(cancelled_graph(SELF_CANCELLING))
+    assert set(run.nodes) == {"n", "other", "after"}
+    assert run.nodes["n"].output.data == {"error": "exception", "exception_type": "CancelledError"}
+    assert "v cancelled the task it ran in" in run.nodes["n"].output.message
+    assert run.nodes["other"].output.passed and run.nodes["after"].output.passed
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_run_that_loses_a_node_never_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defence in depth: were a worker lost with its node (here: the self-cancelling call's
+    cancellation let through), the run raises RuntimeFault rather than pass without it."""
+    monkeypatch.setattr("gategraph.runtime._engine._withdraw_stray_cancellation", lambda: False)
+    with anyio.fail_after(30), pytest.raises(RuntimeFault, match="ended without a result"):
+        await execute_graph(cancelled_graph(SELF_CANCELLING))
+
+
+def test_graph_run_passes_only_with_every_selected_node() -> None:
+    """`GraphRun.passed` is false when a selected node has no result, whatever the rest say."""
+    empty = GraphRun(
+        plan_id="p", graph="g", attempt=1, nodes={}, validations=[], duration=0.0, selected=1
+    )
+    assert empty.passed is False
+    assert GraphRun(**{**msgspec.structs.asdict(empty), "selected": 0}).passed is True
+
+
+@pytest.mark.anyio
+async def test_cancellation_from_outside_still_cancels_the_run() -> None:
+    """A real cancellation (a scope around the run) still propagates: it is not a result."""
+    g = graph(f"""
+        version: 1
+        name: slow
+        validations: [{{name: v, entrypoint: "{T}:sleeping"}}]
+        nodes: [{{id: n, validation: v, arguments: {{seconds: 60}}}}]
+        """)
+    with anyio.fail_after(30):
+        with anyio.move_on_after(0.1) as scope:
+            await execute_graph(g)
+    assert scope.cancelled_caught
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_an_asyncio_timeout_around_a_direct_call_propagates() -> None:
+    """A cancellation asyncio makes outside anyio (asyncio.timeout) is one too: counted on
+    the task, it propagates out of a call made directly."""
+    import asyncio
+
+    tool = graph(f"""
+        version: 1
+        name: slow
+        validations: [{{name: v, entrypoint: "{T}:sleeping"}}]
+        nodes: [{{id: n, validation: v}}]
+        """).get_tool("v")
+    call = prepare(tool, lambda name: tool)
+    with anyio.fail_after(30), pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.1):
+            await call.call({"seconds": 60}, {})
+
+
+# -- a BaseException while a tool loads is a config error ---------------------------------------
+
+LOAD_EXITS = {
+    "entrypoint": (
+        {"name": "v", "entrypoint": "exits_on_import:run"},
+        "validations[0].entrypoint: cannot import 'exits_on_import': SystemExit(5)",
+    ),
+    "code": (
+        {"name": "v", "code": "import sys\nsys.exit(6)\ndef run(**_):\n    return True\n"},
+        "validations[0].code: inline code of 'v' raised SystemExit(6) while loading",
+    ),
+    "transform": (
+        {
+            "name": "v",
+            "wraps": "t",
+            "transform": "import sys\nsys.exit(7)\ndef transform(output):\n    return True\n",
+        },
+        "validations[0].transform: the transform of 'v' raised SystemExit(7) while loading",
+    ),
+    "transform-import": (
+        {
+            "name": "v",
+            "wraps": "t",
+            "transform": "import gg_missing_module\ndef transform(output):\n    return True\n",
+        },
+        "validations[0].transform: the transform of 'v' failed to load: "
+        "ModuleNotFoundError: No module named 'gg_missing_module'",
+    ),
+    "generator-exit": (
+        {"name": "v", "code": "raise GeneratorExit\n"},
+        "validations[0].code: inline code of 'v' raised GeneratorExit() while loading",
+    ),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", sorted(LOAD_EXITS))
+def test_sys_exit_while_a_tool_loads_is_a_config_error(tmp_path: Path, kind: str) -> None:
+    """`sys.exit()` in an imported module, top-level inline code or a transform (and a
+    transform's failing import) is an error at that field: `check` and `run` exit 2 saying
+    so, not silently with the tool's exit code."""
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(5)\n")
+    validation, expected = LOAD_EXITS[kind]
+    path = write(
+        tmp_path,
+        {
+            "version": 1,
+            "name": "loads",
+            "tools": [{"name": "t", "read_only": True, "code": "def run(**_):\n    return 1\n"}],
+            "validations": [validation],
+            "nodes": [{"id": "n", "validation": "v"}],
+        },
+    )
+    for command in ("check", "run"):
+        done = subprocess.run(
+            [sys.executable, "-m", "gategraph.runtime", command, str(path)],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert expected in done.stderr, (command, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("raised", ["SystemExit(5)", "GeneratorExit()", "CancelledError()"])
+def test_prepare_turns_a_base_exception_at_import_into_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, raised: str
+) -> None:
+    """Importing an entrypoint that raises any BaseException (but a Ctrl-C) while loading
+    is a ConfigError at `entrypoint`, from prepare() itself."""
+    name = f"gg_raises_{raised.partition('(')[0].lower()}"
+    header = "from asyncio import CancelledError\n" if "Cancelled" in raised else ""
+    (tmp_path / f"{name}.py").write_text(f"{header}raise {raised}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tool = Validation.from_config({"name": "v", "entrypoint": f"{name}:run"})
+    with pytest.raises(ConfigError) as caught:
+        prepare(tool, lambda n: tool)
+    assert caught.value.field == "entrypoint"
+    assert f"cannot import {name!r}: {raised}" in str(caught.value)
+
+
+def test_propagates_outside_an_event_loop() -> None:
+    """Outside an event loop (a graph being loaded) nothing is cancelled: a SystemExit or a
+    CancelledError is the code's own, only a Ctrl-C propagates; no error of anyio's."""
+    import asyncio
+
+    from gategraph.runtime._invoke import propagates
+
+    assert propagates(SystemExit(3)) is False
+    assert propagates(asyncio.CancelledError()) is False
+    assert propagates(KeyboardInterrupt()) is True  # no frames to tell by: a Ctrl-C
+
+
+@pytest.mark.timeout(120)
+def test_an_actor_module_exiting_on_import_is_a_config_error(tmp_path: Path) -> None:
+    """`uses:` naming a module that calls sys.exit() on import: `gategraph check` reports
+    the field (exit 2), not an internal error."""
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(5)\n")
+    path = write(
+        tmp_path,
+        {"version": 1, "name": "actor", "nodes": [{"id": "a", "uses": "exits_on_import:A"}]},
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gategraph.runtime", "check", str(path)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "nodes[0].uses: cannot import 'exits_on_import'" in done.stderr
+    assert "internal error" not in done.stderr
+
+
+def test_a_ctrl_c_while_a_tool_loads_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt while loading (under Python's own SIGINT handler, a Ctrl-C) is
+    not turned into a config error."""
+    tool = Validation.from_config({"name": "v", "code": "raise KeyboardInterrupt\n"})
+    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.default_int_handler)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(tool, lambda n: tool)
+
+
+# -- explicit isolation holds for async callables -------------------------------------------------
+
+ASYNC_SPIN = "async def run(**_):\n    while True:\n        pass\n"
+
+
+@pytest.mark.timeout(120)
+def test_an_async_busy_loop_in_process_isolation_times_out(tmp_path: Path) -> None:
+    """`isolation: process` runs an async validation in the worker process, killed at its
+    timeout: `gategraph execute` ends with a timeout, not a hang."""
+    path = write(
+        tmp_path,
+        {
+            "version": 1,
+            "name": "async-spin",
+            "validations": [{"name": "spin", "code": ASYNC_SPIN, "timeout": 1}],
+            "nodes": [{"id": "n", "validation": "spin", "isolation": "process"}],
+        },
+    )
+    # Not `python -m gategraph.runtime`: a worker process re-runs the parent's __main__.
+    main = "from gategraph.runtime._cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", main, "execute", "--json", str(path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 1, done.stderr
+    (record,) = json.loads(done.stdout)["validations"]
+    assert record["result"]["data"]["error"] == "timeout"
+
+
+@pytest.mark.anyio
+async def test_an_async_validation_that_blocks_times_out_in_thread_isolation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`isolation: thread` gives an async validation an event loop of its own in a daemon
+    worker thread: one that blocks instead of awaiting is abandoned at its timeout, and
+    what it printed is kept."""
+    release = threading.Event()
+
+    async def blocks(**_: Any) -> dict[str, Any]:
+        print("blocking now")
+        while not release.is_set():
+            release.wait(0.01)  # a blocking call in async code
+        return {"passed": True}
+
+    mod = fake_module(monkeypatch, "gg_async_blocks", blocks=blocks)
+    g = graph(f"""
+        version: 1
+        name: blocks
+        validations: [{{name: v, entrypoint: "{mod}:blocks", timeout: 0.2}}]
+        nodes: [{{id: n, validation: v, isolation: thread}}]
+        """)
+    try:
+        with anyio.fail_after(30):
+            run = await execute_graph(g)
+        (record,) = run.validations
+        assert record.result.data["error"] == "timeout"
+        assert record.captured == {"stdout": "blocking now\n"}
+    finally:
+        release.set()
+
+
+WHERE = """
+import os, threading
+
+async def run(**_):
+    return {"passed": True, "data": {"pid": os.getpid(), "thread": threading.get_ident()}}
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("isolation", [None, "inline", "thread", "process"])
+async def test_where_an_async_validation_runs(isolation: str | None) -> None:
+    """Without isolation (or `inline`) an async validation runs on the caller's loop; with
+    `thread` in another thread, with `process` in another process, on either backend."""
+    node: dict[str, Any] = {"id": "n", "validation": "v"}
+    if isolation is not None:
+        node["isolation"] = isolation
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "where",
+            "validations": [{"name": "v", "code": WHERE}],
+            "nodes": [node],
+        }
+    )
+    with anyio.fail_after(60):
+        run = await execute_graph(g)
+    result = run.validations[0].result
+    assert result.passed, result
+    here = {"pid": os.getpid(), "thread": threading.get_ident()}
+    if isolation in (None, "inline"):
+        assert result.data == here
+    elif isolation == "thread":
+        assert result.data["pid"] == here["pid"] and result.data["thread"] != here["thread"]
+    else:
+        assert result.data["pid"] != here["pid"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("isolation", ["thread", "process"])
+async def test_an_isolated_async_validation_is_guarded(tmp_path: Path, isolation: str) -> None:
+    """On its own loop (a thread's or a worker process's) an async validation runs under the
+    same read-only guard: a write fails it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    code = (
+        "import pathlib\n"
+        "async def run(root, **_):\n"
+        "    (pathlib.Path(root) / 'new.txt').write_text('x')\n"
+        "    return {'passed': True}\n"
+    )
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "guarded",
+            "resources": {"repo": {"kind": "directory", "path": str(repo)}},
+            "validations": [{"name": "v", "code": code, "resource_slots": ["root"]}],
+            "nodes": [{"id": "n", "validation": "v", "isolation": isolation}],
+        }
+    )
+    with anyio.fail_after(60):
+        run = await execute_graph(g)
+    assert run.validations[0].result.data["error"] == "read_only_violation"
+    assert list(repo.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_an_async_transform_of_a_thread_isolated_validation_runs_off_the_loop() -> None:
+    """The async transform of a validation with `isolation: thread` runs on a loop of its
+    own too (a transform is part of its validation)."""
+    g = graph("""
+        version: 1
+        name: transform-thread
+        tools:
+          - {name: t, read_only: true, code: "def run(**_):\\n    return 1\\n"}
+        validations:
+          - name: v
+            wraps: t
+            transform: |
+              import threading
+              async def transform(output):
+                  return {"passed": True, "data": {"thread": threading.get_ident()}}
+        nodes:
+          - {id: isolated, validation: v, isolation: thread}
+          - {id: on-loop, validation: v}
+        """)
+    with anyio.fail_after(30):
+        run = await execute_graph(g)
+    by_node = {r.node: r.result for r in run.validations}
+    assert by_node["on-loop"].data["thread"] == threading.get_ident()
+    assert by_node["isolated"].data["thread"] != threading.get_ident()
+
+
+# -- lifecycle hooks: bounded, and quiet -----------------------------------------------------------
+
+HOOKS_MODULE = """
+import time
+
+def loud():
+    print("the hook says hello")
+
+def stuck():
+    while True:
+        time.sleep(0.1)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("hook", ["loud", "stuck"])
+def test_gategraph_run_with_a_loud_or_stuck_setup_hook(tmp_path: Path, hook: str) -> None:
+    """`gategraph run --json`: what a setup hook prints stays out of the JSON; one that
+    never returns fails the run at the tool's timeout, saying so, and the process exits."""
+    (tmp_path / "hooks_module.py").write_text(HOOKS_MODULE)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    path = write(
+        tmp_path,
+        {
+            "version": 1,
+            "name": "hooked",
+            "resources": {"repo": {"kind": "directory", "path": "project"}},
+            "validations": [
+                {
+                    "name": "v",
+                    "entrypoint": f"{T}:passing",
+                    "timeout": 1,
+                    "hooks": {"setup": f"hooks_module:{hook}"},
+                }
+            ],
+            "nodes": [{"id": "n", "validation": "v"}],
+        },
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gategraph.runtime", "run", "--json", str(path)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    if hook == "loud":
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["status"] == "applied"
+        assert "the hook says hello" not in done.stdout + done.stderr
+    else:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "the setup hook of 'v' did not return within 1 s" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+# -- a call cannot take gategraph's output streams away --------------------------------------------
+
+STREAM_TRICKS = {
+    "close": (
+        "import sys\nasync def run(**_):\n"
+        "    sys.stdout.close()\n    sys.stderr.close()\n"
+        "    print('still captured')\n"
+        "    return {'passed': True}\n"
+    ),
+    "detach": (
+        "import sys\nasync def run(**_):\n"
+        "    raw = sys.stdout.detach()\n"
+        "    raw.write(b'through the detached buffer\\n')\n"
+        "    raw.close()\n"
+        "    print('and the stream still works')\n"
+        "    return {'passed': True}\n"
+    ),
+    "fileno": (
+        "import io, os, sys\nasync def run(**_):\n"
+        "    try:\n        os.close(sys.stdout.fileno())\n"
+        "    except io.UnsupportedOperation as exc:\n        print('no descriptor:', exc)\n"
+        "    return {'passed': not sys.stdout.isatty()}\n"
+    ),
+    "rewrap": (
+        "import io, sys\ndef run(**_):\n"
+        "    wrapper = io.TextIOWrapper(sys.stdout.detach(), 'utf-8', line_buffering=True)\n"
+        "    wrapper.write('rewrapped\\n')\n"
+        "    wrapper.close()\n"
+        "    sys.stdout.reconfigure(encoding='ascii')\n"
+        "    return {'passed': True}\n"
+    ),
+}
+
+
+@pytest.mark.anyio
+async def test_a_call_cannot_close_or_detach_gategraph_s_streams(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`close()`, `detach()`, `fileno()` tricks and `reconfigure()` in a call leave the
+    process's streams working (here: pytest's); what the call wrote is still captured."""
+    g = load_graph(
+        {
+            "version": 1,
+            "name": "tricks",
+            "validations": [
+                {"name": name, "code": code} for name, code in sorted(STREAM_TRICKS.items())
+            ],
+            "nodes": [{"id": name, "validation": name} for name in sorted(STREAM_TRICKS)],
+        }
+    )
+    with anyio.fail_after(30):
+        run = await execute_graph(g)
+    by_node = {r.node: r for r in run.validations}
+    assert all(r.result.passed for r in by_node.values()), [r.result for r in by_node.values()]
+    assert by_node["close"].captured == {"stdout": "still captured\n"}
+    assert by_node["detach"].captured == {
+        "stdout": "through the detached buffer\nand the stream still works\n"
+    }
+    fileno = by_node["fileno"].captured
+    assert fileno is not None and fileno["stdout"].startswith("no descriptor: fileno")
+    assert by_node["rewrap"].captured == {"stdout": "rewrapped\n"}
+    print("gategraph still prints é")
+    print("and to stderr", file=sys.stderr)
+    assert capsys.readouterr() == ("gategraph still prints é\n", "and to stderr\n")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("trick", ["close", "detach"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_gategraph_run_survives_a_call_closing_or_detaching_stdout(
+    tmp_path: Path, trick: str, as_json: bool
+) -> None:
+    """`gategraph run` (and `--json`) applies and reports normally after a validation
+    closed or detached sys.stdout."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    path = write(
+        tmp_path,
+        {
+            "version": 1,
+            "name": "tricks",
+            "resources": {"repo": {"kind": "directory", "path": "project"}},
+            "validations": [{"name": "v", "code": STREAM_TRICKS[trick]}],
+            "nodes": [{"id": "n", "validation": "v"}],
+        },
+    )
+    done = gategraph(tmp_path, "run", *(["--json"] if as_json else []), str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    if as_json:
+        assert json.loads(done.stdout)["status"] == "applied"
+    else:
+        assert "applied" in done.stdout
