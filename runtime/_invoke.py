@@ -997,8 +997,9 @@ class Prepared:
         # kill the worker process with SIGKILL; the next call starts a new one.
         with unguarded():
             try:
+                with_parent: tuple[Any, ...] = (*entry, os.getpid())
                 outcome = await anyio.to_process.run_sync(
-                    _process_entry, *entry, os.getpid(), cancellable=True
+                    _process_entry, *with_parent, cancellable=True
                 )
             except anyio.BrokenWorkerProcess:
                 # The call ended its process (os._exit(), a signal, a crash): its failure.
