@@ -91,10 +91,15 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             _print_error("interrupted")
             return 130
+        except SystemExit:
+            raise  # click's own exits (shell completion) and ours
+        except BaseException as exc:
+            # A CancelledError or GeneratorExit that escaped user code: still one line.
+            return _report(exc)
         return result if isinstance(result, int) else EXIT_OK
 
 
-def _report(exc: Exception) -> int:
+def _report(exc: BaseException) -> int:
     """Print ``exc`` as ``error:`` lines and return the exit code it means."""
     from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError
 
@@ -659,6 +664,7 @@ def check(graph: Path, as_json: bool) -> None:
     from ._exceptions import ConfigError
     from ._graph import NodeKind, load_graph
 
+    _sweep_scratch()  # what killed runs left, also when no plan runs after this
     with _catalog(create=False) as catalog:
         try:
             plan = load_graph(graph, catalog=catalog)
@@ -822,6 +828,7 @@ def execute(
     from ._eventlog import SQLiteEventLog
     from ._graph import load_graph
 
+    _sweep_scratch()  # what killed runs left, also when this run stops early
     _check_new_plan_id(plan_id)
     with _catalog(create=False) as catalog:
         plan = load_graph(graph, catalog=catalog)

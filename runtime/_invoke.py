@@ -689,29 +689,22 @@ async def call_hook(what: str, hook: Callable[[], Any], time_limit: float) -> Ou
     """Call a lifecycle hook with no arguments, within ``time_limit`` seconds, its output
     captured; ``what`` names it in the outcome's message (``the setup hook of 'v'``).
 
-    A sync hook runs in one of our daemon worker threads, abandoned at its timeout like a
-    sync call; an async hook is awaited here, cancelled at its timeout at an ``await``.
-    Like a call, it never raises for its own failure; cancellation and a person's Ctrl-C
-    propagate.
+    A hook runs in one of our daemon worker threads — an async one on an event loop of its
+    own there — and is abandoned at its timeout like a sync call: hooks choose no
+    isolation, so even one that never awaits cannot hold the run past its limit (hooks
+    run once per run, off the hot path). Like a call, it never raises for its own failure;
+    cancellation and a person's Ctrl-C propagate.
     """
     install_output_router()
     slot = _CaptureSlot(_PENDING)
     token = _capture.set(slot)
     outcome: Outcome | None = None
+    if _is_async(hook):
+        hook = functools.partial(_run_on_own_loop, _backend(), hook)
     try:
         with anyio.move_on_after(time_limit):
-            if _is_async(hook):
-                try:
-                    await hook()
-                except BaseException as exc:
-                    if propagates(exc):
-                        raise
-                    outcome = _hook_failure(what, exc)
-                else:
-                    outcome = Outcome(True)
-            else:
-                job = await _threads.run(hook, None)
-                outcome = Outcome(True) if job.ok else _hook_failure(what, job.value)
+            job = await _threads.run(hook, None)
+            outcome = Outcome(True) if job.ok else _hook_failure(what, job.value)
     finally:
         _capture.reset(token)
     if outcome is None:

@@ -661,9 +661,11 @@ class Supervisor:
                     history=tuple(self.rounds),
                 )
             )
-        except SystemExit as exc:
+        except BaseException as exc:
+            if not _actor_failure(exc):
+                raise
             # It would end the whole program with its code (3 means "waiting for a person"
-            # to our CLI): the strategy actor failed, and says so.
+            # to our CLI), or as a cancellation: the strategy actor failed, and says so.
             raise RuntimeFault(f"the strategy actor raised {exc!r}") from exc
         data = _jsonable(strategy.data)
         await self.journal.emit(
@@ -816,7 +818,9 @@ class Supervisor:
             artifact = _WorkFailed(f"{type(exc).__name__}: {exc}", RUNTIME_FAULT)
         except Exception as exc:
             artifact = _WorkFailed(f"{type(exc).__name__}: {exc}")
-        except SystemExit as exc:
+        except BaseException as exc:
+            if not _actor_failure(exc):
+                raise
             # From the execution actor: its failure; the program goes on (exit code 3 means
             # "waiting for a person" to our CLI, and a plan must not end as that silently).
             artifact = _WorkFailed(f"the execution actor raised {exc!r}")
@@ -1234,6 +1238,17 @@ class Supervisor:
             changes=changes or {},
             statistics=self.stats,
         )
+
+
+def _actor_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a lifecycle actor, is its own failure: ``SystemExit``,
+    ``GeneratorExit`` or an ``asyncio.CancelledError`` that nothing cancelled. A real
+    cancellation, a person's Ctrl-C and anything else propagate."""
+    import asyncio  # only its exception class: nothing here runs on asyncio itself
+
+    return not propagates(exc) and isinstance(
+        exc, SystemExit | GeneratorExit | asyncio.CancelledError
+    )
 
 
 @functools.cache

@@ -4,6 +4,7 @@ nothing is fixed that a fix cannot help, and a finished plan leaves nothing behi
 from __future__ import annotations
 
 import ast
+import asyncio
 import os
 import subprocess
 import sys
@@ -573,19 +574,34 @@ async def test_a_builtin_s_bad_arguments_escalate_at_once() -> None:
     ]
 
 
-class _Exits:
-    """An execution actor that calls sys.exit(3), as careless code does."""
+class _Raises:
+    """An execution actor that raises what careless code raises: SystemExit(3) or a
+    CancelledError of its own."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
 
     async def execute(self, request: Any) -> Any:
-        sys.exit(3)
+        raise self.exc
 
     async def fix(self, request: Any) -> Any:
-        sys.exit(3)
+        raise self.exc
 
 
 @pytest.mark.anyio
-async def test_an_execution_actor_calling_sys_exit_fails_its_work_not_the_program() -> None:
-    """SystemExit from the execution actor is its failure: the plan goes on, and records it."""
+@pytest.mark.parametrize(
+    ("exc", "shown"),
+    [
+        (SystemExit(3), "SystemExit(3)"),
+        (asyncio.CancelledError(), "CancelledError()"),
+        (GeneratorExit(), "GeneratorExit()"),
+    ],
+)
+async def test_an_execution_actor_raising_a_base_exception_fails_its_work_not_the_program(
+    exc: BaseException, shown: str
+) -> None:
+    """SystemExit (and a CancelledError nothing cancelled) from the execution actor is its
+    failure: the plan goes on, and records it."""
     graph = _graph(
         [{"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"}],
         [{"id": "ok", "validation": "ok"}],
@@ -595,10 +611,10 @@ async def test_an_execution_actor_calling_sys_exit_fails_its_work_not_the_progra
     from gategraph.runtime import Supervisor
 
     supervisor = Supervisor(graph, event_log=MemoryEventLog())
-    supervisor.execution_actor = _Exits()
+    supervisor.execution_actor = _Raises(exc)
     outcome = await supervisor.run()
     assert outcome.status == "awaiting_decision"
-    assert "the execution actor raised SystemExit(3)" in outcome.rounds[0].failures[0]
+    assert f"the execution actor raised {shown}" in outcome.rounds[0].failures[0]
 
 
 @pytest.mark.parametrize("command", ["run", "execute"])

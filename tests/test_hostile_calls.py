@@ -1106,11 +1106,15 @@ def loud():
 def stuck():
     while True:
         time.sleep(0.1)
+
+async def spins():  # never awaits: nothing on the event loop could stop it
+    while True:
+        pass
 """
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("hook", ["loud", "stuck"])
+@pytest.mark.parametrize("hook", ["loud", "stuck", "spins"])
 def test_gategraph_run_with_a_loud_or_stuck_setup_hook(tmp_path: Path, hook: str) -> None:
     """`gategraph run --json`: what a setup hook prints stays out of the JSON; one that
     never returns fails the run at the tool's timeout, saying so, and the process exits."""
