@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._engine import NodeStatus as NodeStatus
     from ._engine import ValidationRecord as ValidationRecord
     from ._engine import execute_graph as execute_graph
+    from ._engine import execute_graph_sync as execute_graph_sync
     from ._eventlog import EventLog as EventLog
     from ._eventlog import MemoryEventLog as MemoryEventLog
     from ._eventlog import SQLiteEventLog as SQLiteEventLog
@@ -170,7 +171,9 @@ if TYPE_CHECKING:
     from ._supervisor import RayExecutor as RayExecutor
     from ._supervisor import Supervisor as Supervisor
     from ._supervisor import resume_plan as resume_plan
+    from ._supervisor import resume_plan_sync as resume_plan_sync
     from ._supervisor import run_plan as run_plan
+    from ._supervisor import run_plan_sync as run_plan_sync
     from ._telemetry import OpenTelemetryObserver as OpenTelemetryObserver
     from ._telemetry import record_statistics as record_statistics
     from ._telemetry import telemetry_available as telemetry_available
@@ -334,6 +337,7 @@ _WHERE: dict[str, str] = {
     "default_event_log_path": "._eventlog",
     "encode_event": "._events",
     "execute_graph": "._engine",
+    "execute_graph_sync": "._engine",
     "is_validator_attestation": "._verdicts",
     "is_validator_rejection": "._verdicts",
     "is_validator_verdict": "._verdicts",
@@ -349,7 +353,9 @@ _WHERE: dict[str, str] = {
     "record_statistics": "._telemetry",
     "replay_plan": "._replay",
     "resume_plan": "._supervisor",
+    "resume_plan_sync": "._supervisor",
     "run_plan": "._supervisor",
+    "run_plan_sync": "._supervisor",
     "telemetry_available": "._telemetry",
     "tool_from_config": "._models",
     "wait_backoff": "._maxn",
@@ -507,6 +513,7 @@ __all__ = [
     "default_event_log_path",
     "encode_event",
     "execute_graph",
+    "execute_graph_sync",
     "is_validator_attestation",
     "is_validator_rejection",
     "is_validator_verdict",
@@ -522,7 +529,9 @@ __all__ = [
     "record_statistics",
     "replay_plan",
     "resume_plan",
+    "resume_plan_sync",
     "run_plan",
+    "run_plan_sync",
     "telemetry_available",
     "tool_from_config",
     "wait_backoff",

@@ -72,6 +72,7 @@ __all__ = [
     "NodeStatus",
     "ValidationRecord",
     "execute_graph",
+    "execute_graph_sync",
 ]
 
 ATTACHMENT_PREFIX: Final = "attachment:"
@@ -1179,3 +1180,11 @@ def _single_error(group: BaseExceptionGroup[BaseException]) -> GategraphError | 
     if len(errors) == 1 and isinstance(errors[0], GategraphError):
         return errors[0]
     return None
+
+
+def execute_graph_sync(graph: PlanGraph, **options: Any) -> GraphRun:
+    """:func:`execute_graph` for code without an event loop (the same keyword arguments;
+    see :func:`gategraph.runtime.run_plan_sync` for where it may be called)."""
+    from ._sync import run_sync
+
+    return run_sync(execute_graph, graph, **options)

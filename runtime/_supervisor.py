@@ -16,10 +16,11 @@ import contextlib
 import enum
 import functools
 import hashlib
+import inspect
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -102,6 +103,7 @@ from ._protocols import (
     StrategyRequest,
 )
 from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
+from ._sync import run_sync
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -120,7 +122,9 @@ __all__ = [
     "RayExecutor",
     "Supervisor",
     "resume_plan",
+    "resume_plan_sync",
     "run_plan",
+    "run_plan_sync",
 ]
 
 
@@ -306,6 +310,68 @@ def _work_phase(graph: PlanGraph) -> list[str]:
     return [node.id for node in graph.nodes if not after_validation(node.id)]
 
 
+class _CallableExecution:
+    """An execution actor made of one async callable: it does the work, and a fix too (a
+    fix's request is a :class:`FixRequest`, with the rejection and the failures)."""
+
+    def __init__(self, work: Callable[[ExecuteRequest], Awaitable[Any]]) -> None:
+        self.work = work
+
+    async def execute(self, request: ExecuteRequest) -> Any:
+        return await self.work(request)
+
+    async def fix(self, request: FixRequest) -> Any:
+        return await self.work(request)
+
+
+class _CallableStrategy:
+    """A strategy actor made of one async callable returning a :class:`Strategy`, a
+    summary (``str``) or data (a mapping)."""
+
+    def __init__(self, plan: Callable[[StrategyRequest], Awaitable[Any]]) -> None:
+        self.plan = plan
+
+    async def strategize(self, request: StrategyRequest) -> Strategy:
+        found = await self.plan(request)
+        if isinstance(found, Strategy):
+            return found
+        if isinstance(found, str):
+            return Strategy(summary=found)
+        if isinstance(found, Mapping):
+            return Strategy(summary=str(found.get("summary", "")), data=dict(found))
+        raise TypeError(
+            f"a strategy callable returns a Strategy, a str or a mapping, not {type(found).__name__}"
+        )
+
+
+def _execution_actor(actor: Any) -> ExecutionActor:
+    if callable(getattr(actor, "execute", None)) and callable(getattr(actor, "fix", None)):
+        return actor  # type: ignore[no-any-return]
+    if inspect.iscoroutinefunction(actor) or inspect.iscoroutinefunction(
+        getattr(actor, "__call__", None)  # noqa: B004 - async __call__ on an instance
+    ):
+        return _CallableExecution(actor)
+    raise ConfigError.at(
+        "execution_actor",
+        f"{actor!r} is neither an execution actor (async execute and fix) nor an async "
+        "callable taking the request",
+    )
+
+
+def _strategy_actor(actor: Any) -> StrategyActor:
+    if callable(getattr(actor, "strategize", None)):
+        return actor  # type: ignore[no-any-return]
+    if inspect.iscoroutinefunction(actor) or inspect.iscoroutinefunction(
+        getattr(actor, "__call__", None)  # noqa: B004 - async __call__ on an instance
+    ):
+        return _CallableStrategy(actor)
+    raise ConfigError.at(
+        "strategy_actor",
+        f"{actor!r} is neither a strategy actor (async strategize) nor an async callable "
+        "taking the request",
+    )
+
+
 def _build_actor(graph: PlanGraph, role: str, default: Any) -> Any:
     spec = getattr(graph.lifecycle, role)
     if spec is None:
@@ -342,6 +408,8 @@ class Supervisor:
         auto_approve: bool = False,
         home: Path | None = None,
         sleep: Any = None,
+        strategy_actor: StrategyActor | Callable[[StrategyRequest], Awaitable[Any]] | None = None,
+        execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
     ) -> None:
         self.graph = graph
         self.catalog = catalog
@@ -376,8 +444,17 @@ class Supervisor:
         unknown = sorted(set(self.resources) - set(graph.resources))
         if unknown:
             raise ConfigError.at("resources", f"not resources of the graph: {', '.join(unknown)}")
-        self.strategy_actor: StrategyActor = _build_actor(graph, "strategy", GraphStrategy())
-        self.execution_actor: ExecutionActor = _build_actor(graph, "executor", GraphExecutor())
+        # Actors passed as objects win over the graph's import paths (`lifecycle:`).
+        self.strategy_actor: StrategyActor = (
+            _strategy_actor(strategy_actor)
+            if strategy_actor is not None
+            else _build_actor(graph, "strategy", GraphStrategy())
+        )
+        self.execution_actor: ExecutionActor = (
+            _execution_actor(execution_actor)
+            if execution_actor is not None
+            else _build_actor(graph, "executor", GraphExecutor())
+        )
         self.work_phase = _work_phase(graph)
         """The graph's nodes before any validation: the execution actor's part."""
         self.journal = PlanJournal(self.log, self.plan_id)
@@ -1295,11 +1372,20 @@ async def run_plan(
     plan_id: str | None = None,
     audit: AuditRecorder | None = None,
     auto_approve: bool = False,
+    strategy_actor: StrategyActor | Callable[[StrategyRequest], Awaitable[Any]] | None = None,
+    execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
 ) -> PlanOutcome:
     """Run ``graph`` as a plan: Strategize → Execute (validated) → Apply.
 
     Returns when the plan is applied, has failed, or waits for a person (``escalation``
     decides escalations when given; otherwise the plan pauses as ``awaiting_decision``).
+
+    ``strategy_actor`` and ``execution_actor`` are the plan's actors as objects: an
+    instance with ``async strategize(request)`` (``async execute(request)`` and
+    ``async fix(request)``), or one async callable taking the request (a strategy callable
+    may return a :class:`Strategy`, a summary or a mapping; an execution callable is called
+    for the work and for each fix). They win over the graph's ``lifecycle:`` import paths.
+    Resuming the plan needs the same actors passed again to :func:`resume_plan`.
     """
     supervisor = Supervisor(
         graph,
@@ -1311,6 +1397,8 @@ async def run_plan(
         plan_id=plan_id,
         audit=audit,
         auto_approve=auto_approve,
+        strategy_actor=strategy_actor,
+        execution_actor=execution_actor,
     )
     return await supervisor.run()
 
@@ -1328,8 +1416,13 @@ async def resume_plan(
     audit: AuditRecorder | None = None,
     auto_approve: bool | None = None,
     home: Path | None = None,
+    strategy_actor: StrategyActor | Callable[[StrategyRequest], Awaitable[Any]] | None = None,
+    execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
 ) -> PlanOutcome:
     """Continue plan ``plan_id`` from its log in ``event_log`` (see :meth:`Supervisor.resume`).
+
+    A plan that ran with actors passed as objects (``strategy_actor``,
+    ``execution_actor``) needs the same actors passed again here.
 
     Use it after the plan's process died, or with ``decision`` to answer a plan paused for a
     person: ``EscalationDecision(action="retry" | "abort")`` for ``awaiting_decision``,
@@ -1359,8 +1452,26 @@ async def resume_plan(
         audit=audit,
         auto_approve=auto_approve,
         home=home,
+        strategy_actor=strategy_actor,
+        execution_actor=execution_actor,
     )
     return await supervisor.resume(decision=decision)
+
+
+def run_plan_sync(graph: PlanGraph, **options: Any) -> PlanOutcome:
+    """:func:`run_plan` for code without an event loop (the same keyword arguments).
+
+    It runs its own event loop (asyncio) in the calling thread, so it may be called from
+    any thread that is not running one — also while another thread's loop runs. Called
+    from inside a running event loop it raises :class:`RuntimeError`: ``await run_plan``
+    there instead.
+    """
+    return run_sync(run_plan, graph, **options)
+
+
+def resume_plan_sync(plan_id: str, graph: PlanGraph, **options: Any) -> PlanOutcome:
+    """:func:`resume_plan` for code without an event loop (see :func:`run_plan_sync`)."""
+    return run_sync(resume_plan, plan_id, graph, **options)
 
 
 def _recorded_resources(options: Mapping[str, Any]) -> dict[str, Resource] | None:

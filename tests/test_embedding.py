@@ -1,0 +1,173 @@
+"""Embedding: actors passed as objects or plain async callables, and the sync twins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from gategraph.runtime import (
+    ConfigError,
+    EscalationDecision,
+    ExecuteRequest,
+    FixRequest,
+    MemoryEventLog,
+    PlanGraph,
+    Strategy,
+    StrategyRequest,
+    execute_graph_sync,
+    load_graph,
+    resume_plan,
+    resume_plan_sync,
+    run_plan,
+    run_plan_sync,
+)
+
+
+def _graph(tmp_path: Path, *, approval: bool = False) -> PlanGraph:
+    """A folder resource and a required syntax check of it; no work nodes of its own."""
+    repo = tmp_path / "repo"
+    repo.mkdir(parents=True, exist_ok=True)
+    (repo / "a.py").write_text("x = 1\n")
+    text = (
+        f"version: 1\nname: embedded\nresources: {{repo: {{kind: directory, path: '{repo}'}}}}\n"
+        "nodes: [{id: syntax, validation: python_syntax}]\n"
+    )
+    if approval:
+        text += "policy: {approval: {rules: [{match: syntax, action: require, tier: high}]}}\n"
+    return load_graph(text)
+
+
+@pytest.mark.anyio
+async def test_an_async_callable_is_the_execution_actor(tmp_path: Path) -> None:
+    """The callable writes into the sandbox; a rejection calls it again with a FixRequest;
+    the fixed change is applied to the real folder."""
+    seen: list[str] = []
+
+    async def edit(request: ExecuteRequest) -> Any:
+        seen.append(type(request).__name__)
+        broken = not isinstance(request, FixRequest)
+        (request.resources["repo"] / "b.py").write_text("def f(:\n" if broken else "y = 2\n")
+        return {"files": ["b.py"]}
+
+    outcome = await run_plan(_graph(tmp_path), event_log=MemoryEventLog(), execution_actor=edit)
+    assert outcome.status == "applied", outcome.message
+    assert seen == ["ExecuteRequest", "FixRequest"]
+    assert (tmp_path / "repo" / "b.py").read_text() == "y = 2\n"
+
+
+@pytest.mark.anyio
+async def test_actor_instances_and_a_strategy_callable(tmp_path: Path) -> None:
+    """An instance with execute/fix, and a strategy callable returning a summary."""
+
+    class Editor:
+        def __init__(self) -> None:
+            self.fixes = 0
+
+        async def execute(self, request: ExecuteRequest) -> Any:
+            (request.resources["repo"] / "c.py").write_text("z = 3\n")
+            return {"files": ["c.py"]}
+
+        async def fix(self, request: FixRequest) -> Any:
+            self.fixes += 1
+            return {"files": []}
+
+    async def plan(request: StrategyRequest) -> str:
+        return f"add c.py (revision {request.revision})"
+
+    log = MemoryEventLog()
+    editor = Editor()
+    outcome = await run_plan(
+        _graph(tmp_path), event_log=log, execution_actor=editor, strategy_actor=plan
+    )
+    assert outcome.status == "applied"
+    assert editor.fixes == 0
+    produced = [
+        e for e in await log.read(outcome.plan_id) if type(e).__name__ == "StrategyProduced"
+    ]
+    assert produced[0].summary == "add c.py (revision 0)"
+
+
+@pytest.mark.anyio
+async def test_a_strategy_callable_may_return_a_strategy_or_data(tmp_path: Path) -> None:
+    """Strategy objects and mappings are accepted as they are."""
+
+    async def as_object(request: StrategyRequest) -> Strategy:
+        return Strategy(summary="object", data={"k": 1})
+
+    async def as_mapping(request: StrategyRequest) -> dict[str, Any]:
+        return {"summary": "mapping", "steps": 2}
+
+    for strategy, summary in ((as_object, "object"), (as_mapping, "mapping")):
+        log = MemoryEventLog()
+        outcome = await run_plan(_graph(tmp_path), event_log=log, strategy_actor=strategy)
+        assert outcome.status == "applied"
+        (event,) = [
+            e for e in await log.read(outcome.plan_id) if type(e).__name__ == "StrategyProduced"
+        ]
+        assert event.summary == summary
+
+
+@pytest.mark.anyio
+async def test_what_is_not_an_actor_is_refused_up_front(tmp_path: Path) -> None:
+    """A sync function, or an object without the methods: one ConfigError, nothing run."""
+
+    def not_async(request: Any) -> Any:
+        return {}
+
+    with pytest.raises(ConfigError, match=r"execution_actor: .* neither an execution actor"):
+        await run_plan(_graph(tmp_path), execution_actor=not_async)
+    with pytest.raises(ConfigError, match=r"strategy_actor: .* neither a strategy actor"):
+        await run_plan(_graph(tmp_path), strategy_actor=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_resume_with_the_same_actors_passed_again(tmp_path: Path) -> None:
+    """A plan paused for approval continues when resumed with its actors and the answer."""
+    calls: list[str] = []
+
+    async def edit(request: ExecuteRequest) -> Any:
+        calls.append("work")
+        (request.resources["repo"] / "d.py").write_text("w = 4\n")
+        return {"files": ["d.py"]}
+
+    log = MemoryEventLog()
+    graph = _graph(tmp_path, approval=True)
+    paused = await run_plan(graph, event_log=log, execution_actor=edit)
+    assert paused.status == "awaiting_approval"
+    done = await resume_plan(
+        paused.plan_id,
+        graph,
+        event_log=log,
+        execution_actor=edit,
+        decision=EscalationDecision(action="approve"),
+    )
+    assert done.status == "applied"
+    assert calls == ["work"]  # taken from the log when resumed, not done again
+    assert (tmp_path / "repo" / "d.py").read_text() == "w = 4\n"
+
+
+def test_the_sync_twins_run_without_an_event_loop(tmp_path: Path) -> None:
+    """run_plan_sync / resume_plan_sync / execute_graph_sync from plain code."""
+    log = MemoryEventLog()
+    graph = _graph(tmp_path, approval=True)
+    paused = run_plan_sync(graph, event_log=log)
+    assert paused.status == "awaiting_approval"
+    done = resume_plan_sync(
+        paused.plan_id, graph, event_log=log, decision=EscalationDecision(action="approve")
+    )
+    assert done.status == "applied"
+    run = execute_graph_sync(_graph(tmp_path / "again"))
+    assert run.passed
+
+
+@pytest.mark.anyio
+async def test_a_sync_twin_inside_a_running_loop_says_what_to_do(tmp_path: Path) -> None:
+    """Called on a thread running a loop: RuntimeError naming the async twin; from a
+    worker thread while the loop runs, it works."""
+    graph = _graph(tmp_path)
+    with pytest.raises(RuntimeError, match=r"use `await run_plan\(...\)` there"):
+        run_plan_sync(graph)
+    outcome = await anyio.to_thread.run_sync(lambda: run_plan_sync(graph))
+    assert outcome.status == "applied"
