@@ -344,32 +344,29 @@ class _CallableStrategy:
         )
 
 
-def _execution_actor(actor: Any) -> ExecutionActor:
-    if callable(getattr(actor, "execute", None)) and callable(getattr(actor, "fix", None)):
-        return actor  # type: ignore[no-any-return]
+def _as_actor(actor: Any, methods: tuple[str, ...], wrap: Callable[[Any], Any], role: str) -> Any:
+    """``actor`` itself when it has ``methods``; wrapped when it is one async callable."""
+    if all(callable(getattr(actor, method, None)) for method in methods):
+        return actor
     if inspect.iscoroutinefunction(actor) or inspect.iscoroutinefunction(
         getattr(actor, "__call__", None)  # noqa: B004 - async __call__ on an instance
     ):
-        return _CallableExecution(actor)
+        return wrap(actor)
+    listed = " and ".join(methods)
+    article = "an" if role[0] in "aeiou" else "a"
     raise ConfigError.at(
-        "execution_actor",
-        f"{actor!r} is neither an execution actor (async execute and fix) nor an async "
+        f"{role}_actor",
+        f"{actor!r} is neither {article} {role} actor (async {listed}) nor an async "
         "callable taking the request",
     )
 
 
+def _execution_actor(actor: Any) -> ExecutionActor:
+    return _as_actor(actor, ("execute", "fix"), _CallableExecution, "execution")  # type: ignore[no-any-return]
+
+
 def _strategy_actor(actor: Any) -> StrategyActor:
-    if callable(getattr(actor, "strategize", None)):
-        return actor  # type: ignore[no-any-return]
-    if inspect.iscoroutinefunction(actor) or inspect.iscoroutinefunction(
-        getattr(actor, "__call__", None)  # noqa: B004 - async __call__ on an instance
-    ):
-        return _CallableStrategy(actor)
-    raise ConfigError.at(
-        "strategy_actor",
-        f"{actor!r} is neither a strategy actor (async strategize) nor an async callable "
-        "taking the request",
-    )
+    return _as_actor(actor, ("strategize",), _CallableStrategy, "strategy")  # type: ignore[no-any-return]
 
 
 def _build_actor(graph: PlanGraph, role: str, default: Any) -> Any:
