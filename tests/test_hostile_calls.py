@@ -447,26 +447,32 @@ async def test_a_sync_call_raising_a_base_exception_fails_its_result(
     assert f"v raised {named} (at <v>:" in result.message
 
 
-@pytest.mark.anyio
-async def test_a_worker_process_outlives_a_system_exit() -> None:
-    """sys.exit() in a worker process fails that call only; the next call runs."""
+async def _in_process_then_ok(name: str, code: str) -> dict[str, Any]:
+    """Run validation ``name`` (inline ``code``) and then a passing one, both in worker
+    processes; return their results by node."""
     g = load_graph(
         {
             "version": 1,
-            "name": "exit-then-pass",
+            "name": f"{name}-then-ok",
             "validations": [
-                {"name": "quit", "code": "import sys\ndef run(**_):\n    sys.exit(3)\n"},
+                {"name": name, "code": code},
                 {"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"},
             ],
             "nodes": [
-                {"id": "quit", "validation": "quit", "isolation": "process"},
-                {"id": "ok", "validation": "ok", "isolation": "process", "needs": ["quit"]},
+                {"id": name, "validation": name, "isolation": "process"},
+                {"id": "ok", "validation": "ok", "isolation": "process", "needs": [name]},
             ],
         }
     )
     with anyio.fail_after(60):
         run = await execute_graph(g)
-    by_node = {r.node: r.result for r in run.validations}
+    return {r.node: r.result for r in run.validations}
+
+
+@pytest.mark.anyio
+async def test_a_worker_process_outlives_a_system_exit() -> None:
+    """sys.exit() in a worker process fails that call only; the next call runs."""
+    by_node = await _in_process_then_ok("quit", "import sys\ndef run(**_):\n    sys.exit(3)\n")
     assert by_node["quit"].data["error"] == "exception"
     assert by_node["ok"].passed
 
@@ -475,23 +481,7 @@ async def test_a_worker_process_outlives_a_system_exit() -> None:
 async def test_a_call_that_ends_its_worker_process_fails_alone() -> None:
     """os._exit() in a worker process fails that call, said plainly; the next call runs in
     a new worker."""
-    g = load_graph(
-        {
-            "version": 1,
-            "name": "os-exit",
-            "validations": [
-                {"name": "die", "code": "import os\ndef run(**_):\n    os._exit(3)\n"},
-                {"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"},
-            ],
-            "nodes": [
-                {"id": "die", "validation": "die", "isolation": "process"},
-                {"id": "ok", "validation": "ok", "isolation": "process", "needs": ["die"]},
-            ],
-        }
-    )
-    with anyio.fail_after(60):
-        run = await execute_graph(g)
-    by_node = {r.node: r.result for r in run.validations}
+    by_node = await _in_process_then_ok("die", "import os\ndef run(**_):\n    os._exit(3)\n")
     assert by_node["die"].data == {"error": "exception", "exception_type": "BrokenWorkerProcess"}
     assert by_node["die"].message == (
         "die ended its worker process during the call (os._exit(), a signal or a crash)"

@@ -11,15 +11,13 @@ import contextvars
 import os
 import stat
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from gategraph.runtime import ReadOnlyViolationError
 from gategraph.runtime import _readonly as readonly
-from gategraph.runtime._readonly import Guard, allow, enter, leave
+from gategraph.runtime._readonly import Guard, allow, guarded
 
 EVERYTHING = 0o777
 
@@ -42,16 +40,6 @@ def outside(tmp_path: Path) -> Path:
     return folder
 
 
-@contextmanager
-def lease(guard: Guard) -> Iterator[Guard]:
-    """Hold ``guard``'s lease in this context, as a guarded call does."""
-    state = enter(guard)
-    try:
-        yield guard
-    finally:
-        leave(state)
-
-
 def validation(scratch: Path | None = None, *, pure: bool = False) -> Guard:
     guard = Guard("transform of 'v'" if pure else "validation 'v'", pure=pure)
     if scratch is not None:
@@ -61,7 +49,7 @@ def validation(scratch: Path | None = None, *, pure: bool = False) -> Guard:
 
 def allowed(guard: Guard, event: str, *args: Any) -> bool:
     """Call the hook with ``event`` under ``guard``; True if it let the operation through."""
-    with lease(guard):
+    with guarded(guard):
         try:
             readonly._hook(event, args)
         except ReadOnlyViolationError:
@@ -71,7 +59,7 @@ def allowed(guard: Guard, event: str, *args: Any) -> bool:
 
 def refusal(guard: Guard, event: str, *args: Any) -> str:
     """Call the hook, which must refuse; return its message."""
-    with lease(guard), pytest.raises(ReadOnlyViolationError) as caught:
+    with guarded(guard), pytest.raises(ReadOnlyViolationError) as caught:
         readonly._hook(event, args)
     return str(caught.value)
 
@@ -555,7 +543,7 @@ def test_the_environment_is_refused_to_transforms_only(event: str, args: tuple[A
 def test_the_first_violation_is_the_one_recorded(outside: Path) -> None:
     """Later refusals are refused too, but the record keeps the first."""
     guard = validation()
-    with lease(guard):
+    with guarded(guard):
         for event, args in (
             ("os.remove", (str(outside / "a.py"), -1)),
             ("os.system", ("true",)),
@@ -570,7 +558,7 @@ def test_an_ended_lease_refuses_everything_and_blames_no_one(scratch: Path) -> N
     """Code a call left behind (it runs in a context copied during the call) is refused
     once the call has ended, even in what was its scratch, and the record stays clean."""
     guard = validation(scratch)
-    with lease(guard):
+    with guarded(guard):
         left_behind = contextvars.copy_context()
     for event, args in (
         ("open", (str(scratch / "own.txt"), "w", None)),
