@@ -139,6 +139,7 @@ if TYPE_CHECKING:
     from ._protocols import EscalationDecision as EscalationDecision
     from ._protocols import EscalationHandler as EscalationHandler
     from ._protocols import EscalationRequest as EscalationRequest
+    from ._protocols import Escalator as Escalator
     from ._protocols import ExecuteRequest as ExecuteRequest
     from ._protocols import ExecutionActor as ExecutionActor
     from ._protocols import FixRequest as FixRequest
@@ -230,6 +231,7 @@ _WHERE: dict[str, str] = {
     "EscalationHandler": "._protocols",
     "EscalationRequest": "._protocols",
     "EscalationRequested": "._events",
+    "Escalator": "._protocols",
     "Event": "._events",
     "EventBase": "._events",
     "EventId": "._ids",
@@ -409,6 +411,7 @@ __all__ = [
     "EscalationHandler",
     "EscalationRequest",
     "EscalationRequested",
+    "Escalator",
     "Event",
     "EventBase",
     "EventId",

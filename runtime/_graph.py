@@ -320,10 +320,11 @@ class Policy(_Model):
 
 
 class ActorSpec(_Model):
-    """An actor class the supervisor builds: ``uses`` names it, ``arguments`` go to it."""
+    """An actor the supervisor uses: ``uses`` names a class (built with ``arguments``) or,
+    for the lifecycle's roles, an object or async function used as it is."""
 
     uses: Annotated[str, AfterValidator(_check_uses)]
-    """``"package.module:Class"``."""
+    """``"package.module:Class"`` (or ``"package.module:object"``)."""
     arguments: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the class."""
 
@@ -335,6 +336,9 @@ class Lifecycle(_Model):
     """The strategy actor; by default the graph itself is the strategy."""
     executor: ActorSpec | None = None
     """The execution actor; by default the graph's work nodes run on the sandboxes."""
+    escalation: ActorSpec | None = None
+    """Who answers escalations and approvals; by default nobody, and the plan pauses for
+    ``gategraph decide`` / ``gategraph approve``."""
     artifact_schema: dict[str, Any] | None = None
     """A JSON Schema the artifact must match (the pipeline's payload layer)."""
 
@@ -1022,25 +1026,16 @@ class _Loader:
                 )
 
     def _check_lifecycle(self, lifecycle: Lifecycle) -> None:
-        """The lifecycle's actor classes import, are classes, and have their methods."""
-        methods = {"strategy": ("strategize",), "executor": ("execute", "fix")}
-        for role, needed in methods.items():
+        """Each lifecycle role names something that can play it (seen by importing it)."""
+        from ._roles import ROLES, role_problem
+
+        for role in ROLES:
             spec = getattr(lifecycle, role)
             if spec is None:
                 continue
-            where = ["lifecycle", role, "uses"]
-            problem = self._import_class(spec.uses)
+            problem = role_problem(spec.uses, spec.arguments, role)
             if problem is not None:
-                self.add(where, problem)
-                continue
-            module, _, qualname = spec.uses.partition(":")
-            found: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                found = getattr(found, part)
-            missing = [m for m in needed if not callable(getattr(found, m, None))]
-            if missing:
-                listed = " and ".join(f"`async {m}(request)`" for m in missing)
-                self.add(where, f"{spec.uses!r} has no {listed}: a {role} actor needs it")
+                self.add(["lifecycle", role, "uses"], problem)
 
     def _import_class(self, uses: str) -> str | None:
         """Return what is wrong with ``uses``, or ``None`` if it names a class."""

@@ -105,8 +105,11 @@ class Outcome(msgspec.Struct):
     """What the call wrote: ``{"stdout": ..., "stderr": ...}`` (streams it wrote to only)."""
 
 
-def resolve_entrypoint(entrypoint: str, *, field: str = "entrypoint") -> Callable[..., Any]:
-    """Import ``"package.module:attr.path"`` and return the callable it names.
+def resolve_entrypoint(
+    entrypoint: str, *, field: str = "entrypoint", any_object: bool = False
+) -> Callable[..., Any]:
+    """Import ``"package.module:attr.path"`` and return the callable it names (whatever
+    it names, with ``any_object``).
 
     Whatever importing raises, ``SystemExit`` included, is a :class:`ConfigError` at
     ``field``; only a person's Ctrl-C propagates.
@@ -129,7 +132,7 @@ def resolve_entrypoint(entrypoint: str, *, field: str = "entrypoint") -> Callabl
             raise ConfigError.at(
                 field, f"looking up {attr_path!r} in {module_name!r} raised {_describe(exc)}"
             ) from None
-    if not callable(target):
+    if not callable(target) and not any_object:
         raise ConfigError.at(field, f"{entrypoint!r} is not callable")
     return target  # type: ignore[no-any-return]
 

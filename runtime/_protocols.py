@@ -16,6 +16,7 @@ __all__ = [
     "EscalationDecision",
     "EscalationHandler",
     "EscalationRequest",
+    "Escalator",
     "ExecuteRequest",
     "ExecutionActor",
     "FixRequest",
@@ -156,3 +157,14 @@ class EscalationDecision(msgspec.Struct, kw_only=True, frozen=True):
 EscalationHandler = Callable[[EscalationRequest], Awaitable[EscalationDecision]]
 """An async callable deciding escalations and approvals; without one the plan pauses
 (``awaiting_decision`` / ``awaiting_approval``) for ``gategraph decide`` / ``approve``."""
+
+
+@runtime_checkable
+class Escalator(Protocol):
+    """An escalation handler as an object: one that keeps state between questions (a
+    chat session, a ticket queue) has the answer in a method."""
+
+    async def escalate(self, request: EscalationRequest) -> EscalationDecision:
+        """Answer an escalation (``retry`` / ``abort``) or an approval (``approve`` /
+        ``deny``)."""
+        ...

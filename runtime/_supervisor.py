@@ -16,13 +16,12 @@ import contextlib
 import enum
 import functools
 import hashlib
-import inspect
 import os
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 import anyio
 import anyio.to_thread
@@ -53,7 +52,7 @@ from ._events import (
 )
 from ._exceptions import CatalogError, ConfigError, ConfigIssue, ResumeError, RuntimeFault
 from ._ids import check_plan_id, new_ulid
-from ._invoke import Isolation, prepare, propagates, resolve_entrypoint
+from ._invoke import Isolation, prepare, propagates
 from ._journal import PlanJournal, event_tag, steps_of
 from ._maxn import (
     AUDIT_FILE,
@@ -94,6 +93,7 @@ from ._protocols import (
     EscalationDecision,
     EscalationHandler,
     EscalationRequest,
+    Escalator,
     ExecuteRequest,
     ExecutionActor,
     FixRequest,
@@ -103,6 +103,7 @@ from ._protocols import (
     StrategyRequest,
 )
 from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
+from ._roles import as_role, build_role
 from ._sync import run_sync
 
 if TYPE_CHECKING:
@@ -310,81 +311,27 @@ def _work_phase(graph: PlanGraph) -> list[str]:
     return [node.id for node in graph.nodes if not after_validation(node.id)]
 
 
-class _CallableExecution:
-    """An execution actor made of one async callable: it does the work, and a fix too (a
-    fix's request is a :class:`FixRequest`, with the rejection and the failures)."""
-
-    def __init__(self, work: Callable[[ExecuteRequest], Awaitable[Any]]) -> None:
-        self.work = work
-
-    async def execute(self, request: ExecuteRequest) -> Any:
-        return await self.work(request)
-
-    async def fix(self, request: FixRequest) -> Any:
-        return await self.work(request)
-
-
-class _CallableStrategy:
-    """A strategy actor made of one async callable returning a :class:`Strategy`, a
-    summary (``str``) or data (a mapping)."""
-
-    def __init__(self, plan: Callable[[StrategyRequest], Awaitable[Any]]) -> None:
-        self.plan = plan
-
-    async def strategize(self, request: StrategyRequest) -> Strategy:
-        found = await self.plan(request)
-        if isinstance(found, Strategy):
-            return found
-        if isinstance(found, str):
-            return Strategy(summary=found)
-        if isinstance(found, Mapping):
-            return Strategy(summary=str(found.get("summary", "")), data=dict(found))
-        raise TypeError(
-            f"a strategy callable returns a Strategy, a str or a mapping, not {type(found).__name__}"
-        )
-
-
-def _as_actor(actor: Any, methods: tuple[str, ...], wrap: Callable[[Any], Any], role: str) -> Any:
-    """``actor`` itself when it has ``methods``; wrapped when it is one async callable."""
-    if all(callable(getattr(actor, method, None)) for method in methods):
-        return actor
-    if inspect.iscoroutinefunction(actor) or inspect.iscoroutinefunction(
-        getattr(actor, "__call__", None)  # noqa: B004 - async __call__ on an instance
-    ):
-        return wrap(actor)
-    listed = " and ".join(methods)
-    article = "an" if role[0] in "aeiou" else "a"
-    raise ConfigError.at(
-        f"{role}_actor",
-        f"{actor!r} is neither {article} {role} actor (async {listed}) nor an async "
-        "callable taking the request",
-    )
-
-
-def _execution_actor(actor: Any) -> ExecutionActor:
-    return _as_actor(actor, ("execute", "fix"), _CallableExecution, "execution")  # type: ignore[no-any-return]
-
-
-def _strategy_actor(actor: Any) -> StrategyActor:
-    return _as_actor(actor, ("strategize",), _CallableStrategy, "strategy")  # type: ignore[no-any-return]
-
-
-def _build_actor(graph: PlanGraph, role: str, default: Any) -> Any:
+def _role(graph: PlanGraph, given: Any, role: str, default: Any) -> Any:
+    """The object playing ``role``: the one passed (an object or an async callable) wins
+    over the graph's ``lifecycle:`` import path, which wins over ``default``."""
+    if given is not None:
+        return as_role(given, role, field=_ROLE_ARGUMENTS[role])
     spec = getattr(graph.lifecycle, role)
     if spec is None:
         return default
     field = f"lifecycle.{role}.uses"
     try:
-        cls = resolve_entrypoint(spec.uses)
-        return cls(**spec.arguments)
+        return build_role(spec.uses, spec.arguments, role, field=field)
     except ConfigError as exc:
         raise ConfigError.at(field, exc.issues[0].message, source=graph.source) from None
-    except BaseException as exc:
-        if propagates(exc):
-            raise
-        raise ConfigError.at(
-            field, f"cannot build {spec.uses}: {type(exc).__name__}: {exc}", source=graph.source
-        ) from None
+
+
+_ROLE_ARGUMENTS: Final = {
+    "strategy": "strategy_actor",
+    "executor": "execution_actor",
+    "escalation": "escalation",
+}
+"""The keyword argument that passes each role as an object."""
 
 
 class Supervisor:
@@ -398,7 +345,7 @@ class Supervisor:
         catalog: Catalog | None = None,
         event_log: EventLog | None = None,
         resources: Mapping[str, Resource] | None = None,
-        escalation: EscalationHandler | None = None,
+        escalation: EscalationHandler | Escalator | None = None,
         executor: Executor | None = None,
         plan_id: str | None = None,
         audit: AuditRecorder | None = None,
@@ -411,7 +358,6 @@ class Supervisor:
         self.graph = graph
         self.catalog = catalog
         self.log: EventLog = event_log if event_log is not None else MemoryEventLog()
-        self.escalation = escalation
         self.executor = executor or LocalExecutor()
         self.plan_id = check_plan_id(plan_id or new_ulid())
         # Sandboxes and the audit follow the event log: beside a log file, in the temporary
@@ -442,15 +388,15 @@ class Supervisor:
         if unknown:
             raise ConfigError.at("resources", f"not resources of the graph: {', '.join(unknown)}")
         # Actors passed as objects win over the graph's import paths (`lifecycle:`).
-        self.strategy_actor: StrategyActor = (
-            _strategy_actor(strategy_actor)
-            if strategy_actor is not None
-            else _build_actor(graph, "strategy", GraphStrategy())
+        self.strategy_actor: StrategyActor = _role(
+            graph, strategy_actor, "strategy", GraphStrategy()
         )
-        self.execution_actor: ExecutionActor = (
-            _execution_actor(execution_actor)
-            if execution_actor is not None
-            else _build_actor(graph, "executor", GraphExecutor())
+        self.execution_actor: ExecutionActor = _role(
+            graph, execution_actor, "executor", GraphExecutor()
+        )
+        handler = _role(graph, escalation, "escalation", None)
+        self.escalation: EscalationHandler | None = (
+            handler.escalate if handler is not None else None
         )
         self.work_phase = _work_phase(graph)
         """The graph's nodes before any validation: the execution actor's part."""
@@ -1364,7 +1310,7 @@ async def run_plan(
     catalog: Catalog | None = None,
     event_log: EventLog | None = None,
     resources: Mapping[str, Resource] | None = None,
-    escalation: EscalationHandler | None = None,
+    escalation: EscalationHandler | Escalator | None = None,
     executor: Executor | None = None,
     plan_id: str | None = None,
     audit: AuditRecorder | None = None,
@@ -1407,7 +1353,7 @@ async def resume_plan(
     event_log: EventLog,
     catalog: Catalog | None = None,
     resources: Mapping[str, Resource] | None = None,
-    escalation: EscalationHandler | None = None,
+    escalation: EscalationHandler | Escalator | None = None,
     executor: Executor | None = None,
     decision: EscalationDecision | None = None,
     audit: AuditRecorder | None = None,

@@ -7,9 +7,11 @@ from typing import Any
 
 import anyio
 import pytest
+from _helpers import fake_module
 from gategraph.runtime import (
     ConfigError,
     EscalationDecision,
+    EscalationRequest,
     ExecuteRequest,
     FixRequest,
     MemoryEventLog,
@@ -171,3 +173,67 @@ async def test_a_sync_twin_inside_a_running_loop_says_what_to_do(tmp_path: Path)
         run_plan_sync(graph)
     outcome = await anyio.to_thread.run_sync(lambda: run_plan_sync(graph))
     assert outcome.status == "applied"
+
+
+def _failing_graph(tmp_path: Path, lifecycle: str = "") -> PlanGraph:
+    """A required validation that always fails, one retry, no revision: it escalates."""
+    text = (
+        "version: 1\nname: escalating\n"
+        "validations: [{name: never, entrypoint: 'gategraph.runtime.testing:failing'}]\n"
+        "nodes: [{id: gate, validation: never}]\n"
+        "policy: {retry_limit: 1, strategy_revisions: 0}\n" + lifecycle
+    )
+    return load_graph(text)
+
+
+@pytest.mark.anyio
+async def test_an_escalation_handler_object_answers_with_its_method(tmp_path: Path) -> None:
+    """An object with `async escalate(request)` keeps its state between questions."""
+
+    class Desk:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        async def escalate(self, request: EscalationRequest) -> EscalationDecision:
+            self.asked.append(request.reason)
+            return EscalationDecision(action="abort", note="not today")
+
+    desk = Desk()
+    outcome = await run_plan(_failing_graph(tmp_path), escalation=desk)
+    assert outcome.status == "failed"
+    assert "not today" in outcome.message
+    assert desk.asked == ["exhausted"]
+    with pytest.raises(ConfigError, match=r"escalation: .* neither an escalation handler"):
+        await run_plan(_failing_graph(tmp_path), escalation=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_lifecycle_import_paths_may_name_objects_and_functions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`lifecycle.<role>.uses` names a class (built with arguments), an instance or an
+    async function; `check` refuses what cannot play the role, and arguments to an object."""
+
+    class Desk:
+        async def escalate(self, request: EscalationRequest) -> EscalationDecision:
+            return EscalationDecision(action="abort", note="desk says no")
+
+    async def decide(request: EscalationRequest) -> EscalationDecision:
+        return EscalationDecision(action="abort", note="function says no")
+
+    module = fake_module(monkeypatch, "gg_roles", desk=Desk(), decide=decide, Desk=Desk)
+    for uses, note in (("desk", "desk says no"), ("decide", "function says no"), ("Desk", "")):
+        graph = _failing_graph(
+            tmp_path, f"lifecycle: {{escalation: {{uses: '{module}:{uses}'}}}}\n"
+        )
+        outcome = await run_plan(graph)
+        assert outcome.status == "failed", uses
+        assert (note or "desk says no") in outcome.message
+    with pytest.raises(ConfigError, match=r"lifecycle\.escalation\.uses: .* used as it is"):
+        _failing_graph(
+            tmp_path, f"lifecycle: {{escalation: {{uses: '{module}:desk', arguments: {{a: 1}}}}}}\n"
+        )
+    with pytest.raises(ConfigError, match=r"lifecycle\.executor\.uses: .* has no `async execute"):
+        _failing_graph(tmp_path, f"lifecycle: {{executor: {{uses: '{module}:Desk'}}}}\n")
+    with pytest.raises(ConfigError, match=r"lifecycle\.strategy\.uses: .* neither a strategy"):
+        _failing_graph(tmp_path, f"lifecycle: {{strategy: {{uses: '{module}:desk'}}}}\n")

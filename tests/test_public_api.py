@@ -59,6 +59,7 @@ EXPECTED = [
     "EscalationHandler",
     "EscalationRequest",
     "EscalationRequested",
+    "Escalator",
     "Event",
     "EventBase",
     "EventId",

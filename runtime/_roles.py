@@ -1,0 +1,162 @@
+"""The plan's pluggable roles — strategy actor, execution actor, escalation handler — as
+objects, async callables or import paths.
+
+One table says what each role must have; the graph loader (``lifecycle:`` checked before
+a plan runs) and the supervisor (building or wrapping what it was given) both use it, so
+what ``gategraph check`` accepts is what the supervisor can run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from ._exceptions import ConfigError
+from ._invoke import propagates, resolve_entrypoint
+from ._protocols import (
+    EscalationDecision,
+    EscalationRequest,
+    ExecuteRequest,
+    FixRequest,
+    Strategy,
+    StrategyRequest,
+)
+
+__all__ = ["ROLES", "as_role", "build_role", "role_problem"]
+
+ROLES: Final[Mapping[str, tuple[str, ...]]] = {
+    "strategy": ("strategize",),
+    "executor": ("execute", "fix"),
+    "escalation": ("escalate",),
+}
+"""Each role's ``lifecycle:`` key and the async methods an object playing it has."""
+
+_WHAT: Final[Mapping[str, str]] = {
+    "strategy": "a strategy actor",
+    "executor": "an execution actor",
+    "escalation": "an escalation handler",
+}
+
+
+class _CallableExecution:
+    """An execution actor made of one async callable: it does the work, and a fix too (a
+    fix's request is a :class:`FixRequest`, with the rejection and the failures)."""
+
+    def __init__(self, work: Callable[[ExecuteRequest], Awaitable[Any]]) -> None:
+        self.work = work
+
+    async def execute(self, request: ExecuteRequest) -> Any:
+        return await self.work(request)
+
+    async def fix(self, request: FixRequest) -> Any:
+        return await self.work(request)
+
+
+class _CallableStrategy:
+    """A strategy actor made of one async callable returning a :class:`Strategy`, a
+    summary (``str``) or data (a mapping)."""
+
+    def __init__(self, plan: Callable[[StrategyRequest], Awaitable[Any]]) -> None:
+        self.plan = plan
+
+    async def strategize(self, request: StrategyRequest) -> Strategy:
+        found = await self.plan(request)
+        if isinstance(found, Strategy):
+            return found
+        if isinstance(found, str):
+            return Strategy(summary=found)
+        if isinstance(found, Mapping):
+            return Strategy(summary=str(found.get("summary", "")), data=dict(found))
+        raise TypeError(
+            f"a strategy callable returns a Strategy, a str or a mapping, not {type(found).__name__}"
+        )
+
+
+class _CallableEscalation:
+    """An escalation handler made of one async callable returning an
+    :class:`EscalationDecision`."""
+
+    def __init__(self, decide: Callable[[EscalationRequest], Awaitable[Any]]) -> None:
+        self.decide = decide
+
+    async def escalate(self, request: EscalationRequest) -> EscalationDecision:
+        return await self.decide(request)  # type: ignore[no-any-return]
+
+
+_WRAPS: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "strategy": _CallableStrategy,
+    "executor": _CallableExecution,
+    "escalation": _CallableEscalation,
+}
+
+
+def _is_async_callable(value: Any) -> bool:
+    return inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(
+        getattr(value, "__call__", None)  # noqa: B004 - async __call__ on an instance
+    )
+
+
+def _shape_problem(value: Any, role: str) -> str | None:
+    """What keeps ``value`` (an object, or a class about to be built) from playing
+    ``role``, or None."""
+    methods = ROLES[role]
+    if all(callable(getattr(value, method, None)) for method in methods):
+        return None
+    if _is_async_callable(value) and not inspect.isclass(value):
+        return None
+    listed = " and ".join(f"async {m}(request)" for m in methods)
+    return f"is neither {_WHAT[role]} (with {listed}) nor an async callable taking the request"
+
+
+def as_role(value: Any, role: str, *, field: str | None = None) -> Any:
+    """``value`` itself when it has the role's methods; wrapped when it is one async
+    callable. :class:`ConfigError` at ``field`` otherwise."""
+    if all(callable(getattr(value, method, None)) for method in ROLES[role]):
+        return value
+    problem = _shape_problem(value, role)
+    if problem is not None:
+        raise ConfigError.at(field or role, f"{value!r} {problem}")
+    return _WRAPS[role](value)
+
+
+def role_problem(uses: str, arguments: Mapping[str, Any], role: str) -> str | None:
+    """What is wrong with ``lifecycle.<role>.uses``, or None: it must name a class with
+    the role's methods (built with ``arguments``), or an object or async function that
+    plays the role as it is (then ``arguments`` must be empty)."""
+    try:
+        found = resolve_entrypoint(uses, field="uses", any_object=True)
+    except ConfigError as exc:
+        return exc.issues[0].message
+    if inspect.isclass(found):
+        missing = [m for m in ROLES[role] if not callable(getattr(found, m, None))]
+        if missing:
+            listed = " and ".join(f"`async {m}(request)`" for m in missing)
+            return f"{uses!r} has no {listed}: {_WHAT[role]} needs it"
+        return None
+    problem = _shape_problem(found, role)
+    if problem is not None:
+        return f"{uses!r} {problem}"
+    if arguments:
+        return (
+            f"{uses!r} is a {type(found).__name__}, used as it is: `arguments` are for a "
+            "class that is built with them"
+        )
+    return None
+
+
+def build_role(uses: str, arguments: Mapping[str, Any], role: str, *, field: str) -> Any:
+    """The object ``lifecycle.<role>`` names: the class built with ``arguments``, or the
+    object itself (wrapped when it is an async callable)."""
+    problem = role_problem(uses, arguments, role)
+    if problem is not None:
+        raise ConfigError.at(field, problem)
+    found = resolve_entrypoint(uses, field=field, any_object=True)
+    if not inspect.isclass(found):
+        return as_role(found, role, field=field)
+    try:
+        return found(**arguments)
+    except BaseException as exc:
+        if propagates(exc):
+            raise
+        raise ConfigError.at(field, f"cannot build {uses}: {type(exc).__name__}: {exc}") from None
