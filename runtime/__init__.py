@@ -178,6 +178,9 @@ if TYPE_CHECKING:
     from ._telemetry import OpenTelemetryObserver as OpenTelemetryObserver
     from ._telemetry import record_statistics as record_statistics
     from ._telemetry import telemetry_available as telemetry_available
+    from ._validate import Verdict as Verdict
+    from ._validate import validate as validate
+    from ._validate import validate_sync as validate_sync
     from ._verdicts import ValidatorAttestation as ValidatorAttestation
     from ._verdicts import ValidatorFinding as ValidatorFinding
     from ._verdicts import ValidatorRejection as ValidatorRejection
@@ -326,6 +329,7 @@ _WHERE: dict[str, str] = {
     "ValidationResult": "._results",
     "ValidationStarted": "._events",
     "ValidatorAttestation": "._verdicts",
+    "Verdict": "._validate",
     "ValidatorFinding": "._verdicts",
     "ValidatorRejection": "._verdicts",
     "WorkFinished": "._events",
@@ -360,6 +364,8 @@ _WHERE: dict[str, str] = {
     "run_plan_sync": "._supervisor",
     "telemetry_available": "._telemetry",
     "tool_from_config": "._models",
+    "validate": "._validate",
+    "validate_sync": "._validate",
     "wait_backoff": "._maxn",
 }
 """Each public name and the private module it lives in."""
@@ -505,6 +511,7 @@ __all__ = [
     "ValidatorAttestation",
     "ValidatorFinding",
     "ValidatorRejection",
+    "Verdict",
     "WorkFinished",
     "__version__",
     "build_verdict",
@@ -537,6 +544,8 @@ __all__ = [
     "run_plan_sync",
     "telemetry_available",
     "tool_from_config",
+    "validate",
+    "validate_sync",
     "wait_backoff",
 ]
 

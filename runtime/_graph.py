@@ -382,9 +382,10 @@ class PlanGraph(_Model):
 
     @field_validator("nodes")
     @classmethod
-    def _some_nodes(cls, value: tuple[Node, ...]) -> tuple[Node, ...]:
+    def _some_nodes(cls, value: tuple[Node, ...], info: ValidationInfo) -> tuple[Node, ...]:
         # An `after` validator: it does not run, and so does not pile on, when a node is bad.
-        if not value:
+        # The one-call validation's graph may have none: its catalog's attachments gate it.
+        if not value and not (info.context or {}).get("attachments_only"):
             raise ValueError("a plan graph needs at least one node")
         return value
 
@@ -568,7 +569,15 @@ class _Broken:
 class _Loader:
     """Validates one document as a plan graph, collecting every problem."""
 
-    def __init__(self, doc: Document, base_dir: Path, catalog: Catalog | None) -> None:
+    def __init__(
+        self,
+        doc: Document,
+        base_dir: Path,
+        catalog: Catalog | None,
+        *,
+        attachments_only: bool = False,
+    ) -> None:
+        self.attachments_only = attachments_only
         self.doc = doc
         self.base_dir = base_dir
         self.catalog = catalog
@@ -596,7 +605,7 @@ class _Loader:
         data = dict(require_mapping(self.doc, "plan graph"))
         self._check_version(data)
         tools = self._inline_tools(data)
-        context = {"base_dir": self.base_dir}
+        context = {"base_dir": self.base_dir, "attachments_only": self.attachments_only}
         graph: PlanGraph | None = None
         try:
             graph = PlanGraph.model_validate(data, context=context)

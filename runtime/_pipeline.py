@@ -23,14 +23,15 @@ from ._maxn import (
     FaultKind,
     classify,
 )
-from ._models import ValidationMode
+from ._models import Validation, ValidationMode
+from ._protocols import Applicable
 from ._results import ResultError, ValidationResult
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
+    from ._catalog import Catalog
     from ._graph import PlanGraph
-    from ._protocols import Applicable
 
 __all__ = [
     "ATTACHMENT",
@@ -41,6 +42,7 @@ __all__ = [
     "Reason",
     "Rejected",
     "ValidationOutcome",
+    "applicable_validations",
     "build_verdict",
     "check_approval",
     "check_payload",
@@ -187,6 +189,39 @@ def check_approval(
         verb = "needs approval" if rule.action == "require" else "is escalated"
         return NeedsApproval(rule.tier, f"{matched[0]} {verb} (tier {rule.tier})")
     return Passed()
+
+
+def applicable_validations(
+    graph: PlanGraph, catalog: Catalog | None, plan_id: str
+) -> list[Applicable]:
+    """The validations that apply to a plan: its graph's validation nodes, then the
+    catalog's attachments to its resources (under its project and ``plan_id``), each with
+    the acceptance criteria it is bound to."""
+    found: list[Applicable] = []
+    by_name: dict[str, list[str]] = {}
+    for criterion in graph.acceptance:
+        for name in criterion.validations:
+            by_name.setdefault(name, []).append(criterion.id)
+    for node in graph.validation_nodes():
+        tool = graph.get_tool(node.target)
+        mode = tool.mode.value if isinstance(tool, Validation) else "required"
+        criteria = tuple(by_name.get(node.id, []) + by_name.get(node.target, []))
+        found.append(Applicable(id=node.id, validation=node.target, mode=mode, criteria=criteria))
+    if catalog is not None:
+        for name in graph.resources:
+            for att in catalog.resolve(name, project=graph.project, plan=plan_id):
+                validation = catalog.get(att.validation)
+                assert isinstance(validation, Validation)
+                found.append(
+                    Applicable(
+                        id=f"{ATTACHMENT}{att.id}",
+                        validation=att.validation,
+                        mode=validation.mode.value,
+                        attachment_id=att.id,
+                        criteria=tuple(by_name.get(att.validation, [])),
+                    )
+                )
+    return found
 
 
 def build_verdict(

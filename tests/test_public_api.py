@@ -153,6 +153,7 @@ EXPECTED = [
     "ValidatorAttestation",
     "ValidatorFinding",
     "ValidatorRejection",
+    "Verdict",
     "WorkFinished",
     "__version__",
     "build_verdict",
@@ -185,6 +186,8 @@ EXPECTED = [
     "run_plan_sync",
     "telemetry_available",
     "tool_from_config",
+    "validate",
+    "validate_sync",
     "wait_backoff",
 ]
 

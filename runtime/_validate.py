@@ -1,0 +1,360 @@
+"""One call to validate a change: a folder, a mapping of files or an artifact, against
+validations named, configured inline, or attached in the catalog.
+
+It runs one round of the plan's semantic layer — the same engine, the same verdict
+envelope (seed 003) and the same Max-N judgement the supervisor makes — without a plan
+around it: no strategy, no sandbox, no Apply. An agent framework that keeps its own loop
+calls it once per proposed change, and passes the same :class:`RetryBudget` each time so
+its retries spend one honest budget.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from ._engine import ValidationRecord, execute_graph
+from ._exceptions import ConfigError, ConfigIssue
+from ._maxn import DEFAULT_RETRY_LIMIT, MaxNPolicy, RetryBudget, RetryDecision, primary_fault
+from ._models import Validation
+from ._pipeline import Passed, Reason, applicable_validations, round_faults, semantic_outcome
+from ._sync import run_sync
+
+if TYPE_CHECKING:
+    from ._catalog import Catalog
+    from ._eventlog import EventLog
+    from ._graph import PlanGraph
+    from ._invoke import Isolation
+
+__all__ = ["Verdict", "validate", "validate_sync"]
+
+_SOURCE: Final = "validate()"
+_NODE_FIELD: Final = re.compile(r"^nodes\[(\d+)\]")
+_SLUG: Final = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+class Verdict(msgspec.Struct, kw_only=True):
+    """What one round of validation decided about a change."""
+
+    passed: bool
+    """Every required validation ran and passed (the envelope attests)."""
+    decision: RetryDecision
+    """What the failure ladder does next: ``attested``, ``fix`` (back to whoever made the
+    change, with the findings), ``retry-validator`` (an infrastructure fault: run the
+    failed validations again, the change is not at fault), ``escalate-exhausted`` (the
+    budget is spent) or ``escalate-permanent`` (retrying cannot help)."""
+    fault: str | None
+    """The round's deciding fault kind (``rejected``, ``timeout``, ...); None when passed."""
+    envelope: dict[str, Any]
+    """The seed 003 envelope: an attestation or a rejection, one finding per criterion."""
+    records: list[ValidationRecord]
+    """Every validation's record (its result, mode, duration), in completion order."""
+    reasons: tuple[Reason, ...] = ()
+    """Why the round was rejected, one reason per failure; empty when passed."""
+    plan_id: str = ""
+    """The id the round's events were logged under."""
+    budget_used: int = 0
+    """Slots of the retry budget spent so far, this round's included."""
+    budget_limit: int = DEFAULT_RETRY_LIMIT
+    retry_after: float = 0.0
+    """Seconds to wait before running the failed validations again, for a
+    ``retry-validator`` decision (the fault kind's backoff, as the supervisor waits it)."""
+
+    @property
+    def findings(self) -> list[dict[str, Any]]:
+        """The envelope's findings: one per acceptance criterion, each with its status."""
+        return list(self.envelope.get("findings", ()))
+
+    @property
+    def failures(self) -> list[ValidationRecord]:
+        """The required validations that did not pass."""
+        return [r for r in self.records if r.blocking]
+
+    @property
+    def feedback(self) -> str:
+        """The rejection as text for whoever fixes the change (a model, a person): one line
+        per failure with the validation's own message; empty when passed."""
+        if self.passed:
+            return ""
+        names = {r.node: r.validation for r in self.records if r.attachment_id is not None}
+        lines = [str(self.envelope.get("summary", "rejected"))]
+        for reason in self.reasons:
+            node = reason.node
+            where = f"{names[node]} (attached)" if node in names else node
+            lines.append(f"- {where}: {reason.message}" if where else f"- {reason.message}")
+        return "\n".join(lines)
+
+
+def _item(item: Any, index: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One entry of ``validations`` as a graph node, and the inline validation it defines."""
+    where = f"validations[{index}]"
+    node: dict[str, Any] = {}
+    if isinstance(item, Mapping) and "validation" in item:
+        node = {key: value for key, value in item.items() if key != "validation"}
+        unknown = sorted(set(node) - {"id", "arguments", "timeout", "isolation"})
+        if unknown:
+            raise ConfigError.at(
+                where,
+                f"unknown key {unknown[0]!r}: an item with `validation` may have id, "
+                "arguments, timeout and isolation",
+                source=_SOURCE,
+            )
+        item = item["validation"]
+    defined: dict[str, Any] | None = None
+    if isinstance(item, Validation):
+        defined = item.model_dump(mode="json", exclude_defaults=True, exclude={"tool_type"})
+        defined["name"] = item.name
+        name = item.name
+    elif isinstance(item, Mapping):
+        defined = dict(item)
+        name = defined.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError.at(
+                f"{where}.name", "an inline validation needs a name", source=_SOURCE
+            )
+    elif isinstance(item, str) and item:
+        name = item
+    else:
+        raise ConfigError.at(
+            where,
+            f"{item!r} is not a validation: give a name (from the catalog or a built-in), "
+            "a validation config (a mapping with a name), a Validation, or "
+            "{'validation': ..., 'arguments': {...}}",
+            source=_SOURCE,
+        )
+    node["validation"] = name
+    return node, defined
+
+
+def _graph_spec(
+    validations: Iterable[Any],
+    resource: str,
+    folder: Path | None,
+    project: str | None,
+    timeout: float | None,
+    allow_ungated: bool,
+) -> dict[str, Any]:
+    if isinstance(validations, str | Mapping | Validation):
+        validations = [validations]  # one validation on its own: the obvious meaning
+    nodes: list[dict[str, Any]] = []
+    defined: dict[str, dict[str, Any]] = {}
+    taken: set[str] = set()
+    for index, item in enumerate(validations):
+        node, inline = _item(item, index)
+        if inline is not None:
+            name = inline["name"]
+            if name in defined and defined[name] != inline:
+                raise ConfigError.at(
+                    f"validations[{index}]",
+                    f"two different validations are named {name!r}",
+                    source=_SOURCE,
+                )
+            defined[name] = inline
+        node_id = str(node.get("id") or _SLUG.sub("-", str(node["validation"])).strip("-"))
+        base, number = node_id or "validation", 1
+        while node_id in taken or not node_id:
+            number += 1
+            node_id = f"{base}-{number}"
+        taken.add(node_id)
+        node["id"] = node_id
+        nodes.append(node)
+    policy: dict[str, Any] = {"allow_ungated": allow_ungated}
+    if timeout is not None:
+        policy["default_timeout"] = timeout
+    spec: dict[str, Any] = {
+        "version": 1,
+        "name": "validate",
+        "nodes": nodes,
+        "validations": list(defined.values()),
+        "policy": policy,
+    }
+    if project is not None:
+        spec["project"] = project
+    if folder is not None:
+        spec["resources"] = {resource: {"kind": "directory", "path": str(folder)}}
+    return spec
+
+
+def _load(spec: dict[str, Any], catalog: Catalog | None) -> PlanGraph:
+    from ._graph import _Loader
+    from ._yaml import Document
+
+    try:
+        loader = _Loader(Document(spec, "<mapping>"), Path.cwd(), catalog, attachments_only=True)
+        return loader.load()
+    except ConfigError as error:
+        raise _renamed(error) from None
+
+
+def _renamed(error: ConfigError) -> ConfigError:
+    """The loader's problems, named as the caller wrote them (``validations[0]``, not the
+    graph's ``nodes.0``)."""
+    issues = [
+        ConfigIssue(
+            issue.message,
+            _NODE_FIELD.sub(lambda m: f"validations[{m.group(1)}]", issue.field),
+        )
+        for issue in error.issues
+    ]
+    return ConfigError(issues, source=_SOURCE)
+
+
+def _folder(change: Any) -> Path | None:
+    """The change as a folder (a mapping of files is checked and written out into a
+    private folder of its own, so that folder validations see it too)."""
+    if change is None:
+        return None
+    if isinstance(change, str | os.PathLike):
+        folder = Path(os.fspath(change)).resolve()
+        if not folder.is_dir():
+            raise ConfigError.at("change", f"{str(folder)!r} is not a folder", source=_SOURCE)
+        return folder
+    if isinstance(change, Mapping):
+        for key, value in change.items():
+            if not isinstance(key, str) or not isinstance(value, str | bytes):
+                raise ConfigError.at(
+                    "change",
+                    f"a mapping of files maps relative paths to text or bytes; {key!r} maps to "
+                    f"{type(value).__name__} (pass a value to judge as `artifact=` instead)",
+                    source=_SOURCE,
+                )
+        return _write_files(change)
+    raise ConfigError.at(
+        "change",
+        f"a change is a folder or a mapping of files, not {type(change).__name__} "
+        "(pass a value to judge as `artifact=`)",
+        source=_SOURCE,
+    )
+
+
+def _write_files(files: Mapping[str, str | bytes]) -> Path:
+    """Write a mapping of files into a private folder, so folder validations see them."""
+    from ._context import private_folder
+
+    root = private_folder("change")
+    try:
+        for relative, content in files.items():
+            target = (root / relative).resolve()
+            if target == root or root not in target.parents:
+                raise ConfigError.at(
+                    "change",
+                    f"{relative!r} is not a relative path inside the change",
+                    source=_SOURCE,
+                )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content, encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return root
+
+
+async def validate(
+    change: str | os.PathLike[str] | Mapping[str, str | bytes] | None = None,
+    validations: Iterable[Any] = (),
+    *,
+    artifact: Any = None,
+    catalog: Catalog | None = None,
+    resource: str = "change",
+    project: str | None = None,
+    plan: str | None = None,
+    budget: RetryBudget | None = None,
+    event_log: EventLog | None = None,
+    default_timeout: float | None = None,
+    max_concurrency: int | None = None,
+    isolation: Isolation | None = None,
+    allow_ungated: bool = False,
+) -> Verdict:
+    """Validate ``change`` with ``validations``; return the round's :class:`Verdict`.
+
+    ``change`` is a folder (a path) or a mapping of files (relative path → text or
+    bytes); ``artifact`` is a value the validations judge (what a work node would have
+    returned). Validations see the change as their resource (read-only) and the artifact
+    as their ``artifact`` argument.
+
+    Each of ``validations`` is a name (from ``catalog``, or a built-in such as
+    ``python_syntax``), an inline validation config (the fields of ``gategraph
+    validation add --config``), a :class:`Validation`, or ``{"validation": <one of
+    those>, "arguments": {...}}``. With a ``catalog``, the validations attached to
+    ``resource`` (under ``project`` and ``plan``) run too.
+
+    ``budget`` is the failure ladder's shared retry budget: pass the same one for each
+    round of the same change and the ``decision`` says when it is spent (by default each
+    call starts a fresh budget of three). Events go to ``event_log`` under ``plan`` (or a
+    new id). ``default_timeout`` is the seconds a validation without a ``timeout`` of its
+    own may run (default 60).
+
+    A failing validation never raises: it is in the verdict. :class:`ConfigError` (one
+    line per problem, each naming the field) is raised, before anything runs, for a
+    validation that does not exist or cannot be called, or a change that is not one.
+    """
+    spec_folder = _folder(change)
+    written = spec_folder if isinstance(change, Mapping) else None
+    try:
+        spec = _graph_spec(
+            validations, resource, spec_folder, project, default_timeout, allow_ungated
+        )
+        if not spec["nodes"] and catalog is None:
+            raise ConfigError.at(
+                "validations",
+                "no validation given, and no catalog whose attachments would gate the change",
+                source=_SOURCE,
+            )
+        graph = _load(spec, catalog)
+        run = await execute_graph(
+            graph,
+            catalog=catalog,
+            event_log=event_log,
+            plan_id=plan,
+            max_concurrency=max_concurrency,
+            isolation=isolation,
+            artifact=artifact,
+        )
+    finally:
+        if written is not None:
+            shutil.rmtree(written, ignore_errors=True)
+    applicable = applicable_validations(graph, catalog, run.plan_id)
+    records = {r.node: r for r in run.validations}
+    outcome, envelope = semantic_outcome(run.plan_id, graph, applicable, records, run.nodes)
+    budget = budget if budget is not None else RetryBudget(MaxNPolicy())
+    retry_after = 0.0
+    if isinstance(outcome, Passed):
+        decision, fault, reasons = RetryDecision.ATTESTED, None, ()
+    else:
+        faults = round_faults(outcome)
+        decision = budget.decide_round(faults)
+        kind = primary_fault(faults) or faults[0]
+        fault, reasons = kind.kind, outcome.reasons
+        if decision is RetryDecision.RETRY_VALIDATOR and kind.backoff is not None:
+            retry_after = kind.backoff.delay(budget.used_by(kind.kind))
+    return Verdict(
+        passed=isinstance(outcome, Passed),
+        decision=decision,
+        fault=fault,
+        envelope=envelope,
+        records=list(run.validations),
+        reasons=tuple(reasons),
+        plan_id=run.plan_id,
+        budget_used=budget.used,
+        budget_limit=budget.limit,
+        retry_after=retry_after,
+    )
+
+
+def validate_sync(
+    change: str | os.PathLike[str] | Mapping[str, str | bytes] | None = None,
+    validations: Iterable[Any] = (),
+    **options: Any,
+) -> Verdict:
+    """:func:`validate` for code without an event loop (the same arguments; see
+    :func:`gategraph.runtime.run_plan_sync` for where it may be called)."""
+    return run_sync(validate, change, validations, **options)
