@@ -53,7 +53,12 @@ def run_cli(
 # -- imports are declared dependencies ------------------------------------------------------
 
 # Distribution name → the module it installs, for the ones that differ.
-_MODULE_OF = {"python-ulid": "ulid", "pyyaml": "yaml", "opentelemetry-api": "opentelemetry"}
+_MODULE_OF = {
+    "python-ulid": "ulid",
+    "pyyaml": "yaml",
+    "opentelemetry-api": "opentelemetry",
+    "pydantic-ai-slim": "pydantic_ai",
+}
 
 
 # Shipped with a dependency it belongs to (pydantic pins its own core exactly), or used
