@@ -31,6 +31,7 @@ _SCENARIOS = (
     "eventlog",
     "backends",
     "startup",
+    "embed",
 )
 """Every scenario, in run order (the harness's SCENARIO_ORDER, kept here so that parsing
 the command line imports nothing else; a test pins the two together)."""
@@ -155,7 +156,8 @@ def _progress(message: str) -> None:
     "--repeat",
     type=click.IntRange(min=1),
     metavar="K",
-    help="Timed rounds after the warm-up (default: 5 per scenario, 3 with --quick; 5 for GRAPH).",
+    help="Timed rounds after the warm-up (default: each scenario's own, 5 for most, 3 with "
+    "--quick; 5 for GRAPH).",
 )
 @click.option(
     "--json",
@@ -186,7 +188,8 @@ def bench(
     Without GRAPH, runs the scenarios (all by default) and prints a table per scenario:
     µs per node, validations/s, p50/p99 latency and peak RSS of the engine and of
     asyncio.gather, one anyio task per node and LangGraph's Send fan-out (when installed),
-    then the performance targets, met or missed. With GRAPH, runs that plan (on temporary copies of
+    then start-up times, the per-call overhead of one-call validation (validate), and the
+    performance targets, met or missed. With GRAPH, runs that plan (on temporary copies of
     its folders) at each --concurrency level and reports validations/s, latency and time per
     pipeline layer. Nothing is asserted: the figures depend on the machine.
     """

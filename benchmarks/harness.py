@@ -9,7 +9,7 @@ from round to round, and reports min / median / max of each figure so the noise 
 Peak RSS is measured in a fresh process per contender (``VmHWM``), and latencies of the
 baselines in one extra, instrumented run, so that timing them never slows their floor.
 
-Nothing here asserts a speed: the targets of issue 5 are measured and shown as met or
+Nothing here asserts a speed: the targets of issues 5 and 10 are measured and shown as met or
 missed. ``docs/benchmarks.md`` documents the JSON layout this module writes.
 """
 
@@ -49,6 +49,7 @@ __all__ = [
     "Target",
     "evaluate_targets",
     "get_scenario",
+    "interleave",
     "machine",
     "measure_scenario",
     "peak_rss",
@@ -82,8 +83,9 @@ _MODULES: Final = {
     "eventlog": "bench_eventlog",
     "backends": "bench_backends",
 }
-SCENARIO_ORDER: Final = (*_MODULES, "startup")
-"""Every scenario, in the order a full run measures them; ``startup`` is not width-based."""
+SCENARIO_ORDER: Final = (*_MODULES, "startup", "embed")
+"""Every scenario, in the order a full run measures them; ``startup`` and ``embed`` are not
+width-based (each has a top-level key of the report instead)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,8 @@ class Settings:
     """Levels for the ``sweep`` scenario instead of its own."""
     rss: bool = True
     """Measure peak RSS in fresh processes."""
+    calls: int | None = None
+    """Calls per sample of the ``embed`` scenario (default: its own, 200 or 50 quick)."""
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
@@ -187,10 +191,11 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 # -- running ---------------------------------------------------------------------------------
 
 
-async def _interleave(
+async def interleave(
     contenders: Sequence[Contender], repeats: int, instrument: bool
 ) -> tuple[dict[str, list[Sample]], dict[str, list[float]]]:
-    """Warm up each contender, run ``repeats`` rotating rounds, then the instrumented runs."""
+    """Warm up each contender, run ``repeats`` rotating rounds, then the instrumented runs
+    (when ``instrument``): each contender's samples, and the instrumented latencies."""
     for contender in contenders:
         await contender.run()
     samples: dict[str, list[Sample]] = {c.name: [] for c in contenders}
@@ -278,7 +283,7 @@ def measure_case(
         instrument = not settings.quick
         if len({c.backend for c in contenders}) == 1:
             samples, instrumented = anyio.run(
-                _interleave, contenders, repeats, instrument, backend=contenders[0].backend
+                interleave, contenders, repeats, instrument, backend=contenders[0].backend
             )
         else:
             samples, instrumented = _interleave_across_loops(contenders, repeats, instrument)
@@ -434,6 +439,7 @@ def run_benchmarks(names: Sequence[str], settings: Settings) -> dict[str, Any]:
         "baselines": _baselines_info(),
         "scenarios": {},
         "startup": None,
+        "embed": None,
     }
     for name in SCENARIO_ORDER:
         if name not in names:
@@ -444,6 +450,12 @@ def run_benchmarks(names: Sequence[str], settings: Settings) -> dict[str, Any]:
             if settings.progress is not None:
                 settings.progress("startup: import time and gategraph --help")
             report["startup"] = measure_startup(settings)
+        elif name == "embed":
+            from .bench_embed import measure_embed
+
+            if settings.progress is not None:
+                settings.progress("embed: one-call validation, per-call overhead")
+            report["embed"] = measure_embed(settings)
         else:
             report["scenarios"][name] = measure_scenario(get_scenario(name), settings)
     report["targets"] = evaluate_targets(report)
@@ -519,7 +531,7 @@ def _memory_gib() -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One of issue 5's goals: a figure of the report and the bound it should meet."""
+    """One goal (issues 5 and 10): a figure of the report and the bound it should meet."""
 
     id: str
     text: str
@@ -568,6 +580,14 @@ def _startup(key: str) -> Callable[[Mapping[str, Any]], float | None]:
     def figure(report: Mapping[str, Any]) -> float | None:
         startup = report.get("startup")
         return None if startup is None else float(startup[key]["median"])
+
+    return figure
+
+
+def _embed(key: str) -> Callable[[Mapping[str, Any]], float | None]:
+    def figure(report: Mapping[str, Any]) -> float | None:
+        embed = report.get("embed")
+        return None if embed is None else float(embed[key])
 
     return figure
 
@@ -657,8 +677,18 @@ TARGETS: Final = (
         " ms",
         "scenario startup",
     ),
+    # Issue 10: a framework pays validate()'s fixed cost on every step of its loop.
+    Target(
+        "validate-overhead",
+        "one-call validation of two no-op validations: overhead < 1 ms per call",
+        _embed("overhead_ms"),
+        1.0,
+        "lower",
+        " ms",
+        "scenario embed",
+    ),
 )
-"""Issue 5's targets: measured on every run, never asserted."""
+"""Issue 5's and issue 10's targets: measured on every run, never asserted."""
 
 
 def evaluate_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -799,7 +829,8 @@ def _target_rows(report: Mapping[str, Any]) -> list[str]:
 
 
 def render_table(report: Mapping[str, Any]) -> str:
-    """The report as Markdown tables: one per scenario, start-up, then the targets."""
+    """The report as Markdown tables: one per scenario, start-up, one-call validation, then
+    the targets."""
     m = report["machine"]
     lines = [
         f"gategraph bench — {m['processor']}, {m['cpus']} CPUs, "
@@ -827,8 +858,43 @@ def render_table(report: Mapping[str, Any]) -> str:
             f"| gategraph --help (whole process) | {_cell(startup['help_ms'])} |",
             f"| python -c pass (the interpreter alone) | {_cell(startup['python_ms'])} |",
         ]
+    embed = report.get("embed")
+    if embed is not None:
+        lines += ["", *_embed_table(embed)]
     lines += ["", "### targets", "", *_target_rows(report)]
     return "\n".join(lines)
+
+
+def _us(value_ms: float) -> str:
+    # The floor is below a µs, validate() a fraction of a ms: µs with three significant
+    # digits shows both (_num's two decimals of ms would print the floor as 0.00).
+    value = value_ms * 1000
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _embed_table(embed: Mapping[str, Any]) -> list[str]:
+    def cell(key: str) -> str:
+        figures = embed[key]
+        return f"{_us(figures['median'])} ({_us(figures['min'])}–{_us(figures['max'])})"
+
+    ratio = embed["ratios"]["validate_vs_direct"]
+    return [
+        f"### embed — one-call validation of {embed['validations']} no-op validations, "
+        f"µs per call ({embed['calls']:,} calls a sample, {embed['repeats']} rounds, "
+        f"{embed['backend']})",
+        "",
+        "| measure | median (min–max) |",
+        "|---|---:|",
+        f"| the validations awaited directly (the floor) | {cell('direct_ms')} |",
+        f"| validate(None, validations, artifact=...) | {cell('validate_ms')} |",
+        f"| … with a one-file change | {cell('validate_files_ms')} |",
+        f"| execute_graph on the same graph, loaded once | {cell('execute_graph_ms')} |",
+        "",
+        f"overhead (validate − floor) {_us(embed['overhead_ms'])} µs"
+        + (f" ({ratio:,.0f}x the floor)" if ratio is not None else "")
+        + f"; writing the change out {_us(embed['files_ms'])} µs; "
+        f"on top of execute_graph {_us(embed['over_engine_ms'])} µs",
+    ]
 
 
 # -- plot -------------------------------------------------------------------------------------

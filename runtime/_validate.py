@@ -107,6 +107,7 @@ def _item(item: Any, index: int) -> tuple[dict[str, Any], dict[str, Any] | None]
             )
         item = item["validation"]
     defined: dict[str, Any] | None = None
+    name: Any
     if isinstance(item, Validation):
         defined = item.model_dump(mode="json", exclude_defaults=True, exclude={"tool_type"})
         defined["name"] = item.name
@@ -327,8 +328,9 @@ async def validate(
     outcome, envelope = semantic_outcome(run.plan_id, graph, applicable, records, run.nodes)
     budget = budget if budget is not None else RetryBudget(MaxNPolicy())
     retry_after = 0.0
+    reasons: tuple[Reason, ...] = ()
     if isinstance(outcome, Passed):
-        decision, fault, reasons = RetryDecision.ATTESTED, None, ()
+        decision, fault = RetryDecision.ATTESTED, None
     else:
         faults = round_faults(outcome)
         decision = budget.decide_round(faults)

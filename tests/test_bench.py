@@ -19,8 +19,9 @@ from gategraph.benchmarks import harness
 from gategraph.benchmarks.cli import _SCENARIOS, bench
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
-WIDTH_SCENARIOS = [name for name in _SCENARIOS if name != "startup"]
+WIDTH_SCENARIOS = [name for name in _SCENARIOS if name not in {"startup", "embed"}]
 SPREAD = {"min", "median", "max"}
+EMBED_MEASURES = ("direct_ms", "validate_ms", "validate_files_ms", "execute_graph_ms")
 
 
 def _invoke(*args: str) -> Any:
@@ -69,6 +70,24 @@ def _check_case(case: dict[str, Any], contenders: list[str]) -> None:
     assert isinstance(case["extra"], dict)
 
 
+def _check_embed(embed: dict[str, Any], calls: int, repeats: int) -> None:
+    assert embed["backend"] == "asyncio"
+    assert embed["validations"] == 2
+    assert embed["calls"] == calls and embed["repeats"] == repeats
+    for key in EMBED_MEASURES:
+        assert set(embed[key]) == SPREAD, key
+        assert 0 < embed[key]["min"] <= embed[key]["median"] <= embed[key]["max"], key
+    # The derived figures are differences of the medians, as documented.
+    median = {key: embed[key]["median"] for key in EMBED_MEASURES}
+    assert embed["overhead_ms"] == pytest.approx(median["validate_ms"] - median["direct_ms"])
+    assert embed["files_ms"] == pytest.approx(median["validate_files_ms"] - median["validate_ms"])
+    assert embed["over_engine_ms"] == pytest.approx(
+        median["validate_ms"] - median["execute_graph_ms"]
+    )
+    assert set(embed["ratios"]) == {"validate_vs_direct", "validate_vs_execute_graph"}
+    assert all(_number_or_null(v) for v in embed["ratios"].values())
+
+
 def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
     """--quick --n 10,20 --json: every scenario and N holds the documented keys."""
     out = tmp_path / "bench.json"
@@ -112,6 +131,57 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
     # N=10,000 was not measured: that target says so instead of guessing.
     assert targets["noop-vs-gather"]["measured"] is None
     assert targets["import"]["measured"] is not None
+    _check_embed(report["embed"], calls=50, repeats=1)
+    assert targets["validate-overhead"]["measured"] == report["embed"]["overhead_ms"]
+    assert "### embed" in result.stdout
+
+
+def test_embed_alone_with_tiny_samples(tmp_path: Path) -> None:
+    """The embed scenario alone: its figures, the overhead target measured, no width
+    scenario or start-up, and its table before the targets."""
+    settings = harness.Settings(quick=True, repeats=2, calls=3, rss=False)
+    report = harness.run_benchmarks(["embed"], settings)
+    assert report["settings"]["scenarios"] == ["embed"]
+    assert report["scenarios"] == {} and report["startup"] is None
+    _check_embed(report["embed"], calls=3, repeats=2)
+    targets = {row["id"]: row for row in report["targets"]}
+    row = targets["validate-overhead"]
+    assert row["measured"] == report["embed"]["overhead_ms"]
+    assert row["met"] in (True, False)
+    assert (row["bound"], row["better"], row["unit"]) == (1.0, "lower", "ms")
+    assert row["needs"] == "scenario embed"
+    assert targets["import"]["measured"] is None  # startup did not run
+    table = harness.render_table(report)
+    assert table.index("### embed") < table.index("### targets")
+    assert "| validate(None, validations, artifact=...) |" in table
+    out = tmp_path / "embed.json"
+    harness.write_json(report, out)
+    assert json.loads(out.read_text(encoding="utf-8"))["embed"] == report["embed"]
+
+
+@pytest.mark.parametrize(("overhead", "met"), [(0.4, True), (1.0, True), (1.6, False)])
+def test_validate_overhead_target_reads_the_embed_figure(overhead: float, met: bool) -> None:
+    """The target is the embed overhead in ms, lower is better, bound 1 ms; without the
+    scenario it is not measured."""
+    rows = harness.evaluate_targets({"scenarios": {}, "embed": {"overhead_ms": overhead}})
+    row = next(r for r in rows if r["id"] == "validate-overhead")
+    assert (row["measured"], row["met"]) == (overhead, met)
+    rows = harness.evaluate_targets({"scenarios": {}, "embed": None})
+    row = next(r for r in rows if r["id"] == "validate-overhead")
+    assert row["measured"] is None and row["met"] is None
+
+
+def test_embed_sample_that_did_other_work_is_refused() -> None:
+    """A sample whose calls did not all pass both validations fails, never gets timed."""
+    import anyio
+    from gategraph.benchmarks.bench_embed import _timed
+
+    async def half() -> int:
+        return 1  # one of the two validations passed
+
+    contender = _timed("half", 3, half)
+    with pytest.raises(AssertionError, match="embed half: 3 of 6 validations passed"):
+        anyio.run(contender.run, backend="asyncio")
 
 
 def test_peak_rss_is_measured_in_a_fresh_process(tmp_path: Path) -> None:
