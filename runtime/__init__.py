@@ -74,6 +74,11 @@ if TYPE_CHECKING:
     from ._exceptions import PlanBusyError as PlanBusyError
     from ._exceptions import ResumeError as ResumeError
     from ._exceptions import RuntimeFault as RuntimeFault
+    from ._exceptions import WorkWithdrawn as WorkWithdrawn
+    from ._gate import Gate as Gate
+    from ._gate import GateClosedError as GateClosedError
+    from ._gate import open_gate as open_gate
+    from ._gate import resume_gate as resume_gate
     from ._graph import AcceptanceCriterion as AcceptanceCriterion
     from ._graph import ActorSpec as ActorSpec
     from ._graph import ApprovalPolicy as ApprovalPolicy
@@ -248,6 +253,8 @@ _WHERE: dict[str, str] = {
     "FaultKind": "._maxn",
     "FixRequest": "._protocols",
     "FixRequested": "._events",
+    "Gate": "._gate",
+    "GateClosedError": "._gate",
     "GategraphError": "._exceptions",
     "GraphExecutor": "._supervisor",
     "GraphRun": "._engine",
@@ -333,6 +340,7 @@ _WHERE: dict[str, str] = {
     "ValidatorFinding": "._verdicts",
     "ValidatorRejection": "._verdicts",
     "WorkFinished": "._events",
+    "WorkWithdrawn": "._exceptions",
     "__version__": "._version",
     "build_verdict": "._pipeline",
     "classify": "._maxn",
@@ -350,6 +358,7 @@ _WHERE: dict[str, str] = {
     "load_graph": "._graph",
     "new_ulid": "._ids",
     "open_actor_scope": "._actors",
+    "open_gate": "._gate",
     "parse_verdict": "._verdicts",
     "primary_fault": "._maxn",
     "progress_for": "._observe",
@@ -358,6 +367,7 @@ _WHERE: dict[str, str] = {
     "read_events": "._eventlog",
     "record_statistics": "._telemetry",
     "replay_plan": "._replay",
+    "resume_gate": "._gate",
     "resume_plan": "._supervisor",
     "resume_plan_sync": "._supervisor",
     "run_plan": "._supervisor",
@@ -431,6 +441,8 @@ __all__ = [
     "FaultKind",
     "FixRequest",
     "FixRequested",
+    "Gate",
+    "GateClosedError",
     "GategraphError",
     "GraphExecutor",
     "GraphRun",
@@ -513,6 +525,7 @@ __all__ = [
     "ValidatorRejection",
     "Verdict",
     "WorkFinished",
+    "WorkWithdrawn",
     "__version__",
     "build_verdict",
     "classify",
@@ -530,6 +543,7 @@ __all__ = [
     "load_graph",
     "new_ulid",
     "open_actor_scope",
+    "open_gate",
     "parse_verdict",
     "primary_fault",
     "progress_for",
@@ -538,6 +552,7 @@ __all__ = [
     "read_events",
     "record_statistics",
     "replay_plan",
+    "resume_gate",
     "resume_plan",
     "resume_plan_sync",
     "run_plan",

@@ -988,11 +988,21 @@ def _drive_plan(
     from ._observe import ObservedEventLog, progress_for
 
     tracing: Any = None
+    setup: Any = None
     if otel:
-        from ._telemetry import OpenTelemetryObserver, telemetry_available
+        from ._telemetry import (
+            OpenTelemetryObserver,
+            configure_from_environment,
+            telemetry_available,
+        )
 
         if not telemetry_available():
             _fail("--otel needs OpenTelemetry: pip install 'gategraph[otel]'")
+        # The SDK as the OTEL_* variables say, unless the program has a provider already
+        # (opentelemetry-instrument's, say). With --json, printed spans go to stderr.
+        setup = configure_from_environment(console=sys.stderr if as_json else None)
+        if setup.warning is not None:
+            click.echo(f"warning: --otel: {setup.warning}", err=True)
         tracing = OpenTelemetryObserver()
     stream = sys.stderr if as_json else sys.stdout
     progress = progress_for(stream.isatty(), err=as_json, informational=informational)
@@ -1010,11 +1020,14 @@ def _drive_plan(
         except BaseException:
             if tracing is not None:
                 tracing.close()  # what was open ends, marked incomplete
+                setup.flush()
             raise
         finally:
             _sweep_scratch()
     if tracing is not None:
         tracing.finish(outcome)
+        # Exported before the outcome is printed (and before a pause's exit code).
+        setup.flush()
     return outcome
 
 
@@ -1155,6 +1168,17 @@ def _resume_command(
     with _catalog(create=False) as catalog:
         plan = load_graph(path, catalog=catalog)
         informational = _informational(plan, catalog)
+    from ._gate import is_gate
+
+    if is_gate(plan) and (decision is None or decision.action == "retry"):
+        # Its new work can only come from the program that opened it: refused before
+        # anything is appended, so that program can still resume it.
+        _fail(
+            f"plan {plan_id} is a gate opened by a program, and only that program can do its "
+            "work: resume it there (resume_gate); an abort, an approval or a denial can be "
+            "given here",
+            EXIT_REFUSED,
+        )
 
     async def start(catalog: Any, log: Any) -> Any:
         # The resource folders and auto-approval the plan ran with come from its log.
@@ -1167,8 +1191,8 @@ def _resume_command(
 _otel_option = click.option(
     "--otel",
     is_flag=True,
-    help="Also trace the plan as OpenTelemetry spans (needs gategraph[otel] and your "
-    "OpenTelemetry SDK set up).",
+    help="Also trace the plan as OpenTelemetry spans (needs gategraph[otel]; exported as "
+    "the OTEL_* variables say, e.g. OTEL_TRACES_EXPORTER=console, with opentelemetry-sdk).",
 )
 
 _report_option = click.option(

@@ -57,6 +57,7 @@ from ._invoke import (
 from ._models import Validation, ValidationMode
 from ._readonly import own_slot
 from ._results import ResultError, ValidationResult
+from ._spans import NO_SPAN, span_activator
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -506,6 +507,9 @@ class _Engine:
         self.start_id = ""
         self.actors: dict[str, ActorRef] = {}
         self.actor_errors: dict[str, Exception] = {}
+        # A tracing observer on the log makes each call's span current while it runs (see
+        # `_spans`); asked once per run, so without one a node pays a None check.
+        self.spans = span_activator(log)
         specs = {u.spec for u in units}
         timeouts = [spec.timeout for spec in specs if spec.timeout != math.inf]
         shortest = min(timeouts, default=1.0)
@@ -569,7 +573,11 @@ class _Engine:
                 attempt=self.attempt,
             )
         )
-        await self._run_units()
+        # The run's enclosing span (the round, or the work phase) is current for its nodes
+        # and actors: the tasks they run in copy this context.
+        spans = self.spans
+        with NO_SPAN if spans is None else spans.activate_span(self.plan_id, "run"):
+            await self._run_units()
         if len(self.results) != self.selected:
             # Invariant: every selected unit ends with a result (run, failed, timed out or
             # skipped). One without is gategraph's bug, never a passing run.
@@ -792,7 +800,7 @@ class _Engine:
                 outcome = await self._ask_actor(unit, inputs or {})
             else:
                 assert spec.prepared is not None
-                outcome = await spec.prepared.call(
+                call = spec.prepared.call(
                     unit.arguments,
                     spec.resources,
                     artifact,
@@ -802,6 +810,13 @@ class _Engine:
                     self.attempt,
                     self.limiter,
                 )
+                if self.spans is None or spec.validation is None:
+                    outcome = await call
+                else:
+                    # Its span (opened by the start event above) is current while it runs.
+                    key = (unit.id, self.attempt)
+                    with self.spans.activate_span(self.plan_id, "validation", key):
+                        outcome = await call
         except anyio.get_cancelled_exc_class():
             if not _withdraw_stray_cancellation():
                 raise  # a timeout (the watchdog's) or the run being cancelled

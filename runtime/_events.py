@@ -199,7 +199,12 @@ class WorkFinished(EventBase, tag="work_finished", kw_only=True, frozen=True, gc
     """Why the execution actor failed; then there is no artifact."""
     fault: str | None = None
     """When it failed for a reason the work cannot fix: ``misconfigured`` (a work tool
-    cannot be called) or ``runtime_fault`` (gategraph itself failed); else ``None``."""
+    cannot be called) or ``runtime_fault`` (gategraph itself failed); ``withdrawn`` when
+    the execution actor gave the plan up (the plan fails next); else ``None``."""
+
+
+WITHDRAWN: Final = "withdrawn"
+"""``WorkFinished.fault`` of an execution actor that gave its plan up (``WorkWithdrawn``)."""
 
 
 class ArtifactValidationStarted(

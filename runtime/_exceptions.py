@@ -40,6 +40,7 @@ __all__ = [
     "PlanBusyError",
     "ResumeError",
     "RuntimeFault",
+    "WorkWithdrawn",
 ]
 
 
@@ -169,6 +170,11 @@ class IntegrityError(CatalogError):
 
 class RuntimeFault(GategraphError, RuntimeError):
     """A plan failed because of the runtime itself, not because of a validation."""
+
+
+class WorkWithdrawn(GategraphError):
+    """Raised by an execution actor that gives the plan up: the plan fails at once, nothing
+    is applied, and the message says why (no fix, retry or escalation follows)."""
 
 
 class ResumeError(GategraphError):

@@ -22,7 +22,7 @@ import dataclasses
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import click
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from rich.live import Live
 
     from ._eventlog import EventLog
+    from ._spans import SpanActivator
 
 __all__ = [
     "EventObserver",
@@ -148,6 +149,15 @@ class ObservedEventLog:
 
     async def plans(self) -> Any:
         return await self.inner.plans()
+
+    def span_activator(self) -> SpanActivator | None:
+        """The first observer that can make a plan's spans current while user code runs
+        (a tracing observer), here or in the log this one wraps; None if there is none."""
+        for observer in self.observers:
+            if hasattr(observer, "activate_span"):
+                return cast("SpanActivator", observer)
+        inner = getattr(self.inner, "span_activator", None)
+        return cast("SpanActivator | None", inner()) if inner is not None else None
 
     def lease(self, plan_id: str) -> contextlib.AbstractContextManager[Any]:
         """The inner log's writer lease for the plan (none if the inner log has none)."""

@@ -31,6 +31,7 @@ import msgspec
 
 from ._engine import NodeResult, ValidationRecord
 from ._events import (
+    WITHDRAWN,
     ApplyStarted,
     ApprovalDecided,
     ApprovalRequired,
@@ -64,6 +65,7 @@ from ._pipeline import (
     Passed,
     Reason,
     Rejected,
+    applicable_validations,
     check_payload,
     logged_result,
     retry_only_nodes,
@@ -102,7 +104,7 @@ class ReplayReport(msgspec.Struct, kw_only=True):
 
 # -- the supervisor's rules, shared --------------------------------------------------------
 # The supervisor has its own copies of these (Supervisor._faults, _runtime_error, the end of
-# _semantic, _with_descendants, _retry_only in _decide, _applicable); it should call these,
+# _semantic, _with_descendants, _retry_only in _decide); it should call these,
 # so that replay and the run cannot drift apart.
 
 
@@ -116,14 +118,7 @@ def _criteria_by_name(graph: PlanGraph) -> dict[str, list[str]]:
 
 def graph_applicable(graph: PlanGraph) -> list[Applicable]:
     """The graph's validation nodes as :class:`Applicable` (mode, bound criteria)."""
-    by_name = _criteria_by_name(graph)
-    found: list[Applicable] = []
-    for node in graph.validation_nodes():
-        tool = graph.get_tool(node.target)
-        mode = tool.mode.value if isinstance(tool, Validation) else ValidationMode.REQUIRED.value
-        criteria = tuple(by_name.get(node.id, []) + by_name.get(node.target, []))
-        found.append(Applicable(id=node.id, validation=node.target, mode=mode, criteria=criteria))
-    return found
+    return applicable_validations(graph, None, "")
 
 
 # -- the replay ----------------------------------------------------------------------------
@@ -557,7 +552,9 @@ class _Replayer:
         if event is not None and event.attempt != self.attempt:
             self.mismatch(event, f"attempt {self.attempt}", f"attempt {event.attempt}")
         self.work = event
-        self.phase = _Phase.VALIDATE
+        # An execution actor that gave the plan up: the plan ends, nothing is validated.
+        withdrawn = event is not None and event.fault == WITHDRAWN
+        self.phase = _Phase.ABORTED if withdrawn else _Phase.VALIDATE
 
     def expected_gate(self) -> tuple[str, list[str]] | None:
         """What the routing and payload layers say about the recorded artifact: the layer

@@ -31,6 +31,7 @@ from ._context import private_folder
 from ._engine import GraphRun, NodeResult, NodeStatus, ValidationRecord, _jsonable, execute_graph
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
+    WITHDRAWN,
     ApplyCompleted,
     ApplyStarted,
     ApprovalDecided,
@@ -50,7 +51,14 @@ from ._events import (
     StrategyRevisionRequested,
     WorkFinished,
 )
-from ._exceptions import CatalogError, ConfigError, ConfigIssue, ResumeError, RuntimeFault
+from ._exceptions import (
+    CatalogError,
+    ConfigError,
+    ConfigIssue,
+    ResumeError,
+    RuntimeFault,
+    WorkWithdrawn,
+)
 from ._ids import check_plan_id, new_ulid
 from ._invoke import Isolation, prepare, propagates
 from ._journal import PlanJournal, event_tag, steps_of
@@ -69,7 +77,6 @@ from ._maxn import (
     primary_fault,
     wait_backoff,
 )
-from ._models import Validation
 from ._pipeline import (
     ATTACHMENT,
     LAYERS,
@@ -78,6 +85,7 @@ from ._pipeline import (
     Reason,
     Rejected,
     ValidationOutcome,
+    applicable_validations,
     check_approval,
     check_payload,
     logged_result,
@@ -104,6 +112,7 @@ from ._protocols import (
 )
 from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
 from ._roles import as_role, build_role
+from ._spans import current_span
 from ._sync import run_sync
 
 if TYPE_CHECKING:
@@ -413,6 +422,8 @@ class Supervisor:
         self.records: dict[str, ValidationRecord] = {}
         self.results: dict[str, NodeResult] = {}
         self.verdict: dict[str, Any] | None = None
+        self.outcome: ValidationOutcome | None = None
+        """The last round's pipeline outcome."""
         self.applicable = self._applicable()
         self._retry_only: list[str] | None = None
         self._sandboxes_ready = False
@@ -437,34 +448,7 @@ class Supervisor:
     # -- what applies ---------------------------------------------------------------------
 
     def _applicable(self) -> list[Applicable]:
-        graph = self.graph
-        found: list[Applicable] = []
-        by_name: dict[str, list[str]] = {}
-        for criterion in graph.acceptance:
-            for name in criterion.validations:
-                by_name.setdefault(name, []).append(criterion.id)
-        for node in graph.validation_nodes():
-            tool = graph.get_tool(node.target)
-            mode = tool.mode.value if isinstance(tool, Validation) else "required"
-            criteria = tuple(by_name.get(node.id, []) + by_name.get(node.target, []))
-            found.append(
-                Applicable(id=node.id, validation=node.target, mode=mode, criteria=criteria)
-            )
-        if self.catalog is not None:
-            for name in graph.resources:
-                for att in self.catalog.resolve(name, project=graph.project, plan=self.plan_id):
-                    validation = self.catalog.get(att.validation)
-                    assert isinstance(validation, Validation)
-                    found.append(
-                        Applicable(
-                            id=f"{ATTACHMENT}{att.id}",
-                            validation=att.validation,
-                            mode=validation.mode.value,
-                            attachment_id=att.id,
-                            criteria=tuple(by_name.get(att.validation, [])),
-                        )
-                    )
-        return found
+        return applicable_validations(self.graph, self.catalog, self.plan_id)
 
     # -- the lifecycle --------------------------------------------------------------------
 
@@ -620,6 +604,8 @@ class Supervisor:
             await self._open_sandboxes()
             artifact = await self._work(strategy, None, note)
             while True:
+                if _withdrawn(artifact):
+                    return await self._finish(PlanStatus.FAILED, str(artifact))
                 outcome = await self._validate(artifact)
                 if isinstance(outcome, Passed):
                     return await self._apply()
@@ -672,15 +658,16 @@ class Supervisor:
             return Strategy(summary=recorded.summary, data=dict(recorded.data))
         await self.journal.go_live()
         try:
-            strategy = await self.strategy_actor.strategize(
-                StrategyRequest(
-                    plan_id=self.plan_id,
-                    graph=self.graph,
-                    applicable=tuple(self.applicable),
-                    revision=self.revision,
-                    history=tuple(self.rounds),
+            with current_span(self.log, self.plan_id, "strategize"):
+                strategy = await self.strategy_actor.strategize(
+                    StrategyRequest(
+                        plan_id=self.plan_id,
+                        graph=self.graph,
+                        applicable=tuple(self.applicable),
+                        revision=self.revision,
+                        history=tuple(self.rounds),
+                    )
                 )
-            )
         except BaseException as exc:
             if not _actor_failure(exc):
                 raise
@@ -809,7 +796,8 @@ class Supervisor:
         artifact: Any
         try:
             if not fix:
-                artifact = await self.execution_actor.execute(request)
+                with current_span(self.log, self.plan_id, "work"):
+                    artifact = await self.execution_actor.execute(request)
             else:
                 failures = tuple(
                     {
@@ -821,16 +809,19 @@ class Supervisor:
                     for r in self.records.values()
                     if r.blocking
                 )
-                artifact = await self.execution_actor.fix(
-                    FixRequest(
-                        **msgspec.structs.asdict(request),
-                        artifact=previous,
-                        rejection=self.verdict or {},
-                        failures=failures,
-                        note=note,
-                        fix=self._fix_number,
+                with current_span(self.log, self.plan_id, "work"):
+                    artifact = await self.execution_actor.fix(
+                        FixRequest(
+                            **msgspec.structs.asdict(request),
+                            artifact=previous,
+                            rejection=self.verdict or {},
+                            failures=failures,
+                            note=note,
+                            fix=self._fix_number,
+                        )
                     )
-                )
+        except WorkWithdrawn as exc:
+            artifact = _WorkFailed(f"withdrawn by the execution actor: {exc}", WITHDRAWN)
         except ConfigError as exc:
             # A work tool that cannot be called: no fix of the work changes that.
             artifact = _WorkFailed(str(exc), MISCONFIGURED)
@@ -887,6 +878,7 @@ class Supervisor:
             else (),
         )
         self.rounds.append(summary)
+        self.outcome = outcome
         if isinstance(outcome, Rejected):
             self.stats.rejection_reasons[outcome.layer] = (
                 self.stats.rejection_reasons.get(outcome.layer, 0) + 1
@@ -1111,7 +1103,8 @@ class Supervisor:
             await journal.go_live()
         elif self.escalation is not None:
             await journal.go_live()
-            answer = await self.escalation(request)
+            with current_span(self.log, self.plan_id, "approval" if approval else "escalation"):
+                answer = await self.escalation(request)
             if not isinstance(answer, EscalationDecision) or answer.for_approval != approval:
                 wanted = "'approve' or 'deny'" if approval else "'retry' or 'abort'"
                 raise RuntimeFault(
@@ -1287,6 +1280,11 @@ def _graph_file(graph: PlanGraph) -> tuple[str | None, str | None]:
     with open(source, "rb") as handle:
         digest = hashlib.sha256(handle.read()).hexdigest()
     return os.path.abspath(source), digest
+
+
+def _withdrawn(artifact: Any) -> bool:
+    """Whether the execution actor gave the plan up (the plan fails; nothing validates)."""
+    return isinstance(artifact, _WorkFailed) and artifact.fault == WITHDRAWN
 
 
 class _WorkFailed(str):

@@ -17,24 +17,43 @@ later, too)::
 Retry decisions, fixes and strategy revisions are span events on the plan span.
 :meth:`OpenTelemetryObserver.finish` puts the plan's seed 002 §16 figures on the plan span
 and ends it. opentelemetry-api is imported only when an observer is made.
+
+While user code runs — a validation, the nodes of a graph run, a lifecycle actor — the
+observer makes the span it belongs to the current span (:meth:`activate_span`, asked by the
+engine and the supervisor through :mod:`._spans`), so spans the user opens nest under it.
+
+:func:`configure_from_environment` sets the OpenTelemetry SDK up from the standard
+``OTEL_*`` variables (the CLI's ``--otel``).
 """
 
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ._spans import NO_SPAN
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from contextlib import AbstractContextManager
     from types import TracebackType
+    from typing import TextIO
 
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
     from opentelemetry.util.types import AttributeValue
 
+    from ._spans import SpanKind
     from ._supervisor import PlanOutcome, PlanStatistics
 
-__all__ = ["OpenTelemetryObserver", "record_statistics", "telemetry_available"]
+__all__ = [
+    "OpenTelemetryObserver",
+    "TracingSetup",
+    "configure_from_environment",
+    "record_statistics",
+    "telemetry_available",
+]
 
 _INSTALL_HINT = (
     "OpenTelemetry support needs the opentelemetry-api package: "
@@ -78,6 +97,9 @@ class OpenTelemetryObserver:
     with ``gategraph.incomplete = true``. Validation spans are forgotten as they end, so a
     fan-out of any size holds only the running ones.
 
+    It is also the log's span activator (see :meth:`activate_span`): while user code runs,
+    the span it belongs to is the current span.
+
     Raises :class:`ImportError` when opentelemetry-api is not installed.
     """
 
@@ -86,6 +108,7 @@ class OpenTelemetryObserver:
             from opentelemetry import trace
         except ImportError as exc:
             raise ImportError(_INSTALL_HINT, name="opentelemetry") from exc
+        from opentelemetry import context
         from opentelemetry.trace import Status, StatusCode
 
         if tracer is None:
@@ -95,6 +118,8 @@ class OpenTelemetryObserver:
         self.tracer = tracer
         """The tracer spans are started with."""
         self._in_context = trace.set_span_in_context
+        self._attach = context.attach
+        self._detach = context.detach
         self._status = Status
         self._error = StatusCode.ERROR
         self._ok = StatusCode.OK
@@ -110,6 +135,8 @@ class OpenTelemetryObserver:
         self._others: dict[str, Span] = {}
         """Open phase spans by name (strategize, work, escalation, approval, apply)."""
         self._work_began: int | None = None
+        self._work: Span | None = None
+        """The work phase's span, once started (on demand: see :meth:`_work_span`)."""
         self._last_at = 0
         self._closed = False
         self._handlers: dict[str, Callable[[Any, int], None]] = {
@@ -175,6 +202,9 @@ class OpenTelemetryObserver:
         for span in self._others.values():
             self._incomplete(span, at)
         self._others.clear()
+        if self._work is not None:
+            self._incomplete(self._work, at)
+            self._work = None
         if self.plan_span is not None:
             if self._plan_end is None:
                 self._incomplete(self.plan_span, at)
@@ -192,6 +222,45 @@ class OpenTelemetryObserver:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    # -- the current span -----------------------------------------------------------------
+
+    def activate_span(
+        self, plan_id: str, kind: SpanKind, key: tuple[str, int] | None = None
+    ) -> AbstractContextManager[object]:
+        """A context manager under which the plan's ``kind`` span (see
+        :data:`~gategraph.runtime._spans.SpanKind`) is the current OpenTelemetry span, so
+        spans opened inside nest under it. Nothing happens for a span that is not open (a
+        resumed plan's phase whose start this observer never saw), another plan, or once
+        the observer closed."""
+        if plan_id != self.plan_id or self._closed:
+            return NO_SPAN
+        span: Span | None
+        if kind == "validation":
+            span = self._validations.get(key) if key is not None else None
+        elif kind == "run":
+            span = self._round if self._round is not None else self._work_span()
+        elif kind == "work":
+            span = self._work_span()
+        else:
+            span = self._others.get(kind)
+        return NO_SPAN if span is None else _Current(self, span)
+
+    def _work_span(self) -> Span | None:
+        """The work phase's span, started now (at the phase's start event's time) if the
+        phase began and none was: only a span that exists can be a parent. Without an
+        activation it is made at ``work_finished``, as a stored log replays it."""
+        if self._work is None and self._work_began is not None:
+            self._work = self.tracer.start_span(
+                "gategraph.work", context=self._plan_context, start_time=self._work_began
+            )
+        return self._work
+
+    def _begin_work(self, at: int) -> None:
+        if self._work is not None:  # a work phase that never finished
+            self._incomplete(self._work, at)
+            self._work = None
+        self._work_began = at
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -287,17 +356,22 @@ class OpenTelemetryObserver:
         else:
             span.set_attributes(attributes)
             span.end(end_time=at)
-        self._work_began = at
+        self._begin_work(at)
 
     def _work_finished(self, event: Any, at: int) -> None:
         self._plan(event, at)
-        began = self._work_began if self._work_began is not None else at
-        span = self.tracer.start_span(
-            "gategraph.work",
-            context=self._plan_context,
-            start_time=began,
-            attributes=_attributes(attempt=event.attempt, error=_text_or_none(event.error)),
-        )
+        attributes = _attributes(attempt=event.attempt, error=_text_or_none(event.error))
+        span, self._work = self._work, None
+        if span is None:
+            began = self._work_began if self._work_began is not None else at
+            span = self.tracer.start_span(
+                "gategraph.work",
+                context=self._plan_context,
+                start_time=began,
+                attributes=attributes,
+            )
+        else:
+            span.set_attributes(attributes)
         if event.error:
             self._fail(span, event.error)
         span.end(end_time=at)
@@ -310,7 +384,7 @@ class OpenTelemetryObserver:
             at,
             _attributes(attempt=event.attempt, note=_text_or_none(event.note)),
         )
-        self._work_began = at
+        self._begin_work(at)
 
     def _revision_requested(self, event: Any, at: int) -> None:
         self._plan(event, at)
@@ -518,3 +592,156 @@ def record_statistics(target: OpenTelemetryObserver | Span, statistics: PlanStat
     for reason, count in statistics.rejection_reasons.items():
         attributes[f"gategraph.stats.rejections.{reason}"] = count
     span.set_attributes(attributes)
+
+
+class _Current:
+    """Makes one span the current span while entered: its context is attached on enter and
+    detached on exit, in the same task (OpenTelemetry tokens are detached last in, first
+    out, in the context they were attached in)."""
+
+    __slots__ = ("_observer", "_span", "_token")
+
+    def __init__(self, observer: OpenTelemetryObserver, span: Span) -> None:
+        self._observer = observer
+        self._span = span
+
+    def __enter__(self) -> Span:
+        observer = self._observer
+        # On top of the context of the moment, so the caller's baggage stays.
+        self._token = observer._attach(observer._in_context(self._span))
+        return self._span
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._observer._detach(self._token)
+
+
+# -- configuring the SDK from the environment (the CLI's --otel) ------------------------------
+
+_EXPORTER_GROUP = "opentelemetry_traces_exporter"
+"""The entry point group trace exporters register under (the SDK's own ``console``, the
+OTLP exporters' ``otlp_proto_grpc`` and ``otlp_proto_http`` ...)."""
+_OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}
+_PACKAGES = {
+    "otlp_proto_grpc": "opentelemetry-exporter-otlp-proto-grpc",
+    "otlp_proto_http": "opentelemetry-exporter-otlp-proto-http",
+}
+
+
+class TracingSetup(NamedTuple):
+    """What :func:`configure_from_environment` did."""
+
+    provider: Any
+    """The tracer provider it set, or None (one was set already, or none would export)."""
+    warning: str | None
+    """Why no span, or not every span, will be exported (one line); None when all will."""
+
+    def flush(self) -> None:
+        """Export what the provider it set still holds (the spans of a plan just ended)."""
+        if self.provider is not None:
+            self.provider.force_flush()
+
+
+def configure_from_environment(*, console: TextIO | None = None) -> TracingSetup:
+    """Set the OpenTelemetry SDK up as the standard ``OTEL_*`` environment variables say,
+    unless the program set a tracer provider already (its own, or ``opentelemetry-instrument``'s).
+
+    ``OTEL_TRACES_EXPORTER`` names the exporters (comma-separated; ``otlp`` when not set, as
+    the OpenTelemetry specification says; ``none`` for none), each found by its
+    ``opentelemetry_traces_exporter`` entry point; ``otlp`` is gRPC or HTTP as
+    ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` or ``OTEL_EXPORTER_OTLP_PROTOCOL`` say. The SDK
+    itself reads the rest: the resource (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``),
+    the sampler (``OTEL_TRACES_SAMPLER``), the batch processor's and each exporter's own
+    variables, and ``OTEL_SDK_DISABLED``. ``console`` is where the ``console`` exporter
+    writes (default: standard output).
+
+    Never raises for a setting: what would keep spans from being exported (no SDK, no
+    exporter, one that is not installed) is the returned ``warning``.
+    """
+    from opentelemetry import trace
+
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return TracingSetup(None, None)
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        return TracingSetup(
+            None,
+            "no span is exported: the OpenTelemetry SDK is not installed "
+            "(pip install opentelemetry-sdk)",
+        )
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return TracingSetup(None, "no span is exported: OTEL_SDK_DISABLED=true")
+    exporters, warning = _trace_exporters(os.environ, console)
+    if not exporters:
+        return TracingSetup(None, warning)
+    provider = TracerProvider(resource=Resource.create())
+    for exporter in exporters.values():
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return TracingSetup(provider, warning)
+
+
+def _trace_exporters(
+    environ: Mapping[str, str], console: TextIO | None
+) -> tuple[dict[str, Any], str | None]:
+    """The span exporters ``OTEL_TRACES_EXPORTER`` names, made, by name; and a one-line
+    warning for those that cannot be (None when every one could).
+
+    The names are parsed here, not by the SDK: its parser and configurator are private
+    (``opentelemetry.sdk._configuration``, whose configurator must not be instantiated),
+    and they would also set up metrics and logs. The entry point group is the exporters'
+    public contract with the SDK.
+    """
+    from importlib.metadata import entry_points
+
+    raw = (environ.get("OTEL_TRACES_EXPORTER") or "").strip()
+    if raw.lower() == "none":
+        return {}, "no span is exported: OTEL_TRACES_EXPORTER=none"
+    names = [name.strip() for name in (raw or "otlp").split(",") if name.strip()]
+    exporters: dict[str, Any] = {}
+    problems: list[str] = []
+    for name in names:
+        entry_name = name
+        if name == "otlp":
+            protocol = (
+                environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                or "grpc"  # the Python SDK's default
+            ).strip()
+            if protocol not in _OTLP_BY_PROTOCOL:
+                problems.append(
+                    f"the OTLP protocol {protocol!r} is not supported (grpc or http/protobuf)"
+                )
+                continue
+            entry_name = _OTLP_BY_PROTOCOL[protocol]
+        found = next(iter(entry_points(group=_EXPORTER_GROUP, name=entry_name)), None)
+        if found is None:
+            package = _PACKAGES.get(entry_name)
+            problems.append(
+                f"the {name} exporter is not installed (pip install {package})"
+                if package is not None
+                else f"no installed package provides the trace exporter {name!r}"
+            )
+            continue
+        try:
+            factory = found.load()
+            args = {"out": console} if console is not None and name == "console" else {}
+            exporters[name] = factory(**args)
+        except Exception as exc:
+            problems.append(f"the {name} exporter failed to start: {type(exc).__name__}: {exc}")
+    if not problems:
+        return exporters, None
+    why = "; ".join(problems)
+    if not raw:
+        why = f"OTEL_TRACES_EXPORTER is not set, so it is otlp, and {why}"
+    if exporters:
+        return exporters, f"spans go to {', '.join(exporters)} only: {why}"
+    hint = "; OTEL_TRACES_EXPORTER=console prints spans instead" if "console" not in names else ""
+    return exporters, f"no span is exported: {why}{hint}"

@@ -21,9 +21,24 @@ import msgspec
 
 from ._engine import ValidationRecord, execute_graph
 from ._exceptions import ConfigError, ConfigIssue
-from ._maxn import DEFAULT_RETRY_LIMIT, MaxNPolicy, RetryBudget, RetryDecision, primary_fault
+from ._maxn import (
+    DEFAULT_RETRY_LIMIT,
+    FaultKind,
+    MaxNPolicy,
+    RetryBudget,
+    RetryDecision,
+    primary_fault,
+)
 from ._models import Validation
-from ._pipeline import Passed, Reason, applicable_validations, round_faults, semantic_outcome
+from ._pipeline import (
+    Passed,
+    Reason,
+    Rejected,
+    ValidationOutcome,
+    applicable_validations,
+    round_faults,
+    semantic_outcome,
+)
 from ._sync import run_sync
 
 if TYPE_CHECKING:
@@ -32,11 +47,12 @@ if TYPE_CHECKING:
     from ._graph import PlanGraph
     from ._invoke import Isolation
 
-__all__ = ["Verdict", "validate", "validate_sync"]
+__all__ = ["Verdict", "graph_spec", "load_spec", "validate", "validate_sync", "verdict_of"]
 
 _SOURCE: Final = "validate()"
 _NODE_FIELD: Final = re.compile(r"^nodes\[(\d+)\]")
 _SLUG: Final = re.compile(r"[^A-Za-z0-9_-]+")
+_NODE_KEYS: Final = frozenset({"id", "arguments", "timeout", "isolation", "resources"})
 
 
 class Verdict(msgspec.Struct, kw_only=True):
@@ -97,12 +113,12 @@ def _item(item: Any, index: int) -> tuple[dict[str, Any], dict[str, Any] | None]
     node: dict[str, Any] = {}
     if isinstance(item, Mapping) and "validation" in item:
         node = {key: value for key, value in item.items() if key != "validation"}
-        unknown = sorted(set(node) - {"id", "arguments", "timeout", "isolation"})
+        unknown = sorted(set(node) - _NODE_KEYS)
         if unknown:
             raise ConfigError.at(
                 where,
-                f"unknown key {unknown[0]!r}: an item with `validation` may have id, "
-                "arguments, timeout and isolation",
+                f"unknown key {unknown[0]!r}: an item with `validation` may have "
+                + ", ".join(sorted(_NODE_KEYS)),
                 source=_SOURCE,
             )
         item = item["validation"]
@@ -133,14 +149,16 @@ def _item(item: Any, index: int) -> tuple[dict[str, Any], dict[str, Any] | None]
     return node, defined
 
 
-def _graph_spec(
+def graph_spec(
     validations: Iterable[Any],
-    resource: str,
-    folder: Path | None,
-    project: str | None,
-    timeout: float | None,
-    allow_ungated: bool,
+    resources: Mapping[str, Mapping[str, Any]],
+    *,
+    name: str = "validate",
+    project: str | None = None,
+    policy: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The plan graph (as a mapping for the loader) that runs ``validations`` — each in one
+    of the forms :func:`validate` takes — over ``resources`` (name → resource spec)."""
     if isinstance(validations, str | Mapping | Validation):
         validations = [validations]  # one validation on its own: the obvious meaning
     nodes: list[dict[str, Any]] = []
@@ -165,30 +183,33 @@ def _graph_spec(
         taken.add(node_id)
         node["id"] = node_id
         nodes.append(node)
-    policy: dict[str, Any] = {"allow_ungated": allow_ungated}
-    if timeout is not None:
-        policy["default_timeout"] = timeout
     spec: dict[str, Any] = {
         "version": 1,
-        "name": "validate",
+        "name": name,
         "nodes": nodes,
         "validations": list(defined.values()),
-        "policy": policy,
+        "resources": {key: dict(value) for key, value in resources.items()},
+        "policy": dict(policy or {}),
     }
     if project is not None:
         spec["project"] = project
-    if folder is not None:
-        spec["resources"] = {resource: {"kind": "directory", "path": str(folder)}}
     return spec
 
 
-def _load(spec: dict[str, Any], catalog: Catalog | None) -> PlanGraph:
+def load_spec(
+    spec: dict[str, Any], catalog: Catalog | None, *, path: Path | None = None
+) -> PlanGraph:
+    """Load a graph made by :func:`graph_spec` (from ``path`` when it was written to one);
+    the loader's problems are named as the caller wrote them."""
     from ._graph import _Loader
-    from ._yaml import Document
+    from ._yaml import Document, read_document
 
     try:
-        loader = _Loader(Document(spec, "<mapping>"), Path.cwd(), catalog, attachments_only=True)
-        return loader.load()
+        if path is None:
+            doc, base = Document(spec, "<mapping>"), Path.cwd()
+        else:
+            doc, base = read_document(path), path.parent
+        return _Loader(doc, base, catalog, attachments_only=True).load()
     except ConfigError as error:
         raise _renamed(error) from None
 
@@ -301,16 +322,20 @@ async def validate(
     spec_folder = _folder(change)
     written = spec_folder if isinstance(change, Mapping) else None
     try:
-        spec = _graph_spec(
-            validations, resource, spec_folder, project, default_timeout, allow_ungated
+        policy: dict[str, Any] = {"allow_ungated": allow_ungated}
+        if default_timeout is not None:
+            policy["default_timeout"] = default_timeout
+        resources = (
+            {resource: {"kind": "directory", "path": str(spec_folder)}} if spec_folder else {}
         )
+        spec = graph_spec(validations, resources, project=project, policy=policy)
         if not spec["nodes"] and catalog is None:
             raise ConfigError.at(
                 "validations",
                 "no validation given, and no catalog whose attachments would gate the change",
                 source=_SOURCE,
             )
-        graph = _load(spec, catalog)
+        graph = load_spec(spec, catalog)
         run = await execute_graph(
             graph,
             catalog=catalog,
@@ -327,25 +352,37 @@ async def validate(
     records = {r.node: r for r in run.validations}
     outcome, envelope = semantic_outcome(run.plan_id, graph, applicable, records, run.nodes)
     budget = budget if budget is not None else RetryBudget(MaxNPolicy())
-    retry_after = 0.0
-    reasons: tuple[Reason, ...] = ()
-    if isinstance(outcome, Passed):
-        decision, fault = RetryDecision.ATTESTED, None
-    else:
+    decision, kind = RetryDecision.ATTESTED, None
+    if not isinstance(outcome, Passed):
         faults = round_faults(outcome)
         decision = budget.decide_round(faults)
         kind = primary_fault(faults) or faults[0]
-        fault, reasons = kind.kind, outcome.reasons
-        if decision is RetryDecision.RETRY_VALIDATOR and kind.backoff is not None:
-            retry_after = kind.backoff.delay(budget.used_by(kind.kind))
+    return verdict_of(run.plan_id, outcome, envelope, run.validations, decision, kind, budget)
+
+
+def verdict_of(
+    plan_id: str,
+    outcome: ValidationOutcome,
+    envelope: dict[str, Any],
+    records: Iterable[ValidationRecord],
+    decision: RetryDecision,
+    fault: FaultKind | None,
+    budget: RetryBudget,
+) -> Verdict:
+    """The :class:`Verdict` of a round: its outcome, envelope and records, and what the
+    ladder decided (``fault`` is the deciding fault kind, None for a pass)."""
+    retry_after = 0.0
+    if decision is RetryDecision.RETRY_VALIDATOR and fault is not None and fault.backoff:
+        retry_after = fault.backoff.delay(budget.used_by(fault.kind))
     return Verdict(
-        passed=isinstance(outcome, Passed),
+        # Waiting for a person's approval, the validations have passed all the same.
+        passed=not isinstance(outcome, Rejected),
         decision=decision,
-        fault=fault,
+        fault=fault.kind if fault is not None else None,
         envelope=envelope,
-        records=list(run.validations),
-        reasons=tuple(reasons),
-        plan_id=run.plan_id,
+        records=list(records),
+        reasons=outcome.reasons if isinstance(outcome, Rejected) else (),
+        plan_id=plan_id,
         budget_used=budget.used,
         budget_limit=budget.limit,
         retry_after=retry_after,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -391,3 +394,198 @@ def test_the_default_tracer_comes_from_the_global_provider() -> None:
     observer.on_event(ev(PlanStarted, 1.0, graph="g"))
     observer.close()
     assert observer.plan_span is None
+
+
+# -- --otel: the SDK from the OTEL_* variables -----------------------------------------------
+
+TINY = """\
+version: 1
+name: tiny
+validations:
+  - {name: ok, entrypoint: "gategraph.runtime.testing:passing"}
+nodes:
+  - {id: check, validation: ok}
+"""
+
+
+def _otel_run(
+    tmp_path: Path, env: dict[str, str], *args: str, prelude: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``gategraph run tiny.yaml --otel ARGS`` in a fresh interpreter (the global tracer
+    provider can be set once per process), with ``env`` over a clean OTEL_* environment."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    environ.update(env)
+    code = f"{prelude}\nfrom gategraph.runtime._cli import main\nmain()\n"
+    return subprocess.run(
+        [sys.executable, "-c", code, "run", "tiny.yaml", "--otel", *args],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_otel_with_the_console_exporter_prints_the_spans(tmp_path: Path) -> None:
+    """OTEL_TRACES_EXPORTER=console with only the SDK: the spans are printed, with the
+    service name of OTEL_SERVICE_NAME, and nothing is warned about."""
+    done = _otel_run(tmp_path, {"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "ci"})
+    assert done.returncode == 0, done.stderr
+    assert '"name": "gategraph.plan"' in done.stdout
+    assert '"name": "gategraph.validation"' in done.stdout
+    assert '"service.name": "ci"' in done.stdout
+    assert "warning" not in done.stderr
+
+
+def test_otel_with_json_keeps_stdout_for_the_json(tmp_path: Path) -> None:
+    """With --json, printed spans go to stderr and stdout holds the outcome alone."""
+    done = _otel_run(tmp_path, {"OTEL_TRACES_EXPORTER": "console"}, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "applied"
+    assert '"name": "gategraph.plan"' in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "prelude", "expected"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "none"}, "", "no span is exported: OTEL_TRACES_EXPORTER=none"),
+        (
+            {"OTEL_TRACES_EXPORTER": "nope"},
+            "",
+            "no installed package provides the trace exporter 'nope'",
+        ),
+        (
+            {"OTEL_TRACES_EXPORTER": "console"},
+            "import sys; sys.modules['opentelemetry.sdk'] = None",
+            "the OpenTelemetry SDK is not installed (pip install opentelemetry-sdk)",
+        ),
+    ],
+    ids=["none", "unknown-exporter", "api-only"],
+)
+def test_otel_warns_when_no_exporter_would_receive_anything(
+    tmp_path: Path, env: dict[str, str], prelude: str, expected: str
+) -> None:
+    """One warning line on stderr says why nothing is exported; the plan still runs."""
+    done = _otel_run(tmp_path, env, prelude=prelude)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, done.stderr
+    assert warnings[0].startswith("warning: --otel: no span is exported: ")
+    assert expected in warnings[0]
+    assert "gategraph.plan" not in done.stdout
+
+
+class _Entry:
+    """A stand-in for an installed exporter's entry point."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+
+    def load(self) -> Any:
+        if isinstance(self.factory, Exception):
+            raise self.factory
+        return self.factory
+
+
+def _installed(monkeypatch: pytest.MonkeyPatch, **exporters: Any) -> None:
+    """Make ``exporters`` (entry point name → class, or the error loading it raises) the
+    only trace exporters installed."""
+    import importlib.metadata
+
+    def entry_points(*, group: str, name: str) -> list[_Entry]:
+        assert group == "opentelemetry_traces_exporter"
+        return [_Entry(exporters[name])] if name in exporters else []
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+
+
+def test_exporter_names_follow_the_specification(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset means otlp (gRPC unless the protocol variables say HTTP); names are
+    comma-separated; what is not installed is named with the package to install."""
+    from gategraph.runtime._telemetry import _trace_exporters
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    class Grpc(InMemorySpanExporter):
+        pass
+
+    class Http(InMemorySpanExporter):
+        pass
+
+    _installed(monkeypatch, console=ConsoleSpanExporter, otlp_proto_grpc=Grpc, otlp_proto_http=Http)
+    made, warning = _trace_exporters({}, None)
+    assert warning is None and [type(e) for e in made.values()] == [Grpc]
+    made, warning = _trace_exporters(
+        {"OTEL_TRACES_EXPORTER": " otlp , console", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
+        sys.stderr,
+    )
+    assert warning is None and [type(e) for e in made.values()] == [Http, ConsoleSpanExporter]
+    assert made["console"].out is sys.stderr  # type: ignore[attr-defined]
+    made, warning = _trace_exporters(
+        {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, None
+    )
+    assert [type(e) for e in made.values()] == [Grpc]
+
+    _installed(monkeypatch, console=ConsoleSpanExporter)
+    made, warning = _trace_exporters({}, None)
+    assert not made
+    assert warning == (
+        "no span is exported: OTEL_TRACES_EXPORTER is not set, so it is otlp, and the otlp "
+        "exporter is not installed (pip install opentelemetry-exporter-otlp-proto-grpc); "
+        "OTEL_TRACES_EXPORTER=console prints spans instead"
+    )
+    made, warning = _trace_exporters({"OTEL_TRACES_EXPORTER": "console,zipkin"}, None)
+    assert list(made) == ["console"]
+    assert warning == (
+        "spans go to console only: no installed package provides the trace exporter 'zipkin'"
+    )
+    made, warning = _trace_exporters(
+        {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, None
+    )
+    assert not made
+    assert warning is not None and "the OTLP protocol 'http/json' is not supported" in warning
+
+
+def test_an_exporter_that_fails_to_load_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed exporter that cannot be imported or built is a warning, not a crash."""
+    from gategraph.runtime._telemetry import _trace_exporters
+
+    def broken() -> Any:
+        raise ValueError("bad endpoint")
+
+    _installed(monkeypatch, grpcless=ImportError("No module named 'grpc'"), strict=broken)
+    made, warning = _trace_exporters({"OTEL_TRACES_EXPORTER": "grpcless,strict"}, None)
+    assert not made
+    assert warning == (
+        "no span is exported: the grpcless exporter failed to start: ImportError: No module "
+        "named 'grpc'; the strict exporter failed to start: ValueError: bad endpoint; "
+        "OTEL_TRACES_EXPORTER=console prints spans instead"
+    )
+
+
+def test_a_tracer_provider_set_by_the_program_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A provider set already (the program's, opentelemetry-instrument's) is used as it is:
+    nothing is configured and nothing warned about."""
+    from gategraph.runtime._telemetry import configure_from_environment
+    from opentelemetry import trace
+
+    mine = TracerProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: mine)
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    setup = configure_from_environment()
+    assert (setup.provider, setup.warning) == (None, None)
+    setup.flush()  # nothing to flush: no error either
+
+
+def test_a_disabled_sdk_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_SDK_DISABLED=true: nothing is set up, and the warning says why."""
+    from gategraph.runtime._telemetry import configure_from_environment
+    from opentelemetry import trace
+
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "True")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    setup = configure_from_environment()
+    assert (setup.provider, setup.warning) == (None, "no span is exported: OTEL_SDK_DISABLED=true")
