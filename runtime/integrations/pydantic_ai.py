@@ -1,0 +1,447 @@
+"""pydantic-ai adapter: gate an Agent's output with gategraph validations, and give an Agent
+a catalog's read-only tools and validations as its tools.
+
+::
+
+    agent = Agent(model, output_type=Edit, retries=3)
+    gate_output(agent, ["python_syntax"])           # the output's files must parse
+    agent = Agent(model, toolsets=[CatalogToolset(catalog, change="repo/")])
+
+:class:`GategraphOutputValidator` (which :func:`gate_output` registers) runs the
+validations over each final output. A rejection goes back to the model as
+:class:`~pydantic_ai.ModelRetry` with the findings; a validation that could not decide (a
+timeout, a crash) is re-run after its backoff without troubling the model; and when the
+failure ladder escalates — the retry budget is spent, or retrying cannot help — the run
+stops with :class:`GateEscalatedError`. One budget is shared by every round of one run.
+
+pydantic-ai runs on asyncio only, so this adapter does too. Install it with
+``pip install 'gategraph[pydantic-ai]'``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import anyio
+import msgspec
+import pydantic_core
+from gategraph.runtime._exceptions import ConfigError, GategraphError
+from gategraph.runtime._maxn import MaxNPolicy, RetryBudget, RetryDecision
+from gategraph.runtime._models import ToolSource, Validation
+from gategraph.runtime._validate import Verdict, validate
+
+try:
+    from pydantic_ai import ModelRetry
+    from pydantic_ai.tools import Tool as AgentTool
+    from pydantic_ai.toolsets import FunctionToolset
+except ImportError as error:  # pragma: no cover - a base install; tested by hiding pydantic_ai
+    raise ImportError(
+        "gategraph.runtime.integrations.pydantic_ai needs pydantic-ai: "
+        f"pip install 'gategraph[pydantic-ai]' ({error})"
+    ) from error
+
+if TYPE_CHECKING:
+    from gategraph.runtime._catalog import Catalog
+    from gategraph.runtime._eventlog import EventLog
+    from gategraph.runtime._models import Tool
+    from pydantic_ai import Agent, RunContext
+
+__all__ = ["CatalogToolset", "GateEscalatedError", "GategraphOutputValidator", "gate_output"]
+
+_T = TypeVar("_T")
+# What validate() takes as a change: a folder, a mapping of files, or none.
+_ChangeLike = str | os.PathLike[str] | Mapping[str, str | bytes] | None
+# The toolset's folder, or a function of the run that returns it.
+_FolderOf = Callable[["RunContext[Any]"], str | os.PathLike[str] | None]
+
+# Runs whose budget is kept. A run's budget cannot be dropped when the run ends (pydantic-ai
+# says nothing then), so the oldest go first; only a run among more than this many at once
+# would get a fresh budget, and the agent's own output_retries still bound it.
+_RUNS_KEPT: Final = 256
+_MODEL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_NOT_MODEL_NAME: Final = re.compile(r"[^a-zA-Z0-9_-]")
+_RESOURCE: Final = "change"
+_ARGUMENTS_FIELD: Final = re.compile(r"^nodes\[0\]\.arguments(\.|$)")
+
+
+class GateEscalatedError(GategraphError):
+    """gategraph stopped an agent's run: the output is still rejected and retrying it will
+    not help (the retry budget is spent, a validation cannot decide, or the agent has no
+    output retries left). A person looks at :attr:`verdict`."""
+
+    def __init__(self, reason: str, verdict: Verdict) -> None:
+        feedback = verdict.feedback
+        super().__init__(f"{reason}\n{feedback}" if feedback else reason)
+        self.reason = reason
+        """Why the run was stopped, in one sentence."""
+        self.verdict = verdict
+        """The last round's verdict: its envelope, findings and records."""
+
+
+def _files(value: Any) -> Mapping[str, str | bytes] | None:
+    if isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str | bytes) for k, v in value.items()
+    ):
+        return value
+    return None
+
+
+def _default_change(output: Any) -> _ChangeLike:
+    """The change an output proposes: its ``files`` (an attribute or key mapping relative
+    paths to text), or the output itself if it is such a mapping; else none."""
+    inner = output.get("files") if isinstance(output, Mapping) else getattr(output, "files", None)
+    found = _files(inner)
+    return found if found is not None else _files(output)
+
+
+def _default_artifact(output: Any) -> Any:
+    """The output as the validations' artifact, in JSON form (a model becomes a dict)."""
+    try:
+        return pydantic_core.to_jsonable_python(output)
+    except pydantic_core.PydanticSerializationError:
+        return output
+
+
+class GategraphOutputValidator:
+    """An output validator for a pydantic-ai Agent that runs gategraph validations.
+
+    Register it with ``agent.output_validator(GategraphOutputValidator([...]))`` or
+    :func:`gate_output`. For each final output (partial outputs of a stream are let
+    through) it validates the change the output proposes and
+
+    - returns the output when the validations attest it;
+    - raises :class:`~pydantic_ai.ModelRetry` with the findings when they reject it, so the
+      model fixes it (the agent's output retries must allow as many as the budget);
+    - re-runs the validations, after the fault's backoff, when one could not decide (a
+      timeout, a crash): that is no finding for the model;
+    - raises :class:`GateEscalatedError` when the failure ladder escalates (the budget is
+      spent, or retrying cannot help) or the agent has no output retries left.
+
+    ``validations`` are as :func:`~gategraph.runtime.validate` takes them: names (from
+    ``catalog`` or built-ins), inline configs, :class:`~gategraph.runtime.Validation`
+    objects, or ``{"validation": ..., "arguments": {...}}``; with a ``catalog``, the
+    validations attached to ``resource`` (under ``project``) run too. ``change`` turns an
+    output into the change (a folder or a mapping of files; default: the output's
+    ``files``), ``artifact`` into the value the validations judge (default: the output as
+    JSON).
+
+    Each run of the agent spends one budget of ``policy`` (default: three retries), shared
+    by rejections and infra faults; pass ``budget`` to share one across runs instead.
+    ``sleep`` waits before a re-run (inject one in tests).
+    """
+
+    def __init__(
+        self,
+        validations: Iterable[Any] = (),
+        *,
+        catalog: Catalog | None = None,
+        change: Callable[[Any], _ChangeLike] = _default_change,
+        artifact: Callable[[Any], Any] = _default_artifact,
+        resource: str = _RESOURCE,
+        project: str | None = None,
+        policy: MaxNPolicy | None = None,
+        budget: RetryBudget | None = None,
+        event_log: EventLog | None = None,
+        default_timeout: float | None = None,
+        sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
+    ) -> None:
+        if isinstance(validations, str | Mapping | Validation):
+            validations = [validations]
+        self.validations: Final = tuple(validations)
+        """The validations every output must pass."""
+        self.catalog: Final = catalog
+        self.policy: Final = policy if policy is not None else MaxNPolicy()
+        """The retry policy of each run's budget."""
+        self._change = change
+        self._artifact = artifact
+        self._resource = resource
+        self._project = project
+        self._shared = budget
+        self._event_log = event_log
+        self._default_timeout = default_timeout
+        self._sleep = sleep
+        self._budgets: OrderedDict[str, RetryBudget] = OrderedDict()
+
+    def _budget(self, run_id: str | None) -> RetryBudget:
+        if self._shared is not None:
+            return self._shared
+        if run_id is None:  # not in an agent run (called by hand): a round of its own
+            return RetryBudget(self.policy)
+        budget = self._budgets.get(run_id)
+        if budget is None:
+            budget = self._budgets[run_id] = RetryBudget(self.policy)
+            if len(self._budgets) > _RUNS_KEPT:
+                self._budgets.popitem(last=False)
+        else:
+            self._budgets.move_to_end(run_id)
+        return budget
+
+    async def check(self, output: Any, budget: RetryBudget | None = None) -> Verdict:
+        """Validate ``output`` until a round decides (a pass, a rejection for the model, or
+        an escalation); re-run a round that could not decide after its backoff. Every
+        round spends from ``budget`` (default: a fresh one of :attr:`policy`)."""
+        budget = budget if budget is not None else RetryBudget(self.policy)
+        change, artifact = self._change(output), self._artifact(output)
+        while True:
+            verdict = await validate(
+                change,
+                self.validations,
+                artifact=artifact,
+                catalog=self.catalog,
+                resource=self._resource,
+                project=self._project,
+                budget=budget,
+                event_log=self._event_log,
+                default_timeout=self._default_timeout,
+            )
+            # seed 003: an infra fault re-runs the validator only; the work is not at fault,
+            # so the model is not asked to fix anything. Each re-run spends one slot, so
+            # this loop ends within the budget.
+            if verdict.decision is not RetryDecision.RETRY_VALIDATOR:
+                return verdict
+            await self._sleep(verdict.retry_after)
+
+    async def __call__(self, ctx: RunContext[Any], output: _T) -> _T:
+        """Validate one output of an agent run (pydantic-ai calls this)."""
+        if ctx.partial_output:
+            return output  # a stream's partial output: only the final one is a proposal
+        run_id = ctx.run_id
+        verdict = await self.check(output, self._budget(run_id))
+        if verdict.passed:
+            return output
+        reason = _stop_reason(verdict, ctx.retry, ctx.max_retries)
+        if reason is None:
+            raise ModelRetry(verdict.feedback)
+        if run_id is not None:
+            self._budgets.pop(run_id, None)
+        raise GateEscalatedError(reason, verdict)
+
+
+def _stop_reason(verdict: Verdict, retry: int, max_retries: int) -> str | None:
+    """Why a rejected output stops the run, or None when the model is to fix it."""
+    if verdict.decision is RetryDecision.ESCALATE_PERMANENT:
+        return (
+            f"gategraph stopped the run: a validation cannot decide ({verdict.fault}), "
+            "and retrying cannot help"
+        )
+    if verdict.decision is RetryDecision.ESCALATE_EXHAUSTED:
+        return (
+            f"gategraph stopped the run: the output is still rejected ({verdict.fault}) "
+            f"and the retry budget is spent ({verdict.budget_used} of {verdict.budget_limit})"
+        )
+    # The agent's own output retries run out before gategraph's budget: stop here with the
+    # verdict rather than let pydantic-ai fail with a bare count. (A pydantic-ai that does
+    # not report its output retries says max_retries=0; it then stops the run itself.)
+    if max_retries and retry >= max_retries:
+        return (
+            f"gategraph stopped the run: the output is still rejected and the agent has no "
+            f"output retries left ({max_retries}); raise them to {verdict.budget_limit} "
+            "(Agent(retries=...)) to let the model use gategraph's whole budget"
+        )
+    return None
+
+
+def gate_output(
+    agent: Agent[Any, Any], validations: Iterable[Any] = (), **options: Any
+) -> GategraphOutputValidator:
+    """Gate ``agent``'s output with ``validations``: register a
+    :class:`GategraphOutputValidator` (``options`` are its keyword arguments) and return it."""
+    validator = GategraphOutputValidator(validations, **options)
+    agent.output_validator(validator)
+    return validator
+
+
+# -- the toolset ----------------------------------------------------------------------------
+
+
+def _model_names(names: Iterable[str]) -> dict[str, str]:
+    """A valid, unique model tool name for each catalog name (``lint.ruff`` → ``lint_ruff``).
+
+    A name that is valid already is kept; another gets its invalid characters replaced and,
+    if that is taken (or too long), a short hash of the original, so it is stable."""
+    names = sorted(set(names))
+    taken = {name for name in names if _MODEL_NAME.match(name)}
+    out = {name: name for name in taken}
+    for name in names:
+        if name in out:
+            continue
+        candidate = _NOT_MODEL_NAME.sub("_", name)
+        if len(candidate) > 64 or candidate in taken:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+            candidate = f"{candidate[:55]}_{digest}"
+        out[name] = candidate
+        taken.add(candidate)
+    return out
+
+
+def _arguments_schema(tool: Tool) -> dict[str, Any]:
+    # Arguments are always a mapping, and models want an object schema at the top.
+    schema = {"properties": {}, **(tool.input_schema or {})}
+    schema["type"] = "object"
+    return schema
+
+
+def _description(tool: Tool) -> str:
+    what = tool.description or f"The gategraph {tool.tool_type.value} {tool.name!r}."
+    if isinstance(tool, Validation):
+        what += (
+            " Read-only. Returns {passed, message, data}: whether the check passes, why, and "
+            "its details."
+        )
+    return what
+
+
+def _exposable(tool: Tool) -> str | None:
+    """Why ``tool`` may not be given to a model, or None if it may."""
+    if tool.source is ToolSource.MCP:
+        return "it is an MCP tool, which this version of gategraph cannot call"
+    if isinstance(tool, Validation) or tool.capability.read_only:
+        return None
+    return "it is not read-only (only read-only tools and validations are given to a model)"
+
+
+class CatalogToolset(FunctionToolset[Any]):
+    """A pydantic-ai toolset of a catalog's read-only tools and validations.
+
+    Each becomes a tool with the entry's input schema as its arguments, under a name a model
+    accepts (dots and other characters become ``_``; :attr:`catalog_names` maps back). A
+    validation returns its result, ``{"passed", "message", "data"}``; a tool returns its
+    output. Arguments the entry's schema refuses go back to the model to correct.
+
+    By default every read-only tool and validation registered in ``catalog`` is given;
+    ``names`` picks some (built-in validations such as ``python_syntax`` included). A tool
+    that writes is never given. Validations run under gategraph's read-only guard; a
+    read-only tool is trusted to be one.
+
+    ``change`` is the folder the tools and validations look at (their resource), or a
+    function of the run's :class:`~pydantic_ai.RunContext` returning it (from the run's
+    deps, say). Calls are logged to ``event_log`` and may take ``default_timeout`` seconds
+    unless an entry has a timeout of its own.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog | None = None,
+        *,
+        names: Iterable[str] | None = None,
+        change: str | os.PathLike[str] | _FolderOf | None = None,
+        event_log: EventLog | None = None,
+        default_timeout: float | None = None,
+    ) -> None:
+        if catalog is None:
+            from gategraph.runtime._catalog import Catalog
+
+            catalog = Catalog.in_memory()  # the built-in validations only
+        tools = self._pick(catalog, names, change)
+        self.catalog: Final = catalog
+        self.catalog_names: Final[Mapping[str, str]] = {
+            model: name for name, model in _model_names(t.name for t in tools).items()
+        }
+        """The catalog name of each tool, by the name the model calls it."""
+        self._change = change
+        self._event_log = event_log
+        self._policy: dict[str, Any] = {"allow_ungated": True}
+        if default_timeout is not None:
+            self._policy["default_timeout"] = default_timeout
+        models = {name: model for model, name in self.catalog_names.items()}
+        super().__init__(
+            [
+                AgentTool.from_schema(
+                    self._caller(tool),
+                    models[tool.name],
+                    _description(tool),
+                    _arguments_schema(tool),
+                    takes_ctx=True,
+                )
+                for tool in tools
+            ]
+        )
+
+    @staticmethod
+    def _pick(catalog: Catalog, names: Iterable[str] | None, change: object) -> list[Tool]:
+        picked: list[tuple[str, Tool]] = []
+        if names is None:
+            picked = [("catalog", t) for t in catalog.list() if _exposable(t) is None]
+        else:
+            for index, name in enumerate([names] if isinstance(names, str) else names):
+                where = f"names[{index}]"
+                if name not in catalog:
+                    raise ConfigError.at(where, f"no tool or validation named {name!r}")
+                tool = catalog.get(name)
+                why = _exposable(tool)
+                if why is not None:
+                    raise ConfigError.at(where, f"{name!r} cannot be given to a model: {why}")
+                picked.append((where, tool))
+        if change is None:
+            for where, tool in picked:
+                needs = [slot.name for slot in tool.resource_slots if slot.required]
+                if needs:
+                    raise ConfigError.at(
+                        where,
+                        f"{tool.name!r} needs a folder to look at (slot {needs[0]!r}): "
+                        "pass change=",
+                    )
+        return [tool for _, tool in picked]
+
+    def _folder(self, ctx: RunContext[Any]) -> Path | None:
+        change = self._change
+        if callable(change):
+            change = change(ctx)
+        if change is None:
+            return None
+        folder = Path(os.fspath(change)).resolve()
+        if not folder.is_dir():
+            raise ConfigError.at("change", f"{str(folder)!r} is not a folder")
+        return folder
+
+    def _caller(self, tool: Tool) -> Callable[..., Awaitable[Any]]:
+        kind = "validation" if isinstance(tool, Validation) else "tool"
+
+        async def call(ctx: RunContext[Any], /, **arguments: Any) -> Any:
+            return await self._call(tool.name, kind, ctx, arguments)
+
+        return call
+
+    async def _call(
+        self, name: str, kind: str, ctx: RunContext[Any], arguments: dict[str, Any]
+    ) -> Any:
+        from gategraph.runtime._engine import NodeStatus, execute_graph
+        from gategraph.runtime._graph import load_graph
+
+        folder = self._folder(ctx)
+        spec: dict[str, Any] = {
+            "version": 1,
+            "name": "pydantic-ai-tool-call",
+            "nodes": [{"id": "call", kind: name, "arguments": arguments}],
+            "policy": dict(self._policy),
+        }
+        if folder is not None:
+            spec["resources"] = {_RESOURCE: {"kind": "directory", "path": str(folder)}}
+        try:
+            graph = load_graph(spec, catalog=self.catalog)
+        except ConfigError as error:
+            if all(_ARGUMENTS_FIELD.match(issue.field) for issue in error.issues):
+                # The model's arguments: it corrects them (the schema is not checked before).
+                raise ModelRetry(
+                    "; ".join(
+                        f"{_ARGUMENTS_FIELD.sub('', issue.field) or 'arguments'}: {issue.message}"
+                        for issue in error.issues
+                    )
+                ) from None
+            raise
+        # The graph is loaded with the catalog (names resolve, wrapped validations find
+        # what they wrap) but run without it: a tool call runs this entry alone, not the
+        # validations attached to the folder.
+        run = await execute_graph(graph, event_log=self._event_log)
+        node = run.nodes["call"]
+        if kind == "validation":
+            return msgspec.to_builtins(run.validations[0].result)
+        if node.status is not NodeStatus.OK:
+            raise ModelRetry(f"{name} failed: {node.error}")
+        return _default_artifact(node.output)
