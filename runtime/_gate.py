@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,7 +25,7 @@ from ._events import PlanStarted
 from ._exceptions import ConfigError, GategraphError, WorkWithdrawn
 from ._ids import check_plan_id, new_ulid
 from ._maxn import FAULT_CATALOGUE, RetryDecision
-from ._pipeline import Passed
+from ._pipeline import Rejected
 from ._protocols import ExecuteRequest, FixRequest
 from ._resources import DirectoryResource, MemoryResource, Resource
 from ._validate import Verdict, graph_spec, load_spec, verdict_of
@@ -34,12 +34,14 @@ if TYPE_CHECKING:
     from ._catalog import Catalog
     from ._eventlog import EventLog
     from ._graph import PlanGraph
-    from ._protocols import EscalationHandler, Escalator
+    from ._protocols import EscalationDecision, EscalationHandler, Escalator
     from ._supervisor import PlanOutcome, Supervisor
 
 __all__ = ["Gate", "GateClosedError", "is_gate", "open_gate", "resume_gate"]
 
 _SOURCE: Final = "open_gate()"
+_SUBMIT: Final = "submit()"
+_RESUME: Final = "resume_gate()"
 
 
 class GateClosedError(GategraphError):
@@ -84,7 +86,8 @@ class Gate:
         self.outcome: PlanOutcome | None = None
         """How the plan ended: set once it is applied, has failed or waits for a person."""
         self.verdicts: list[Verdict] = []
-        """Each submission's verdict, in order."""
+        """The verdict of each round, in order (a resumed gate starts with the rounds its
+        earlier run was told about, or finished)."""
         self._views: Mapping[str, Any] = {}
         self._artifact: Any = None
         self._waiting = False
@@ -94,16 +97,30 @@ class Gate:
         self._submitted = anyio.Event()
         self._answered: anyio.Event | None = None
         self._discarding: str | None = None
+        self._reported = 0
+        """The last round whose verdict is in :attr:`verdicts`."""
+        self.error: BaseException | None = None
+        """What stopped the plan's run, when it did not end as a plan ends (an event log
+        that cannot be written, a conflict at Apply): raised by the next call to the gate,
+        or when its block ends, once."""
+        self._error_raised = False
 
     @property
     def plan_id(self) -> str:
-        """The plan's id: what ``gategraph plans``, ``replay`` and ``resume`` know it by."""
+        """The plan's id: what ``gategraph events``, ``replay`` and :func:`resume_gate`
+        know it by."""
         return self._supervisor.plan_id
 
     @property
     def graph(self) -> PlanGraph:
         """The gate's plan graph (its validations, resources and policy)."""
         return self._supervisor.graph
+
+    @property
+    def resources(self) -> Mapping[str, Resource]:
+        """The real resources, by name: where an applied change is (a folder, or a
+        :class:`MemoryResource` whose ``files`` hold it)."""
+        return self._supervisor.resources
 
     @property
     def applied(self) -> bool:
@@ -131,11 +148,19 @@ class Gate:
             raise KeyError(f"no resource {name!r} in this gate: {', '.join(sorted(views))}")
         return views[name]
 
+    def _raise_error(self) -> None:
+        if self.error is not None:
+            self._error_raised = True
+            raise self.error
+
     def _check_open(self) -> None:
+        self._raise_error()
         if self.outcome is not None:
             raise GateClosedError(
                 f"the gate's plan {self.plan_id} is {self.outcome.status}: {self.outcome.message}"
             )
+        if self._discarding is not None:
+            raise GateClosedError(f"the gate's plan {self.plan_id} is being discarded")
 
     async def submit(self, artifact: Any = None) -> Verdict:
         """Validate what the sandboxes hold now (and ``artifact``, a JSON value the
@@ -146,35 +171,53 @@ class Gate:
         approve it first); on an escalation the plan waits for a person or has failed (see
         :attr:`outcome`). An infrastructure fault (a validation that timed out) is retried
         by the gate itself before this returns, as the budget allows.
+
+        Do not write into the sandboxes until it returns: a change written while it is
+        validated is never applied (the plan fails instead). Cancelling it gives the plan
+        up: the round under way is not applied.
         """
         self._check_open()
         if not self._waiting:
             raise RuntimeError("a submission is being validated already: await its verdict first")
+        _check_files(self._views)
         answered = self._answered = anyio.Event()
         before = len(self.verdicts)
         self._artifact = artifact
         self._waiting = False
         self._submitted.set()
-        await answered.wait()
+        try:
+            await answered.wait()
+        except BaseException:
+            # Cancelled (or interrupted) while the round runs: it must not be applied.
+            self._give_up("the submission was cancelled while it was validated")
+            raise
+        self._raise_error()
         if len(self.verdicts) == before:  # the plan ended without judging the submission
             self._check_open()
             raise GateClosedError(f"the gate's plan {self.plan_id} ended without a verdict")
         return self.verdicts[-1]
 
     async def discard(self, note: str = "discarded") -> PlanOutcome:
-        """Give the change up: the plan fails, its sandboxes go, nothing is applied."""
+        """Give the change up: the plan fails, its sandboxes go, nothing is applied — a
+        round under way included. A gate waiting for a person is left to that person."""
         if self.outcome is not None:
             return self.outcome
-        self._discarding = note
-        if self._waiting:
-            self._waiting = False
-            self._submitted.set()
+        self._give_up(note)
         with anyio.CancelScope(shield=True):
             await self._done.wait()
         return self._ended()
 
+    def _give_up(self, note: str) -> None:
+        if self._discarding is None:
+            self._discarding = note
+            self._supervisor.withdraw(note)
+        if self._waiting:
+            self._waiting = False
+            self._submitted.set()
+
     def _ended(self) -> PlanOutcome:
-        if self.outcome is None:  # the plan's task failed: its error leaves the gate's block
+        self._raise_error()
+        if self.outcome is None:  # Invariant: _done is set once the plan has ended.
             raise GateClosedError(f"the gate's plan {self.plan_id} stopped without an outcome")
         return self.outcome
 
@@ -184,12 +227,7 @@ class Gate:
         """Wait for the framework's submission. A fix is asked after a rejected round: its
         verdict goes back to the submission waiting for it."""
         self._views = request.resources
-        if answer:
-            self._answer()
-        elif self._answered is not None:
-            # A revised strategy starts over on fresh sandboxes: the last round is its
-            # submission's answer.
-            self._answer()
+        self._report()
         if self._discarding is not None:
             raise WorkWithdrawn(self._discarding)
         self._submitted = anyio.Event()
@@ -200,42 +238,75 @@ class Gate:
             raise WorkWithdrawn(self._discarding)
         return self._artifact
 
-    def _answer(self) -> None:
+    def _report(self) -> None:
+        """Put the last round's verdict in :attr:`verdicts` (once) and wake the submission
+        waiting for it."""
         supervisor = self._supervisor
         outcome = supervisor.outcome
         answered, self._answered = self._answered, None
-        if outcome is None:
-            if answered is not None:
-                answered.set()
-            return
-        decision, fault = RetryDecision.ATTESTED, None
-        if supervisor.attempts and not isinstance(outcome, Passed):
-            last = supervisor.attempts[-1]
-            decision = RetryDecision(last["retryDecision"])
-            fault = FAULT_CATALOGUE.get(last["faultKind"]) if last["faultKind"] else None
-        verdict = verdict_of(
-            self.plan_id,
-            outcome,
-            supervisor.verdict or {},
-            supervisor.records.values(),
-            decision,
-            fault,
-            supervisor.budget,
-        )
-        self.verdicts.append(verdict)
+        if outcome is not None and supervisor.round > self._reported:
+            self._reported = supervisor.round
+            decision, fault = RetryDecision.ATTESTED, None
+            if supervisor.attempts and isinstance(outcome, Rejected):
+                last = supervisor.attempts[-1]
+                decision = RetryDecision(last["retryDecision"])
+                fault = FAULT_CATALOGUE.get(last["faultKind"]) if last["faultKind"] else None
+            self.verdicts.append(
+                verdict_of(
+                    self.plan_id,
+                    outcome,
+                    supervisor.verdict or {},
+                    supervisor.records.values(),
+                    decision,
+                    fault,
+                    supervisor.budget,
+                )
+            )
         if answered is not None:
             answered.set()
 
-    async def _drive(self, resume: bool) -> None:
+    async def _drive(self, resume: bool, decision: EscalationDecision | None) -> None:
         supervisor = self._supervisor
         try:
-            self.outcome = await (supervisor.resume() if resume else supervisor.run())
+            if resume:
+                self.outcome = await supervisor.resume(decision=decision)
+            else:
+                self.outcome = await supervisor.run()
+        except Exception as exc:
+            # Raised where the program meets the gate (entering it, submit, leaving it), as
+            # itself: not out of the gate's task group, wrapped in a group.
+            self.error = exc
         finally:
-            if self._answered is not None:
-                self._answer()
+            self._report()
             self._waiting = False
             self._done.set()
             self._ready.set()
+
+
+def _check_files(views: Mapping[str, Any]) -> None:
+    """A memory sandbox holds text by relative path: anything else is refused at submit,
+    before it is validated (Apply could not write it)."""
+    for name, view in views.items():
+        if not isinstance(view, MutableMapping):
+            continue
+        for key, value in view.items():
+            bad_key = (
+                not isinstance(key, str)
+                or not key
+                or key.startswith("/")
+                or "\0" in key
+                or any(part in ("", ".", "..") for part in key.split("/"))
+            )
+            if bad_key:
+                raise ConfigError.at(
+                    f"sandbox {name!r}", f"{key!r} is not a relative file path", source=_SUBMIT
+                )
+            if not isinstance(value, str):
+                raise ConfigError.at(
+                    f"sandbox {name!r}",
+                    f"{key!r} holds {type(value).__name__}: a file in memory holds text",
+                    source=_SUBMIT,
+                )
 
 
 def _resource_specs(
@@ -325,13 +396,24 @@ async def open_gate(
     ``retry_limit`` the shared Max-N budget (default 3) and no strategy revision unless
     the policy says so. Events go to ``event_log`` (default: in memory) under ``plan_id``;
     beside a durable log the gate's graph is written (``gates/PLAN_ID.yaml``) so that
-    ``gategraph replay`` and ``gategraph plans`` show it like any plan.
+    ``gategraph events`` and ``gategraph replay`` show it like any plan.
+
+    A resource given as a mapping of files is kept in memory: its sandbox is a mapping
+    too, for validations that read one; folder validations (``python_syntax``, ...) need
+    a folder. A block that is cancelled leaves the plan (and its sandboxes) to
+    :func:`resume_gate`; ``await gate.discard()`` first if nobody will resume it.
     """
     specs, given = _resource_specs(resources)
     rules: dict[str, Any] = {"strategy_revisions": 0, **(policy or {})}
+    if rules["strategy_revisions"] != 0:
+        raise ConfigError.at(
+            "policy.strategy_revisions",
+            "a gate has no strategy of its own to revise (the program revises its own): leave it 0",
+            source=_SOURCE,
+        )
     if retry_limit is not None:
         rules["retry_limit"] = retry_limit
-    spec = graph_spec(validations, specs, name=name, project=project, policy=rules)
+    spec = graph_spec(validations, specs, name=name, project=project, policy=rules, source=_SOURCE)
     spec["lifecycle"] = {"executor": {"uses": _EXECUTOR}}
     if not spec["nodes"] and catalog is None:
         raise ConfigError.at(
@@ -340,11 +422,21 @@ async def open_gate(
             source=_SOURCE,
         )
     log = event_log if event_log is not None else MemoryEventLog()
-    plan = check_plan_id(plan_id or new_ulid())
-    graph = load_spec(spec, catalog)
+    try:
+        plan = check_plan_id(plan_id or new_ulid())
+    except ConfigError as error:
+        raise error.with_source(_SOURCE) from None
+    graph = load_spec(spec, catalog, source=_SOURCE)
+    if plan_id is not None and await log.read(plan):
+        raise ConfigError.at(
+            "plan_id",
+            f"plan {plan} is in this event log already: a new gate needs a new plan id "
+            "(resume_gate continues that one)",
+            source=_SOURCE,
+        )
     written = await anyio.to_thread.run_sync(_graph_file, log, plan, spec)
     if written is not None:
-        graph = load_spec(spec, catalog, path=written)
+        graph = load_spec(spec, catalog, path=written, source=_SOURCE)
     async with _running(
         graph,
         log,
@@ -367,6 +459,7 @@ async def resume_gate(
     graph: PlanGraph | None = None,
     catalog: Catalog | None = None,
     escalation: EscalationHandler | Escalator | None = None,
+    decision: EscalationDecision | None = None,
     home: Path | None = None,
 ) -> AsyncIterator[Gate]:
     """Continue gate ``plan_id`` from its log after its program died: what the log shows
@@ -374,23 +467,30 @@ async def resume_gate(
     sandboxes still hold what was written into them) or finishes what was under way.
 
     ``graph`` is the gate's graph (``gate.graph``); by default the one written beside a
-    durable log. Check :attr:`Gate.outcome` first: a gate whose plan had ended is closed.
+    durable log. ``decision`` answers a gate that waits for a person, as with
+    :func:`resume_plan`: ``retry`` (a fresh budget; submit again) or ``abort``, ``approve``
+    or ``deny``. Check :attr:`Gate.outcome` first: a gate whose plan has ended is closed.
     """
-    from ._graph import load_graph
     from ._supervisor import _recorded_resources
 
     started = next((e for e in await event_log.read(plan_id) if isinstance(e, PlanStarted)), None)
     if started is None:
-        raise ConfigError.at("plan_id", f"no plan {plan_id!r} in this event log", source=_SOURCE)
+        raise ConfigError.at("plan_id", f"no plan {plan_id!r} in this event log", source=_RESUME)
     if graph is None:
         if started.graph_path is None:
             raise ConfigError.at(
                 "graph",
                 "the gate's graph was not written beside its log (an in-memory log): pass "
                 "the gate's graph (gate.graph)",
-                source=_SOURCE,
+                source=_RESUME,
             )
-        graph = load_graph(started.graph_path, catalog=catalog)
+        graph = load_spec({}, catalog, path=Path(started.graph_path))
+    if not is_gate(graph):
+        raise ConfigError.at(
+            "plan_id",
+            f"plan {plan_id} is not a gate: resume it with resume_plan() or `gategraph resume`",
+            source=_RESUME,
+        )
     options = started.options or {}
     async with _running(
         graph,
@@ -402,6 +502,7 @@ async def resume_gate(
         auto_approve=bool(options.get("auto_approve", False)),
         home=home,
         resume=True,
+        decision=decision,
     ) as gate:
         yield gate
 
@@ -418,6 +519,7 @@ async def _running(
     auto_approve: bool,
     home: Path | None,
     resume: bool,
+    decision: EscalationDecision | None = None,
 ) -> AsyncIterator[Gate]:
     from ._supervisor import Supervisor
 
@@ -441,17 +543,28 @@ async def _running(
     holder.append(gate)
     failed: BaseException | None = None
     async with anyio.create_task_group() as group:
-        group.start_soon(gate._drive, resume)
+        group.start_soon(gate._drive, resume, decision)
         await gate._ready.wait()
-        try:
-            yield gate
-        except anyio.get_cancelled_exc_class():
-            raise  # cancelled: the plan stays where it is, to be resumed
-        except BaseException as exc:
-            # Raised outside the task group, so the caller gets it as itself, not in a group.
-            failed = exc
-            await gate.discard(f"the program raised {type(exc).__name__}: {exc}")
-        else:
-            await gate.discard()
+        if gate.error is None:
+            try:
+                yield gate
+            except anyio.get_cancelled_exc_class():
+                raise  # cancelled: the plan stays where it is, to be resumed
+            except BaseException as exc:
+                # Raised outside the task group, so the caller gets it as itself.
+                failed = exc
+                await _leave(gate, f"the program raised {type(exc).__name__}: {exc}")
+            else:
+                await _leave(gate, "discarded")
     if failed is not None:
         raise failed
+    if not gate._error_raised:
+        gate._raise_error()
+
+
+async def _leave(gate: Gate, note: str) -> None:
+    """The block ends: a change not applied is discarded (its plan's error, if the plan's
+    run stopped, is raised by the caller)."""
+    if gate.outcome is None and gate.error is None:
+        with contextlib.suppress(GateClosedError):
+            await gate.discard(note)

@@ -393,7 +393,8 @@ def semantic_outcome(
                 layer="semantic",
                 message="no required validation gates this plan (every validation is "
                 "informational, or there is none): add a required validation or an "
-                "acceptance criterion, or set `policy.allow_ungated: true`",
+                "acceptance criterion, or allow it (`policy.allow_ungated: true` in a graph, "
+                "allow_ungated=True for validate())",
                 error=NO_ACCEPTANCE_CRITERIA,
             ),
         )

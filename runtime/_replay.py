@@ -166,7 +166,8 @@ _EXPECTS: Final[Mapping[_Phase, tuple[str, ...]]] = {
     _Phase.ESCALATED: ("escalation_decided", "plan_finished"),
     _Phase.PAUSED_DECISION: ("escalation_decided",),
     _Phase.ABORTED: ("plan_finished",),
-    _Phase.APPLY: ("apply_started",),
+    # Apply may be refused: the sandboxes changed while validated, or the plan was withdrawn.
+    _Phase.APPLY: ("apply_started", "plan_finished"),
     _Phase.APPLYING: ("apply_completed",),
     _Phase.APPLIED: ("plan_finished",),
     _Phase.FINISHED: (),
@@ -177,6 +178,7 @@ _FINISHED_STATUS: Final[Mapping[_Phase, str]] = {
     _Phase.APPROVAL: "awaiting_approval",
     _Phase.ESCALATED: "awaiting_decision",
     _Phase.ABORTED: "failed",
+    _Phase.APPLY: "failed",
     _Phase.APPLIED: "applied",
 }
 

@@ -91,39 +91,98 @@ _WRAPS: Final[Mapping[str, Callable[[Any], Any]]] = {
 }
 
 
-def _is_async_callable(value: Any) -> bool:
-    return inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(
-        getattr(value, "__call__", None)  # noqa: B004 - async __call__ on an instance
+def _is_async(value: Any) -> bool:
+    """Whether calling ``value`` gives an awaitable: an ``async def`` function or method,
+    one behind a decorator that kept ``__wrapped__`` (a plain ``def`` wrapper that returns
+    the coroutine works as well), or an object whose ``__call__`` is ``async def``."""
+    if inspect.iscoroutinefunction(value):
+        return True
+    try:
+        unwrapped = inspect.unwrap(value)
+    except ValueError:  # a cycle of __wrapped__: nothing to unwrap to
+        unwrapped = value
+    if unwrapped is not value and inspect.iscoroutinefunction(unwrapped):
+        return True
+    if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isclass(value):
+        # A function's __call__ is never async; a class's own ``async def __call__`` is
+        # for its instances: calling the class builds one.
+        return False
+    return inspect.iscoroutinefunction(getattr(value, "__call__", None))  # noqa: B004
+
+
+def _has_methods(value: Any, role: str) -> bool:
+    return all(callable(getattr(value, method, None)) for method in ROLES[role])
+
+
+def _describe(value: Any) -> str:
+    """``value`` for a one-line message: short, and never more than one line."""
+    if inspect.isclass(value):
+        return f"<class {value.__name__}>"
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return f"<function {value.__qualname__}>"
+    plain = f"<{type(value).__name__} object>"
+    if getattr(type(value), "__repr__", None) is object.__repr__:
+        return plain  # without the module path and the address, which say nothing here
+    try:
+        shown = repr(value)
+    except Exception:
+        return plain
+    return plain if "\n" in shown or len(shown) > 80 else shown
+
+
+def _sync_problem(value: Any, role: str, subject: str) -> str | None:
+    """Which of the role's methods on ``value`` (an object, or a class about to be built)
+    are not async, or None. Awaiting what a plain ``def`` returns would fail mid-run."""
+    plain = [method for method in ROLES[role] if not _is_async(getattr(value, method))]
+    if not plain:
+        return None
+    if len(plain) == 1:
+        return (
+            f"{subject} has a sync `{plain[0]}`: it must be `async def {plain[0]}(self, request)`"
+        )
+    listed = " and ".join(f"`{method}`" for method in plain)
+    return f"{subject} has a sync {listed}: they must be `async def`"
+
+
+def _shape_problem(value: Any, role: str, subject: str) -> str | None:
+    """What keeps ``value`` from playing ``role`` as it is (an object or an async
+    callable, not a class to build), or None."""
+    if inspect.isclass(value):
+        plays_on_the_class = _has_methods(value, role) and all(
+            isinstance(inspect.getattr_static(value, m, None), staticmethod | classmethod)
+            for m in ROLES[role]
+        )
+        instances_play = _has_methods(value, role) or inspect.iscoroutinefunction(
+            getattr(value, "__call__", None)  # noqa: B004 - the instances' async __call__
+        )
+        if instances_play and not plays_on_the_class:
+            # Its methods need an instance: called on the class, the first request
+            # would fail mid-run.
+            return f"{subject} is a class: pass an instance ({value.__name__}())"
+    if _has_methods(value, role):
+        return _sync_problem(value, role, subject)
+    if _is_async(value):
+        return None
+    listed = " and ".join(f"async {m}(request)" for m in ROLES[role])
+    return (
+        f"{subject} is neither {_WHAT[role]} (with {listed}) "
+        "nor an async callable taking the request"
     )
 
 
-def _shape_problem(value: Any, role: str) -> str | None:
-    """What keeps ``value`` (an object, or a class about to be built) from playing
-    ``role``, or None."""
-    methods = ROLES[role]
-    if all(callable(getattr(value, method, None)) for method in methods):
-        return None
-    if _is_async_callable(value) and not inspect.isclass(value):
-        return None
-    listed = " and ".join(f"async {m}(request)" for m in methods)
-    return f"is neither {_WHAT[role]} (with {listed}) nor an async callable taking the request"
-
-
 def as_role(value: Any, role: str, *, field: str | None = None) -> Any:
-    """``value`` itself when it has the role's methods; wrapped when it is one async
+    """``value`` itself when it has the role's async methods; wrapped when it is one async
     callable. :class:`ConfigError` at ``field`` otherwise."""
-    if all(callable(getattr(value, method, None)) for method in ROLES[role]):
-        return value
-    problem = _shape_problem(value, role)
+    problem = _shape_problem(value, role, _describe(value))
     if problem is not None:
-        raise ConfigError.at(field or role, f"{value!r} {problem}")
-    return _WRAPS[role](value)
+        raise ConfigError.at(field or role, problem)
+    return value if _has_methods(value, role) else _WRAPS[role](value)
 
 
 def role_problem(uses: str, arguments: Mapping[str, Any], role: str) -> str | None:
     """What is wrong with ``lifecycle.<role>.uses``, or None: it must name a class with
-    the role's methods (built with ``arguments``), or an object or async function that
-    plays the role as it is (then ``arguments`` must be empty)."""
+    the role's async methods (built with ``arguments``), or an object or async function
+    that plays the role as it is (then ``arguments`` must be empty)."""
     try:
         found = resolve_entrypoint(uses, field="uses", any_object=True)
     except ConfigError as exc:
@@ -133,10 +192,10 @@ def role_problem(uses: str, arguments: Mapping[str, Any], role: str) -> str | No
         if missing:
             listed = " and ".join(f"`async {m}(request)`" for m in missing)
             return f"{uses!r} has no {listed}: {_WHAT[role]} needs it"
-        return None
-    problem = _shape_problem(found, role)
+        return _sync_problem(found, role, repr(uses))
+    problem = _shape_problem(found, role, repr(uses))
     if problem is not None:
-        return f"{uses!r} {problem}"
+        return problem
     if arguments:
         return (
             f"{uses!r} is a {type(found).__name__}, used as it is: `arguments` are for a "

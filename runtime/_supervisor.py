@@ -430,6 +430,8 @@ class Supervisor:
         self._work_from_log = False
         self._denied = False
         self._decision: EscalationDecision | None = None
+        self._withdrawal: str | None = None
+        self._validated: str | None = None
         self._fix_number = 0
         self._audit_lines: set[tuple[int, RetryDecision]] | None = None
 
@@ -795,6 +797,8 @@ class Supervisor:
         )
         artifact: Any
         try:
+            if self._withdrawal is not None:
+                raise WorkWithdrawn(self._withdrawal)  # given up from outside: no more work
             if not fix:
                 with current_span(self.log, self.plan_id, "work"):
                     artifact = await self.execution_actor.execute(request)
@@ -821,7 +825,7 @@ class Supervisor:
                         )
                     )
         except WorkWithdrawn as exc:
-            artifact = _WorkFailed(f"withdrawn by the execution actor: {exc}", WITHDRAWN)
+            artifact = _WorkFailed(f"withdrawn: {exc}", WITHDRAWN)
         except ConfigError as exc:
             # A work tool that cannot be called: no fix of the work changes that.
             artifact = _WorkFailed(str(exc), MISCONFIGURED)
@@ -845,8 +849,38 @@ class Supervisor:
         )
         return artifact
 
+    def withdraw(self, reason: str) -> None:
+        """Give the plan up from outside (a gate's program left, or was cancelled): a round
+        under way is not applied, and the plan fails at its next step, saying ``reason``."""
+        self._withdrawal = reason
+
+    async def _sandbox_digest(self) -> str | None:
+        """A digest of what the sandboxes hold, or None before any is open."""
+        if not self._sandboxes_ready:
+            return None
+        parts = []
+        for name in sorted(self.sandboxes):
+            changeset = await anyio.to_thread.run_sync(self.sandboxes[name].changeset)
+            parts.append([name, [[c.path, c.sha256] for c in changeset.changes]])
+        return hashlib.sha256(msgspec.json.encode(parts)).hexdigest()
+
+    async def _apply_refusal(self) -> str | None:
+        """Why the round that passed must not be applied, or None: the plan was withdrawn,
+        or its sandboxes changed while they were validated (a write after the artifact was
+        handed over). Invariant: only what the validations saw is applied."""
+        if self._withdrawal is not None:
+            return f"withdrawn before Apply: {self._withdrawal}"
+        if self._validated is not None and await self._sandbox_digest() != self._validated:
+            return (
+                "the sandboxes changed while they were being validated (written after the "
+                "work was handed over): nothing applied"
+            )
+        return None
+
     async def _validate(self, artifact: Any) -> ValidationOutcome:
         """One pipeline round: routing → payload → semantic → approval (seed 002 §6)."""
+        # What the round validates; Apply commits only that (see _apply_refusal).
+        self._validated = None if self.journal.recorded_ahead else await self._sandbox_digest()
         self.round += 1
         self.stats.rounds += 1
         await self.journal.emit(
@@ -1193,6 +1227,12 @@ class Supervisor:
     async def _apply(self) -> PlanOutcome:
         """Commit every sandbox's changeset (seed 000: Apply is never validated)."""
         # Invariant: reached only from a Passed pipeline outcome.
+        ahead = self.journal.peek()
+        if isinstance(ahead, PlanFinished) and self.journal.recorded_ahead:
+            return await self._finish(PlanStatus(ahead.status), ahead.message)  # refused then
+        refusal = None if self.journal.recorded_ahead else await self._apply_refusal()
+        if refusal is not None:
+            return await self._finish(PlanStatus.FAILED, refusal)
         names = sorted(self.resources)
         await self.journal.emit(ApplyStarted, resources=names)
         recorded = self.journal.take("apply_completed")

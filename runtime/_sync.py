@@ -39,7 +39,8 @@ def run_sync(function: Callable[..., Awaitable[_T]], /, *args: Any, **kwargs: An
 
     Safe from any thread that runs no event loop itself, also while other threads run
     theirs. Inside a running loop it raises :class:`RuntimeError` naming the async twin:
-    a loop cannot wait for a second one in its own thread.
+    a loop cannot wait for a second one in its own thread. An ``event_log`` that is a
+    SQLite log not yet open is opened on that loop for the call, and closed after it.
     """
     running = _running_loop()
     if running is not None:
@@ -50,4 +51,15 @@ def run_sync(function: Callable[..., Awaitable[_T]], /, *args: Any, **kwargs: An
         )
     import anyio
 
+    from ._eventlog import SQLiteEventLog
+
+    log = kwargs.get("event_log")
+    if isinstance(log, SQLiteEventLog) and not log._open:
+
+        async def with_log() -> _T:
+            # A SQLite log belongs to the loop that opened it: this call's own.
+            async with log:
+                return await function(*args, **kwargs)
+
+        return anyio.run(with_log)
     return anyio.run(functools.partial(function, *args, **kwargs))

@@ -705,6 +705,12 @@ def _trace_exporters(
     if raw.lower() == "none":
         return {}, "no span is exported: OTEL_TRACES_EXPORTER=none"
     names = [name.strip() for name in (raw or "otlp").split(",") if name.strip()]
+    if not names:
+        # Set, but only separators or blanks: as silent as `none` would be, so say so.
+        return {}, (
+            f"no span is exported: OTEL_TRACES_EXPORTER={raw!r} names no exporter; "
+            "OTEL_TRACES_EXPORTER=console prints spans instead"
+        )
     exporters: dict[str, Any] = {}
     problems: list[str] = []
     for name in names:

@@ -21,6 +21,7 @@ import msgspec
 
 from ._engine import ValidationRecord, execute_graph
 from ._exceptions import ConfigError, ConfigIssue
+from ._ids import check_plan_id
 from ._maxn import (
     DEFAULT_RETRY_LIMIT,
     FaultKind,
@@ -68,7 +69,8 @@ class Verdict(msgspec.Struct, kw_only=True):
     fault: str | None
     """The round's deciding fault kind (``rejected``, ``timeout``, ...); None when passed."""
     envelope: dict[str, Any]
-    """The seed 003 envelope: an attestation or a rejection, one finding per criterion."""
+    """The verdict envelope: an attestation or a rejection, one finding per acceptance
+    criterion (see :class:`ValidatorAttestation`, :class:`ValidatorRejection`)."""
     records: list[ValidationRecord]
     """Every validation's record (its result, mode, duration), in completion order."""
     reasons: tuple[Reason, ...] = ()
@@ -107,7 +109,7 @@ class Verdict(msgspec.Struct, kw_only=True):
         return "\n".join(lines)
 
 
-def _item(item: Any, index: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _item(item: Any, index: int, source: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """One entry of ``validations`` as a graph node, and the inline validation it defines."""
     where = f"validations[{index}]"
     node: dict[str, Any] = {}
@@ -119,7 +121,7 @@ def _item(item: Any, index: int) -> tuple[dict[str, Any], dict[str, Any] | None]
                 where,
                 f"unknown key {unknown[0]!r}: an item with `validation` may have "
                 + ", ".join(sorted(_NODE_KEYS)),
-                source=_SOURCE,
+                source=source,
             )
         item = item["validation"]
     defined: dict[str, Any] | None = None
@@ -133,7 +135,7 @@ def _item(item: Any, index: int) -> tuple[dict[str, Any], dict[str, Any] | None]
         name = defined.get("name")
         if not isinstance(name, str) or not name:
             raise ConfigError.at(
-                f"{where}.name", "an inline validation needs a name", source=_SOURCE
+                f"{where}.name", "an inline validation needs a name", source=source
             )
     elif isinstance(item, str) and item:
         name = item
@@ -143,7 +145,7 @@ def _item(item: Any, index: int) -> tuple[dict[str, Any], dict[str, Any] | None]
             f"{item!r} is not a validation: give a name (from the catalog or a built-in), "
             "a validation config (a mapping with a name), a Validation, or "
             "{'validation': ..., 'arguments': {...}}",
-            source=_SOURCE,
+            source=source,
         )
     node["validation"] = name
     return node, defined
@@ -156,6 +158,7 @@ def graph_spec(
     name: str = "validate",
     project: str | None = None,
     policy: Mapping[str, Any] | None = None,
+    source: str = _SOURCE,
 ) -> dict[str, Any]:
     """The plan graph (as a mapping for the loader) that runs ``validations`` — each in one
     of the forms :func:`validate` takes — over ``resources`` (name → resource spec)."""
@@ -165,16 +168,22 @@ def graph_spec(
     defined: dict[str, dict[str, Any]] = {}
     taken: set[str] = set()
     for index, item in enumerate(validations):
-        node, inline = _item(item, index)
+        node, inline = _item(item, index, source)
         if inline is not None:
-            name = inline["name"]
-            if name in defined and defined[name] != inline:
+            defined_name = inline["name"]
+            if defined_name in defined and defined[defined_name] != inline:
                 raise ConfigError.at(
                     f"validations[{index}]",
-                    f"two different validations are named {name!r}",
-                    source=_SOURCE,
+                    f"two different validations are named {defined_name!r}",
+                    source=source,
                 )
-            defined[name] = inline
+            defined[defined_name] = inline
+        if node.get("id") is not None and node["id"] in taken:
+            raise ConfigError.at(
+                f"validations[{index}].id",
+                f"{node['id']!r} names an earlier validation already: ids are unique",
+                source=source,
+            )
         node_id = str(node.get("id") or _SLUG.sub("-", str(node["validation"])).strip("-"))
         base, number = node_id or "validation", 1
         while node_id in taken or not node_id:
@@ -197,7 +206,11 @@ def graph_spec(
 
 
 def load_spec(
-    spec: dict[str, Any], catalog: Catalog | None, *, path: Path | None = None
+    spec: dict[str, Any],
+    catalog: Catalog | None,
+    *,
+    path: Path | None = None,
+    source: str = _SOURCE,
 ) -> PlanGraph:
     """Load a graph made by :func:`graph_spec` (from ``path`` when it was written to one);
     the loader's problems are named as the caller wrote them."""
@@ -211,10 +224,10 @@ def load_spec(
             doc, base = read_document(path), path.parent
         return _Loader(doc, base, catalog, attachments_only=True).load()
     except ConfigError as error:
-        raise _renamed(error) from None
+        raise _renamed(error, source) from None
 
 
-def _renamed(error: ConfigError) -> ConfigError:
+def _renamed(error: ConfigError, source: str) -> ConfigError:
     """The loader's problems, named as the caller wrote them (``validations[0]``, not the
     graph's ``nodes.0``)."""
     issues = [
@@ -224,7 +237,7 @@ def _renamed(error: ConfigError) -> ConfigError:
         )
         for issue in error.issues
     ]
-    return ConfigError(issues, source=_SOURCE)
+    return ConfigError(issues, source=source)
 
 
 def _folder(change: Any) -> Path | None:
@@ -239,7 +252,14 @@ def _folder(change: Any) -> Path | None:
         return folder
     if isinstance(change, Mapping):
         for key, value in change.items():
-            if not isinstance(key, str) or not isinstance(value, str | bytes):
+            if not isinstance(key, str) or not key or "\0" in key:
+                raise ConfigError.at(
+                    "change",
+                    f"{key!r} is not a file path: a mapping of files maps relative paths to "
+                    "text or bytes",
+                    source=_SOURCE,
+                )
+            if not isinstance(value, str | bytes):
                 raise ConfigError.at(
                     "change",
                     f"a mapping of files maps relative paths to text or bytes; {key!r} maps to "
@@ -269,11 +289,18 @@ def _write_files(files: Mapping[str, str | bytes]) -> Path:
                     f"{relative!r} is not a relative path inside the change",
                     source=_SOURCE,
                 )
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(content, encoding="utf-8")
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(content, bytes):
+                    target.write_bytes(content)
+                else:
+                    target.write_text(content, encoding="utf-8")
+            except OSError as exc:  # `a` and `a/b.py` both given, a name too long ...
+                raise ConfigError.at(
+                    "change",
+                    f"{relative!r} cannot be written as a file: {exc.strerror or exc}",
+                    source=_SOURCE,
+                ) from None
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -319,6 +346,28 @@ async def validate(
     line per problem, each naming the field) is raised, before anything runs, for a
     validation that does not exist or cannot be called, or a change that is not one.
     """
+    if budget is not None and not isinstance(budget, RetryBudget):
+        raise ConfigError.at(
+            "budget", f"a RetryBudget, not {type(budget).__name__}", source=_SOURCE
+        )
+    if event_log is not None and not callable(getattr(event_log, "append", None)):
+        raise ConfigError.at(
+            "event_log",
+            f"an event log (MemoryEventLog, an open SQLiteEventLog), not {type(event_log).__name__}",
+            source=_SOURCE,
+        )
+    if plan is not None:
+        try:
+            plan = check_plan_id(plan)
+        except ConfigError as error:
+            raise ConfigError.at("plan", error.issues[0].message, source=_SOURCE) from None
+        if event_log is not None and await event_log.read(plan):
+            raise ConfigError.at(
+                "plan",
+                f"plan {plan} is in this event log already: each round needs a new plan id "
+                "(the shared `budget` is what joins rounds)",
+                source=_SOURCE,
+            )
     spec_folder = _folder(change)
     written = spec_folder if isinstance(change, Mapping) else None
     try:

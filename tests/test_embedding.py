@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,164 @@ async def test_lifecycle_import_paths_may_name_objects_and_functions(
         _failing_graph(tmp_path, f"lifecycle: {{executor: {{uses: '{module}:Desk'}}}}\n")
     with pytest.raises(ConfigError, match=r"lifecycle\.strategy\.uses: .* neither a strategy"):
         _failing_graph(tmp_path, f"lifecycle: {{strategy: {{uses: '{module}:desk'}}}}\n")
+
+
+class Esc:
+    async def escalate(self, request: EscalationRequest) -> EscalationDecision:
+        return EscalationDecision(action="abort")
+
+
+class Planner:
+    async def strategize(self, request: StrategyRequest) -> Strategy:
+        return Strategy(summary="plan")
+
+
+class Editor:
+    async def execute(self, request: ExecuteRequest) -> Any:
+        return {}
+
+    async def fix(self, request: FixRequest) -> Any:
+        return {}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("argument", "cls"),
+    [("strategy_actor", Planner), ("execution_actor", Editor), ("escalation", Esc)],
+)
+async def test_a_class_passed_for_an_object_is_refused_up_front(
+    tmp_path: Path, argument: str, cls: type
+) -> None:
+    """The class itself, not an instance: one line naming the argument, before any run."""
+    with pytest.raises(ConfigError) as caught:
+        await run_plan(_failing_graph(tmp_path), **{argument: cls})
+    name = cls.__name__
+    assert (
+        str(caught.value) == f"{argument}: <class {name}> is a class: pass an instance ({name}())"
+    )
+
+
+class SyncDesk:
+    def escalate(self, request: EscalationRequest) -> EscalationDecision:
+        return EscalationDecision(action="abort")
+
+
+class SyncEditor:
+    def execute(self, request: ExecuteRequest) -> Any:
+        return {}
+
+    def fix(self, request: FixRequest) -> Any:
+        return {}
+
+
+class HalfSyncEditor(Editor):
+    def fix(self, request: FixRequest) -> Any:  # type: ignore[override]
+        return {}
+
+
+@pytest.mark.anyio
+async def test_an_object_with_a_sync_role_method_is_refused_up_front(tmp_path: Path) -> None:
+    """A plain `def` where the role awaits: one line naming the method to make async."""
+    cases: list[tuple[str, Any, str]] = [
+        (
+            "escalation",
+            SyncDesk(),
+            "escalation: <SyncDesk object> has a sync `escalate`: "
+            "it must be `async def escalate(self, request)`",
+        ),
+        (
+            "execution_actor",
+            SyncEditor(),
+            "execution_actor: <SyncEditor object> has a sync `execute` and `fix`: "
+            "they must be `async def`",
+        ),
+        (
+            "execution_actor",
+            HalfSyncEditor(),
+            "execution_actor: <HalfSyncEditor object> has a sync `fix`: "
+            "it must be `async def fix(self, request)`",
+        ),
+    ]
+    for argument, actor, expected in cases:
+        with pytest.raises(ConfigError) as caught:
+            await run_plan(_failing_graph(tmp_path), **{argument: actor})
+        assert str(caught.value) == expected
+
+
+@pytest.mark.anyio
+async def test_async_role_methods_in_other_shapes_are_accepted(tmp_path: Path) -> None:
+    """A decorated method whose wrapper returns the coroutine, async static methods on a
+    class, and an async callable object as the method all answer the escalation."""
+
+    def logged(method: Any) -> Any:
+        @functools.wraps(method)
+        def wrapper(*args: Any) -> Any:
+            return method(*args)
+
+        return wrapper
+
+    class Decorated:
+        @logged
+        async def escalate(self, request: EscalationRequest) -> EscalationDecision:
+            return EscalationDecision(action="abort", note="decorated")
+
+    class Static:
+        @staticmethod
+        async def escalate(request: EscalationRequest) -> EscalationDecision:
+            return EscalationDecision(action="abort", note="static")
+
+    class Answer:
+        async def __call__(self, request: EscalationRequest) -> EscalationDecision:
+            return EscalationDecision(action="abort", note="callable attribute")
+
+    class Holder:
+        escalate = Answer()
+
+    for handler, note in (
+        (Decorated(), "decorated"),
+        (Static, "static"),
+        (Holder(), "callable attribute"),
+    ):
+        outcome = await run_plan(_failing_graph(tmp_path), escalation=handler)
+        assert outcome.status == "failed"
+        assert note in outcome.message
+
+
+def test_lifecycle_import_paths_with_sync_role_methods_fail_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A class to build or an object whose role method is a plain `def`: the graph does
+    not load, with one line naming the field and the method."""
+    module = fake_module(
+        monkeypatch, "gg_sync_roles", SyncDesk=SyncDesk, desk=SyncDesk(), SyncEditor=SyncEditor
+    )
+    must = "it must be `async def escalate(self, request)`"
+    cases = [
+        ("escalation", "SyncDesk", f"has a sync `escalate`: {must}"),
+        ("escalation", "desk", f"has a sync `escalate`: {must}"),
+        ("executor", "SyncEditor", "has a sync `execute` and `fix`: they must be `async def`"),
+    ]
+    for role, name, problem in cases:
+        lifecycle = f"lifecycle: {{{role}: {{uses: '{module}:{name}'}}}}\n"
+        with pytest.raises(ConfigError) as caught:
+            _failing_graph(tmp_path, lifecycle)
+        expected = f"lifecycle.{role}.uses: '{module}:{name}' {problem}"
+        (issue,) = caught.value.issues
+        assert issue.render() == expected
+        assert str(caught.value) == issue.render(caught.value.source)  # one line, with where
+
+
+def test_a_sync_twin_opens_a_sqlite_log_for_the_call(tmp_path: Path) -> None:
+    """A SQLite log is opened on the loop that uses it: the sync twin's own."""
+    from gategraph.runtime import SQLiteEventLog, read_events, validate_sync
+
+    db = tmp_path / "events.db"
+    verdict = validate_sync(
+        validations=[{"name": "ok", "entrypoint": "gategraph.runtime.testing:passing"}],
+        event_log=SQLiteEventLog(db),
+        plan="sync-1",
+    )
+    assert verdict.passed
+    assert read_events(db, "sync-1")[0].plan_id == "sync-1"
+    outcome = run_plan_sync(_graph(tmp_path), event_log=SQLiteEventLog(db))
+    assert outcome.status == "applied"

@@ -11,18 +11,22 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from gategraph.runtime import (
+    ApplyConflictError,
     ConfigError,
     EscalationDecision,
     EscalationRequest,
     GateClosedError,
     MemoryEventLog,
     MemoryResource,
+    PlanBusyError,
     SQLiteEventLog,
     open_gate,
     replay_plan,
     resume_gate,
+    run_plan,
 )
 
 BROKEN, FIXED = "def f(:\n", "def f():\n    return 1\n"
@@ -249,3 +253,172 @@ async def test_the_command_line_leaves_a_gates_work_to_its_program(tmp_path: Pat
             await gate.discard("not needed after all")
         assert len(await log.read(plan_id)) > before
     assert not (repo / "new.py").exists()
+
+
+SLOW = {"name": "slow", "entrypoint": "gategraph.runtime.testing:sleeping"}
+
+
+def _slow(seconds: float) -> dict[str, Any]:
+    return {"validation": SLOW, "arguments": {"seconds": seconds}}
+
+
+@pytest.mark.anyio
+async def test_what_is_written_while_a_round_runs_is_never_applied(tmp_path: Path) -> None:
+    """The validations saw one content; the sandbox holds another by Apply: nothing is
+    applied, the plan fails saying why, and replay follows the log."""
+    repo = _repo(tmp_path)
+    log = MemoryEventLog()
+    async with open_gate({"repo": repo}, [_slow(0.3)], event_log=log) as gate:
+        sandbox = gate.sandbox()
+        (sandbox / "new.py").write_text(FIXED)
+        async with anyio.create_task_group() as group:
+
+            async def sneak() -> None:
+                await anyio.sleep(0.1)
+                (sandbox / "new.py").write_text(BROKEN)  # written while validated
+
+            group.start_soon(sneak)
+            verdict = await gate.submit()
+        assert verdict.passed and not gate.applied
+        assert gate.outcome is not None and gate.outcome.status == "failed"
+        assert "changed while they were being validated" in gate.outcome.message
+    assert _files(repo) == {"app.py": "x = 1\n"}
+    assert replay_plan(await log.read(gate.plan_id), gate.graph).matches
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_submit_or_a_discard_mid_round_applies_nothing(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    async with open_gate({"repo": repo}, [_slow(0.3)]) as gate:
+        (gate.sandbox() / "new.py").write_text(FIXED)
+        with anyio.move_on_after(0.05):
+            await gate.submit()
+        with pytest.raises(GateClosedError):
+            await gate.submit()
+    assert gate.outcome is not None and gate.outcome.status == "failed"
+    assert "cancelled" in gate.outcome.message
+    with pytest.raises(TimeoutError):
+        async with open_gate({"repo": repo}, [_slow(0.3)]) as timed:
+            (timed.sandbox() / "new.py").write_text(FIXED)
+            with anyio.fail_after(0.05):
+                await timed.submit()
+    assert timed.outcome is not None and timed.outcome.status == "failed"
+    async with open_gate({"repo": repo}, [_slow(0.3)]) as other:
+        (other.sandbox() / "new.py").write_text(FIXED)
+        async with anyio.create_task_group() as group:
+
+            async def give_up() -> None:
+                await anyio.sleep(0.05)
+                await other.discard("changed my mind")
+
+            group.start_soon(give_up)
+            await other.submit()
+    assert other.outcome is not None and "changed my mind" in other.outcome.message
+    assert _files(repo) == {"app.py": "x = 1\n"}
+
+
+@pytest.mark.anyio
+async def test_the_plans_own_failure_is_raised_as_itself(tmp_path: Path) -> None:
+    """Two gates on one folder: the second Apply conflicts, and the program gets the
+    ApplyConflictError itself (not a group); a gate busy elsewhere is refused on entry."""
+    repo = _repo(tmp_path)
+    async with open_gate({"repo": repo}, ["python_syntax"]) as first:
+        async with open_gate({"repo": repo}, ["python_syntax"]) as second:
+            (first.sandbox() / "app.py").write_text("x = 2\n")
+            (second.sandbox() / "app.py").write_text("x = 3\n")
+            assert (await first.submit()).passed and first.applied
+            with pytest.raises(ApplyConflictError):
+                await second.submit()
+    db = tmp_path / "events.db"
+    async with SQLiteEventLog(db) as log:
+        async with open_gate({"repo": repo}, ["python_syntax"], event_log=log) as open_one:
+            async with SQLiteEventLog(db) as other_log:
+                with pytest.raises(PlanBusyError):
+                    async with resume_gate(open_one.plan_id, event_log=other_log):
+                        pytest.fail("a gate open elsewhere was handed out")
+
+
+@pytest.mark.anyio
+async def test_misuse_is_refused_up_front(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    log = MemoryEventLog()
+    async with open_gate({"repo": repo}, ["python_syntax"], event_log=log, plan_id="g-1") as gate:
+        await gate.discard()
+    with pytest.raises(ConfigError, match=r"plan_id: plan g-1 is in this event log already"):
+        async with open_gate({"repo": repo}, ["python_syntax"], event_log=log, plan_id="g-1"):
+            pass
+    with pytest.raises(ConfigError, match=r"policy\.strategy_revisions: a gate has no strategy"):
+        async with open_gate({"repo": repo}, ["python_syntax"], policy={"strategy_revisions": 1}):
+            pass
+    with pytest.raises(ConfigError, match=r"open_gate\(\): validations\[1\]\.id: 'x' names"):
+        async with open_gate(
+            {"repo": repo},
+            [
+                {"validation": "python_syntax", "id": "x"},
+                {"validation": "python_syntax", "id": "x"},
+            ],
+        ):
+            pass
+    async with open_gate({"repo": repo}, [PASSING_INLINE], name="my-gate") as named:
+        assert named.graph.name == "my-gate"
+    plan = await run_plan(_repo_graph(repo), event_log=log)
+    with pytest.raises(ConfigError, match=r"resume_gate\(\): plan_id: .* is not a gate"):
+        async with resume_gate(plan.plan_id, event_log=log, graph=_repo_graph(repo)):
+            pass
+    async with open_gate({"notes": {"a.txt": "x"}}, [PASSING_INLINE]) as files:
+        files.sandbox()["../escape.txt"] = "z"
+        with pytest.raises(ConfigError, match=r"submit\(\): sandbox 'notes': '../escape.txt'"):
+            await files.submit()
+        del files.sandbox()["../escape.txt"]
+        files.sandbox()["b.txt"] = 5
+        with pytest.raises(ConfigError, match=r"'b.txt' holds int"):
+            await files.submit()
+        files.sandbox()["b.txt"] = "five"
+        assert (await files.submit()).passed and files.applied
+    notes = files.resources["notes"]
+    assert isinstance(notes, MemoryResource) and notes.files["b.txt"] == "five"
+
+
+PASSING_INLINE = {"name": "always", "entrypoint": "gategraph.runtime.testing:passing"}
+
+
+def _repo_graph(repo: Path) -> Any:
+    from gategraph.runtime import load_graph
+
+    return load_graph(
+        f"version: 1\nname: plain\nresources: {{repo: {{kind: directory, path: '{repo}'}}}}\n"
+        "nodes: [{id: syntax, validation: python_syntax}]\n"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_paused_gate_is_resumed_with_a_decision(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    log = MemoryEventLog()
+    async with open_gate({"repo": repo}, ["python_syntax"], retry_limit=0, event_log=log) as gate:
+        (gate.sandbox() / "new.py").write_text(BROKEN)
+        assert (await gate.submit()).decision == "escalate-exhausted"
+        assert gate.outcome is not None and gate.outcome.status == "awaiting_decision"
+    retry = EscalationDecision(action="retry", note="try once more")
+    async with resume_gate(gate.plan_id, event_log=log, graph=gate.graph, decision=retry) as again:
+        assert again.outcome is None and again.verdicts[-1].decision == "escalate-exhausted"
+        (again.sandbox() / "new.py").write_text(FIXED)
+        assert (await again.submit()).passed and again.applied
+    assert (repo / "new.py").read_text() == FIXED
+
+
+@pytest.mark.anyio
+async def test_a_round_the_resume_finishes_has_its_verdict(tmp_path: Path) -> None:
+    """The block was cancelled mid-round: the plan stays where it was; resumed, the round
+    finishes and its verdict is the gate's last."""
+    repo = _repo(tmp_path)
+    log = MemoryEventLog()
+    with anyio.move_on_after(0.2):
+        async with open_gate({"repo": repo}, [_slow(0.5)], event_log=log) as gate:
+            (gate.sandbox() / "new.py").write_text(FIXED)
+            await gate.submit()
+    assert gate.outcome is None
+    async with resume_gate(gate.plan_id, event_log=log, graph=gate.graph) as resumed:
+        pass
+    assert resumed.verdicts and resumed.verdicts[-1].passed and resumed.applied
+    assert (repo / "new.py").read_text() == FIXED

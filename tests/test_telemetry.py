@@ -451,6 +451,12 @@ def test_otel_with_json_keeps_stdout_for_the_json(tmp_path: Path) -> None:
     [
         ({"OTEL_TRACES_EXPORTER": "none"}, "", "no span is exported: OTEL_TRACES_EXPORTER=none"),
         (
+            {"OTEL_TRACES_EXPORTER": ", ,"},
+            "",
+            "no span is exported: OTEL_TRACES_EXPORTER=', ,' names no exporter; "
+            "OTEL_TRACES_EXPORTER=console prints spans instead",
+        ),
+        (
             {"OTEL_TRACES_EXPORTER": "nope"},
             "",
             "no installed package provides the trace exporter 'nope'",
@@ -461,7 +467,7 @@ def test_otel_with_json_keeps_stdout_for_the_json(tmp_path: Path) -> None:
             "the OpenTelemetry SDK is not installed (pip install opentelemetry-sdk)",
         ),
     ],
-    ids=["none", "unknown-exporter", "api-only"],
+    ids=["none", "only-separators", "unknown-exporter", "api-only"],
 )
 def test_otel_warns_when_no_exporter_would_receive_anything(
     tmp_path: Path, env: dict[str, str], prelude: str, expected: str

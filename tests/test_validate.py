@@ -159,6 +159,8 @@ async def test_events_go_to_the_log_given(tmp_path: Path) -> None:
     log = MemoryEventLog()
     verdict = await validate(validations=[PASSING], event_log=log, plan="agent-edit-7")
     assert verdict.plan_id == "agent-edit-7"
+    with pytest.raises(ConfigError, match=r"plan: plan agent-edit-7 is in this event log already"):
+        await validate(validations=[PASSING], event_log=log, plan="agent-edit-7")
     tags = [type(e).__struct_config__.tag for e in await log.read("agent-edit-7")]
     assert tags[0] == "run_started" and "validation_completed" in tags
 
@@ -202,6 +204,12 @@ async def test_bad_input_is_one_line_naming_the_field(tmp_path: Path) -> None:
             r"validations\[0\]\.arguments",
         ),
         ({}, r"validations: no validation given"),
+        ({"change": {"a": "x", "a/b.py": "y"}}, r"change: 'a/b.py' cannot be written as a file"),
+        ({"change": {"a\0b": "x"}}, r"change: 'a\\x00b' is not a file path"),
+        ({"change": {1: "x"}}, r"change: 1 is not a file path"),
+        ({"validations": [PASSING], "budget": 3}, r"budget: a RetryBudget, not int"),
+        ({"validations": [PASSING], "event_log": "x.db"}, r"event_log: an event log"),
+        ({"validations": [PASSING], "plan": "../x"}, r"plan: '../x' is not a plan id"),
     ]
     for arguments, message in cases:
         with pytest.raises(ConfigError, match=message) as caught:
