@@ -99,6 +99,8 @@ class Gate:
         self._discarding: str | None = None
         self._reported = 0
         """The last round whose verdict is in :attr:`verdicts`."""
+        self._left = False
+        """The gate's block has ended."""
         self.error: BaseException | None = None
         """What stopped the plan's run, when it did not end as a plan ends (an event log
         that cannot be written, a conflict at Apply): raised by the next call to the gate,
@@ -158,6 +160,10 @@ class Gate:
         if self.outcome is not None:
             raise GateClosedError(
                 f"the gate's plan {self.plan_id} is {self.outcome.status}: {self.outcome.message}"
+            )
+        if self._left:
+            raise GateClosedError(
+                f"the gate's block has ended: plan {self.plan_id} waits to be resumed (resume_gate)"
             )
         if self._discarding is not None:
             raise GateClosedError(f"the gate's plan {self.plan_id} is being discarded")
@@ -549,6 +555,7 @@ async def _running(
             try:
                 yield gate
             except anyio.get_cancelled_exc_class():
+                gate._left = True
                 raise  # cancelled: the plan stays where it is, to be resumed
             except BaseException as exc:
                 # Raised outside the task group, so the caller gets it as itself.

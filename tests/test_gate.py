@@ -418,6 +418,8 @@ async def test_a_round_the_resume_finishes_has_its_verdict(tmp_path: Path) -> No
             (gate.sandbox() / "new.py").write_text(FIXED)
             await gate.submit()
     assert gate.outcome is None
+    with pytest.raises(GateClosedError, match=r"block has ended: .* waits to be resumed"):
+        await gate.submit()
     async with resume_gate(gate.plan_id, event_log=log, graph=gate.graph) as resumed:
         pass
     assert resumed.verdicts and resumed.verdicts[-1].passed and resumed.applied
