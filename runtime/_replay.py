@@ -168,7 +168,7 @@ _EXPECTS: Final[Mapping[_Phase, tuple[str, ...]]] = {
     _Phase.ABORTED: ("plan_finished",),
     # Apply may be refused: the sandboxes changed while validated, or the plan was withdrawn.
     _Phase.APPLY: ("apply_started", "plan_finished"),
-    _Phase.APPLYING: ("apply_completed",),
+    _Phase.APPLYING: ("apply_completed", "plan_finished"),  # a resource may refuse
     _Phase.APPLIED: ("plan_finished",),
     _Phase.FINISHED: (),
 }
@@ -179,6 +179,7 @@ _FINISHED_STATUS: Final[Mapping[_Phase, str]] = {
     _Phase.ESCALATED: "awaiting_decision",
     _Phase.ABORTED: "failed",
     _Phase.APPLY: "failed",
+    _Phase.APPLYING: "failed",
     _Phase.APPLIED: "applied",
 }
 

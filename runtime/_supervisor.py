@@ -52,6 +52,8 @@ from ._events import (
     WorkFinished,
 )
 from ._exceptions import (
+    ApplyConflictError,
+    ApplyTwiceError,
     CatalogError,
     ConfigError,
     ConfigIssue,
@@ -1240,7 +1242,12 @@ class Supervisor:
             changes = dict(recorded.changes)
         else:
             await self.journal.go_live()
-            changes = await self._commit(names)
+            try:
+                changes = await self._commit(names)
+            except _Refused as refused:
+                # The real resource changed since the sandbox was taken (or the changeset
+                # cannot apply): it refused, changing nothing, before any resource applied.
+                return await self._finish(PlanStatus.FAILED, f"not applied: {refused.error}")
             await self.journal.emit(ApplyCompleted, changes=changes)
         # The log holds the apply now: the resources' own markers of it may go.
         for name in names:
@@ -1270,9 +1277,14 @@ class Supervisor:
                 continue
             # Applied even when empty: the resource then records the plan as applied, so
             # Apply stays at most once.
-            await anyio.to_thread.run_sync(
-                functools.partial(resource.apply, sandbox, changeset, plan_id=self.plan_id)
-            )
+            try:
+                await anyio.to_thread.run_sync(
+                    functools.partial(resource.apply, sandbox, changeset, plan_id=self.plan_id)
+                )
+            except ApplyConflictError as exc:
+                if changes or resumed or isinstance(exc, ApplyTwiceError):
+                    raise  # another resource applied already: resume recovers, never half
+                raise _Refused(exc) from exc
             changes[name] = changeset.summary()
         return changes
 
@@ -1325,6 +1337,15 @@ def _graph_file(graph: PlanGraph) -> tuple[str | None, str | None]:
 def _withdrawn(artifact: Any) -> bool:
     """Whether the execution actor gave the plan up (the plan fails; nothing validates)."""
     return isinstance(artifact, _WorkFailed) and artifact.fault == WITHDRAWN
+
+
+class _Refused(Exception):
+    """The first resource refused its changeset (:class:`ApplyConflictError`): nothing was
+    applied anywhere."""
+
+    def __init__(self, error: ApplyConflictError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _WorkFailed(str):

@@ -14,7 +14,6 @@ from typing import Any
 import anyio
 import pytest
 from gategraph.runtime import (
-    ApplyConflictError,
     ConfigError,
     EscalationDecision,
     EscalationRequest,
@@ -319,16 +318,20 @@ async def test_a_cancelled_submit_or_a_discard_mid_round_applies_nothing(tmp_pat
 
 @pytest.mark.anyio
 async def test_the_plans_own_failure_is_raised_as_itself(tmp_path: Path) -> None:
-    """Two gates on one folder: the second Apply conflicts, and the program gets the
-    ApplyConflictError itself (not a group); a gate busy elsewhere is refused on entry."""
+    """Two gates on one folder: the second Apply is refused (the plan fails, nothing is
+    applied); a gate busy elsewhere is refused on entry with PlanBusyError itself."""
     repo = _repo(tmp_path)
+    log = MemoryEventLog()
     async with open_gate({"repo": repo}, ["python_syntax"]) as first:
-        async with open_gate({"repo": repo}, ["python_syntax"]) as second:
+        async with open_gate({"repo": repo}, ["python_syntax"], event_log=log) as second:
             (first.sandbox() / "app.py").write_text("x = 2\n")
             (second.sandbox() / "app.py").write_text("x = 3\n")
             assert (await first.submit()).passed and first.applied
-            with pytest.raises(ApplyConflictError):
-                await second.submit()
+            verdict = await second.submit()  # validated, then refused by the folder
+            assert verdict.passed and not second.applied
+            assert second.outcome is not None and second.outcome.status == "failed"
+            assert "not applied: resource 'repo': 1 path(s) changed" in second.outcome.message
+    assert replay_plan(await log.read(second.plan_id), second.graph).matches
     db = tmp_path / "events.db"
     async with SQLiteEventLog(db) as log:
         async with open_gate({"repo": repo}, ["python_syntax"], event_log=log) as open_one:
