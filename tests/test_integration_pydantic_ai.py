@@ -13,7 +13,7 @@ import json
 import re
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from gategraph.runtime import (
     MaxNPolicy,
     MemoryEventLog,
     RetryBudget,
+    SQLiteEventLog,
     Validation,
     tool_from_config,
 )
@@ -38,9 +39,9 @@ from gategraph.runtime.integrations.pydantic_ai import (
     gate_output,
 )
 from pydantic import BaseModel
-from pydantic_ai import Agent, ModelRetry, RunContext
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai import Agent, AgentRunResultEvent, ModelRetry, RunContext, UnexpectedModelBehavior
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
@@ -82,9 +83,18 @@ def agent_for(proposer: Proposer, retries: int = 3) -> Agent[None, Edit]:
     return Agent(FunctionModel(proposer.respond), output_type=Edit, retries=retries)
 
 
-def run_context(*, partial: bool = False, run_id: str | None = None) -> RunContext[None]:
+def run_context(
+    *, partial: bool = False, run_id: str | None = None, retry: int = 0
+) -> RunContext[None]:
+    """What pydantic-ai gives an output validator: ``retry`` is the run's output retries so
+    far (0 for a run's first output)."""
     return RunContext(
-        deps=None, model=TestModel(), usage=RunUsage(), partial_output=partial, run_id=run_id
+        deps=None,
+        model=TestModel(),
+        usage=RunUsage(),
+        partial_output=partial,
+        run_id=run_id,
+        retry=retry,
     )
 
 
@@ -239,9 +249,44 @@ async def test_one_budget_per_run_id_on_both_backends() -> None:
     with pytest.raises(ModelRetry):
         await gate(run_context(run_id="run-2"), broken)  # another run: its own budget
     with pytest.raises(GateEscalatedError, match="budget is spent"):
-        await gate(run_context(run_id="run-1"), broken)
+        await gate(run_context(run_id="run-1", retry=1), broken)
     good = Edit(files={"a.py": FIXED})
-    assert await gate(run_context(run_id="run-2"), good) is good
+    assert await gate(run_context(run_id="run-2", retry=1), good) is good
+
+
+@pytest.mark.anyio
+async def test_a_run_id_used_again_does_not_inherit_a_spent_budget() -> None:
+    """``Agent.run(run_id=...)`` takes a caller's id (a conversation's, say): a run under an
+    id seen before starts a budget of its own, whether the earlier run passed, was stopped,
+    or ended without a word to the gate."""
+    gate = GategraphOutputValidator(["python_syntax"], policy=MaxNPolicy(limit=1))
+    broken, good = Edit(files={"a.py": BROKEN}), Edit(files={"a.py": FIXED})
+    with pytest.raises(ModelRetry):
+        await gate(run_context(run_id="conv"), broken)  # spends the run's one retry
+    assert await gate(run_context(run_id="conv", retry=1), good) is good  # the run ends
+    # The next run's first output failed pydantic-ai's own checks (retry=1 already): the
+    # passed run's budget was dropped, so this one has its own.
+    with pytest.raises(ModelRetry):
+        await gate(run_context(run_id="conv", retry=1), broken)
+    # That run ended without a word (a usage limit, say); the next starts at retry 0.
+    with pytest.raises(ModelRetry):
+        await gate(run_context(run_id="conv"), broken)
+    with pytest.raises(GateEscalatedError, match="budget is spent"):  # same run: spent
+        await gate(run_context(run_id="conv", retry=1), broken)
+    with pytest.raises(ModelRetry):  # after an escalation, a fresh one again
+        await gate(run_context(run_id="conv", retry=1), broken)
+
+
+@pytest.mark.anyio
+@asyncio_only
+async def test_two_agent_runs_with_the_same_run_id_each_have_the_whole_budget() -> None:
+    gate = GategraphOutputValidator(["python_syntax"])  # three retries per run
+    for _ in range(2):
+        proposer = Proposer(BROKEN, BROKEN, FIXED)
+        agent = agent_for(proposer, retries=5)
+        agent.output_validator(gate)
+        result = await agent.run("Write greet()", run_id="conversation-1")
+        assert result.output.files == {"greet.py": FIXED} and len(proposer.seen) == 3
 
 
 @pytest.mark.anyio
@@ -261,7 +306,7 @@ async def test_how_an_output_becomes_the_change_and_the_artifact() -> None:
     for output in (Edit(files={"a.py": BROKEN}), {"a.py": BROKEN}, {"files": {"a.py": BROKEN}}):
         verdict = await gate.check(output)
         assert "a.py:1" in verdict.feedback, output
-    with pytest.raises(ConfigError, match="'python_syntax' needs a resource"):
+    with pytest.raises(ConfigError, match=r"change: the output proposes no files .*`change=`"):
         await gate.check({"plan": ["step"], "count": 2})  # not files: no folder to check
     echo = {"name": "echo", "entrypoint": "gategraph.runtime.testing:echo"}
     verdict = await GategraphOutputValidator([echo]).check({"plan": ["step"], "count": 2})
@@ -277,13 +322,133 @@ async def test_how_an_output_becomes_the_change_and_the_artifact() -> None:
     assert not (await own.check(BROKEN)).passed and (await own.check(FIXED)).passed
 
 
+def test_bad_validations_are_refused_when_the_gate_is_made() -> None:
+    """A misspelt name or a bad argument fails at once, before any model is paid for."""
+    agent = agent_for(Proposer(FIXED))
+    cases: list[tuple[list[Any], str]] = [
+        (["no_such_check"], r"validations\[0\]\.validation: unknown validation 'no_such_check'"),
+        (
+            ["python_syntax", {"validation": "regex", "arguments": {"patern": "x"}}],
+            r"validations\[1\]\.arguments\.patern: unknown argument",
+        ),
+        ([], r"validations: no validation given"),
+    ]
+    for validations, message in cases:
+        with pytest.raises(ConfigError, match=message) as caught:
+            gate_output(agent, validations)
+        assert "\n" not in str(caught.value)
+    catalog = Catalog.in_memory()
+    catalog.add(Validation.from_config(lint_config("lint.ruff")))
+    gate_output(agent, ["lint.ruff"], catalog=catalog)  # a catalog's names resolve
+    with pytest.raises(ConfigError, match=r"unknown validation 'lint\.ruff'"):
+        gate_output(agent, ["lint.ruff"])  # not without it
+    with pytest.raises(ConfigError, match=r"budget: a RetryBudget, not int"):
+        gate_output(agent, ["python_syntax"], budget=3)
+
+
 @pytest.mark.anyio
 @asyncio_only
-async def test_an_unknown_validation_stops_the_run_clearly() -> None:
-    agent = agent_for(Proposer(FIXED))
-    gate_output(agent, ["no_such_check"])
-    with pytest.raises(ConfigError, match=r"validations\[0\]\.validation: unknown validation"):
+async def test_an_output_that_proposes_no_files_says_to_pass_change() -> None:
+    """A folder validation over an output without a ``files`` mapping (plain text, or files
+    as a list): the error says what the gate looked for and what to pass, not how a plan
+    graph's node is bound."""
+    calls: list[int] = []
+
+    def text(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(1)
+        return ModelResponse(parts=[TextPart(BROKEN)])
+
+    agent = Agent(FunctionModel(text), output_type=str, retries=3)
+    gate_output(agent, ["python_syntax"])
+    with pytest.raises(ConfigError, match=r"change: the output proposes no files") as caught:
         await agent.run("Write greet()")
+    message = str(caught.value)
+    assert "`files` must map path → text" in message and "pass `change=`" in message
+    assert "python_syntax" in message and "node" not in message
+    assert len(calls) == 1  # stopped at the first output, not retried
+
+    class File(BaseModel):
+        path: str
+        content: str
+
+    class Listed(BaseModel):
+        files: list[File]
+
+    listed = Listed(files=[File(path="a.py", content=BROKEN)])
+    gate = GategraphOutputValidator(["python_syntax"])
+    with pytest.raises(ConfigError, match=r"the output proposes no files"):
+        await gate.check(listed)
+    own = GategraphOutputValidator(["python_syntax"], change=lambda output: None)
+    with pytest.raises(ConfigError, match=r"`change=` gave no change for this output"):
+        await own.check(listed)
+    fixed = GategraphOutputValidator(
+        ["python_syntax"], change=lambda output: {f.path: f.content for f in output.files}
+    )
+    assert "a.py:1" in (await fixed.check(listed)).feedback
+    # A validation that needs no folder judges such an output as its artifact.
+    echo = {"name": "echo", "entrypoint": "gategraph.runtime.testing:echo"}
+    assert (await GategraphOutputValidator([echo]).check("plain text")).passed
+
+
+@pytest.mark.anyio
+@asyncio_only
+async def test_run_stream_events_retries_a_rejected_output() -> None:
+    """``run_stream_events()`` streams and retries with the gate's findings, as ``run()``
+    does; ``run_stream()`` stops at the first rejection (pydantic-ai's own rule)."""
+
+    def streamer() -> tuple[Any, list[str]]:
+        drafts, told = iter([BROKEN, FIXED]), []
+
+        async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+            told.append(str(messages[-1]))
+            args = json.dumps({"files": {"greet.py": next(drafts)}})
+            yield {0: DeltaToolCall(name=info.output_tools[0].name, json_args=args[:10])}
+            yield {0: DeltaToolCall(json_args=args[10:])}
+
+        return stream, told
+
+    stream, told = streamer()
+    agent = Agent(FunctionModel(stream_function=stream), output_type=Edit, retries=3)
+    gate_output(agent, ["python_syntax"])
+    async with agent.run_stream_events("Write greet()") as events:
+        last = [event async for event in events][-1]
+    assert isinstance(last, AgentRunResultEvent)
+    assert last.result.output.files == {"greet.py": FIXED}
+    assert len(told) == 2 and "greet.py:1: invalid syntax" in told[1]
+
+    stream, told = streamer()
+    agent = Agent(FunctionModel(stream_function=stream), output_type=Edit, retries=3)
+    gate_output(agent, ["python_syntax"])
+    with pytest.raises(UnexpectedModelBehavior, match="retries are not supported") as caught:
+        async with agent.run_stream("Write greet()") as streamed:
+            await streamed.get_output()
+    assert isinstance(caught.value.__cause__, ModelRetry) and len(told) == 1
+    assert "greet.py:1" in str(caught.value.__cause__)
+
+
+@pytest.mark.anyio
+@asyncio_only
+async def test_an_event_log_may_be_a_path(tmp_path: Path) -> None:
+    """A path is a SQLite log, opened for each output and each tool call on the running
+    loop; what is no event log is refused when the gate or toolset is made."""
+    path = tmp_path / "events.db"
+    agent = agent_for(Proposer(BROKEN, FIXED))
+    gate_output(agent, ["python_syntax"], event_log=path)
+    assert (await agent.run("Write greet()")).output.files == {"greet.py": FIXED}
+    async with SQLiteEventLog(path) as log:
+        assert len(await log.plans()) == 2  # one round per proposal
+    (tmp_path / "app.py").write_text(FIXED)
+    toolset = CatalogToolset(names=["python_syntax"], change=tmp_path, event_log=str(path))
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    assert (await toolset.tools["python_syntax"].function(ctx))["passed"] is True
+    async with SQLiteEventLog(path) as log:
+        assert len(await log.plans()) == 3
+    for make in (
+        lambda: gate_output(agent_for(Proposer(FIXED)), ["python_syntax"], event_log=42),
+        lambda: CatalogToolset(names=["python_syntax"], change=tmp_path, event_log=[]),
+    ):
+        with pytest.raises(ConfigError, match=r"event_log: a (int|list) is not an event log"):
+            make()
 
 
 @pytest.mark.anyio
@@ -365,6 +530,27 @@ def test_the_toolset_gives_only_read_only_tools_and_validations(
     assert "passed, message, data" in (definition.description or "")
     files = next(model for model, name in names.items() if name == "files.list")
     assert toolset.tools[files].tool_def.parameters_json_schema["type"] == "object"
+
+
+def test_adding_a_tool_never_renames_another(project: Path) -> None:
+    """A model name depends on its catalog name alone (a saved message history keeps
+    calling the same tools): a valid name is kept, a changed one gets a hash of its own."""
+    catalog = Catalog.in_memory()
+    catalog.add(Validation.from_config(lint_config("a.b")))
+    before = CatalogToolset(catalog, change=project).catalog_names
+    (dotted,) = before
+    assert re.fullmatch(r"a_b_[0-9a-f]{8}", dotted)
+    catalog.add(Validation.from_config(lint_config("a_b")))
+    catalog.add(Validation.from_config(lint_config("a-b.c")))
+    after = CatalogToolset(catalog, change=project).catalog_names
+    assert after[dotted] == "a.b" and after["a_b"] == "a_b"
+    assert CatalogToolset(catalog, names=["a.b"], change=project).catalog_names == before
+    # Only a name made to look like another's changed one can clash: refused, not renamed.
+    catalog.add(Validation.from_config(lint_config(dotted)))
+    with pytest.raises(ConfigError, match=rf"catalog: 'a.b' and '{dotted}' would both be called"):
+        CatalogToolset(catalog, change=project)
+    with pytest.raises(ConfigError, match=r"names: 'a.b' and .* would both be called"):
+        CatalogToolset(catalog, names=["a.b", dotted], change=project)
 
 
 def test_the_toolset_refuses_what_it_must_not_give(catalog: Catalog, project: Path) -> None:

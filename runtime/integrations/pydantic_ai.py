@@ -13,6 +13,8 @@ validations over each final output. A rejection goes back to the model as
 timeout, a crash) is re-run after its backoff without troubling the model; and when the
 failure ladder escalates — the retry budget is spent, or retrying cannot help — the run
 stops with :class:`GateEscalatedError`. One budget is shared by every round of one run.
+The validations are checked when the gate is made, so a misspelt name fails before any
+model is paid for.
 
 pydantic-ai runs on asyncio only, so this adapter does too. Install it with
 ``pip install 'gategraph[pydantic-ai]'``.
@@ -31,10 +33,11 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import anyio
 import msgspec
 import pydantic_core
+from gategraph.runtime._eventlog import SQLiteEventLog
 from gategraph.runtime._exceptions import ConfigError, GategraphError
 from gategraph.runtime._maxn import MaxNPolicy, RetryBudget, RetryDecision
 from gategraph.runtime._models import ToolSource, Validation
-from gategraph.runtime._validate import Verdict, validate
+from gategraph.runtime._validate import Verdict, graph_spec, load_spec, validate
 
 try:
     from pydantic_ai import ModelRetry
@@ -60,14 +63,19 @@ _ChangeLike = str | os.PathLike[str] | Mapping[str, str | bytes] | None
 # The toolset's folder, or a function of the run that returns it.
 _FolderOf = Callable[["RunContext[Any]"], str | os.PathLike[str] | None]
 
-# Runs whose budget is kept. A run's budget cannot be dropped when the run ends (pydantic-ai
-# says nothing then), so the oldest go first; only a run among more than this many at once
-# would get a fresh budget, and the agent's own output_retries still bound it.
+# Runs whose budget is kept. A budget is dropped when its run's output passes or the run is
+# stopped; a run that ends another way (a usage limit, an error) says nothing to the gate,
+# so the oldest go first. Only a run among more than this many at once would get a fresh
+# budget, and the agent's own output_retries still bound it.
 _RUNS_KEPT: Final = 256
 _MODEL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _NOT_MODEL_NAME: Final = re.compile(r"[^a-zA-Z0-9_-]")
 _RESOURCE: Final = "change"
 _ARGUMENTS_FIELD: Final = re.compile(r"^nodes\[0\]\.arguments(\.|$)")
+_VALIDATOR: Final = "GategraphOutputValidator"
+_TOOLSET: Final = "CatalogToolset"
+# A folder that exists, to load the gate's graph when it is made: nothing runs over it.
+_PLACEHOLDER: Final = os.path.dirname(os.path.abspath(__file__))
 
 
 class GateEscalatedError(GategraphError):
@@ -108,6 +116,30 @@ def _default_artifact(output: Any) -> Any:
         return output
 
 
+def _log_of(event_log: Any, source: str) -> tuple[EventLog | None, Path | None]:
+    """``event_log`` as a log object or the path of a SQLite log; anything else is refused.
+
+    A path is opened for each output or tool call rather than once: pydantic-ai may run
+    each on a loop of its own (``run_sync``), and an open log belongs to its loop."""
+    if event_log is None:
+        return None, None
+    if isinstance(event_log, str | os.PathLike):
+        return None, Path(os.fspath(event_log))
+    if callable(getattr(event_log, "append", None)) and callable(getattr(event_log, "read", None)):
+        return event_log, None
+    raise ConfigError.at(
+        "event_log",
+        f"a {type(event_log).__name__} is not an event log: give a path (a SQLite log) "
+        "or an EventLog such as MemoryEventLog()",
+        source=source,
+    )
+
+
+def _first(error: ConfigError, source: str) -> ConfigError:
+    """The error's first problem alone, as one line: the rest often follow from it."""
+    return ConfigError(error.issues[:1], source=source)
+
+
 class GategraphOutputValidator:
     """An output validator for a pydantic-ai Agent that runs gategraph validations.
 
@@ -123,17 +155,25 @@ class GategraphOutputValidator:
     - raises :class:`GateEscalatedError` when the failure ladder escalates (the budget is
       spent, or retrying cannot help) or the agent has no output retries left.
 
+    ``run()``, ``run_stream_events()`` and ``agent.iter()`` send a rejection back to the
+    model; pydantic-ai's ``run_stream()`` cannot retry an output, so there the first
+    rejection ends the run (the findings are in the error's ``__cause__``).
+
     ``validations`` are as :func:`~gategraph.runtime.validate` takes them: names (from
     ``catalog`` or built-ins), inline configs, :class:`~gategraph.runtime.Validation`
     objects, or ``{"validation": ..., "arguments": {...}}``; with a ``catalog``, the
-    validations attached to ``resource`` (under ``project``) run too. ``change`` turns an
-    output into the change (a folder or a mapping of files; default: the output's
+    validations attached to ``resource`` (under ``project``) run too. They are checked
+    here: a misspelt name or a bad argument raises :class:`ConfigError` at once. ``change``
+    turns an output into the change (a folder or a mapping of files; default: the output's
     ``files``), ``artifact`` into the value the validations judge (default: the output as
-    JSON).
+    JSON). An output with no change stops the run with :class:`ConfigError` when a
+    validation checks files.
 
     Each run of the agent spends one budget of ``policy`` (default: three retries), shared
-    by rejections and infra faults; pass ``budget`` to share one across runs instead.
-    ``sleep`` waits before a re-run (inject one in tests).
+    by rejections and infra faults: a run's first output starts it, also under a
+    ``run_id`` used before. Pass ``budget`` to share one across runs instead. ``event_log``
+    is an event log, or the path of a SQLite log opened for each output. ``sleep`` waits
+    before a re-run (inject one in tests).
     """
 
     def __init__(
@@ -147,7 +187,7 @@ class GategraphOutputValidator:
         project: str | None = None,
         policy: MaxNPolicy | None = None,
         budget: RetryBudget | None = None,
-        event_log: EventLog | None = None,
+        event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
         sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
     ) -> None:
@@ -155,6 +195,12 @@ class GategraphOutputValidator:
             validations = [validations]
         self.validations: Final = tuple(validations)
         """The validations every output must pass."""
+        if budget is not None and not isinstance(budget, RetryBudget):
+            raise ConfigError.at(
+                "budget", f"a RetryBudget, not {type(budget).__name__}", source=_VALIDATOR
+            )
+        self._event_log, self._log_path = _log_of(event_log, _VALIDATOR)
+        self._needs_folder = self._checked(catalog, resource, project, default_timeout)
         self.catalog: Final = catalog
         self.policy: Final = policy if policy is not None else MaxNPolicy()
         """The retry policy of each run's budget."""
@@ -163,23 +209,54 @@ class GategraphOutputValidator:
         self._resource = resource
         self._project = project
         self._shared = budget
-        self._event_log = event_log
         self._default_timeout = default_timeout
         self._sleep = sleep
         self._budgets: OrderedDict[str, RetryBudget] = OrderedDict()
 
-    def _budget(self, run_id: str | None) -> RetryBudget:
+    def _checked(
+        self,
+        catalog: Catalog | None,
+        resource: str,
+        project: str | None,
+        default_timeout: float | None,
+    ) -> str | None:
+        """Load the gate's graph as :func:`validate` will (over a stand-in folder), so bad
+        validations fail now, not at the first output; return the first validation that
+        needs a folder, if any."""
+        if not self.validations and catalog is None:
+            raise ConfigError.at(
+                "validations",
+                "no validation given, and no catalog whose attachments would gate the output",
+                source=_VALIDATOR,
+            )
+        policy: dict[str, Any] = {}
+        if default_timeout is not None:
+            policy["default_timeout"] = default_timeout
+        resources = {resource: {"kind": "directory", "path": _PLACEHOLDER}}
+        try:
+            spec = graph_spec(
+                self.validations, resources, project=project, policy=policy, source=_VALIDATOR
+            )
+            graph = load_spec(spec, catalog, source=_VALIDATOR)
+        except ConfigError as error:
+            raise _first(error, _VALIDATOR) from None
+        for node in graph.validation_nodes():
+            if any(slot.required for slot in graph.get_tool(node.target).resource_slots):
+                return node.target
+        return None
+
+    def _budget(self, run_id: str | None, retry: int) -> RetryBudget:
         if self._shared is not None:
             return self._shared
         if run_id is None:  # not in an agent run (called by hand): a round of its own
             return RetryBudget(self.policy)
-        budget = self._budgets.get(run_id)
-        if budget is None:
-            budget = self._budgets[run_id] = RetryBudget(self.policy)
-            if len(self._budgets) > _RUNS_KEPT:
-                self._budgets.popitem(last=False)
-        else:
-            self._budgets.move_to_end(run_id)
+        # A run's first output (retry 0) starts a budget: a caller may pass the same run_id
+        # to several runs, and an earlier one may have ended without a word to the gate.
+        kept = self._budgets.pop(run_id, None)
+        budget = kept if kept is not None and retry else RetryBudget(self.policy)
+        self._budgets[run_id] = budget  # last: the most recently used
+        if len(self._budgets) > _RUNS_KEPT:
+            self._budgets.popitem(last=False)
         return budget
 
     async def check(self, output: Any, budget: RetryBudget | None = None) -> Verdict:
@@ -188,6 +265,39 @@ class GategraphOutputValidator:
         round spends from ``budget`` (default: a fresh one of :attr:`policy`)."""
         budget = budget if budget is not None else RetryBudget(self.policy)
         change, artifact = self._change(output), self._artifact(output)
+        if change is None:
+            self._check_no_change()
+        if self._log_path is None:
+            return await self._rounds(change, artifact, budget, self._event_log)
+        async with SQLiteEventLog(self._log_path) as log:
+            return await self._rounds(change, artifact, budget, log)
+
+    def _check_no_change(self) -> None:
+        """Refuse an output with no change when a validation would need its folder: the
+        model cannot fix that, only the gate's ``change=`` can."""
+        needs = self._needs_folder
+        if needs is None and self.catalog is not None:
+            # The attachments gate the change's folder: without one they would not run.
+            attached = self.catalog.resolve(self._resource, project=self._project)
+            needs = attached[0].validation if attached else None
+        if needs is None:
+            return
+        if self._change is _default_change:
+            message = (
+                "the output proposes no files (`files` must map path → text), and "
+                f"{needs!r} checks files: pass `change=`, a function of the output that "
+                "returns a folder or a mapping of path → text"
+            )
+        else:
+            message = (
+                f"`change=` gave no change for this output, and {needs!r} checks files: "
+                "it must return a folder or a mapping of path → text"
+            )
+        raise ConfigError.at("change", message, source=_VALIDATOR)
+
+    async def _rounds(
+        self, change: _ChangeLike, artifact: Any, budget: RetryBudget, log: EventLog | None
+    ) -> Verdict:
         while True:
             verdict = await validate(
                 change,
@@ -197,7 +307,7 @@ class GategraphOutputValidator:
                 resource=self._resource,
                 project=self._project,
                 budget=budget,
-                event_log=self._event_log,
+                event_log=log,
                 default_timeout=self._default_timeout,
             )
             # seed 003: an infra fault re-runs the validator only; the work is not at fault,
@@ -212,8 +322,10 @@ class GategraphOutputValidator:
         if ctx.partial_output:
             return output  # a stream's partial output: only the final one is a proposal
         run_id = ctx.run_id
-        verdict = await self.check(output, self._budget(run_id))
+        verdict = await self.check(output, self._budget(run_id, ctx.retry))
         if verdict.passed:
+            if run_id is not None:
+                self._budgets.pop(run_id, None)  # the run ends with this output
             return output
         reason = _stop_reason(verdict, ctx.retry, ctx.max_retries)
         if reason is None:
@@ -260,23 +372,34 @@ def gate_output(
 # -- the toolset ----------------------------------------------------------------------------
 
 
-def _model_names(names: Iterable[str]) -> dict[str, str]:
-    """A valid, unique model tool name for each catalog name (``lint.ruff`` → ``lint_ruff``).
+def _model_name(name: str) -> str:
+    """The tool name a model sees for catalog name ``name``, from ``name`` alone.
 
-    A name that is valid already is kept; another gets its invalid characters replaced and,
-    if that is taken (or too long), a short hash of the original, so it is stable."""
-    names = sorted(set(names))
-    taken = {name for name in names if _MODEL_NAME.match(name)}
-    out = {name: name for name in taken}
-    for name in names:
-        if name in out:
-            continue
-        candidate = _NOT_MODEL_NAME.sub("_", name)
-        if len(candidate) > 64 or candidate in taken:
-            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-            candidate = f"{candidate[:55]}_{digest}"
-        out[name] = candidate
-        taken.add(candidate)
+    A name models accept is kept; another has its other characters replaced and always
+    gets 8 hex digits of its hash (``lint.ruff`` → ``lint_ruff_<hash>``). It depends on no
+    other name, so adding a tool never renames one a saved message history calls."""
+    if _MODEL_NAME.match(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{_NOT_MODEL_NAME.sub('_', name)[:55]}_{digest}"
+
+
+def _model_names(names: Iterable[str], where: str) -> dict[str, str]:
+    """The model name of each catalog name; refuse two that would be called the same."""
+    out: dict[str, str] = {}
+    by_model: dict[str, str] = {}
+    for name in sorted(set(names)):
+        model = _model_name(name)
+        other = by_model.setdefault(model, name)
+        if other != name:
+            first, second = sorted((other, name))
+            raise ConfigError.at(
+                where,
+                f"{first!r} and {second!r} would both be called {model!r} by the model: "
+                "rename one of them, or pick one with names=",
+                source=_TOOLSET,
+            )
+        out[name] = model
     return out
 
 
@@ -310,7 +433,9 @@ class CatalogToolset(FunctionToolset[Any]):
     """A pydantic-ai toolset of a catalog's read-only tools and validations.
 
     Each becomes a tool with the entry's input schema as its arguments, under a name a model
-    accepts (dots and other characters become ``_``; :attr:`catalog_names` maps back). A
+    accepts: a valid name is kept; in another, dots and other characters become ``_`` and
+    8 hex digits of its hash are added, so a name never depends on the others
+    (:attr:`catalog_names` maps back). A
     validation returns its result, ``{"passed", "message", "data"}``; a tool returns its
     output. Arguments the entry's schema refuses go back to the model to correct.
 
@@ -321,8 +446,9 @@ class CatalogToolset(FunctionToolset[Any]):
 
     ``change`` is the folder the tools and validations look at (their resource), or a
     function of the run's :class:`~pydantic_ai.RunContext` returning it (from the run's
-    deps, say). Calls are logged to ``event_log`` and may take ``default_timeout`` seconds
-    unless an entry has a timeout of its own.
+    deps, say). Calls are logged to ``event_log`` (an event log, or the path of a SQLite log
+    opened for each call) and may take ``default_timeout`` seconds unless an entry has a
+    timeout of its own.
     """
 
     def __init__(
@@ -331,21 +457,22 @@ class CatalogToolset(FunctionToolset[Any]):
         *,
         names: Iterable[str] | None = None,
         change: str | os.PathLike[str] | _FolderOf | None = None,
-        event_log: EventLog | None = None,
+        event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
     ) -> None:
+        self._event_log, self._log_path = _log_of(event_log, _TOOLSET)
         if catalog is None:
             from gategraph.runtime._catalog import Catalog
 
             catalog = Catalog.in_memory()  # the built-in validations only
         tools = self._pick(catalog, names, change)
         self.catalog: Final = catalog
+        where = "catalog" if names is None else "names"
         self.catalog_names: Final[Mapping[str, str]] = {
-            model: name for name, model in _model_names(t.name for t in tools).items()
+            model: name for name, model in _model_names((t.name for t in tools), where).items()
         }
         """The catalog name of each tool, by the name the model calls it."""
         self._change = change
-        self._event_log = event_log
         self._policy: dict[str, Any] = {"allow_ungated": True}
         if default_timeout is not None:
             self._policy["default_timeout"] = default_timeout
@@ -372,11 +499,15 @@ class CatalogToolset(FunctionToolset[Any]):
             for index, name in enumerate([names] if isinstance(names, str) else names):
                 where = f"names[{index}]"
                 if name not in catalog:
-                    raise ConfigError.at(where, f"no tool or validation named {name!r}")
+                    raise ConfigError.at(
+                        where, f"no tool or validation named {name!r}", source=_TOOLSET
+                    )
                 tool = catalog.get(name)
                 why = _exposable(tool)
                 if why is not None:
-                    raise ConfigError.at(where, f"{name!r} cannot be given to a model: {why}")
+                    raise ConfigError.at(
+                        where, f"{name!r} cannot be given to a model: {why}", source=_TOOLSET
+                    )
                 picked.append((where, tool))
         if change is None:
             for where, tool in picked:
@@ -386,6 +517,7 @@ class CatalogToolset(FunctionToolset[Any]):
                         where,
                         f"{tool.name!r} needs a folder to look at (slot {needs[0]!r}): "
                         "pass change=",
+                        source=_TOOLSET,
                     )
         return [tool for _, tool in picked]
 
@@ -397,7 +529,7 @@ class CatalogToolset(FunctionToolset[Any]):
             return None
         folder = Path(os.fspath(change)).resolve()
         if not folder.is_dir():
-            raise ConfigError.at("change", f"{str(folder)!r} is not a folder")
+            raise ConfigError.at("change", f"{str(folder)!r} is not a folder", source=_TOOLSET)
         return folder
 
     def _caller(self, tool: Tool) -> Callable[..., Awaitable[Any]]:
@@ -438,7 +570,11 @@ class CatalogToolset(FunctionToolset[Any]):
         # The graph is loaded with the catalog (names resolve, wrapped validations find
         # what they wrap) but run without it: a tool call runs this entry alone, not the
         # validations attached to the folder.
-        run = await execute_graph(graph, event_log=self._event_log)
+        if self._log_path is None:
+            run = await execute_graph(graph, event_log=self._event_log)
+        else:
+            async with SQLiteEventLog(self._log_path) as log:
+                run = await execute_graph(graph, event_log=log)
         node = run.nodes["call"]
         if kind == "validation":
             return msgspec.to_builtins(run.validations[0].result)
