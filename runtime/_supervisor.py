@@ -18,6 +18,7 @@ import functools
 import hashlib
 import os
 import shutil
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -1243,7 +1244,7 @@ class Supervisor:
         else:
             await self.journal.go_live()
             try:
-                changes = await self._commit(names)
+                changes = await self._commit(names, interrupted=isinstance(ahead, ApplyStarted))
             except _Refused as refused:
                 # The real resource changed since the sandbox was taken (or the changeset
                 # cannot apply): it refused, changing nothing, before any resource applied.
@@ -1256,7 +1257,9 @@ class Supervisor:
                 await anyio.to_thread.run_sync(functools.partial(release, plan_id=self.plan_id))
         return await self._finish(PlanStatus.APPLIED, "applied", changes=changes)
 
-    async def _commit(self, names: Sequence[str]) -> dict[str, str]:
+    async def _commit(self, names: Sequence[str], *, interrupted: bool) -> dict[str, str]:
+        """Apply each resource's changeset; ``interrupted``: a crash during an earlier
+        Apply (its log holds ``apply_started``), which each resource recovers first."""
         changes: dict[str, str] = {}
         resumed = self.journal.resumed
         if resumed:
@@ -1282,7 +1285,7 @@ class Supervisor:
                     functools.partial(resource.apply, sandbox, changeset, plan_id=self.plan_id)
                 )
             except ApplyConflictError as exc:
-                if changes or resumed or isinstance(exc, ApplyTwiceError):
+                if changes or interrupted or isinstance(exc, ApplyTwiceError):
                     raise  # another resource applied already: resume recovers, never half
                 raise _Refused(exc) from exc
             changes[name] = changeset.summary()
@@ -1316,11 +1319,19 @@ def _actor_failure(exc: BaseException) -> bool:
     )
 
 
-@functools.cache
+_PROCESS_HOME_LOCK: Final = threading.Lock()
+
+
 def _process_home() -> Path:
     """Where plans with an in-memory log keep their sandboxes: one private temporary folder
     per process, made on first use. Such a plan can only be resumed by this process, and
     the folder is gone when the process is, even after a kill (it is swept then)."""
+    with _PROCESS_HOME_LOCK:  # two threads' first plans would each make one, and lose one
+        return _made_process_home()
+
+
+@functools.cache
+def _made_process_home() -> Path:
     return private_folder("sandboxes")
 
 

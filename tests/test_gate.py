@@ -427,3 +427,30 @@ async def test_a_round_the_resume_finishes_has_its_verdict(tmp_path: Path) -> No
         pass
     assert resumed.verdicts and resumed.verdicts[-1].passed and resumed.applied
     assert (repo / "new.py").read_text() == FIXED
+
+
+@pytest.mark.anyio
+async def test_an_approved_change_the_folder_no_longer_fits_is_not_applied(
+    tmp_path: Path,
+) -> None:
+    """Paused for approval; meanwhile the real file changed. Approved, the folder refuses
+    the changeset: the plan fails ('not applied'), changing nothing; replay follows."""
+    repo = _repo(tmp_path)
+    log = MemoryEventLog()
+    policy = {
+        "approval": {"rules": [{"match": "python_syntax", "action": "require", "tier": "high"}]}
+    }
+    async with open_gate({"repo": repo}, ["python_syntax"], policy=policy, event_log=log) as gate:
+        (gate.sandbox() / "app.py").write_text("x = 2\n")
+        assert (await gate.submit()).passed
+        assert gate.outcome is not None and gate.outcome.status == "awaiting_approval"
+    (repo / "app.py").write_text("x = 3\n")  # someone else's edit while it waited
+    approve = EscalationDecision(action="approve")
+    async with resume_gate(
+        gate.plan_id, event_log=log, graph=gate.graph, decision=approve
+    ) as again:
+        pass
+    assert again.outcome is not None and again.outcome.status == "failed"
+    assert again.outcome.message.startswith("not applied: resource 'repo'")
+    assert (repo / "app.py").read_text() == "x = 3\n"
+    assert replay_plan(await log.read(gate.plan_id), gate.graph).matches

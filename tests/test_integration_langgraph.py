@@ -14,7 +14,7 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -23,6 +23,7 @@ pytest.importorskip("langgraph")
 import anyio
 from _helpers import fake_module
 from gategraph.runtime import (
+    ApprovalDecided,
     Catalog,
     ConfigError,
     MaxNPolicy,
@@ -45,10 +46,12 @@ from gategraph.runtime.integrations.langgraph import (
     route,
     thread_plan_prefix,
 )
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
+from langgraph.types import Command, Send
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 MODULE = "gategraph.runtime.integrations.langgraph"
@@ -385,15 +388,14 @@ def test_a_folder_as_the_change_is_copied_in(tmp_path: Path) -> None:
     )
     thread = {"configurable": {"thread_id": "folder"}}
     paused = graph.invoke({"change": str(change)}, thread)
-    assert paused["__interrupt__"][0].value["files"] == [str(change)]
+    assert paused["__interrupt__"][0].value["files"] == ["pkg/m.py"]
     graph.invoke(Command(resume="approve"), thread)
     assert (repo / "pkg" / "m.py").read_text() == "z = 3\n"
     assert (repo / "a.py").read_text() == "x = 1\n"
 
 
-def test_the_approval_bridge_needs_a_thread_and_a_real_answer(tmp_path: Path) -> None:
-    """Without a checkpointer's thread id, and resumed with something that is not an
-    answer: one clear error each, nothing applied."""
+def test_the_approval_bridge_needs_a_thread_and_a_task(tmp_path: Path) -> None:
+    """Without a checkpointer's thread id, or outside a graph: one clear error each."""
     repo, log = _repo(tmp_path), MemoryEventLog()
     node = ApprovalNode(["python_syntax"], folder=repo, event_log=log)
     builder = StateGraph(GateState)
@@ -401,18 +403,226 @@ def test_the_approval_bridge_needs_a_thread_and_a_real_answer(tmp_path: Path) ->
     builder.add_edge(START, "apply")
     with pytest.raises(ConfigError, match=r"config\.configurable\.thread_id: .* checkpointer"):
         builder.compile().invoke({"change": {"b.py": "y = 2\n"}})
-    graph = _approval_graph(node, InMemorySaver())
     thread = {"configurable": {"thread_id": "edit-4"}}
-    graph.invoke({"change": {"b.py": "y = 2\n"}}, thread)
-    with pytest.raises(ConfigError, match=r"'maybe' does not answer an approval: 'approve' or"):
-        graph.invoke(Command(resume="maybe"), thread)
-    assert not (repo / "b.py").exists()
     with pytest.raises(ConfigError, match=r"validations: no validation given"):
         ApprovalNode(folder=repo)
     with pytest.raises(ConfigError, match=r"state\['change'\]: the state has no change"):
         node({}, thread)
     with pytest.raises(ConfigError, match=r"checkpoint_ns: names no task: an approval node runs"):
         node({"change": {"b.py": "y = 2\n"}}, thread)
+
+
+def test_an_answer_that_is_not_one_is_asked_again(tmp_path: Path) -> None:
+    """A resume value that answers nothing does not block the thread: the node asks again
+    with the error in the question, and the next good answer continues the one plan."""
+    repo, log = _repo(tmp_path), MemoryEventLog()
+    graph = _approval_graph(
+        ApprovalNode(["python_syntax"], folder=repo, event_log=log), InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "edit-5"}}
+    first = graph.invoke({"change": {"b.py": "y = 2\n"}}, thread)["__interrupt__"][0].value
+    assert "error" not in first
+    for bad in ("yes", 1, {"action": "approve", "note": 5}):
+        (again,) = graph.invoke(Command(resume=bad), thread)["__interrupt__"]
+        assert again.value["error"].startswith(f"Command(resume=...): {bad!r} does not answer")
+        assert again.value["plan_id"] == first["plan_id"]
+        assert not (repo / "b.py").exists()
+    done = graph.invoke(Command(resume="approve"), thread)
+    assert (done["verdict"]["status"], done["verdict"]["approved"]) == ("applied", True)
+    assert (repo / "b.py").read_text() == "y = 2\n"
+    assert anyio.run(_plans, log, "edit-5") == {first["plan_id"]: "applied"}
+
+
+def test_a_folder_that_holds_the_event_log_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandboxes go beside the event log: a folder that holds the log's folder (the
+    default log of a program run in the folder, say) is one clear error at construction."""
+    monkeypatch.delenv("GATEGRAPH_HOME")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        ConfigError, match=r"^folder: '\.' holds the event log's folder .* or set GATEGRAPH_HOME$"
+    ):
+        ApprovalNode(["python_syntax"], folder=".")
+    repo = _repo(tmp_path)
+    for inside in (repo / "events.db", repo / "logs" / "events.db"):
+        with pytest.raises(ConfigError, match=r"pass event_log= a path outside the folder$"):
+            ApprovalNode(["python_syntax"], folder=repo, event_log=inside)
+    with pytest.raises(ConfigError, match=r"^folder: '.*missing' is not a folder$"):
+        ApprovalNode(["python_syntax"], folder=tmp_path / "missing", event_log=MemoryEventLog())
+    ApprovalNode(["python_syntax"], folder=repo, event_log=tmp_path / "events.db")
+
+
+def test_a_folder_changed_while_waiting_is_a_fix_not_a_crash(tmp_path: Path) -> None:
+    """The real folder changed under a paused plan (a person's edit, another thread's
+    apply of the same file): the resume does not raise, the folder keeps the other
+    change, and the verdict sends the proposer back to redo it on the folder as it is."""
+    repo, log = _repo(tmp_path), tmp_path / "events.db"
+    graph = _approval_graph(
+        ApprovalNode(["python_syntax"], folder=repo, event_log=log), InMemorySaver()
+    )
+    one, two = ({"configurable": {"thread_id": name}} for name in ("one", "two"))
+    graph.invoke({"change": {"a.py": "x = 2\n"}}, one)
+    graph.invoke({"change": {"a.py": "x = 3\n"}}, two)
+    assert graph.invoke(Command(resume="approve"), one)["verdict"]["status"] == "applied"
+    done = graph.invoke(Command(resume="approve"), two)
+    verdict = done["verdict"]
+    assert (verdict["decision"], verdict["fault"], verdict["passed"]) == ("fix", "conflict", False)
+    assert (verdict["status"], verdict["approved"], verdict["changes"]) == ("failed", True, {})
+    assert "a.py" in verdict["feedback"] and "redo the change" in verdict["feedback"]
+    assert verdict["budget"]["used"] == 0  # not the change's fault: no retry spent
+    assert route(done) == "fix"
+    assert (repo / "a.py").read_text() == "x = 2\n"
+    graph.invoke({"change": {"c.py": "z = 1\n"}}, two)  # the thread goes on
+    assert graph.invoke(Command(resume="approve"), two)["verdict"]["status"] == "applied"
+
+
+def test_a_plan_refused_at_apply_is_finished(tmp_path: Path) -> None:
+    """The plan whose apply the changed folder refused ends failed in the log."""
+    repo, log = _repo(tmp_path), MemoryEventLog()
+    graph = _approval_graph(
+        ApprovalNode(["python_syntax"], folder=repo, event_log=log), InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "edited"}}
+    graph.invoke({"change": {"a.py": "x = 2\n"}}, thread)
+    (repo / "a.py").write_text("someone else\n")
+    plan_id = graph.invoke(Command(resume="approve"), thread)["verdict"]["plan_id"]
+    assert anyio.run(_plans, log, "edited") == {plan_id: "failed"}
+
+
+class _Title(BaseModel):
+    title: str
+
+
+def test_a_model_as_the_artifact_is_judged_as_its_json(tmp_path: Path) -> None:
+    """A pydantic model or a LangChain message in `artifact` is judged as its JSON; a
+    value that has none is one clear error naming the state key."""
+    schema = {"type": "object", "required": ["title"]}
+    check = [{"validation": "json_schema", "arguments": {"schema": schema}}]
+    gate = GateNode(check)
+    assert gate({"artifact": _Title(title="x")}, {})["verdict"]["passed"] is True
+    node = ValidationNode(check[0])
+    assert node({"artifact": _Title(title="x")}, {})["validation"]["passed"] is True
+    repo, log = _repo(tmp_path), MemoryEventLog()
+    graph = _approval_graph(ApprovalNode(check, folder=repo, event_log=log), InMemorySaver())
+    thread = {"configurable": {"thread_id": "message"}}
+    paused = graph.invoke({"change": {"b.py": "y = 2\n"}, "artifact": _Title(title="x")}, thread)
+    assert "__interrupt__" in paused
+    assert graph.invoke(Command(resume="approve"), thread)["verdict"]["status"] == "applied"
+    message = {"configurable": {"thread_id": "ai"}}
+    paused = graph.invoke({"change": {"c.py": "z = 1\n"}, "artifact": AIMessage("hi")}, message)
+    assert "__interrupt__" not in paused  # judged: an AI message has no title
+    assert paused["verdict"]["decision"] == "fix"
+    assert "title" in paused["verdict"]["feedback"]
+
+    class Opaque:
+        pass
+
+    for run in (gate, node, ApprovalNode(check, folder=repo, event_log=log)):
+        with pytest.raises(ConfigError, match=r"^state\['artifact'\]: a Opaque is not JSON"):
+            run({"change": {"d.py": "w = 1\n"}, "artifact": Opaque()}, message)
+
+
+def test_a_change_that_cannot_be_written_is_one_clear_error(tmp_path: Path) -> None:
+    """A missing folder, a file, a mapping that makes one path both a file and a folder,
+    or a file the folder cannot take: a ConfigError naming the state key, for a gate and
+    for an approval, and nothing applied."""
+    repo, log = _repo(tmp_path), MemoryEventLog()
+    gate = GateNode(["python_syntax"])
+    graph = _approval_graph(
+        ApprovalNode(["python_syntax"], folder=repo, event_log=log), InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "bad-change"}}
+    cases = {
+        str(tmp_path / "missing"): r"'[^']*missing' is not a folder",
+        str(repo / "a.py"): r"'[^']*a\.py' is not a folder",
+        # (a mapping) 'a' is a file of the change, and 'a/b.py' needs it to be a folder
+        "clash": r"'a/b\.py' needs 'a' to be a folder, and the change makes it a file",
+    }
+    for change, message in cases.items():
+        value: Any = {"a": "x\n", "a/b.py": "y = 1\n"} if change == "clash" else change
+        with pytest.raises(ConfigError, match=r"^state\['change'\]: " + message):
+            gate({"change": value}, {})
+        with pytest.raises(ConfigError, match=r"^state\['change'\]: " + message):
+            graph.invoke({"change": value}, thread)
+    assert anyio.run(_plans, log, "bad-change") == {}
+    # The folder has a file a.py: nothing can be written below it.
+    with pytest.raises(ConfigError, match=r"^state\['change'\]: 'a\.py/b\.py' cannot be written"):
+        graph.invoke({"change": {"a.py/b.py": "y = 1\n"}}, thread)
+    assert sorted(p.name for p in repo.iterdir()) == ["a.py"]
+    assert list(anyio.run(_plans, log, "bad-change").values()) == ["failed"]
+
+
+def test_new_input_instead_of_an_answer_ends_the_waiting_plan(tmp_path: Path) -> None:
+    """A thread sent a new change while its approval waits: the waiting plan is denied
+    (its sandboxes go), the new one waits, and the answer goes to the new one."""
+    repo, log = _repo(tmp_path), tmp_path / "log" / "events.db"
+    graph = _approval_graph(
+        ApprovalNode(["python_syntax"], folder=repo, event_log=log), InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "edit-6"}}
+    old = graph.invoke({"change": {"b.py": "y = 2\n"}}, thread)["__interrupt__"][0].value
+    assert (tmp_path / "log" / "sandboxes" / old["plan_id"]).exists()
+    new = graph.invoke({"change": {"c.py": "z = 3\n"}}, thread)["__interrupt__"][0].value
+    assert anyio.run(_plans, log, "edit-6") == {
+        old["plan_id"]: "failed",
+        new["plan_id"]: "awaiting_approval",
+    }
+    assert not (tmp_path / "log" / "sandboxes" / old["plan_id"]).exists()
+    (denied,) = [e for e in read_events(log, old["plan_id"]) if isinstance(e, ApprovalDecided)]
+    assert not denied.approved and "without an answer" in (denied.note or "")
+    done = graph.invoke(Command(resume="approve"), thread)
+    assert done["verdict"]["plan_id"] == new["plan_id"]
+    assert sorted(p.name for p in repo.iterdir()) == ["a.py", "c.py"]
+
+
+def _collect(verdicts: list[Any], verdict: Any) -> list[Any]:
+    return [*verdicts, verdict]
+
+
+class _Fan(TypedDict, total=False):
+    change: Any
+    verdict: Annotated[list[Any], _collect]  # one per task of the step
+
+
+def test_approvals_of_one_step_wait_side_by_side(tmp_path: Path) -> None:
+    """Two tasks of one approval node in the same step (Send) each wait for their own
+    answer: starting the second never ends the first."""
+    # A log file, with the sandboxes beside it: the folder of a memory log's sandboxes is
+    # made on first use, and two threads that make it at once race (the supervisor's).
+    repo, log = _repo(tmp_path), tmp_path / "events.db"
+    builder = StateGraph(_Fan)
+    builder.add_node("apply", ApprovalNode(["python_syntax"], folder=repo, event_log=log))
+    builder.add_conditional_edges(
+        START,
+        lambda state: [Send("apply", {"change": {name: "v = 1\n"}}) for name in ("p.py", "q.py")],
+    )
+    builder.add_edge("apply", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "fan"}}
+    asked = graph.invoke({}, thread)["__interrupt__"]
+    assert sorted(q.value["files"][0] for q in asked) == ["p.py", "q.py"]
+    assert sorted(anyio.run(_plans, log, "fan").values()) == ["awaiting_approval"] * 2
+    done = graph.invoke(Command(resume={q.id: "approve" for q in asked}), thread)
+    assert [v["status"] for v in done["verdict"]] == ["applied"] * 2
+    assert sorted(anyio.run(_plans, log, "fan").values()) == ["applied"] * 2
+    assert sorted(p.name for p in repo.iterdir()) == ["a.py", "p.py", "q.py"]
+
+
+def test_validations_are_checked_when_the_node_is_made() -> None:
+    """A typo'd name or argument is refused by the constructor, not in the first round."""
+    with pytest.raises(ConfigError, match=r"^GateNode\(\): validations\[0\]\.validation: unknown"):
+        GateNode(["pyton_syntax"])
+    with pytest.raises(ConfigError, match=r"validations\[0\]\.arguments\.schem: unknown argument"):
+        GateNode([{"validation": "json_schema", "arguments": {"schem": {}}}])
+    with pytest.raises(ConfigError, match=r"^GateNode\(\): validations: no validation given"):
+        GateNode([])
+    with pytest.raises(ConfigError, match=r"^ValidationNode\(\): validations\[0\]\.valid"):
+        ValidationNode("pyton_syntax")
+    # A folder validation over a value that is not a change cannot run either.
+    with pytest.raises(ConfigError, match=r"'python_syntax' needs a resource for its slot"):
+        ValidationNode("python_syntax")
+    ValidationNode("python_syntax", change=True)
 
 
 # -- async graphs (LangGraph's async API is asyncio's) -------------------------------------

@@ -31,8 +31,9 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterable, Mapping
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import anyio
@@ -40,7 +41,13 @@ import anyio.to_thread
 import msgspec
 from gategraph.runtime._eventlog import SQLiteEventLog, default_event_log_path
 from gategraph.runtime._events import ApprovalDecided, PlanFinished
-from gategraph.runtime._exceptions import ConfigError
+from gategraph.runtime._exceptions import (
+    ApplyConflictError,
+    ApplyTwiceError,
+    ConfigError,
+    ConfigIssue,
+    PlanBusyError,
+)
 from gategraph.runtime._maxn import MaxNPolicy, RetryBudget, RetryDecision, primary_fault
 from gategraph.runtime._models import Validation
 from gategraph.runtime._pipeline import Reason
@@ -48,6 +55,7 @@ from gategraph.runtime._protocols import EscalationDecision
 from gategraph.runtime._supervisor import PlanStatus, resume_plan, run_plan
 from gategraph.runtime._sync import _running_loop, run_sync
 from gategraph.runtime._validate import Verdict, graph_spec, load_spec, validate
+from pydantic_core import to_jsonable_python
 from typing_extensions import TypedDict
 
 try:
@@ -59,8 +67,6 @@ except ImportError as error:  # pragma: no cover - a base install; tested by hid
     ) from error
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from gategraph.runtime._catalog import Catalog
     from gategraph.runtime._eventlog import EventLog
     from gategraph.runtime._maxn import FaultKind
@@ -98,6 +104,9 @@ _SLUG: Final = re.compile(r"[^A-Za-z0-9_-]+")
 _NODE_RESOURCE: Final = "langgraph-validation-node"
 _ANSWERS: Final = "'approve' or 'deny', or {'action': 'approve' | 'deny', 'note': '...'}"
 _DENIED: Final = "denied"  # the fault of a verdict whose change a person denied
+_CONFLICT: Final = "conflict"  # the fault of a verdict whose approved change could not apply
+# The tail of a plan id after its thread, node and step: `<step digest>-<task digest>`.
+_TASK_TAIL: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{12}")
 
 
 class GateState(TypedDict, total=False):
@@ -250,10 +259,14 @@ def _check_log(event_log: Any, where: str) -> None:
 
 def _checked_files(value: Any, where: str) -> Mapping[str, str | bytes] | str | os.PathLike[str]:
     """The change in the state, checked before anything runs: a folder, or a mapping of
-    relative paths (that stay inside the folder) to text or bytes."""
+    relative paths (that stay inside the folder, and are files, not also folders of other
+    paths) to text or bytes."""
     if isinstance(value, str | os.PathLike):
+        if not os.path.isdir(value):
+            raise ConfigError.at(where, f"{os.fspath(value)!r} is not a folder")
         return value
     if isinstance(value, Mapping):
+        files: dict[tuple[str, ...], str] = {}
         for key, content in value.items():
             if not isinstance(key, str) or not isinstance(content, str | bytes):
                 raise ConfigError.at(
@@ -264,6 +277,15 @@ def _checked_files(value: Any, where: str) -> Mapping[str, str | bytes] | str | 
             parts = PurePosixPath(key.replace("\\", "/")).parts
             if not parts or parts[0] == "/" or ".." in parts:
                 raise ConfigError.at(where, f"{key!r} is not a relative path inside the folder")
+            files[parts] = key
+        for parts, key in files.items():
+            for end in range(1, len(parts)):
+                if parts[:end] in files:
+                    raise ConfigError.at(
+                        where,
+                        f"{key!r} needs {files[parts[:end]]!r} to be a folder, and the change "
+                        "makes it a file",
+                    )
         return value
     raise ConfigError.at(
         where,
@@ -272,21 +294,61 @@ def _checked_files(value: Any, where: str) -> Mapping[str, str | bytes] | str | 
     )
 
 
-def _write_change(root: Path, change: Mapping[str, str | bytes] | str | os.PathLike[str]) -> None:
-    """Write the change into a sandbox folder: the files of a mapping, or a folder's tree."""
+def _write_change(
+    root: Path, change: Mapping[str, str | bytes] | str | os.PathLike[str], where: str
+) -> None:
+    """Write the change into a sandbox folder: the files of a mapping, or a folder's tree.
+    What the folder cannot take (a file where the change needs a folder, a link out of
+    it, a name too long) is a :class:`ConfigError` at ``where``."""
     if not isinstance(change, Mapping):
-        shutil.copytree(os.fspath(change), root, dirs_exist_ok=True)
+        try:
+            shutil.copytree(os.fspath(change), root, dirs_exist_ok=True)
+        except OSError as exc:  # shutil.Error too: one line per file it could not copy
+            raise ConfigError.at(where, f"cannot be copied into the folder: {exc}") from None
         return
     base = root.resolve()
     for relative, content in change.items():
         target = (base / relative).resolve()
         if target == base or base not in target.parents:
-            raise ConfigError.at("change", f"{relative!r} is not a relative path inside the folder")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content, encoding="utf-8")
+            raise ConfigError.at(where, f"{relative!r} is not a relative path inside the folder")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content, encoding="utf-8")
+        except OSError as exc:  # a file of the folder where the change needs a folder ...
+            raise ConfigError.at(
+                where, f"{relative!r} cannot be written as a file: {exc.strerror or exc}"
+            ) from None
+
+
+def _files_of(change: Mapping[str, str | bytes] | str | os.PathLike[str]) -> list[str]:
+    """The files a change writes, as relative paths: a mapping's keys, a folder's tree."""
+    if isinstance(change, Mapping):
+        return sorted(change)
+    root = os.fspath(change)
+    found: list[str] = []
+    for folder, folders, names in os.walk(root):
+        links = [name for name in folders if os.path.islink(os.path.join(folder, name))]
+        found.extend(
+            Path(os.path.relpath(os.path.join(folder, name), root)).as_posix()
+            for name in (*names, *links)
+        )
+    return sorted(found)
+
+
+def _jsonable(value: Any, where: str) -> Any:
+    """An artifact as JSON, as validations judge it and the plan's log records it: a
+    pydantic model (a LangChain message) as its dump, a set as a list, and so on."""
+    if value is None:
+        return None
+    try:
+        return to_jsonable_python(value)
+    except ValueError as exc:  # pydantic's PydanticSerializationError, bytes that are not UTF-8
+        raise ConfigError.at(
+            where, f"a {type(value).__name__} is not JSON, as an artifact must be ({exc})"
+        ) from None
 
 
 # -- plan ids from threads -------------------------------------------------------------------
@@ -303,10 +365,11 @@ def thread_plan_prefix(thread_id: str) -> str:
     return f"lg-{_SLUG.sub('_', text)[:60]}-{_digest(text, 8)}-"
 
 
-def _plan_id(config: RunnableConfig | None) -> str:
+def _plan_id(config: RunnableConfig | None) -> tuple[str, str]:
     """The plan of this node's task: the same on every run of the task, and so on the run
     LangGraph makes when the task resumes after ``interrupt()``; another for each new task
-    (the next round, another node, a fork of the thread)."""
+    (the next round, another node, a fork of the thread). And the prefix of the plans of
+    the same thread and node (``<prefix><step>-<task>``, the step the task started from)."""
     configurable = (config or {}).get("configurable") or {}
     thread = configurable.get("thread_id")
     if thread is None or thread == "":
@@ -325,7 +388,12 @@ def _plan_id(config: RunnableConfig | None) -> str:
         )
     node = namespace.rsplit("|", 1)[-1].split(":", 1)[0]
     slug = _SLUG.sub("_", node)[:40] or "node"
-    return f"{thread_plan_prefix(str(thread))}{slug}-{_digest(namespace, 12)}"
+    # The checkpoints the task started from (its graph's and its parents'): the tasks of
+    # one step share them, so a plan of another step is one the thread went on without.
+    started = configurable.get("checkpoint_map")
+    step = repr(sorted(started.items())) if isinstance(started, Mapping) else ""
+    node_prefix = f"{thread_plan_prefix(str(thread))}{slug}-"
+    return f"{node_prefix}{_digest(step, 8)}-{_digest(namespace, 12)}", node_prefix
 
 
 # -- the gate node ---------------------------------------------------------------------------
@@ -372,6 +440,37 @@ def _listed(validations: Iterable[Any]) -> list[Any]:
     return list(validations)
 
 
+def _check_validations(
+    validations: list[Any],
+    catalog: Catalog | None,
+    *,
+    resource: str | None,
+    project: str | None = None,
+    policy: Mapping[str, Any],
+    source: str,
+) -> None:
+    """Load the validations once, as every round will, so that a typo'd name or argument
+    is an error of the constructor, not of the first round. The change's folder is not
+    known yet: any folder stands in for it (``resource`` None: the node has none)."""
+    if not validations and catalog is None:
+        raise ConfigError.at(
+            "validations",
+            "no validation given, and no catalog whose attachments would gate the change",
+            source=source,
+        )
+    stand_in = {"kind": "directory", "path": tempfile.gettempdir()}
+    resources = {resource: stand_in} if resource is not None else {}
+    spec = graph_spec(validations, resources, project=project, policy=dict(policy), source=source)
+    load_spec(spec, catalog, source=source)
+
+
+def _at_state(error: ConfigError, where: str) -> ConfigError:
+    """validate()'s problems with the change it was given, named as the state key."""
+    if not all(issue.field == "change" for issue in error.issues):
+        return error
+    return ConfigError([ConfigIssue(issue.message, where) for issue in error.issues])
+
+
 class GateNode(_Node):
     """A StateGraph node that validates the proposed change in the state and writes the
     verdict into it.
@@ -409,6 +508,17 @@ class GateNode(_Node):
         _check_log(event_log, "event_log")
         self.validations = _listed(validations)
         """What the gate runs (see the class docstring)."""
+        policy_spec: dict[str, Any] = {}
+        if default_timeout is not None:
+            policy_spec["default_timeout"] = default_timeout
+        _check_validations(
+            self.validations,
+            catalog,
+            resource=resource,
+            project=project,
+            policy=policy_spec,
+            source="GateNode()",
+        )
         self.catalog = catalog
         self.change_key = change_key
         self.artifact_key = artifact_key
@@ -436,6 +546,8 @@ class GateNode(_Node):
             )
         if change is not None:
             change = _checked_files(change, f"state[{self.change_key!r}]")
+        if artifact is not None:
+            artifact = _jsonable(artifact, f"state[{self.artifact_key!r}]")
         return change, artifact
 
     async def _run(self, state: Mapping[str, Any], config: RunnableConfig | None) -> dict[str, Any]:
@@ -449,17 +561,20 @@ class GateNode(_Node):
             if isinstance(wait, int | float) and wait > 0:
                 await anyio.sleep(wait)
         async with _opened(self.event_log) as log:
-            verdict = await validate(
-                change,
-                self.validations,
-                artifact=artifact,
-                catalog=self.catalog,
-                resource=self.resource,
-                project=self.project,
-                budget=ledger.budget,
-                event_log=log,
-                default_timeout=self.default_timeout,
-            )
+            try:
+                verdict = await validate(
+                    change,
+                    self.validations,
+                    artifact=artifact,
+                    catalog=self.catalog,
+                    resource=self.resource,
+                    project=self.project,
+                    budget=ledger.budget,
+                    event_log=log,
+                    default_timeout=self.default_timeout,
+                )
+            except ConfigError as error:
+                raise _at_state(error, f"state[{self.change_key!r}]") from None
         return {self.verdict_key: _state_verdict(verdict, ledger)}
 
 
@@ -470,6 +585,37 @@ class GateNode(_Node):
 # own fix loop, on the verdict's budget), not a second ladder inside the plan. Not through
 # an escalation handler: one would be asked the approvals too, and they must pause.
 _HANDED_BACK: Final = EscalationDecision(action="abort", note="handed back to the LangGraph graph")
+_UNANSWERED: Final = EscalationDecision(
+    action="deny", note="the thread went on without an answer: a later step asked again"
+)
+
+
+def _waits(events: list[Any]) -> bool:
+    """Whether a plan's log ends waiting for a person's approval."""
+    last = events[-1] if events else None
+    return isinstance(last, PlanFinished) and last.status == PlanStatus.AWAITING_APPROVAL.value
+
+
+def _check_log_outside(folder: str | os.PathLike[str], event_log: Any, *, default: bool) -> None:
+    """A plan keeps its sandboxes (copies of the folder) beside a log file: the log's
+    folder must not be inside the folder the plans change."""
+    path = (
+        event_log if isinstance(event_log, str | os.PathLike) else getattr(event_log, "path", None)
+    )
+    if not isinstance(path, str | os.PathLike):
+        return  # a memory log: the sandboxes go to a private temporary folder
+    home = Path(os.path.realpath(path)).parent  # as the sandboxes' check sees them: links resolved
+    root = Path(os.path.realpath(folder))
+    if home != root and root not in home.parents:
+        return
+    fix = "pass event_log= a path outside the folder"
+    if default:
+        fix += ", or set GATEGRAPH_HOME"
+    raise ConfigError.at(
+        "folder",
+        f"{os.fspath(folder)!r} holds the event log's folder {str(home)!r}, where the plans "
+        f"would copy the folder: {fix}",
+    )
 
 
 def _decision(answer: Any) -> EscalationDecision:
@@ -498,16 +644,22 @@ class ApprovalNode(_Node):
     for approval (tier ``tier``) and applies atomically. Asking is LangGraph's
     ``interrupt()``, whose value says what is asked (``plan_id``, ``message``, ``files``,
     ``findings``); resume the thread with ``Command(resume="approve")`` or ``"deny"`` (or
-    ``{"action": "deny", "note": "..."}``). LangGraph runs the node again from its start
-    then: the node finds its paused plan in ``event_log`` — its id comes from the thread id
-    and the task — and continues it, so one plan per task, and the folder changes only
-    after approval. The log must outlive the wait: a path (SQLite; by default gategraph's
-    own log, where ``gategraph plans`` lists them) or an EventLog shared by every run.
+    ``{"action": "deny", "note": "..."}``). A resume value that is none of these is asked
+    about again, with ``error`` in the question. LangGraph runs the node again from its
+    start then: the node finds its paused plan in ``event_log`` — its id comes from the
+    thread id and the task — and continues it, so one plan per task, and the folder
+    changes only after approval. The log must outlive the wait: a path (SQLite; by default
+    gategraph's own log, where ``gategraph plans`` lists them) or an EventLog shared by
+    every run. The plans' sandboxes go beside a log file, so it must not be in ``folder``.
+    A thread that goes on without answering (new input instead of ``Command(resume=...)``)
+    leaves the question unanswered: the node's next plan on the thread denies it.
 
     ``state[verdict_key]`` gets a verdict as :class:`GateNode` writes it, with ``status``
     (the plan's), ``approved`` and ``changes`` (what was applied). A rejection is routed
     like a gate's (``fix``, ``retry``, ``escalate``) on the thread's one budget; a denial
-    ends the loop (``escalate``, fault ``denied``, the note in ``feedback``).
+    ends the loop (``escalate``, fault ``denied``, the note in ``feedback``). An approved
+    change that cannot apply because the folder changed meanwhile is a ``fix`` (fault
+    ``conflict``, what changed in ``feedback``), to be made again on the folder as it is.
     """
 
     def __init__(
@@ -527,12 +679,18 @@ class ApprovalNode(_Node):
         default_timeout: float | None = None,
     ) -> None:
         _check_log(event_log, "event_log")
+        source = "ApprovalNode()"
         validations = _listed(validations)
         if not validations and catalog is None:
             raise ConfigError.at(
                 "validations",
                 "no validation given, and no catalog whose attachments would gate the change",
+                source=source,
             )
+        if not os.path.isdir(folder):
+            raise ConfigError.at("folder", f"{os.fspath(folder)!r} is not a folder")
+        log: Any = event_log if event_log is not None else default_event_log_path()
+        _check_log_outside(folder, log, default=event_log is None)
         plan_policy: dict[str, Any] = {
             # One round per plan: a rejection goes back to the LangGraph graph's own loop.
             "retry_limit": 0,
@@ -547,8 +705,9 @@ class ApprovalNode(_Node):
             name="langgraph-approval",
             project=project,
             policy=plan_policy,
+            source=source,
         )
-        self.graph = load_spec(spec, catalog)
+        self.graph = load_spec(spec, catalog, source=source)
         """The plan graph every round runs (built once: resume needs the same graph)."""
         self.catalog = catalog
         self.change_key = change_key
@@ -558,17 +717,23 @@ class ApprovalNode(_Node):
         self.policy = policy if policy is not None else MaxNPolicy()
         """The limit and fault catalogue of the thread's retry budget."""
         self.resource = resource
-        self.event_log: Any = event_log if event_log is not None else default_event_log_path()
+        self.event_log: Any = log
         """Where the plans are logged (a path is opened for each call)."""
 
     def route(self, state: Mapping[str, Any]) -> Route:
         """:func:`route` on this node's verdict key."""
         return route(state, self.verdict_key)
 
-    def _actor(self, change: Any, artifact: Any) -> Any:
+    def _actor(self, change: Any, artifact: Any, refused: list[ConfigError]) -> Any:
+        where = f"state[{self.change_key!r}]"
+
         async def write(request: ExecuteRequest) -> Any:
             root = request.resources[self.resource]
-            await anyio.to_thread.run_sync(_write_change, root, change)
+            try:
+                await anyio.to_thread.run_sync(_write_change, root, change, where)
+            except ConfigError as error:
+                refused.append(error)  # the node raises it once the plan has ended
+                raise
             if artifact is not None:
                 return artifact
             return {"files": sorted(change) if isinstance(change, Mapping) else []}
@@ -576,15 +741,19 @@ class ApprovalNode(_Node):
         return write
 
     async def _advance(
-        self, plan_id: str, change: Any, artifact: Any, decision: EscalationDecision | None
+        self,
+        plan_id: str,
+        node_prefix: str,
+        actor: Any,
+        decision: EscalationDecision | None,
     ) -> tuple[PlanOutcome, ApprovalDecided | None]:
         """Start the task's plan, or continue it from the log (with the answer, when it
         waits for one); return its outcome and the person's answer, if any."""
-        actor = self._actor(change, artifact)
         async with _opened(self.event_log) as log:
             assert log is not None
             events = await log.read(plan_id)
             if not events:
+                await self._deny_unanswered(log, plan_id, node_prefix)
                 outcome = await run_plan(
                     self.graph,
                     catalog=self.catalog,
@@ -593,18 +762,13 @@ class ApprovalNode(_Node):
                     execution_actor=actor,
                 )
             else:
-                last = events[-1]
-                waiting = (
-                    isinstance(last, PlanFinished)
-                    and last.status == PlanStatus.AWAITING_APPROVAL.value
-                )
                 outcome = await resume_plan(
                     plan_id,
                     self.graph,
                     event_log=log,
                     catalog=self.catalog,
                     execution_actor=actor,
-                    decision=decision if waiting else None,
+                    decision=decision if _waits(events) else None,
                 )
             if outcome.status == PlanStatus.AWAITING_DECISION:
                 outcome = await resume_plan(
@@ -618,6 +782,32 @@ class ApprovalNode(_Node):
             answered = [e for e in await log.read(plan_id) if isinstance(e, ApprovalDecided)]
         return outcome, answered[-1] if answered else None
 
+    async def _deny_unanswered(self, log: EventLog, plan_id: str, node_prefix: str) -> None:
+        """Deny the plans of this thread and node that still wait for an answer from an
+        earlier step: the thread went on without one (new input, not Command(resume=...)),
+        so nobody will answer them, and each holds its sandboxes. The tasks of this step
+        (a fan-out with Send) wait side by side: theirs are left alone."""
+        step = plan_id[: len(plan_id) - 12]  # `<node prefix><step digest>-`
+        unused = self._actor(None, None, [])  # their work is in the log: never called
+        for other in await log.plans():
+            tail = other[len(node_prefix) :]
+            if (
+                not other.startswith(node_prefix)
+                or other.startswith(step)
+                or not _TASK_TAIL.fullmatch(tail)
+                or not _waits(await log.read(other))
+            ):
+                continue
+            with contextlib.suppress(PlanBusyError):  # being answered right now
+                await resume_plan(
+                    other,
+                    self.graph,
+                    event_log=log,
+                    catalog=self.catalog,
+                    execution_actor=unused,
+                    decision=_UNANSWERED,
+                )
+
     def _question(self, outcome: PlanOutcome, change: Any) -> dict[str, Any]:
         envelope = outcome.verdict or {}
         return msgspec.to_builtins(  # type: ignore[no-any-return]
@@ -626,11 +816,22 @@ class ApprovalNode(_Node):
                 "plan_id": outcome.plan_id,
                 "tier": self.tier,
                 "message": outcome.message,
-                "files": sorted(change) if isinstance(change, Mapping) else [os.fspath(change)],
+                "files": _files_of(change),
                 "findings": list(envelope.get("findings", ())),
                 "answers": _ANSWERS,
             }
         )
+
+    def _answer(self, question: dict[str, Any]) -> EscalationDecision:
+        """Ask with ``interrupt()`` until the answer is one. LangGraph keeps each resume
+        value for the interrupt it answered, and numbers a node's interrupts in the order
+        they are made: asking again is a new question, so one bad value never blocks the
+        thread (the run after the next resume replays the bad one, then gets the new)."""
+        while True:
+            try:
+                return _decision(interrupt(question))
+            except ConfigError as error:
+                question = {**question, "error": str(error)}
 
     async def _run(self, state: Mapping[str, Any], config: RunnableConfig | None) -> dict[str, Any]:
         where = f"state[{self.change_key!r}]"
@@ -638,19 +839,75 @@ class ApprovalNode(_Node):
         if value is None:
             raise ConfigError.at(where, "the state has no change to apply")
         change = _checked_files(value, where)
-        plan_id = _plan_id(config)
-        artifact = state.get(self.artifact_key) if self.artifact_key is not None else None
+        artifact = None
+        if self.artifact_key is not None:
+            artifact = _jsonable(state.get(self.artifact_key), f"state[{self.artifact_key!r}]")
+        plan_id, node_prefix = _plan_id(config)
         ledger = _Ledger(self.policy, state.get(self.verdict_key), f"state[{self.verdict_key!r}]")
-        outcome, answer = await self._advance(plan_id, change, artifact, None)
-        if outcome.status == PlanStatus.AWAITING_APPROVAL:
-            # The first run raises here and the thread pauses; the run after
-            # Command(resume=...) gets the answer and continues the same plan.
-            decision = _decision(interrupt(self._question(outcome, change)))
-            outcome, answer = await self._advance(plan_id, change, artifact, decision)
+        refused: list[ConfigError] = []
+        actor = self._actor(change, artifact, refused)
+        answer: ApprovalDecided | None = None
+        try:
+            outcome, answer = await self._advance(plan_id, node_prefix, actor, None)
+            if outcome.status == PlanStatus.AWAITING_APPROVAL:
+                # The first run raises in interrupt() and the thread pauses; the run after
+                # Command(resume=...) gets the answer and continues the same plan.
+                decision = self._answer(self._question(outcome, change))
+                outcome, answer = await self._advance(plan_id, node_prefix, actor, decision)
+        except ApplyConflictError as error:
+            if isinstance(error, ApplyTwiceError):
+                raise  # applied already: not a conflict with the folder
+            # The folder changed while the plan waited (a person's edit, another thread's
+            # apply): nothing was applied.
+            return {self.verdict_key: self._conflict(plan_id, f"not applied: {error}", ledger)}
+        if refused:
+            raise refused[0]  # the folder cannot take the change: the plan failed on it
         # Invariant: the plan's escalation is answered at once (_HANDED_BACK) and its
         # approval has been, so it has ended.
         assert outcome.status in (PlanStatus.APPLIED, PlanStatus.FAILED), outcome.status
+        if outcome.status == PlanStatus.FAILED and answer is not None and answer.approved:
+            # Approved, and refused at Apply: the folder changed while the plan waited.
+            return {
+                self.verdict_key: self._conflict(
+                    plan_id,
+                    outcome.message,
+                    ledger,
+                    envelope=outcome.verdict or {},
+                    records=list(outcome.validations),
+                )
+            }
         return {self.verdict_key: self._verdict(outcome, answer, ledger)}
+
+    def _conflict(
+        self,
+        plan_id: str,
+        message: str,
+        ledger: _Ledger,
+        *,
+        envelope: dict[str, Any] | None = None,
+        records: list[Any] | None = None,
+    ) -> dict[str, Any]:
+        """The verdict of an approved change the folder refused: a fix, for whoever made the
+        change to make it again on the folder as it is now. It spends no retry: the change
+        was not at fault, and each new change is put to a person again."""
+        verdict = Verdict(
+            passed=False,
+            decision=RetryDecision.FIX,
+            fault=_CONFLICT,
+            envelope=envelope or {},
+            records=records or [],
+            plan_id=plan_id,
+            budget_used=ledger.budget.used,
+            budget_limit=ledger.budget.limit,
+        )
+        return _state_verdict(
+            verdict,
+            ledger,
+            status=PlanStatus.FAILED.value,
+            approved=True,
+            changes={},
+            feedback=f"{message}; redo the change on the folder as it is now",
+        )
 
     def _verdict(
         self, outcome: PlanOutcome, answer: ApprovalDecided | None, ledger: _Ledger
@@ -749,6 +1006,16 @@ class ValidationNode(_Node):
         catalog: Catalog | None = None,
         default_timeout: float | None = None,
     ) -> None:
+        policy: dict[str, Any] = {"allow_ungated": True}
+        if default_timeout is not None:
+            policy["default_timeout"] = default_timeout
+        _check_validations(
+            [validation],
+            catalog,
+            resource=_NODE_RESOURCE if change else None,
+            policy=policy,
+            source="ValidationNode()",
+        )
         self.validation = validation
         self.key = key
         self.result_key = result_key
@@ -757,21 +1024,27 @@ class ValidationNode(_Node):
         self.default_timeout = default_timeout
 
     async def _run(self, state: Mapping[str, Any], config: RunnableConfig | None) -> dict[str, Any]:
+        where = f"state[{self.key!r}]"
         value = state.get(self.key)
         change: Any = None
         if self.change:
             if value is None:
-                raise ConfigError.at(f"state[{self.key!r}]", "the state has no change to validate")
-            change, value = _checked_files(value, f"state[{self.key!r}]"), None
-        verdict = await validate(
-            change,
-            [self.validation],
-            artifact=value,
-            catalog=self.catalog,
-            resource=_NODE_RESOURCE,
-            default_timeout=self.default_timeout,
-            allow_ungated=True,  # an informational validation alone is fine: it is its result
-        )
+                raise ConfigError.at(where, "the state has no change to validate")
+            change, value = _checked_files(value, where), None
+        else:
+            value = _jsonable(value, where)
+        try:
+            verdict = await validate(
+                change,
+                [self.validation],
+                artifact=value,
+                catalog=self.catalog,
+                resource=_NODE_RESOURCE,
+                default_timeout=self.default_timeout,
+                allow_ungated=True,  # an informational validation alone is fine: it is its result
+            )
+        except ConfigError as error:
+            raise _at_state(error, where) from None
         (record,) = [r for r in verdict.records if r.attachment_id is None]
         result = {
             "validation": record.validation,
