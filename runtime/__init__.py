@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._engine import ValidationRecord as ValidationRecord
     from ._engine import execute_graph as execute_graph
     from ._engine import execute_graph_sync as execute_graph_sync
+    from ._engine import open_plan_mcp_sessions as open_plan_mcp_sessions
     from ._eventlog import EventLog as EventLog
     from ._eventlog import MemoryEventLog as MemoryEventLog
     from ._eventlog import SQLiteEventLog as SQLiteEventLog
@@ -113,6 +114,8 @@ if TYPE_CHECKING:
     from ._maxn import primary_fault as primary_fault
     from ._maxn import read_audit as read_audit
     from ._maxn import wait_backoff as wait_backoff
+    from ._mcp import McpServer as McpServer
+    from ._mcp import McpSessions as McpSessions
     from ._models import NAME_PATTERN as NAME_PATTERN
     from ._models import Attachment as Attachment
     from ._models import AttachmentId as AttachmentId
@@ -268,6 +271,8 @@ _WHERE: dict[str, str] = {
     "Executor": "._supervisor",
     "RayExecutor": "._supervisor",
     "MaxNPolicy": "._maxn",
+    "McpServer": "._mcp",
+    "McpSessions": "._mcp",
     "MemoryEventLog": "._eventlog",
     "MemoryResource": "._resources",
     "MemorySandbox": "._resources",
@@ -359,6 +364,7 @@ _WHERE: dict[str, str] = {
     "new_ulid": "._ids",
     "open_actor_scope": "._actors",
     "open_gate": "._gate",
+    "open_plan_mcp_sessions": "._engine",
     "parse_verdict": "._verdicts",
     "primary_fault": "._maxn",
     "progress_for": "._observe",
@@ -453,6 +459,8 @@ __all__ = [
     "LiveProgress",
     "LocalExecutor",
     "MaxNPolicy",
+    "McpServer",
+    "McpSessions",
     "MemoryEventLog",
     "MemoryResource",
     "MemorySandbox",
@@ -544,6 +552,7 @@ __all__ = [
     "new_ulid",
     "open_actor_scope",
     "open_gate",
+    "open_plan_mcp_sessions",
     "parse_verdict",
     "primary_fault",
     "progress_for",

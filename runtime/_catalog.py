@@ -28,11 +28,13 @@ from ._exceptions import (
     IntegrityError,
     NotFoundError,
 )
+from ._mcp import McpServer
 from ._models import (
     Attachment,
     AttachmentId,
     Scope,
     Tool,
+    ToolSource,
     ToolType,
     Validation,
 )
@@ -75,6 +77,15 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX attachments_resource ON attachments (resource);
     CREATE INDEX attachments_validation ON attachments (validation);
+    """,
+    # 2: MCP servers, named by the `mcp_server` of MCP tools.
+    """
+    CREATE TABLE mcp_servers (
+        name       TEXT PRIMARY KEY,
+        config     TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+        updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
     """,
 )
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -268,28 +279,45 @@ class Catalog:
 
         Raises :class:`DuplicateError` if the name exists and ``update`` is false,
         :class:`IntegrityError` if an update would change a validation's mode or the
-        entry's type, or make a wrapped tool write, and :class:`NotFoundError` if a
-        validation wraps a tool that does not exist.
+        entry's type, or make a wrapped tool write, :class:`NotFoundError` if a
+        validation wraps a tool that does not exist, and :class:`ConfigError` if an MCP
+        tool names a server the catalog does not have.
         """
-        config = tool.model_dump_json(exclude_defaults=True)
         with self._write() as db:
-            existing = self._load(db, tool.name)
-            if existing is not None:
-                self._check_update(db, existing, tool, update)
-            if isinstance(tool, Validation) and tool.wraps is not None:
-                self._check_wraps(db, tool)
-            if existing is None:
-                db.execute(
-                    "INSERT INTO tools (name, tool_type, wraps, config) VALUES (?, ?, ?, ?)",
-                    (tool.name, tool.tool_type.value, getattr(tool, "wraps", None), config),
+            return self._add(db, tool, update)
+
+    def add_many(self, tools: builtins.list[Tool], *, update: bool = False) -> builtins.list[Tool]:
+        """Register several tools at once, as :meth:`add` does each: all of them, or (when
+        one is refused) none."""
+        with self._write() as db:
+            return [self._add(db, tool, update) for tool in tools]
+
+    def _add(self, db: sqlite3.Connection, tool: Tool, update: bool) -> Tool:
+        config = tool.model_dump_json(exclude_defaults=True)
+        if tool.source is ToolSource.MCP and tool.mcp_server is not None:
+            if self._server(db, tool.mcp_server) is None:
+                raise ConfigError.at(
+                    "mcp_server",
+                    f"no MCP server named {tool.mcp_server!r} in the catalog "
+                    "(add it first: gategraph mcp add)",
                 )
-            else:
-                db.execute(
-                    "UPDATE tools SET wraps = ?, config = ?, "
-                    "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE name = ?",
-                    (getattr(tool, "wraps", None), config, tool.name),
-                )
-            return self._resolved(db, tool)
+        existing = self._load(db, tool.name)
+        if existing is not None:
+            self._check_update(db, existing, tool, update)
+        if isinstance(tool, Validation) and tool.wraps is not None:
+            self._check_wraps(db, tool)
+        if existing is None:
+            db.execute(
+                "INSERT INTO tools (name, tool_type, wraps, config) VALUES (?, ?, ?, ?)",
+                (tool.name, tool.tool_type.value, getattr(tool, "wraps", None), config),
+            )
+        else:
+            db.execute(
+                "UPDATE tools SET wraps = ?, config = ?, "
+                "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE name = ?",
+                (getattr(tool, "wraps", None), config, tool.name),
+            )
+        return self._resolved(db, tool)
 
     def _check_update(
         self, db: sqlite3.Connection, existing: Tool, tool: Tool, update: bool
@@ -422,6 +450,88 @@ class Catalog:
                 )
             tools = [self._decode(*row) for row in rows.fetchall()]
             return [self._resolved(self._db, tool) for tool in tools]
+
+    # -- MCP servers -----------------------------------------------------------------------
+
+    def _server(self, db: sqlite3.Connection, name: str) -> McpServer | None:
+        row = db.execute("SELECT config FROM mcp_servers WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return McpServer.model_validate_json(row[0])
+        except ValidationError as exc:
+            raise CatalogError(f"MCP server {name!r} in the catalog is unreadable: {exc}") from None
+
+    def add_server(self, server: McpServer, *, update: bool = False) -> McpServer:
+        """Register an MCP server; return it as stored.
+
+        Raises :class:`DuplicateError` if a server of that name exists and ``update`` is
+        false (with ``update`` it is replaced; the tools that name it use the new one).
+        """
+        config = server.model_dump_json(exclude_defaults=True)
+        with self._write() as db:
+            existing = self._server(db, server.name)
+            if existing is not None and not update:
+                raise DuplicateError(
+                    f"an MCP server named {server.name!r} exists already (update=True replaces it)",
+                    name=server.name,
+                )
+            if existing is None:
+                db.execute(
+                    "INSERT INTO mcp_servers (name, config) VALUES (?, ?)", (server.name, config)
+                )
+            else:
+                db.execute(
+                    "UPDATE mcp_servers SET config = ?, "
+                    "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE name = ?",
+                    (config, server.name),
+                )
+        return server
+
+    def get_server(self, name: str) -> McpServer:
+        """Return the MCP server named ``name``; raise :class:`NotFoundError` if there is none."""
+        with self._lock:
+            server = self._server(self._db, name)
+        if server is None:
+            raise NotFoundError(f"no MCP server named {name!r}", name=name)
+        return server
+
+    def list_servers(self) -> builtins.list[McpServer]:
+        """Return every MCP server, by name."""
+        with self._lock:
+            rows = self._db.execute("SELECT name FROM mcp_servers ORDER BY name").fetchall()
+            found = [self._server(self._db, row[0]) for row in rows]
+        return [server for server in found if server is not None]
+
+    def server_users(self, name: str) -> builtins.list[str]:
+        """The names of the tools and validations that name MCP server ``name``, sorted."""
+        with self._lock:
+            return self._server_users(self._db, name)
+
+    def _server_users(self, db: sqlite3.Connection, name: str) -> builtins.list[str]:
+        rows = db.execute(
+            "SELECT name FROM tools WHERE json_extract(config, '$.mcp_server') = ? ORDER BY name",
+            (name,),
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def remove_server(self, name: str) -> McpServer:
+        """Remove an MCP server and return it. A server that tools still name cannot be
+        removed (:class:`IntegrityError`): remove them first."""
+        with self._write() as db:
+            server = self._server(db, name)
+            if server is None:
+                raise NotFoundError(f"no MCP server named {name!r}", name=name)
+            users = self._server_users(db, name)
+            if users:
+                shown = ", ".join(users[:5]) + (
+                    f" and {len(users) - 5} more" if len(users) > 5 else ""
+                )
+                raise IntegrityError(
+                    f"MCP server {name!r} is used by {shown}; remove those first", name=name
+                )
+            db.execute("DELETE FROM mcp_servers WHERE name = ?", (name,))
+            return server
 
     # -- attachments -----------------------------------------------------------------------
 

@@ -1470,6 +1470,91 @@ def approve(
     _answer(plan_id, graph, {"approve": approve_, "deny": deny}, note, as_json, report, otel)
 
 
+# -- gategraph mcp ----------------------------------------------------------------------------
+
+
+@cli.group("mcp")
+def mcp_group() -> None:
+    """Reach MCP servers' tools, and serve gategraph's validations over MCP."""
+
+
+def _add_mcp_client_commands() -> None:
+    # add, list, tools, import, remove: the client side, in its own module.
+    from ._cli_mcp import register
+
+    register(mcp_group)
+
+
+_add_mcp_client_commands()
+
+
+@mcp_group.command("serve")
+@click.option(
+    "--http",
+    "address",
+    metavar="HOST:PORT",
+    help="Serve streamable HTTP on this address (at /mcp) instead of stdio; port 0 picks a "
+    "free one. Only loopback addresses, unless --allow-remote.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --http on an address other machines can reach (there is no authentication).",
+)
+@click.option("--no-builtins", is_flag=True, help="Leave out the built-in validations.")
+@click.option(
+    "--plans",
+    is_flag=True,
+    help="Also serve gategraph.run_plan (runs a plan graph file, which may apply changes) "
+    "and gategraph.plans_waiting.",
+)
+def mcp_serve(address: str | None, allow_remote: bool, no_builtins: bool, plans: bool) -> None:
+    """Serve the catalog's validations and read-only tools as MCP tools.
+
+    Each takes its resource slots as folder paths (or files), then its own arguments, and
+    returns {passed, message, data}; it runs with the read-only guard and its timeout, as
+    in a plan. Over stdio by default: standard output carries MCP messages only, and
+    diagnostics go to standard error.
+    """
+    import anyio
+
+    from ._mcp_serve import (
+        bind,
+        create_mcp_server,
+        parse_address,
+        sdk_problem,
+        serve_http,
+        serve_stdio,
+    )
+
+    problem = sdk_problem()
+    if problem is not None:
+        _fail(problem)
+
+    endpoint = parse_address(address, allow_remote=allow_remote) if address else None
+    with _catalog(create=False) as catalog:
+        server = create_mcp_server(
+            catalog, builtins=not no_builtins, plans=plans, event_log_path=_event_log_path()
+        )
+        sock = bind(*endpoint) if endpoint is not None else None
+        if catalog.path is None:
+            click.echo(
+                "gategraph mcp serve: no catalog file yet: serving the built-in validations",
+                err=True,
+            )
+        if sock is None:
+            anyio.run(serve_stdio, server)
+            return
+
+        def ready(url: str) -> None:
+            click.echo(f"gategraph mcp serve: listening on {url}", err=True)
+
+        assert endpoint is not None
+        host = endpoint[0]
+        with sock:
+            anyio.run(lambda: serve_http(server, sock, host=host, ready=ready))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``gategraph`` command line."""
     _keep_stdout_ours()

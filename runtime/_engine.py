@@ -14,11 +14,12 @@ is in the log before the nodes that need it are released.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
@@ -41,7 +42,7 @@ from ._events import (
     ValidationCompleted,
     ValidationStarted,
 )
-from ._exceptions import ConfigError, GategraphError, RuntimeFault
+from ._exceptions import ConfigError, GategraphError, NotFoundError, RuntimeFault
 from ._ids import new_ulid
 from ._invoke import (
     Isolation,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from ._catalog import Catalog
     from ._graph import Node, PlanGraph
     from ._invoke import _CaptureSlot
+    from ._mcp import McpServer, McpSessions, McpUse
 
 __all__ = [
     "GraphRun",
@@ -74,6 +76,7 @@ __all__ = [
     "ValidationRecord",
     "execute_graph",
     "execute_graph_sync",
+    "open_plan_mcp_sessions",
 ]
 
 ATTACHMENT_PREFIX: Final = "attachment:"
@@ -319,6 +322,8 @@ class _Compiler:
         self.plan_id = plan_id
         self.isolation = isolation
         self.prepared: dict[tuple[str, str | None, float | None], Prepared] = {}
+        self.has_mcp = False
+        """Whether a unit calls an MCP tool (found per prepared tool, not per unit)."""
 
     def _prepare(self, name: str, isolation: str | None, timeout: float | None) -> Prepared:
         key = (name, isolation, timeout)
@@ -331,7 +336,55 @@ class _Compiler:
                 timeout=timeout,
                 default_timeout=self.graph.policy.default_timeout,
             )
+            self.has_mcp = self.has_mcp or _calls_mcp(found)
         return found
+
+    def mcp_uses(self, units: Sequence[_Unit]) -> list[McpUse]:
+        """Where the units call MCP tools, with the arguments known before the run."""
+        from ._mcp import McpUse
+
+        uses: list[McpUse] = []
+        index: dict[str, int] | None = None
+        for unit in units:
+            prepared = unit.spec.prepared
+            if prepared is None or not _calls_mcp(prepared):
+                continue
+            if unit.attachment_id is None:
+                if index is None:
+                    index = {node.id: i for i, node in enumerate(self.graph.nodes)}
+                at = f"nodes[{index[unit.id]}]"
+                where = f"{at}.{'tool' if unit.spec.kind == 'work' else 'validation'}"
+                arguments_at = f"{at}.arguments"
+            else:
+                where = f"attachment {unit.attachment_id}"
+                arguments_at = f"{where}.arguments"
+            arguments: Mapping[str, Any] | None = unit.arguments
+            while prepared is not None:
+                if prepared.mcp is not None:
+                    uses.append(
+                        McpUse(
+                            prepared.mcp, where, arguments, arguments_at, frozenset(prepared.slots)
+                        )
+                    )
+                    break
+                mapping = getattr(prepared.tool, "argument_mapping", None)
+                if mapping is not None and arguments is not None:
+                    arguments = _mapped(mapping, arguments)
+                prepared = prepared.wrapped
+        return uses
+
+    def mcp_server(self, name: str) -> McpServer | None:
+        """The server an MCP tool names: the graph's declaration first, then the catalog's."""
+        try:
+            return self.graph.get_mcp_server(name)
+        except KeyError:
+            pass
+        if self.catalog is not None:
+            try:
+                return self.catalog.get_server(name)
+            except NotFoundError:
+                return None
+        return None
 
     def _node_resources(self, names: tuple[str, ...] | None) -> Mapping[str, Any]:
         if names is None:
@@ -435,6 +488,7 @@ class _Compiler:
                     isolation=self.isolation,
                     default_timeout=self.graph.policy.default_timeout,
                 )
+                self.has_mcp = self.has_mcp or _calls_mcp(prepared)
                 spec = _Spec(
                     "validation",
                     prepared,
@@ -1099,6 +1153,30 @@ def _withdraw_stray_cancellation() -> bool:
     return True
 
 
+def _calls_mcp(prepared: Prepared) -> bool:
+    """Whether calling ``prepared`` calls an MCP tool (itself, or a tool it wraps)."""
+    current: Prepared | None = prepared
+    while current is not None:
+        if current.mcp is not None:
+            return True
+        current = current.wrapped
+    return False
+
+
+def _mapped(mapping: Mapping[str, Any], arguments: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A wrapped tool's arguments by a validation's ``argument_mapping`` (as the call maps
+    them); ``None`` when a ``$name`` is missing (the call reports that)."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, str) and value.startswith("$"):
+            if value[1:] not in arguments:
+                return None
+            out[key] = arguments[value[1:]]
+        else:
+            out[key] = value
+    return out
+
+
 def _jsonable(value: Any) -> Any:
     """Keep an output in events only if it encodes as JSON; describe it otherwise."""
     try:
@@ -1123,6 +1201,7 @@ async def execute_graph(
     first_seq: int = 1,
     causation_id: str | None = None,
     artifact: Any = None,
+    mcp_sessions: McpSessions | None = None,
 ) -> GraphRun:
     """Run every node of ``graph`` once and return what each node and attachment did.
 
@@ -1141,13 +1220,19 @@ async def execute_graph(
     uses this to run the work before the validations, and to re-run only a failed
     validation.
 
+    MCP tools are called over one session per server for the run, opened before any node
+    runs and closed when it ends; ``mcp_sessions`` (or an :class:`McpSessions` the call
+    runs inside) keeps them open across runs instead.
+
     A failing tool or validation never raises here: it is a failed node or a failed
-    result. :class:`ConfigError` is raised, before anything runs, for a node that cannot
-    be prepared (a missing entrypoint, an MCP tool) or a selection that cannot run.
+    result (an MCP server that cannot be reached makes its calls ``unavailable``).
+    :class:`ConfigError` is raised, before anything runs, for a node that cannot be
+    prepared (a missing entrypoint, an MCP tool its server does not have), a selection
+    that cannot run, or arguments that break an MCP tool's input schema.
     """
     run_id = plan_id or new_ulid()
     values = _resource_values(graph, resources)
-    units = _Compiler(
+    compiler = _Compiler(
         graph,
         values,
         catalog=catalog,
@@ -1155,7 +1240,8 @@ async def execute_graph(
         isolation=isolation,
         select=select,
         given=given,
-    ).compile()
+    )
+    units = compiler.compile()
     engine = _Engine(
         graph,
         units,
@@ -1168,6 +1254,36 @@ async def execute_graph(
         causation_id=causation_id,
         artifact=artifact,
     )
+    if compiler.has_mcp:
+        uses = compiler.mcp_uses(units)
+        if uses:
+            return await _run_with_mcp(
+                engine, uses, compiler.mcp_server, graph.source, mcp_sessions
+            )
+    return await _run_engine(engine)
+
+
+async def _run_with_mcp(
+    engine: _Engine,
+    uses: list[McpUse],
+    resolve: Callable[[str], McpServer | None],
+    source: str,
+    given: McpSessions | None,
+) -> GraphRun:
+    """Run with the MCP servers ``uses`` name open: the holder given (or the one this
+    runs inside), else one of the run's own, closed when the run ends."""
+    from ._mcp import McpSessions
+
+    holder = given if given is not None else McpSessions.current()
+    async with contextlib.AsyncExitStack() as stack:
+        if holder is None:
+            holder = await stack.enter_async_context(McpSessions())
+        # Before any node runs: a missing tool or a refused validation is a ConfigError.
+        await holder.bind(uses, resolve, source=source)
+        return await _run_engine(engine)
+
+
+async def _run_engine(engine: _Engine) -> GraphRun:
     try:
         return await engine.run()
     except BaseExceptionGroup as group:
@@ -1195,6 +1311,66 @@ def _single_error(group: BaseExceptionGroup[BaseException]) -> GategraphError | 
     if len(errors) == 1 and isinstance(errors[0], GategraphError):
         return errors[0]
     return None
+
+
+@contextlib.asynccontextmanager
+async def open_plan_mcp_sessions(
+    graph: PlanGraph,
+    *,
+    catalog: Catalog | None = None,
+    plan_id: str | None = None,
+    isolation: Isolation | None = None,
+) -> AsyncIterator[McpSessions | None]:
+    """Hold the MCP sessions of a whole plan: every run inside shares them.
+
+    Opens the servers that ``graph``'s nodes and the validations attached to its
+    resources (for ``plan_id``) call, and checks their tools, before the body runs: a tool
+    a server does not have, a refused validation or bad arguments raise
+    :class:`ConfigError` here, before the plan starts. Yields ``None`` (and costs nothing)
+    for a plan that calls no MCP tool. A session lost during the plan is opened again by
+    the next run that needs it (a retry, a later round).
+    """
+    from ._mcp import McpSessions
+
+    run_id = plan_id or new_ulid()
+    if not _plan_calls_mcp(graph, catalog, run_id):
+        yield None
+        return
+    compiler = _Compiler(
+        graph,
+        _resource_values(graph, None),
+        catalog=catalog,
+        plan_id=run_id,
+        isolation=isolation,
+    )
+    units = compiler.compile()
+    uses = compiler.mcp_uses(units) if compiler.has_mcp else []
+    if not uses:
+        yield None
+        return
+    async with McpSessions() as sessions:
+        await sessions.bind(uses, compiler.mcp_server, source=graph.source)
+        yield sessions
+
+
+def _plan_calls_mcp(graph: PlanGraph, catalog: Catalog | None, plan_id: str) -> bool:
+    """Whether a node of ``graph`` or a validation attached to its resources calls an MCP
+    tool: one look at the tools, without compiling the plan."""
+    from ._models import ToolSource
+
+    if any(tool.source is ToolSource.MCP for tool in graph.registry.values()):
+        return True
+    if catalog is None:
+        return False
+    for name in graph.resources:
+        for attachment in catalog.resolve(name, project=graph.project, plan=plan_id):
+            tool: Any = catalog.get(attachment.validation)
+            while tool is not None:
+                if tool.source is ToolSource.MCP:
+                    return True
+                wraps = getattr(tool, "wraps", None)
+                tool = catalog.get(wraps) if wraps is not None else None
+    return False
 
 
 def execute_graph_sync(graph: PlanGraph, **options: Any) -> GraphRun:

@@ -41,10 +41,13 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from ._builtins import builtin
 from ._exceptions import CatalogError, ConfigError, ConfigIssue
+from ._mcp import McpServer
 from ._models import (
     ENTRYPOINT_PATTERN,
+    NAME_PATTERN,
     Tool,
     ToolName,
+    ToolSource,
     Validation,
     ValidationMode,
     _Model,
@@ -364,6 +367,9 @@ class PlanGraph(_Model):
     """Tools defined in the graph; they win over catalog entries of the same name."""
     validations: tuple[Validation, ...] = ()
     """Validations defined in the graph; they win over catalog entries of the same name."""
+    mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
+    """MCP servers the graph's tools name (``mcp_server``), by name; they win over catalog
+    servers of the same name."""
     nodes: tuple[Node, ...]
     """The steps of the plan; at least one."""
     acceptance: tuple[AcceptanceCriterion, ...] = ()
@@ -372,6 +378,26 @@ class PlanGraph(_Model):
     """Retries, concurrency, timeouts and approval."""
     lifecycle: Lifecycle = Lifecycle()
     """The supervisor's actors and the artifact's schema."""
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _named_servers(cls, value: Any) -> Any:
+        # `name` is the key: a declaration need not repeat it (the loader checks both agree).
+        if isinstance(value, Mapping):
+            return {
+                key: {**spec, "name": key}
+                if isinstance(spec, Mapping) and "name" not in spec
+                else spec
+                for key, spec in value.items()
+            }
+        return value
+
+    @model_validator(mode="after")
+    def _server_keys(self) -> Self:
+        for key, server in self.mcp_servers.items():
+            if server.name != key:
+                raise ValueError(f"mcp_servers: {key!r} declares a server named {server.name!r}")
+        return self
 
     @field_validator("nodes", mode="before")
     @classmethod
@@ -392,6 +418,7 @@ class PlanGraph(_Model):
     _source: str = PrivateAttr(default="<string>")
     _base_dir: Path | None = PrivateAttr(default=None)
     _registry: dict[str, Tool] | None = PrivateAttr(default=None)
+    _servers: dict[str, McpServer] | None = PrivateAttr(default=None)
     _digraph: Any = PrivateAttr(default=None)
     _by_id: dict[str, Node] | None = PrivateAttr(default=None)
     _order: tuple[str, ...] | None = PrivateAttr(default=None)
@@ -410,6 +437,8 @@ class PlanGraph(_Model):
             copied._by_id = copied._order = copied._digraph = None
             if {"tools", "validations"} & set(update):
                 copied._registry = None
+            if "mcp_servers" in update:
+                copied._servers = None
         return copied
 
     @property
@@ -432,6 +461,15 @@ class PlanGraph(_Model):
                 name: _inherit_inline(tool, inline, ()) for name, tool in inline.items()
             }
         return MappingProxyType(self._registry)
+
+    def get_mcp_server(self, name: str) -> McpServer:
+        """Return the MCP server a tool of the graph names: declared in the graph, else
+        (for a loaded graph) the catalog's. Raises :class:`KeyError` for an unknown name."""
+        servers = self._servers if self._servers is not None else self.mcp_servers
+        try:
+            return servers[name]
+        except KeyError:
+            raise KeyError(f"plan graph {self.name!r} uses no MCP server named {name!r}") from None
 
     @property
     def digraph(self) -> Any:
@@ -489,10 +527,17 @@ class PlanGraph(_Model):
         names = {node.id} if node.validation is None else {node.id, node.validation}
         return [c for c in self.acceptance if names.intersection(c.validations)]
 
-    def _bind(self, source: str, base_dir: Path, registry: dict[str, Tool]) -> Self:
+    def _bind(
+        self,
+        source: str,
+        base_dir: Path,
+        registry: dict[str, Tool],
+        servers: dict[str, McpServer] | None = None,
+    ) -> Self:
         self._source = source
         self._base_dir = base_dir
         self._registry = registry
+        self._servers = servers
         return self
 
 
@@ -564,6 +609,7 @@ class _Broken:
     nodes: set[str] = field(default_factory=set)
     tools: set[str] = field(default_factory=set)
     resources: set[str] = field(default_factory=set)
+    servers: set[str] = field(default_factory=set)
 
 
 class _Loader:
@@ -587,6 +633,8 @@ class _Loader:
         self.registry: dict[str, Tool] = {}
         self.catalog_errors: dict[str, str] = {}
         self.imports: dict[str, str | None] = {}
+        self.servers: dict[str, McpServer] = {}
+        """The graph's own MCP servers, then the catalog's that its tools name."""
 
     def add(self, path: Sequence[str | int], message: str, *, at_key: bool = False) -> None:
         path = tuple(path)
@@ -604,6 +652,7 @@ class _Loader:
     def load(self) -> PlanGraph:
         data = dict(require_mapping(self.doc, "plan graph"))
         self._check_version(data)
+        self._inline_servers(data)
         tools = self._inline_tools(data)
         context = {"base_dir": self.base_dir, "attachments_only": self.attachments_only}
         graph: PlanGraph | None = None
@@ -623,13 +672,14 @@ class _Loader:
         else:
             parts = self._salvage(data, tools, context)
         self._check(parts, data.get("resources"))
+        self._check_servers(parts)
         if graph is not None:
             self._check_callable(parts, graph.policy.default_timeout)
             self._check_lifecycle(graph.lifecycle)
         if self.issues or graph is None:
             raise ConfigError(self._explained(), source=self.doc.source)
         # The full networkx graph is built again only if someone asks for it (`digraph`).
-        return graph._bind(self.doc.source, self.base_dir, self.registry)
+        return graph._bind(self.doc.source, self.base_dir, self.registry, self.servers)
 
     def _check_version(self, data: dict[str, Any]) -> None:
         if "version" not in data:
@@ -679,6 +729,36 @@ class _Loader:
                     models.append(model)
             data[section] = models
         return built
+
+    def _inline_servers(self, data: dict[str, Any]) -> None:
+        """Build the ``mcp_servers:`` declarations, each with its key as its name."""
+        declared = data.get("mcp_servers")
+        if not isinstance(declared, Mapping):
+            return  # absent, or the model reports what is wrong with the section
+        parts = _item_marks(self.doc, ["mcp_servers"])
+        built: dict[str, McpServer] = {}
+        for key, spec in declared.items():
+            path: PathKey = ("mcp_servers", key)
+            if not isinstance(key, str) or not re.fullmatch(NAME_PATTERN, key) or len(key) > 128:
+                self.add(
+                    path,
+                    f"{str(key)[:60]!r} is not a valid server name: use letters, digits, '_' "
+                    "and '-' in dot-separated parts that each start with a letter or '_'",
+                    at_key=True,
+                )
+                self.broken.servers.add(str(key))
+                continue
+            part = parts.get(path) or Document(None, self.doc.source)
+            part.data = spec
+            try:
+                server = McpServer.from_config(part, name=key, base_dir=self.base_dir)
+            except ConfigError as exc:
+                self._adopt(exc, path)
+                self.broken.servers.add(key)
+            else:
+                built[key] = server
+        data["mcp_servers"] = built
+        self.servers.update(built)
 
     def _adopt(self, exc: ConfigError, path: PathKey) -> None:
         """Keep a part's issues, with the part's path in front of each field."""
@@ -822,6 +902,57 @@ class _Loader:
             )
             return validation
         return validation.inherit_from(wrapped)
+
+    def _check_servers(self, parts: _Parts) -> None:
+        """Every MCP tool the graph defines or calls names a server of the graph or of the
+        catalog: an inline tool's is reported where it is written, a catalog tool's at the
+        node that calls it."""
+        for name, (path, tool) in self.inline.items():
+            if tool.source is ToolSource.MCP and name not in self.broken.tools:
+                problem = self._server_problem(tool)
+                if problem is not None:
+                    self.add([*path, "mcp_server"], problem)
+        reported: set[str] = set()
+        for index, node in parts.nodes:
+            if node.kind is NodeKind.ACTOR:
+                continue
+            current: Tool | None = self.registry.get(node.target)
+            while current is not None and current.name not in reported:
+                reported.add(current.name)
+                if current.source is ToolSource.MCP and current.name not in self.inline:
+                    problem = self._server_problem(current)
+                    if problem is not None:
+                        self.add(
+                            ["nodes", index, _TARGET_FIELD[node.kind]],
+                            f"{current.name!r} cannot be called: {problem}",
+                        )
+                wraps = current.wraps if isinstance(current, Validation) else None
+                current = self.registry.get(wraps) if wraps is not None else None
+
+    def _server_problem(self, tool: Tool) -> str | None:
+        """What is wrong with the server ``tool`` names (``None``: it is known)."""
+        name = tool.mcp_server
+        assert name is not None
+        if name in self.servers or name in self.broken.servers:
+            return None  # declared (a broken declaration is reported where it is)
+        if self.catalog is not None:
+            from ._exceptions import NotFoundError
+
+            try:
+                self.servers[name] = self.catalog.get_server(name)
+            except NotFoundError:
+                pass
+            except CatalogError as exc:
+                return f"cannot read MCP server {name!r} from the catalog: {_one_line(exc)}"
+            else:
+                return None
+        where = (
+            "in this graph's `mcp_servers` nor in the catalog"
+            if self.catalog is not None
+            else "in this graph's `mcp_servers` (no catalog was given)"
+        )
+        hint = _did_you_mean(name, [*self.servers, *self.broken.servers])
+        return f"unknown MCP server {name!r}: not declared {where}{hint}"
 
     def _unknown(self, kind: str, name: str, asking: str = "") -> str:
         if name in self.catalog_errors:

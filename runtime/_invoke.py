@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
     from anyio import CapacityLimiter
 
+    from ._mcp import McpCall
     from ._models import Tool, Validation
 
 # ``_models`` (pydantic) is imported where a tool is prepared, not at the top: a worker
@@ -762,6 +763,7 @@ class Prepared:
         "guard_label",
         "is_validation",
         "isolation",
+        "mcp",
         "signature",
         "slots",
         "timeout",
@@ -781,12 +783,16 @@ class Prepared:
         timeout: float,
         wrapped: Prepared | None = None,
         transform: Callable[[Any], Any] | None = None,
+        mcp: McpCall | None = None,
     ) -> None:
         """``isolation`` is what the node (or the executor) asked for; ``None`` is the
-        default: a worker thread for sync callables, the caller's task for async ones."""
+        default: a worker thread for sync callables, the caller's task for async ones.
+        ``mcp`` calls an MCP server's tool instead of a callable (isolation does not apply:
+        the tool runs in its server)."""
         from ._models import Validation
 
         self.tool = tool
+        self.mcp = mcp
         self.func = func
         self.signature = _Signature(func) if func is not None else None
         if isolation == "inline" and self.signature is not None and not self.signature.is_async:
@@ -925,6 +931,8 @@ class Prepared:
             return await self._call_wrapped(
                 arguments, resources, artifact, inputs, context, limiter
             )
+        if self.mcp is not None:
+            return await self.mcp.call(self.slots, arguments, resources, artifact, inputs)
         assert self.func is not None and self.signature is not None
         try:
             kwargs = self._bind(arguments, resources, artifact, inputs, context)
@@ -1392,7 +1400,8 @@ def prepare(
             wrapped=wrapped,
             transform=_transform_function(tool.name, tool.transform),
         )
-    raise ConfigError.at(
-        "source",
-        f"{tool.name!r} is an MCP tool; this version of gategraph cannot call MCP tools yet",
-    )
+    assert tool.source is ToolSource.MCP
+    from ._mcp import McpCall
+
+    # Its server's session is bound when a run opens it (`McpSessions.bind`).
+    return Prepared(tool, None, isolation=None, timeout=effective_timeout, mcp=McpCall(tool))

@@ -240,7 +240,9 @@ _SLOW: Final = Backoff(initial=1.0, factor=2.0, maximum=30.0, jitter=0.1)
 
 _REJECTED: Final = "rejected"
 _INCONCLUSIVE: Final = "inconclusive"
-_UNAVAILABLE: Final = "unavailable"
+UNAVAILABLE: Final = "unavailable"
+"""The fault kind of a validator or executor that could not be reached (an MCP server
+that will not start or went away, a dead worker)."""
 NO_ACCEPTANCE_CRITERIA: Final = "no_acceptance_criteria"
 """The fault kind of a plan with nothing to check: no required validation gates it."""
 _EVENT_LOG: Final = "event_log"
@@ -339,7 +341,7 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 "taken as a pass.",
             ),
             _row(
-                _UNAVAILABLE,
+                UNAVAILABLE,
                 _INFRA,
                 _TRANSIENT,
                 3,

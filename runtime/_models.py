@@ -425,7 +425,8 @@ class Tool(_Model):
                 problems.extend(
                     ((name,), f"missing argument (required by {self.name!r})")
                     for name in required
-                    if name not in given and name not in meant
+                    # A resource slot or a runtime value is passed by the run itself.
+                    if name not in given and name not in meant and name not in skip
                 )
             else:
                 problems.append((path, error.message))
@@ -493,6 +494,11 @@ class Validation(Tool):
     argument_mapping: dict[str, Any] | None = None
     """Arguments for the wrapped tool: ``{"tool_arg": "$validation_arg"}`` passes one of
     this validation's arguments on; any other value is passed as it is."""
+    trust_read_only: bool = False
+    """For a validation that is itself an MCP tool (``source: mcp``): take it as read-only
+    although its server does not declare it so (``readOnlyHint``). Without this (or the
+    server's declaration) such a validation is refused; with it, each result records the
+    trust in ``data["mcp"]["read_only"]``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -541,6 +547,10 @@ class Validation(Tool):
                 raise ValueError("`argument_mapping` is only valid with `wraps`")
             if self.transform is not None:
                 raise ValueError("`transform` is only valid with `wraps`")
+        if self.trust_read_only and self.source is not ToolSource.MCP:
+            raise ValueError(
+                "`trust_read_only` is only for a validation that is an MCP tool (source 'mcp')"
+            )
         super()._check_source()
 
     @classmethod
@@ -606,6 +616,7 @@ class Validation(Tool):
         order.insert(2, "mode")
         index = order.index("code") + 1
         order[index:index] = ["wraps", "transform", "argument_mapping"]
+        order.insert(order.index("mcp_tool_name") + 1, "trust_read_only")
         return order
 
     def as_cli_dict(self) -> dict[str, Any]:

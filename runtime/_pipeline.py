@@ -20,6 +20,7 @@ from ._maxn import (
     MISCONFIGURED,
     NO_ACCEPTANCE_CRITERIA,
     RUNTIME_FAULT,
+    UNAVAILABLE,
     FaultKind,
     classify,
 )
@@ -320,6 +321,8 @@ RUNTIME_ERRORS: Final = frozenset(
         ResultError.READ_ONLY_VIOLATION,
         # A built-in's word that its configuration is wrong: it decided nothing.
         BAD_ARGUMENTS,
+        # An MCP server that would not start, went away or did not answer.
+        UNAVAILABLE,
     }
 )
 """The ``data.error`` kinds gategraph itself gives a failed call: infrastructure faults."""

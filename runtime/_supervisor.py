@@ -29,7 +29,15 @@ import anyio.to_thread
 import msgspec
 
 from ._context import private_folder
-from ._engine import GraphRun, NodeResult, NodeStatus, ValidationRecord, _jsonable, execute_graph
+from ._engine import (
+    GraphRun,
+    NodeResult,
+    NodeStatus,
+    ValidationRecord,
+    _jsonable,
+    execute_graph,
+    open_plan_mcp_sessions,
+)
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
     WITHDRAWN,
@@ -461,9 +469,20 @@ class Supervisor:
         """Run the plan to an outcome: applied, failed, or paused for a person."""
         self._check_callable()
         with self._lease():
-            await anyio.to_thread.run_sync(self.executor.connect)
-            await self.journal.emit(PlanStarted, **await self._started())
-            return await self._drive()
+            # Its MCP servers open once for the whole plan; a tool one lacks is refused here,
+            # before the plan starts.
+            async with self._mcp_sessions():
+                await anyio.to_thread.run_sync(self.executor.connect)
+                await self.journal.emit(PlanStarted, **await self._started())
+                return await self._drive()
+
+    def _mcp_sessions(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return open_plan_mcp_sessions(
+            self.graph,
+            catalog=self.catalog,
+            plan_id=self.plan_id,
+            isolation=self.executor.isolation,
+        )
 
     def _check_callable(self) -> None:
         """Refuse, before anything is logged, a plan whose validations or work tools
@@ -536,11 +555,14 @@ class Supervisor:
             reason = "crashed"
             if decision is not None:
                 reason = "approval" if decision.for_approval else "decision"
-            await anyio.to_thread.run_sync(self.executor.connect)
-            self.journal = PlanJournal(self.log, self.plan_id, mine, reason=reason)
-            self._decision = decision
-            await self.journal.emit(PlanStarted, **await self._started())
-            return await self._drive()
+            # A finished plan calls nothing: its servers need not be there any more.
+            opened = contextlib.nullcontext() if finished else self._mcp_sessions()
+            async with opened:
+                await anyio.to_thread.run_sync(self.executor.connect)
+                self.journal = PlanJournal(self.log, self.plan_id, mine, reason=reason)
+                self._decision = decision
+                await self.journal.emit(PlanStarted, **await self._started())
+                return await self._drive()
 
     async def _check_sandboxes(self, steps: Sequence[Event]) -> None:
         """Refuse, before anything is appended, a resume whose work the log records in

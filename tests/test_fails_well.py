@@ -176,14 +176,14 @@ def test_check_reports_everything_that_cannot_be_called(tmp_path: Path) -> None:
         "validations[0].entrypoint",
         "validations[1].code",
         "validations[2].code",
-        "tools[0].source",
+        "tools[0].mcp_server",
         "nodes[4].resources",
         "nodes[5].arguments.patern",
     ]
     assert lines[0].startswith(f"error: {path}:6:")
     assert "cannot import 'gategraph_no_such_module'" in lines[0]
     assert "must define `run(...)`" in lines[1]
-    assert "MCP tool" in lines[3]
+    assert "unknown MCP server 'srv'" in lines[3]
     assert "slot 'root'" in lines[4]
     assert "unknown argument (did you mean 'pattern'?)" in lines[5]
 

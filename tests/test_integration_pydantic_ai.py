@@ -26,6 +26,7 @@ from gategraph.runtime import (
     Catalog,
     ConfigError,
     MaxNPolicy,
+    McpServer,
     MemoryEventLog,
     RetryBudget,
     SQLiteEventLog,
@@ -498,6 +499,7 @@ def catalog() -> Catalog:
     )
     catalog.add(tool_from_config({"name": "format", "code": COUNT, "writes": True}))
     catalog.add(tool_from_config({"name": "plain", "code": COUNT}))  # not declared read-only
+    catalog.add_server(McpServer(name="s", command="s"))
     catalog.add(tool_from_config({"name": "remote", "mcp_server": "s", "mcp_tool_name": "t"}))
     return catalog
 
@@ -516,7 +518,7 @@ def test_the_toolset_gives_only_read_only_tools_and_validations(
     names = toolset.catalog_names
     assert sorted(names.values()) == sorted(
         ["lint.ruff", "lint_ruff", "x" * 30 + "." + "y" * 40, "files.list"]
-    )  # never `format` (writes), `plain` (not read-only) or `remote` (MCP)
+    )  # never `format` (writes), `plain` (not read-only) or `remote` (MCP, not read-only)
     assert len(set(names)) == len(names) == len(toolset.tools)
     assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name) for name in names)
     assert names["lint_ruff"] == "lint_ruff"  # a valid name is kept as it is
@@ -556,7 +558,7 @@ def test_adding_a_tool_never_renames_another(project: Path) -> None:
 def test_the_toolset_refuses_what_it_must_not_give(catalog: Catalog, project: Path) -> None:
     cases = [
         (["format"], r"names\[0\]: 'format' cannot be given to a model: it is not read-only"),
-        (["files.list", "remote"], r"names\[1\]: 'remote' .*MCP tool"),
+        (["files.list", "remote"], r"names\[1\]: 'remote' .*not read-only"),
         (["nope"], r"names\[0\]: no tool or validation named 'nope'"),
     ]
     for names, message in cases:

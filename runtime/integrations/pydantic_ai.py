@@ -36,7 +36,7 @@ import pydantic_core
 from gategraph.runtime._eventlog import SQLiteEventLog
 from gategraph.runtime._exceptions import ConfigError, GategraphError
 from gategraph.runtime._maxn import MaxNPolicy, RetryBudget, RetryDecision
-from gategraph.runtime._models import ToolSource, Validation
+from gategraph.runtime._models import Validation
 from gategraph.runtime._validate import Verdict, graph_spec, load_spec, validate
 
 try:
@@ -422,8 +422,6 @@ def _description(tool: Tool) -> str:
 
 def _exposable(tool: Tool) -> str | None:
     """Why ``tool`` may not be given to a model, or None if it may."""
-    if tool.source is ToolSource.MCP:
-        return "it is an MCP tool, which this version of gategraph cannot call"
     if isinstance(tool, Validation) or tool.capability.read_only:
         return None
     return "it is not read-only (only read-only tools and validations are given to a model)"

@@ -1,0 +1,437 @@
+"""``gategraph mcp add|list|tools|import|remove``: MCP servers and their tools in the catalog.
+
+The client side of the ``gategraph mcp`` group (``serve`` is the other side). A thin layer
+over :class:`Catalog` and :mod:`._mcp`; :func:`register` adds the commands to the group.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._mcp import McpServer, McpToolInfo
+    from ._models import Tool
+
+__all__ = ["register"]
+
+# The options of `mcp add`, by the field of McpServer each one sets.
+_OPTION_OF: Final = {
+    "name": "NAME",
+    "command": "--command",
+    "args": "--arg",
+    "env": "--env",
+    "cwd": "--cwd",
+    "url": "--url",
+    "headers": "--header",
+    "timeout": "--timeout",
+    "description": "--description",
+}
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def register(group: click.Group) -> None:
+    """Add the client commands to the ``gategraph mcp`` group."""
+    for command in (mcp_add, mcp_list, mcp_tools, mcp_import, mcp_remove):
+        group.add_command(command)
+
+
+def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
+    from ._cli import _fail
+
+    found: dict[str, str] = {}
+    for pair in values:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"{option} {pair!r}: expected KEY=VALUE")
+        key = key.strip()
+        if key in found:
+            _fail(f"{option} {key}: given twice")
+        found[key] = value
+    return found
+
+
+def _server_error(exc: Any) -> str:
+    """A declaration's problems, each named by the option that sets the field."""
+    lines = []
+    for issue in exc.issues:
+        head, _, rest = issue.field.partition(".")
+        option = _OPTION_OF.get(head, head)
+        where = f"{option} {rest}" if rest else option
+        lines.append(f"{where}: {issue.message}" if where else issue.message)
+    return "\n".join(lines)
+
+
+@click.command("add")
+@click.argument("name")
+@click.argument("command_line", nargs=-1, metavar="[-- COMMAND [ARG]...]")
+@click.option("--command", "command", metavar="PROGRAM", help="Run the server over stdio.")
+@click.option("--arg", "args", multiple=True, metavar="ARG", help="An argument of --command.")
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An environment variable of the server; ${NAME} in VALUE is read when it starts.",
+)
+@click.option(
+    "--cwd",
+    type=click.Path(path_type=Path),
+    help="The folder the server runs in (default: the one of the plan that starts it).",
+)
+@click.option("--url", metavar="URL", help="Reach a streamable-HTTP server at this URL.")
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An HTTP header sent to a --url server; ${NAME} in VALUE is read when it connects.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True, max=86_400),
+    help="Seconds to start and to answer each call.",
+)
+@click.option("--description", default="", help="What the server is, for people.")
+@click.option("--update", is_flag=True, help="Replace a server of the same name.")
+def mcp_add(
+    name: str,
+    command_line: tuple[str, ...],
+    command: str | None,
+    args: tuple[str, ...],
+    env: tuple[str, ...],
+    cwd: Path | None,
+    url: str | None,
+    headers: tuple[str, ...],
+    timeout: float | None,
+    description: str,
+    update: bool,
+) -> None:
+    """Register MCP server NAME: a command run over stdio (--command, or everything after
+    --), or a streamable-HTTP server (--url).
+
+    \b
+    gategraph mcp add files --command npx --arg -y --arg @modelcontextprotocol/server-filesystem --arg .
+    gategraph mcp add files -- npx -y @modelcontextprotocol/server-filesystem .
+    gategraph mcp add search --url https://example.com/mcp --header 'Authorization=Bearer ${TOKEN}'
+    """
+    from ._cli import EXIT_REFUSED, _catalog, _fail
+    from ._exceptions import ConfigError, DuplicateError
+    from ._mcp import McpServer
+
+    if command_line:
+        if command is not None or args:
+            _fail("give the command either after -- or with --command/--arg, not both")
+        command, *rest = command_line
+        args = tuple(rest)
+    config: dict[str, Any] = {"name": name, "description": description}
+    if command is not None:
+        config["command"] = command
+    if args:
+        config["args"] = list(args)
+    if env:
+        config["env"] = _pairs(env, "--env")
+    if cwd is not None:
+        folder = cwd.absolute()
+        if not folder.is_dir():
+            _fail(f"--cwd: no such directory: {folder}")
+        config["cwd"] = str(folder)
+    if url is not None:
+        config["url"] = url
+    if headers:
+        config["headers"] = _pairs(headers, "--header")
+    if timeout is not None:
+        config["timeout"] = timeout
+    try:
+        server = McpServer.from_config(config)
+    except ConfigError as exc:
+        _fail(_server_error(exc))
+    try:
+        with _catalog(create=True) as catalog:
+            existed = _exists(catalog, name)
+            catalog.add_server(server, update=update)
+    except DuplicateError:
+        _fail(
+            f"an MCP server named {name!r} exists already (add --update to replace it)",
+            EXIT_REFUSED,
+        )
+    verb = "updated" if existed else "added"
+    click.echo(f"{verb} MCP server {name} ({server.transport}: {server.target})")
+
+
+def _exists(catalog: Any, name: str) -> bool:
+    from ._exceptions import NotFoundError
+
+    try:
+        catalog.get_server(name)
+    except NotFoundError:
+        return False
+    return True
+
+
+@click.command("list")
+@_json_option
+def mcp_list(as_json: bool) -> None:
+    """List the MCP servers in the catalog, with how many catalog tools each serves."""
+    from ._cli import _catalog, _json_out, _table
+
+    with _catalog(create=False) as catalog:
+        servers = catalog.list_servers()
+        users = {server.name: catalog.server_users(server.name) for server in servers}
+    if as_json:
+        _json_out([{**s.as_cli_dict(), "tools": users[s.name]} for s in servers])
+        return
+    if not servers:
+        click.echo("no MCP servers (add one: gategraph mcp add NAME --command ... | --url ...)")
+        return
+    rows = [
+        [s.name, s.transport, str(len(users[s.name])), s.target, s.description.split("\n")[0]]
+        for s in servers
+    ]
+    _table(rows, ["NAME", "TRANSPORT", "TOOLS", "TARGET", "DESCRIPTION"])
+
+
+def _server(name: str) -> McpServer:
+    """The catalog's server ``name`` (exit 2 if there is none), with the SDK installed."""
+    from ._cli import _catalog, _fail
+    from ._exceptions import NotFoundError
+    from ._mcp import sdk_missing
+
+    with _catalog(create=False) as catalog:
+        try:
+            server = catalog.get_server(name)
+        except NotFoundError:
+            known = ", ".join(s.name for s in catalog.list_servers()) or "none"
+            _fail(f"no MCP server named {name!r} in the catalog (it has: {known})")
+    problem = sdk_missing()
+    if problem is not None:
+        _fail(problem)
+    return server
+
+
+def _listed(server: McpServer) -> list[McpToolInfo]:
+    import anyio
+
+    from ._mcp import list_server_tools
+
+    return anyio.run(list_server_tools, server)
+
+
+def _type_of(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "any"
+    kind = schema.get("type")
+    if kind == "array":
+        return f"array of {_type_of(schema.get('items'))}"
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind is None and "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    if kind is None:
+        options = schema.get("anyOf") or schema.get("oneOf")
+        if isinstance(options, list):
+            return " | ".join(_type_of(option) for option in options)
+    return str(kind or "any")
+
+
+@click.command("tools")
+@click.argument("name")
+@_json_option
+def mcp_tools(name: str, as_json: bool) -> None:
+    """Start MCP server NAME and list its tools: arguments (the input schema) and
+    annotations (readOnlyHint ...)."""
+    from ._cli import _json_out
+
+    tools = _listed(_server(name))
+    if as_json:
+        _json_out([tool.as_dict() for tool in tools])
+        return
+    if not tools:
+        click.echo(f"MCP server {name} has no tools")
+        return
+    for index, tool in enumerate(tools):
+        if index:
+            click.echo("")
+        kind = "read-only" if tool.read_only else "not declared read-only"
+        click.echo(f"{tool.name}  ({kind})")
+        if tool.description:
+            click.echo(f"  {tool.description.strip().splitlines()[0]}")
+        required = tool.input_schema.get("required") or []
+        if tool.properties:
+            click.echo("  arguments:")
+            for argument, schema in tool.properties.items():
+                mark = ", required" if argument in required else ""
+                click.echo(f"    {argument}: {_type_of(schema)}{mark}")
+        if tool.output_schema is not None:
+            click.echo("  structured output: yes (outputSchema)")
+        if tool.annotations:
+            shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in tool.annotations.items())
+            click.echo(f"  annotations: {shown}")
+
+
+def _catalog_name(prefix: str, tool: str) -> str:
+    """A catalog name for an MCP tool: ``prefix.tool``, with what names do not allow
+    replaced by ``_`` (a part starting with a digit gets a ``_`` in front)."""
+    parts = [re.sub(r"[^A-Za-z0-9_-]", "_", part) for part in tool.split(".") if part]
+    parts = [part if re.match(r"[A-Za-z_]", part) else f"_{part}" for part in parts]
+    return ".".join([prefix, *parts] if prefix else parts) or "_"
+
+
+@click.command("import")
+@click.argument("name")
+@click.option(
+    "--tool", "tools", multiple=True, metavar="TOOL", help="Import this tool (default: all)."
+)
+@click.option(
+    "--as-validation",
+    "validations",
+    multiple=True,
+    metavar="TOOL",
+    help="Import this tool as a validation: it returns {passed, message, data}.",
+)
+@click.option(
+    "--trust-read-only",
+    is_flag=True,
+    help="Import as validations tools the server does not declare read-only (recorded).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["required", "informational"]),
+    default="required",
+    help="The mode of the validations imported.",
+)
+@click.option(
+    "--slot",
+    "slots",
+    multiple=True,
+    metavar="ARG",
+    help="An argument that takes a plan resource (a folder's path): a resource slot of "
+    "every imported tool that has it.",
+)
+@click.option(
+    "--prefix", help="Catalog names are PREFIX.TOOL (default: the server's name; '' for none)."
+)
+@click.option("--update", is_flag=True, help="Replace catalog entries of the same names.")
+def mcp_import(
+    name: str,
+    tools: tuple[str, ...],
+    validations: tuple[str, ...],
+    trust_read_only: bool,
+    mode: str,
+    slots: tuple[str, ...],
+    prefix: str | None,
+    update: bool,
+) -> None:
+    """Register tools of MCP server NAME as catalog tools (and validations), in one step.
+
+    Each gets the tool's description and input schema, and calls it on NAME. A validation
+    must be declared read-only by the server (readOnlyHint) unless --trust-read-only.
+    """
+    from ._cli import EXIT_REFUSED, _catalog, _fail
+    from ._exceptions import ConfigError, DuplicateError, IntegrityError
+
+    server = _server(name)
+    listed = {tool.name: tool for tool in _listed(server)}
+    for option, chosen in (("--tool", tools), ("--as-validation", validations)):
+        for tool in chosen:
+            if tool not in listed:
+                known = ", ".join(sorted(listed)) or "none"
+                _fail(
+                    f"{option} {tool!r}: MCP server {name!r} has no such tool (its tools: {known})"
+                )
+    both = sorted(set(tools) & set(validations))
+    if both:
+        _fail(f"{both[0]!r} is given both as --tool and --as-validation")
+    selected = [*tools, *validations] if tools or validations else sorted(listed)
+    unused = [s for s in slots if not any(s in listed[t].properties for t in selected)]
+    if unused:
+        _fail(f"--slot {unused[0]}: none of the imported tools takes an argument {unused[0]!r}")
+    refused = [t for t in validations if not listed[t].read_only and not trust_read_only]
+    if refused:
+        _fail(
+            f"{refused[0]!r} is not declared read-only by MCP server {name!r} (readOnlyHint), "
+            "and a validation is always read-only: pass --trust-read-only if you know it only "
+            "reads (the trust is recorded in its results)",
+            EXIT_REFUSED,
+        )
+    models: list[Tool] = []
+    for tool in selected:
+        config = _config(name, listed[tool], prefix if prefix is not None else name, slots)
+        if tool in validations:
+            config.update(tool_type="validation", mode=mode)
+            del config["capability"]
+            if not listed[tool].read_only:
+                config["trust_read_only"] = True
+        models.append(_model(config))
+    names = [model.name for model in models]
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        _fail(f"two tools would both be named {twice!r}: import them separately with --prefix")
+    try:
+        with _catalog(create=True) as catalog:
+            existing = [n for n in names if catalog.registered(n)]
+            if existing and not update:
+                _fail(
+                    f"{existing[0]!r} is in the catalog already (add --update to replace it)",
+                    EXIT_REFUSED,
+                )
+            stored = catalog.add_many(models, update=update)
+    except (DuplicateError, IntegrityError, ConfigError) as exc:
+        _fail(" ".join(str(exc).split()), EXIT_REFUSED)
+    click.echo(f"imported {len(stored)} from MCP server {name}:")
+    for model in stored:
+        trust = " (trusted read-only)" if getattr(model, "trust_read_only", False) else ""
+        click.echo(f"  {model.tool_type.value} {model.name} ← {model.mcp_tool_name}{trust}")
+
+
+def _config(server: str, tool: McpToolInfo, prefix: str, slots: Sequence[str]) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "name": _catalog_name(prefix, tool.name),
+        "description": tool.description.strip(),
+        "mcp_server": server,
+        "mcp_tool_name": tool.name,
+        "capability": {"read_only": tool.read_only},
+    }
+    if tool.checkable(tool.input_schema):
+        config["input_schema"] = tool.input_schema
+    if tool.checkable(tool.output_schema):
+        config["output_schema"] = tool.output_schema
+    taken = [slot for slot in slots if slot in tool.properties]
+    if taken:
+        config["resource_slots"] = taken
+    if tool.read_only or tool.annotations.get("idempotentHint") is True:
+        config["idempotent"] = True
+    return config
+
+
+def _model(config: dict[str, Any]) -> Tool:
+    from ._cli import _fail
+    from ._exceptions import ConfigError
+    from ._models import tool_from_config
+
+    try:
+        return tool_from_config(config)
+    except ConfigError as exc:
+        issue = exc.issues[0]
+        _fail(f"cannot import {config['mcp_tool_name']!r}: {issue.field}: {issue.message}")
+
+
+@click.command("remove")
+@click.argument("name")
+def mcp_remove(name: str) -> None:
+    """Remove MCP server NAME from the catalog (refused while catalog tools use it)."""
+    from ._cli import EXIT_REFUSED, _catalog, _fail
+    from ._exceptions import IntegrityError
+
+    with _catalog(create=False) as catalog:
+        try:
+            catalog.remove_server(name)
+        except IntegrityError as exc:
+            _fail(str(exc), EXIT_REFUSED)
+    click.echo(f"removed MCP server {name}")

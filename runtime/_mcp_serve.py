@@ -1,0 +1,1064 @@
+"""gategraph's validations, and its read-only tools, served as MCP tools (``gategraph mcp serve``).
+
+Each validation of the catalog (and each built-in one, unless left out) becomes an MCP tool
+with its own ``inputSchema``: its resource slots first, as path arguments (a folder's path,
+or files as an object of relative path → text), then its own arguments (its
+``input_schema``, or what its callable's signature accepts), and ``artifact`` when it judges
+one. Its ``outputSchema`` is the structured result ``{passed, message, data}``, and it is
+annotated ``readOnlyHint``. A read-only tool (``capability.read_only``) is served the same
+way; its ``outputSchema`` is ``{output}``, the tool's return value.
+
+A call runs through the engine as a validation node of a plan does: the read-only guard,
+the timeout, result coercion (seed 000, "Read-Only Enforcement" and "Structured Return
+Format"). A read-only tool runs wrapped in a validation for that, so a write it attempts
+is caught too rather than taken on trust. A validation that fails is a normal result (``passed: false``); arguments
+that cannot be used (a folder that is not there, an unknown argument) are ``isError``
+results with a one-line message, and so is a read-only tool whose call fails.
+
+With ``plans``, two more tools serve whole plans: ``gategraph.run_plan`` runs a plan graph
+file (it may apply changes, so it is not read-only) and ``gategraph.plans_waiting`` lists
+the plans of the event log that wait for a person.
+
+The ``mcp`` SDK is an optional extra: this module imports it only in the functions that
+build and run a server.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import inspect
+import ipaddress
+import json
+import os
+import re
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Final, TextIO, cast
+
+import msgspec
+
+from ._exceptions import ConfigError, GategraphError
+from ._models import ResourceSlot, Tool, ToolSource, Validation
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+    from ._catalog import Catalog
+    from ._graph import PlanGraph
+
+__all__ = [
+    "PLANS_WAITING",
+    "PLAN_TOOLS",
+    "RESULT_SCHEMA",
+    "RUN_PLAN",
+    "ServedTool",
+    "ToolReply",
+    "bind",
+    "call_served",
+    "create_mcp_server",
+    "mcp_tool_name",
+    "parse_address",
+    "plans_waiting",
+    "run_plan_file",
+    "sdk_problem",
+    "serve_http",
+    "serve_stdio",
+    "served_tool",
+]
+
+_MCP_NAME: Final = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+"""What MCP allows as a tool name (the SDK's ``tool_name_validation``)."""
+
+RESULT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "passed": {"type": "boolean", "description": "Whether the check passed."},
+        "message": {"type": "string", "description": "A short explanation."},
+        "data": {
+            "type": "object",
+            "description": "Machine-readable details; `error` names why a call failed "
+            "(timeout, exception, read_only_violation, malformed ...).",
+        },
+    },
+    "required": ["passed", "message", "data"],
+}
+"""The ``outputSchema`` of a served validation: its structured result."""
+
+_INJECTED: Final = frozenset({"artifact", "context", "inputs"})
+_ARTIFACT_SCHEMA: Final[dict[str, Any]] = {
+    "description": "The value to judge (what a work node would have produced): any JSON value."
+}
+_FOLDER_SCHEMA: Final[dict[str, Any]] = {
+    "type": "string",
+    "description": "A folder's path (absolute, or relative to the server's working directory).",
+}
+_FILES_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "additionalProperties": {"type": "string"},
+    "description": "Files held in memory: relative path → text.",
+}
+_TYPES: Final = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "list": "array",
+    "dict": "object",
+}
+# A read-only tool runs under a validation that wraps it, so the engine's read-only guard
+# covers it; the transform hands its output on unchanged.
+_WRAPPER_NAMES: Final = ("served-tool", "served-tool-2")
+_WRAPPER_TRANSFORM: Final = "{'passed': True, 'data': {'output': output}}"
+
+RUN_PLAN: Final = "gategraph.run_plan"
+PLANS_WAITING: Final = "gategraph.plans_waiting"
+PLAN_TOOLS: Final = (RUN_PLAN, PLANS_WAITING)
+"""The names of the plan tools served with ``plans=True``."""
+_WAITING: Final = frozenset({"awaiting_decision", "awaiting_approval"})
+
+
+_NEEDS_EXTRA: Final = "pip install 'gategraph[mcp]'"
+
+
+def sdk_problem() -> str | None:
+    """Why the installed ``mcp`` SDK cannot serve, or None when it can: it is missing, or
+    older than 2.0 (whose server API this module uses)."""
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        return f"gategraph mcp serve needs the mcp extra: {_NEEDS_EXTRA}"
+    try:
+        version = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        return None  # importable without its metadata (vendored): let it try
+    major = version.split(".", 1)[0]
+    if major.isdigit() and int(major) < 2:
+        return f"gategraph mcp serve needs mcp 2.0 or newer (found {version}): {_NEEDS_EXTRA}"
+    return None
+
+
+def mcp_tool_name(name: str) -> str:
+    """The MCP tool name of gategraph tool ``name``: itself when MCP allows it, else a
+    stable spelling with the characters MCP refuses replaced and a digest of the name."""
+    if _MCP_NAME.fullmatch(name):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:119]
+    return f"{safe}-{digest}"
+
+
+# -- what each tool takes --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Parameters:
+    """What a callable's signature accepts as configured arguments."""
+
+    names: tuple[str, ...]
+    required: tuple[str, ...]
+    varkw: bool
+    schemas: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ServedTool:
+    """A catalog entry as an MCP tool: its name there, its schemas, how a call is checked."""
+
+    name: str
+    """The MCP tool name (see :func:`mcp_tool_name`)."""
+    tool: Tool
+    """The validation or read-only tool it runs."""
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    takes_artifact: bool
+    """Whether the callable receives ``artifact`` (so the tool has that argument)."""
+    parameters: _Parameters | None
+    """The signature's arguments, when there is no ``input_schema`` to check them by."""
+
+    @property
+    def is_validation(self) -> bool:
+        return isinstance(self.tool, Validation)
+
+    def describe(self) -> dict[str, Any]:
+        """The tool as MCP lists it (wire field names)."""
+        tool = self.tool
+        kind = "validation" if self.is_validation else "read-only tool"
+        text = tool.description.strip() or f"The gategraph {kind} {tool.name!r}."
+        if self.is_validation:
+            text += (
+                "\n\nA gategraph validation (read-only): the result is {passed, message, "
+                "data}; a check that fails is passed: false, not an error."
+            )
+        else:
+            text += "\n\nA gategraph read-only tool: the result is {output}."
+        meta: dict[str, Any] = {"kind": kind, "source": tool.source.value}
+        if isinstance(tool, Validation):
+            meta["mode"] = tool.mode.value
+        if self.name != tool.name:
+            meta["name"] = tool.name
+        return {
+            "name": self.name,
+            "description": text,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": {
+                "readOnlyHint": True,
+                "destructiveHint": False,
+                "idempotentHint": bool(tool.idempotent) or self.is_validation,
+            },
+            "_meta": {"gategraph": meta},
+        }
+
+
+def _annotation_schema(annotation: Any) -> dict[str, Any]:
+    """A JSON Schema type for a plain annotation (``str``, ``int`` ...); anything else is
+    left open."""
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
+    kind = _TYPES.get(name) if isinstance(name, str) else None
+    return {"type": kind} if kind else {}
+
+
+def _json_default(value: Any) -> bool:
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def _root_callable(tool: Tool, get_tool: Callable[[str], Tool]) -> Callable[..., Any] | None:
+    """The callable a call of ``tool`` ends in (the wrapped tool's, for a wrapping
+    validation), or None for an MCP tool; raises :class:`ConfigError` if it cannot be
+    prepared."""
+    from ._invoke import prepare
+
+    seen = set()
+    current = tool
+    while isinstance(current, Validation) and current.wraps is not None:
+        if current.name in seen:
+            return None  # a cycle: the catalog refuses it, the loader reports it
+        seen.add(current.name)
+        current = get_tool(current.wraps)
+    if current.source is ToolSource.MCP:
+        return None  # its arguments are the server's (its input_schema)
+    prepared = prepare(current, get_tool)
+    return prepared.func
+
+
+def _parameters(func: Callable[..., Any], skip: set[str]) -> _Parameters | None:
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+    names: list[str] = []
+    required: list[str] = []
+    schemas: dict[str, dict[str, Any]] = {}
+    varkw = False
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            varkw = True
+            continue
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY):
+            continue
+        if parameter.name in skip or parameter.name in _INJECTED:
+            continue
+        names.append(parameter.name)
+        schema = _annotation_schema(parameter.annotation)
+        default = parameter.default
+        if default is inspect.Parameter.empty:
+            required.append(parameter.name)
+        elif _json_default(default):
+            if not schema and type(default) in (str, bool):
+                # Unannotated: a text or a flag default says the type (a number's may be
+                # an int standing for any number, so it says nothing).
+                schema = _annotation_schema(type(default))
+            schema["default"] = default
+        schemas[parameter.name] = schema
+    return _Parameters(tuple(names), tuple(required), varkw, schemas)
+
+
+def _slot_schema(slot: ResourceSlot) -> dict[str, Any]:
+    if slot.kind == "directory":
+        schema = dict(_FOLDER_SCHEMA)
+    elif slot.kind == "memory":
+        schema = dict(_FILES_SCHEMA)
+    else:
+        schema = {"anyOf": [dict(_FOLDER_SCHEMA), dict(_FILES_SCHEMA)]}
+        schema["description"] = "A folder's path, or files held in memory (relative path → text)."
+    if slot.description:
+        schema["description"] = f"{slot.description.rstrip('.')}. {schema['description']}"
+    return schema
+
+
+def _input_schema(
+    tool: Tool, arguments: dict[str, Any] | None, takes_artifact: bool
+) -> dict[str, Any]:
+    """The slots as path arguments, then ``artifact``, then the tool's own arguments."""
+    properties: dict[str, Any] = {slot.name: _slot_schema(slot) for slot in tool.resource_slots}
+    required = [slot.name for slot in tool.resource_slots if slot.required]
+    if takes_artifact and "artifact" not in properties:
+        properties["artifact"] = dict(_ARTIFACT_SCHEMA)
+    base = arguments or {}
+    for name, schema in (base.get("properties") or {}).items():
+        properties.setdefault(name, schema)
+    required += [name for name in base.get("required") or () if name not in required]
+    # Keywords beside the properties ($defs their $refs point at, additionalProperties ...)
+    # stay at the root, where those references resolve.
+    extra = {k: v for k, v in base.items() if k not in ("type", "properties", "required")}
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = required
+    out.update(extra)
+    return out
+
+
+def _result_output_schema(tool: Tool) -> dict[str, Any]:
+    if isinstance(tool, Validation):
+        return RESULT_SCHEMA
+    inner = dict(tool.output_schema or {})
+    # Where the references of the tool's own schema resolve: at the root.
+    hoisted: dict[str, Any] = {
+        k: inner.pop(k) for k in ("$defs", "definitions", "$schema") if k in inner
+    }
+    return {
+        "type": "object",
+        "properties": {"output": {"description": "What the tool returned.", **inner}},
+        "required": ["output"],
+        **hoisted,
+    }
+
+
+def served_tool(tool: Tool, get_tool: Callable[[str], Tool]) -> ServedTool:
+    """``tool`` as an MCP tool. Raises :class:`ConfigError` if it cannot be called (its
+    callable cannot be prepared), as the loader would report for a plan."""
+    slots = {slot.name for slot in tool.resource_slots}
+    func = _root_callable(tool, get_tool)
+    parameters = _parameters(func, slots) if func is not None else None
+    takes_artifact = False
+    if func is not None and parameters is not None:
+        signature = inspect.signature(func)
+        takes_artifact = "artifact" in signature.parameters or parameters.varkw
+    mapping = tool.argument_mapping if isinstance(tool, Validation) else None
+    schema: dict[str, Any] | None
+    if mapping:
+        # Its arguments are the ones its mapping passes on to the tool it wraps.
+        names = sorted({v[1:] for v in mapping.values() if isinstance(v, str) and v[:1] == "$"})
+        schema = {
+            "type": "object",
+            "properties": {n: {} for n in names},
+            "required": names,
+            "additionalProperties": False,
+        }
+        parameters = _Parameters(tuple(names), tuple(names), False, {})
+    elif tool.input_schema:
+        schema = tool.input_schema
+        parameters = None  # checked by the schema (Tool.argument_problems)
+    elif parameters is not None:
+        schema = {"type": "object", "properties": parameters.schemas}
+        if parameters.required:
+            schema["required"] = list(parameters.required)
+        if not parameters.varkw:
+            schema["additionalProperties"] = False
+    else:
+        schema = None
+    return ServedTool(
+        name=mcp_tool_name(tool.name),
+        tool=tool,
+        input_schema=_input_schema(tool, schema, takes_artifact),
+        output_schema=_result_output_schema(tool),
+        takes_artifact=takes_artifact,
+        parameters=parameters,
+    )
+
+
+def _servable(tool: Tool) -> bool:
+    """Validations, and tools that declare they only read (never one that writes)."""
+    if isinstance(tool, Validation):
+        return True
+    return tool.capability.read_only and not tool.capability.writes
+
+
+# -- calling ---------------------------------------------------------------------------------
+
+
+class ToolReply(msgspec.Struct, kw_only=True):
+    """What a served tool's call returns: the structured content, its text, whether the
+    call is an error."""
+
+    structured: dict[str, Any] | None
+    text: str
+    is_error: bool = False
+
+    @classmethod
+    def error(cls, message: str) -> ToolReply:
+        return cls(structured=None, text=message, is_error=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``CallToolResult`` as MCP sends it (wire field names)."""
+        out: dict[str, Any] = {"content": [{"type": "text", "text": self.text}]}
+        if self.structured is not None:
+            out["structuredContent"] = self.structured
+        if self.is_error:
+            out["isError"] = True
+        return out
+
+
+class _ArgumentError(Exception):
+    """Arguments a call cannot run with; the message is one line for the client."""
+
+
+def _one_line(error: ConfigError) -> str:
+    return "; ".join(
+        f"{issue.field}: {issue.message}" if issue.field else issue.message
+        for issue in error.issues
+    )
+
+
+def _resource(slot: ResourceSlot, value: Any) -> dict[str, Any]:
+    """The resource spec of a slot's argument: a folder (a path) or files (an object)."""
+    name = slot.name
+    if isinstance(value, str) and slot.kind != "memory":
+        if not value.strip() or "\0" in value:
+            raise _ArgumentError(f"argument {name!r}: not a folder path: {value!r}")
+        folder = _absolute(value)
+        try:
+            is_dir = folder.is_dir()
+            exists = is_dir or folder.exists()
+        except OSError as exc:
+            raise _ArgumentError(
+                f"argument {name!r}: cannot use {os.fspath(folder)!r}: {exc.strerror or exc}"
+            ) from None
+        if not is_dir:
+            what = "not a folder" if exists else "no such folder"
+            raise _ArgumentError(f"argument {name!r}: {what}: {os.fspath(folder)}")
+        return {"kind": "directory", "path": os.fspath(folder)}
+    if isinstance(value, Mapping) and slot.kind != "directory":
+        files: dict[str, str] = {}
+        for key, text in value.items():
+            parts = PurePosixPath(key).parts if isinstance(key, str) else ()
+            if not isinstance(key, str) or not key or key.startswith("/") or ".." in parts:
+                raise _ArgumentError(
+                    f"argument {name!r}: {key!r} is not a relative path inside the files"
+                )
+            if not isinstance(text, str):
+                raise _ArgumentError(
+                    f"argument {name!r}: the file {key!r} must be text, not {type(text).__name__}"
+                )
+            files[key] = text
+        return {"kind": "memory", "files": files}
+    wanted = {
+        "directory": "a folder's path (a string)",
+        "memory": "files (an object of relative path → text)",
+    }.get(slot.kind, "a folder's path (a string) or files (an object of relative path → text)")
+    raise _ArgumentError(f"argument {name!r}: must be {wanted}, not {_kind_of(value)}")
+
+
+def _kind_of(value: Any) -> str:
+    names = {bool: "true/false", int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _split(
+    served: ServedTool, arguments: Mapping[str, Any]
+) -> tuple[dict[str, dict[str, Any]], Any, dict[str, Any]]:
+    """The call's arguments as resources (by slot), the artifact, and the tool's own
+    arguments, checked; raises :class:`_ArgumentError`."""
+    tool = served.tool
+    given = dict(arguments)
+    resources: dict[str, dict[str, Any]] = {}
+    for slot in tool.resource_slots:
+        if slot.name in given:
+            resources[slot.name] = _resource(slot, given.pop(slot.name))
+        elif slot.required:
+            what = f" ({slot.description.rstrip('.')})" if slot.description else ""
+            raise _ArgumentError(f"missing argument {slot.name!r}{what}")
+    artifact = given.pop("artifact", None) if served.takes_artifact else None
+    problems: list[str] = []
+    for name in sorted(_INJECTED.intersection(given)):
+        problems.append(f"{name!r} is not an argument of {tool.name!r}")
+        given.pop(name)
+    parameters = served.parameters
+    if parameters is not None:
+        if not parameters.varkw:
+            known = ", ".join(parameters.names) or "none"
+            for name in sorted(set(given) - set(parameters.names)):
+                close = difflib.get_close_matches(name, parameters.names, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                problems.append(f"unknown argument {name!r}{hint}; {tool.name!r} takes: {known}")
+        problems += [
+            f"missing argument {name!r} (required by {tool.name!r})"
+            for name in parameters.required
+            if name not in given
+        ]
+    else:
+        for path, message in tool.argument_problems(given):
+            where = ".".join(str(part) for part in path)
+            if message.startswith(("unknown argument", "missing argument")):
+                problems.append(message.replace("argument", f"argument {where!r}", 1))
+            else:
+                problems.append(f"argument {where!r}: {message}" if where else message)
+    if problems:
+        raise _ArgumentError("; ".join(problems))
+    return resources, artifact, given
+
+
+class _WithoutAttachments:
+    """The catalog as the engine sees it for one call: everything but its attachments.
+
+    A call's resources are the call's own folders, named after the slots; the validations
+    attached to resources of the same names gate plans, not this call, so they must not run
+    along (nor fail it when they cannot be prepared)."""
+
+    __slots__ = ("_catalog",)
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+
+    def resolve(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._catalog, name)
+
+
+async def call_served(
+    served: ServedTool,
+    arguments: Mapping[str, Any] | None,
+    catalog: Catalog,
+    *,
+    default_timeout: float | None = None,
+) -> ToolReply:
+    """Run ``served`` with the client's ``arguments`` through the engine, as a validation
+    node of a one-node plan graph; return its reply (never raises for a failed check,
+    bad arguments or a tool that cannot be called)."""
+    from ._engine import execute_graph
+    from ._validate import graph_spec, load_spec
+
+    tool = served.tool
+    try:
+        resources, artifact, own = _split(served, arguments or {})
+    except _ArgumentError as exc:
+        return ToolReply.error(str(exc))
+    target: Any = tool.name
+    if not served.is_validation:
+        wrapper = next(n for n in _WRAPPER_NAMES if n != tool.name)
+        target = {"name": wrapper, "wraps": tool.name, "transform": _WRAPPER_TRANSFORM}
+    node: dict[str, Any] = {"validation": target, "arguments": own}
+    if resources:
+        node["resources"] = list(resources)
+    policy = {} if default_timeout is None else {"default_timeout": default_timeout}
+    spec = graph_spec([node], resources, name="mcp-serve", policy=policy, source=served.name)
+    try:
+        graph = load_spec(spec, catalog, source=served.name)
+        run = await execute_graph(
+            graph, catalog=cast("Catalog", _WithoutAttachments(catalog)), artifact=artifact
+        )
+    except ConfigError as exc:
+        return ToolReply.error(_one_line(exc))
+    except GategraphError as exc:
+        return ToolReply.error(_first_line(exc))
+    if not run.validations:
+        reason = next((r.error for r in run.nodes.values() if r.error), None)
+        return ToolReply.error(reason or f"{tool.name!r} did not run")
+    result = run.validations[0].result
+    if served.is_validation:
+        structured = {"passed": result.passed, "message": result.message, "data": result.data}
+        return ToolReply(structured=structured, text=_json(structured))
+    if not result.passed:
+        # Said of the tool, not of the validation that wraps it for the guard.
+        message = result.message.removeprefix(f"wrapped tool {tool.name!r}: ")
+        message = message.replace(f"validation {target['name']!r}", f"tool {tool.name!r}")
+        return ToolReply.error(message or "the call failed")
+    output = {"output": result.data.get("output")}
+    return ToolReply(structured=output, text=_json(output))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+# -- plans -----------------------------------------------------------------------------------
+
+
+def _plan_tools() -> list[dict[str, Any]]:
+    """The two plan tools as MCP lists them."""
+    return [
+        {
+            "name": RUN_PLAN,
+            "description": "Run a gategraph plan graph file as a plan: Strategize, Execute "
+            "(validated), Apply. Nothing is applied unless its validations pass; a plan that "
+            "needs a person's decision or approval stops as awaiting_decision or "
+            "awaiting_approval (answer it with `gategraph decide` or `gategraph approve`).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "graph": {
+                        "type": "string",
+                        "description": "The plan graph file (absolute, or relative to the "
+                        "server's working directory).",
+                    },
+                    "resources": {
+                        "type": "object",
+                        "additionalProperties": {"type": "string"},
+                        "description": "Run on these folders instead of the graph's "
+                        "resources: resource name → folder.",
+                    },
+                },
+                "required": ["graph"],
+                "additionalProperties": False,
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {
+                    "plan_id": {"type": "string"},
+                    "status": {
+                        "type": "string",
+                        "enum": ["applied", "failed", "awaiting_decision", "awaiting_approval"],
+                    },
+                    "message": {"type": "string"},
+                    "verdict": {"type": ["object", "null"]},
+                },
+                "required": ["plan_id", "status", "message", "verdict"],
+            },
+            "annotations": {
+                "readOnlyHint": False,
+                "destructiveHint": True,
+                "idempotentHint": False,
+                "openWorldHint": False,
+            },
+        },
+        {
+            "name": PLANS_WAITING,
+            "description": "List the plans of the event log that wait for a person: status "
+            "awaiting_decision (an escalation) or awaiting_approval.",
+            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+            "outputSchema": {
+                "type": "object",
+                "properties": {
+                    "plans": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "plan_id": {"type": "string"},
+                                "graph": {"type": "string"},
+                                "graph_path": {"type": ["string", "null"]},
+                                "status": {"type": "string"},
+                                "message": {"type": "string"},
+                            },
+                            "required": ["plan_id", "graph", "status", "message"],
+                        },
+                    }
+                },
+                "required": ["plans"],
+            },
+            "annotations": {"readOnlyHint": True, "idempotentHint": True},
+        },
+    ]
+
+
+def plans_waiting(log_path: Path) -> list[dict[str, Any]]:
+    """The plans of the SQLite event log at ``log_path`` that wait for a person, oldest
+    first (none when there is no log yet)."""
+    from ._eventlog import list_plans, read_events
+    from ._events import PlanFinished, PlanResumed, PlanStarted
+
+    if not log_path.is_file():
+        return []
+    waiting = []
+    for plan_id in list_plans(log_path):
+        events = read_events(log_path, plan_id)
+        last = events[-1] if events else None
+        if not isinstance(last, PlanFinished) or last.status not in _WAITING:
+            continue
+        started = next((e for e in events if isinstance(e, PlanStarted)), None)
+        if any(isinstance(e, PlanResumed) for e in events if e.seq > last.seq):
+            continue  # pragma: no cover - a resumption is after the pause, so not last
+        waiting.append(
+            {
+                "plan_id": plan_id,
+                "graph": started.graph if started is not None else "",
+                "graph_path": started.graph_path if started is not None else None,
+                "status": last.status,
+                "message": last.message,
+            }
+        )
+    return waiting
+
+
+def _plan_to_run(
+    arguments: Mapping[str, Any], catalog: Catalog
+) -> tuple[PlanGraph, dict[str, Any]]:
+    """The plan graph a ``gategraph.run_plan`` call names, and the folders it runs on
+    instead of the graph's; raises :class:`_ArgumentError` or :class:`ConfigError`."""
+    from ._graph import load_graph
+    from ._resources import DirectoryResource
+
+    unknown = sorted(set(arguments) - {"graph", "resources"})
+    if unknown:
+        raise _ArgumentError(f"unknown argument {unknown[0]!r}; it takes: graph, resources")
+    graph_file = arguments.get("graph")
+    if not isinstance(graph_file, str) or not graph_file.strip():
+        raise _ArgumentError("missing argument 'graph' (the plan graph file)")
+    path = _absolute(graph_file)
+    if not path.is_file():
+        raise _ArgumentError(f"argument 'graph': no such file: {path}")
+    folders = arguments.get("resources") or {}
+    if not isinstance(folders, Mapping) or not all(
+        isinstance(v, str) and v for v in folders.values()
+    ):
+        raise _ArgumentError("argument 'resources': an object of resource name → folder")
+    graph = load_graph(path, catalog=catalog)
+    resources: dict[str, Any] = {}
+    for name, folder in folders.items():
+        if name not in graph.resources:
+            raise _ArgumentError(
+                f"argument 'resources': {name!r} is not a resource of {graph.name!r}"
+            )
+        where = _absolute(folder)
+        if not where.is_dir():
+            raise _ArgumentError(f"argument 'resources': {name}: no such folder: {where}")
+        resources[name] = DirectoryResource(name, where)
+    return graph, resources
+
+
+def _absolute(path: str) -> Path:
+    """``path`` as the server's working directory reads it, without following links."""
+    return Path(os.path.normpath(Path.cwd() / Path(path).expanduser()))
+
+
+async def run_plan_file(
+    arguments: Mapping[str, Any], catalog: Catalog, log_path: Path
+) -> ToolReply:
+    """Run the plan graph file ``arguments["graph"]`` with the event log at ``log_path``;
+    the reply is its status and verdict."""
+    from ._eventlog import SQLiteEventLog
+    from ._supervisor import run_plan
+
+    try:
+        graph, resources = _plan_to_run(arguments, catalog)
+        async with SQLiteEventLog(log_path) as log:
+            outcome = await run_plan(
+                graph, catalog=catalog, event_log=log, resources=resources or None
+            )
+    except _ArgumentError as exc:
+        return ToolReply.error(str(exc))
+    except ConfigError as exc:
+        # Each problem as the graph file has it (file, line, column, field), on one line.
+        return ToolReply.error("; ".join(str(exc).splitlines()))
+    except GategraphError as exc:
+        return ToolReply.error(_first_line(exc))
+    structured = {
+        "plan_id": outcome.plan_id,
+        "status": outcome.status.value,
+        "message": outcome.message,
+        "verdict": outcome.verdict,
+    }
+    return ToolReply(structured=structured, text=_json(structured))
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+class _Tools:
+    """The catalog's servable entries as MCP tools, read afresh from the catalog each time
+    (what is registered while the server runs shows up), each built once per version."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        builtins: bool,
+        plans: bool,
+        warn: Callable[[str], None],
+    ) -> None:
+        self.catalog = catalog
+        self.builtins = builtins
+        self.plans = plans
+        self.warn = warn
+        self._built: dict[str, tuple[str, ServedTool | None]] = {}
+        self._warned: set[str] = set()
+
+    def _entries(self) -> list[Tool]:
+        from ._builtins import builtin, builtin_names
+
+        entries = {tool.name: tool for tool in self.catalog.list() if _servable(tool)}
+        if self.builtins:
+            for name in builtin_names():
+                if name not in entries and not self.catalog.registered(name):
+                    found = builtin(name)
+                    if found is not None:
+                        entries[name] = found
+        return [entries[name] for name in sorted(entries)]
+
+    def _fingerprint(self, tool: Tool) -> str:
+        # A wrapping validation's schema comes from the tool it wraps: both are the key.
+        parts = [tool.model_dump_json()]
+        current = tool
+        while isinstance(current, Validation) and current.wraps is not None and len(parts) < 16:
+            try:
+                current = self.catalog.get(current.wraps)
+            except GategraphError:
+                break
+            parts.append(current.model_dump_json())
+        return "\n".join(parts)
+
+    def build(self, tool: Tool) -> ServedTool | None:
+        """``tool`` as an MCP tool; None (said once) when it cannot be called."""
+        key = self._fingerprint(tool)
+        cached = self._built.get(tool.name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            served: ServedTool | None = served_tool(tool, self.catalog.get)
+        except (ConfigError, GategraphError) as exc:
+            served = None
+            text = f"{tool.name}: {_one_line(exc) if isinstance(exc, ConfigError) else exc}"
+            if text not in self._warned:
+                self._warned.add(text)
+                self.warn(f"not serving {text}")
+        self._built[tool.name] = (key, served)
+        return served
+
+    def listing(self) -> list[ServedTool]:
+        served = [self.build(tool) for tool in self._entries()]
+        found = [s for s in served if s is not None]
+        if self.plans:
+            taken = {s.name for s in found}
+            found = [s for s in found if s.name not in PLAN_TOOLS or s.name not in taken]
+        return found
+
+    def find(self, name: str) -> ServedTool | None:
+        """The served tool called ``name`` on MCP, or None."""
+        try:
+            # The common case, without reading the whole catalog: the catalog's entry of
+            # that name, or the built-in one.
+            tool = self.catalog.get(name)
+        except GategraphError:
+            # Perhaps the spelling of a name MCP could not take as it was.
+            return next((s for s in self.listing() if s.name == name), None)
+        if not _servable(tool) or (not self.builtins and not self.catalog.registered(name)):
+            return None
+        return self.build(tool)
+
+
+def create_mcp_server(
+    catalog: Catalog,
+    *,
+    builtins: bool = True,
+    plans: bool = False,
+    event_log_path: str | os.PathLike[str] | None = None,
+    default_timeout: float | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Server[Any]:
+    """Build an MCP server (the SDK's low-level ``Server``) that serves ``catalog``'s
+    validations and read-only tools; with ``builtins``, the built-in validations the
+    catalog does not shadow too. With ``plans``, also ``gategraph.run_plan`` and
+    ``gategraph.plans_waiting``, over the SQLite event log at ``event_log_path`` (default:
+    beside the catalog). ``warn`` receives one line per entry that cannot be served.
+
+    Needs the ``mcp`` extra (``pip install 'gategraph[mcp]'``).
+    """
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+
+    from ._eventlog import EVENTS_FILE, default_event_log_path
+
+    def stderr(message: str) -> None:
+        print(f"gategraph mcp serve: {message}", file=sys.stderr, flush=True)
+
+    tools = _Tools(catalog, builtins=builtins, plans=plans, warn=warn or stderr)
+    if event_log_path is not None:
+        log_path = Path(event_log_path)
+    elif catalog.path is not None:
+        log_path = catalog.path.with_name(EVENTS_FILE)
+    else:
+        log_path = default_event_log_path()
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        listed = [served.describe() for served in tools.listing()]
+        if plans:
+            taken = {tool["name"] for tool in listed}
+            listed += [tool for tool in _plan_tools() if tool["name"] not in taken]
+        return types.ListToolsResult.model_validate({"tools": listed})
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        reply = await _call(params.name, params.arguments)
+        return types.CallToolResult.model_validate(reply.to_wire())
+
+    async def _call(name: str, arguments: dict[str, Any] | None) -> ToolReply:
+        served = tools.find(name)
+        if served is None and plans and name in PLAN_TOOLS:
+            if name == RUN_PLAN:
+                return await run_plan_file(arguments or {}, catalog, log_path)
+            if arguments:
+                return ToolReply.error(f"{PLANS_WAITING} takes no arguments")
+            import anyio
+
+            waiting = await anyio.to_thread.run_sync(plans_waiting, log_path)
+            listed = {"plans": waiting}
+            return ToolReply(structured=listed, text=_json(listed))
+        if served is None:
+            return ToolReply.error(f"Unknown tool: {name}")
+        return await call_served(served, arguments, catalog, default_timeout=default_timeout)
+
+    return Server(
+        "gategraph",
+        version=__version__,
+        instructions=(
+            "gategraph's validations: read-only checks of a folder (or of files, or of an "
+            "artifact). Each returns {passed, message, data}; passed: false is a failed "
+            "check, not an error."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+# -- serving ---------------------------------------------------------------------------------
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve ``server`` over standard input and output until the client closes them.
+
+    Standard output carries MCP messages only. On file descriptor 1, the SDK sees to that
+    (it serves from a copy and points 1 at standard error). The command line has moved
+    ``sys.stdout`` off descriptor 1 already, where the SDK would serve it in place and
+    anything printed outside a call (a thread a validation left running) would land in
+    the middle of a message: there the messages get a copy of the descriptor of their own
+    and ``sys.stdout`` is standard error while serving."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    wire = sys.stdout
+    stream = _own_copy(wire)
+    if stream is None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        return
+    sys.stdout = sys.stderr
+    try:
+        async with stdio_server(stdout=anyio.wrap_file(stream)) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        sys.stdout = wire
+        stream.close()
+
+
+def _own_copy(wire: TextIO) -> TextIO | None:
+    """A text stream on a copy of ``wire``'s descriptor, or None when ``wire`` is on
+    descriptor 1 (the SDK's case) or on none."""
+    try:
+        fileno = wire.fileno()
+        if fileno == 1:
+            return None
+        own = os.dup(fileno)
+    except (OSError, ValueError, AttributeError):
+        return None  # an embedding host's stream: the SDK's way
+    wire.flush()
+    return open(own, "w", encoding="utf-8", newline="\n", closefd=True)
+
+
+def parse_address(address: str, *, allow_remote: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as a host and a port; raises
+    :class:`ConfigError` for one that is not, or (without ``allow_remote``) for a host
+    other machines could reach."""
+    match = re.fullmatch(r"\[([^\]]+)\]:(\d{1,5})|([^:\[\]]+):(\d{1,5})", address.strip())
+    if match is None:
+        raise ConfigError.at("--http", f"{address!r} is not HOST:PORT (e.g. 127.0.0.1:8765)")
+    host = match.group(1) or match.group(3)
+    port = int(match.group(2) or match.group(4))
+    if port > 65535:
+        raise ConfigError.at("--http", f"{port} is not a port (0 to 65535)")
+    if not allow_remote and not _loopback(host):
+        raise ConfigError.at(
+            "--http",
+            f"{host} is not a loopback address: anyone who can reach it could run the "
+            "validations; serve on 127.0.0.1 (or add --allow-remote)",
+        )
+    return host, port
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: it may resolve anywhere
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: a free one). Raises :class:`ConfigError`
+    when it cannot be had."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError.at("--http", f"cannot resolve {host!r}: {exc.strerror}") from None
+    family, kind, proto, _, where = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(where)
+        # Listening now: a client that connects before the server accepts waits in the
+        # backlog instead of being refused.
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError.at(
+            "--http", f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    return sock
+
+
+async def serve_http(
+    server: Server[Any],
+    sock: socket.socket,
+    *,
+    host: str,
+    path: str = "/mcp",
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``server`` over streamable HTTP on the listening socket ``sock`` (see
+    :func:`bind`) until interrupted or cancelled; ``ready`` receives the URL first.
+
+    asyncio only: the HTTP server is uvicorn's. Cancelled, it shuts down as on Ctrl-C
+    (open requests finish, sessions close) before the cancellation goes on."""
+    import anyio
+    import uvicorn
+
+    # The SDK turns on DNS-rebinding protection for a loopback host.
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    http = uvicorn.Server(config)
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
+    if ready is not None:
+        ready(f"http://{shown}:{bound[1]}{path}")
+    stopped = anyio.Event()
+
+    async def run() -> None:
+        try:
+            # Only `should_exit` stops it: a cancellation in the middle of uvicorn's
+            # shutdown would leave connections and the app's lifespan half closed.
+            with anyio.CancelScope(shield=True):
+                await http.serve(sockets=[sock])
+        finally:
+            stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            await stopped.wait()
+        finally:
+            if not stopped.is_set():
+                http.should_exit = True
+                with anyio.CancelScope(shield=True):
+                    await stopped.wait()

@@ -1,0 +1,121 @@
+"""A real MCP server for the test suite, written with the ``mcp`` SDK.
+
+Run it as ``python mcp_test_server.py stdio`` (over stdin and stdout) or
+``python mcp_test_server.py http PORT_FILE`` (streamable HTTP on 127.0.0.1, on a free port
+the server picks itself and writes to PORT_FILE once it listens).
+
+Its tools are what the client side of gategraph meets in the wild: a read-only validation
+with a structured result, read-only tools whose output a wrapped validation reads (JSON
+text, plain text), a tool that fails (``isError``), a tool that does not say it is
+read-only, one that kills the server on its first call (a crash mid-plan), and a slow one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+
+server = MCPServer("gategraph-test-server")
+
+
+@server.tool(annotations=READ_ONLY, structured_output=True)
+def no_forbidden_words(text: str, forbidden: list[str]) -> dict[str, Any]:
+    """Pass when ``text`` contains none of the ``forbidden`` words."""
+    found = [word for word in forbidden if word in text]
+    return {
+        "passed": not found,
+        "message": f"found {', '.join(found)}" if found else "clean",
+        "data": {"found": found},
+    }
+
+
+@server.tool(annotations=READ_ONLY, structured_output=False)
+def count_files(root: str, suffix: str = "") -> str:
+    """Count the files under ``root`` (ending in ``suffix``), as JSON text."""
+    names = sorted(
+        str(path.relative_to(root))
+        for path in Path(root).rglob("*")
+        if path.is_file() and path.name.endswith(suffix)
+    )
+    return json.dumps({"count": len(names), "names": names})
+
+
+@server.tool(annotations=READ_ONLY, structured_output=False)
+def shout(text: str) -> str:
+    """Return ``text`` in capitals (plain text, not JSON)."""
+    return text.upper()
+
+
+@server.tool(annotations=READ_ONLY)
+def fail_loudly(reason: str) -> str:
+    """Always fail: the reply is an error result (``isError``)."""
+    raise ToolError(f"refused: {reason}")
+
+
+@server.tool(structured_output=True)
+def unmarked_check(text: str) -> dict[str, Any]:
+    """A check whose server does not say it is read-only."""
+    return {"passed": bool(text), "message": "non-empty" if text else "empty"}
+
+
+@server.tool(annotations=READ_ONLY, structured_output=True)
+def crash_once(marker: str) -> dict[str, Any]:
+    """Kill the server on the first call (no ``marker`` file yet); pass afterwards."""
+    path = Path(marker)
+    if not path.exists():
+        path.write_text("crashed once\n")
+        os._exit(17)
+    return {"passed": True, "message": "up again"}
+
+
+@server.tool(annotations=READ_ONLY, structured_output=True)
+async def slow_check(seconds: float) -> dict[str, Any]:
+    """Answer after ``seconds`` (the server answers other calls meanwhile)."""
+    await anyio.sleep(seconds)
+    return {"passed": True, "message": f"slept {seconds}"}
+
+
+@server.tool(annotations=READ_ONLY, structured_output=False)
+def whoami(variable: str = "") -> str:
+    """The server's process id, and the value of an environment variable, as JSON text."""
+    return json.dumps({"pid": os.getpid(), "value": os.environ.get(variable)})
+
+
+@server.tool(annotations=READ_ONLY, structured_output=False)
+def artifact_keys(artifact: dict[str, Any]) -> str:
+    """The keys of the artifact the node is given (what the nodes it needs produced)."""
+    return json.dumps(sorted(artifact))
+
+
+def _serve_http(port_file: str) -> None:
+    import uvicorn
+
+    # The socket is bound and listening before the port is told, on a port the system
+    # picks: no race for a free port, and a client that connects at once waits in the
+    # backlog until the server accepts.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    # Written whole, then renamed: a reader never sees half a number.
+    Path(port_file + ".tmp").write_text(str(sock.getsockname()[1]))
+    os.replace(port_file + ".tmp", port_file)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        _serve_http(sys.argv[2])
+    else:
+        server.run("stdio")

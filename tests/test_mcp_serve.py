@@ -1,0 +1,906 @@
+"""`gategraph mcp serve`: the catalog's validations and read-only tools as MCP tools, called
+with the `mcp` SDK's own client session — in process, over stdio and over streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+import anyio
+import anyio.lowlevel
+from click.testing import CliRunner
+from gategraph.runtime import Catalog, Tool, Validation
+from gategraph.runtime._cli import cli
+from gategraph.runtime._exceptions import ConfigError
+from gategraph.runtime._mcp_serve import (
+    PLANS_WAITING,
+    RESULT_SCHEMA,
+    RUN_PLAN,
+    bind,
+    create_mcp_server,
+    mcp_tool_name,
+    parse_address,
+    serve_http,
+)
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.memory import create_client_server_memory_streams
+
+pytestmark = pytest.mark.timeout(120)
+
+DEMO = Path(__file__).resolve().parents[1] / "graphs" / "demo"
+
+HAS_README = """\
+def run(root, name="README.md"):
+    import pathlib
+    found = (pathlib.Path(root) / name).exists()
+    return {"passed": found, "message": f"{name} {'found' if found else 'missing'}"}
+"""
+WRITER = """\
+def run(root):
+    (root / "sneaky.txt").write_text("written")
+    return {"passed": True}
+"""
+SLOW = """\
+async def run():
+    import anyio
+    await anyio.sleep(60)
+    return {"passed": True}
+"""
+NOT_EMPTY = """\
+def run(files, minimum: int):
+    return {"passed": len(files) >= minimum, "message": f"{len(files)} file(s)",
+            "data": {"files": sorted(files)}}
+"""
+STRAY = """\
+def run():
+    import threading, time
+
+    def later():
+        time.sleep(0.2)
+        print("printed later")
+
+    threading.Thread(target=later, daemon=True).start()
+    return {"passed": True}
+"""
+COUNT = """\
+def run(root):
+    return {"files": sorted(p.name for p in root.iterdir())}
+"""
+TOUCH = """\
+def run(root):
+    (root / "touched").write_text("")
+"""
+
+
+def fill(catalog: Catalog) -> Catalog:
+    """Validations of every shape, a read-only tool, one that writes, and a writing tool."""
+    slot = {"name": "root", "kind": "directory", "description": "The folder to check."}
+    catalog.add(
+        Validation.from_config(
+            {
+                "name": "has-readme",
+                "description": "The folder has a README.",
+                "code": HAS_README,
+                "resource_slots": [slot],
+            }
+        )
+    )
+    catalog.add(
+        Validation.from_config({"name": "writer", "code": WRITER, "resource_slots": [slot]})
+    )
+    catalog.add(Validation.from_config({"name": "slow", "code": SLOW, "timeout": 0.5}))
+    catalog.add(
+        Validation.from_config(
+            {
+                "name": "not-empty",
+                "code": NOT_EMPTY,
+                "mode": "informational",
+                "resource_slots": [{"name": "files", "kind": "memory"}],
+            }
+        )
+    )
+    catalog.add(
+        Tool.from_config(
+            {"name": "count", "code": COUNT, "resource_slots": ["root"], "read_only": True}
+        )
+    )
+    catalog.add(
+        Tool.from_config(
+            {"name": "sneaky-count", "code": TOUCH, "resource_slots": ["root"], "read_only": True}
+        )
+    )
+    catalog.add(
+        Tool.from_config(
+            {"name": "touch", "code": TOUCH, "resource_slots": ["root"], "writes": True}
+        )
+    )
+    catalog.add(Tool.from_config({"name": "plain", "code": "def run():\n    return 1\n"}))
+    return catalog
+
+
+@pytest.fixture
+def catalog() -> Iterator[Catalog]:
+    with Catalog.in_memory() as opened:
+        yield fill(opened)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "README.md").write_text("hello\n")
+    (folder / "ok.py").write_text("x = 1\n")
+    return folder
+
+
+@asynccontextmanager
+async def session_with(server: Any) -> AsyncIterator[ClientSession]:
+    """A client session connected to ``server`` in this process."""
+    async with create_client_server_memory_streams() as (client, served):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: server.run(served[0], served[1], server.create_initialization_options())
+            )
+            async with ClientSession(client[0], client[1]) as session:
+                await session.initialize()
+                yield session
+            tg.cancel_scope.cancel()
+
+
+async def call(session: ClientSession, name: str, arguments: dict[str, Any]) -> Any:
+    result = await session.call_tool(name, arguments)
+    text = result.content[0].text  # type: ignore[union-attr]
+    return result, text
+
+
+# -- listing ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_lists_validations_and_read_only_tools_with_their_schemas(catalog: Catalog) -> None:
+    """Validations, built-ins and read-only tools are listed, each with its input schema
+    (slots first, then its arguments), the result's output schema and readOnlyHint; a
+    tool that writes, or that does not say it only reads, is not."""
+    async with session_with(create_mcp_server(catalog)) as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert {"has-readme", "writer", "slow", "not-empty", "count", "sneaky-count"} <= set(tools)
+    assert {"python_syntax", "regex", "json_schema"} <= set(tools)
+    assert "touch" not in tools and "plain" not in tools
+    assert RUN_PLAN not in tools and PLANS_WAITING not in tools
+
+    readme = tools["has-readme"]
+    assert readme.input_schema == {
+        "type": "object",
+        "properties": {
+            "root": {
+                "type": "string",
+                "description": "The folder to check. A folder's path (absolute, or relative "
+                "to the server's working directory).",
+            },
+            "name": {"type": "string", "default": "README.md"},
+        },
+        "required": ["root"],
+        "additionalProperties": False,
+    }
+    assert readme.output_schema == RESULT_SCHEMA
+    assert readme.description is not None and readme.description.startswith(
+        "The folder has a README."
+    )
+    assert readme.annotations is not None
+    assert readme.annotations.read_only_hint is True
+    assert readme.annotations.idempotent_hint is True
+    assert readme.annotations.destructive_hint is False
+    assert readme.meta == {
+        "gategraph": {"kind": "validation", "source": "code", "mode": "required"}
+    }
+
+    # Typed parameters, a memory slot, informational mode.
+    not_empty = tools["not-empty"]
+    assert not_empty.input_schema["properties"]["minimum"] == {"type": "integer"}
+    assert not_empty.input_schema["properties"]["files"]["type"] == "object"
+    assert not_empty.input_schema["required"] == ["files", "minimum"]
+    assert not_empty.meta is not None and not_empty.meta["gategraph"]["mode"] == "informational"
+
+    # A built-in: its own input_schema after its slot; `artifact` where it judges one.
+    regex = tools["regex"]
+    assert list(regex.input_schema["properties"])[:3] == ["root", "artifact", "pattern"]
+    assert regex.input_schema["required"] == ["pattern"]  # its folder is optional
+    assert regex.input_schema["additionalProperties"] is False
+    assert "artifact" not in tools["python_syntax"].input_schema["properties"]
+
+    # A read-only tool: any resource kind, its output under `output`.
+    count = tools["count"]
+    assert set(count.input_schema["properties"]["root"]) == {"anyOf", "description"}
+    assert count.output_schema is not None and count.output_schema["required"] == ["output"]
+    assert count.annotations is not None and count.annotations.read_only_hint is True
+
+
+@pytest.mark.anyio
+async def test_without_builtins_and_with_what_is_registered_meanwhile(catalog: Catalog) -> None:
+    """builtins=False leaves the built-ins out (a call of one is an unknown tool); what is
+    registered while the server runs is listed at the next request."""
+    async with session_with(create_mcp_server(catalog, builtins=False)) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert "python_syntax" not in names and "has-readme" in names
+        result, text = await call(session, "python_syntax", {"root": "."})
+        assert result.is_error and text == "Unknown tool: python_syntax"
+        catalog.add(
+            Validation.from_config(
+                {"name": "late", "code": "def run():\n    return {'passed': True}\n"}
+            )
+        )
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert "late" in names
+        result, text = await call(session, "late", {})
+        assert not result.is_error and result.structured_content["passed"] is True
+
+
+def test_tool_names_that_mcp_refuses_get_a_stable_spelling() -> None:
+    """A name MCP allows stays as it is; any other is spelled with allowed characters and a
+    digest, the same each time."""
+    assert mcp_tool_name("lint.ruff") == "lint.ruff"
+    assert mcp_tool_name("no-hallucinated_paths") == "no-hallucinated_paths"
+    odd = mcp_tool_name("check files/ü")
+    assert re.fullmatch(r"check_files__-[0-9a-f]{8}", odd)
+    assert mcp_tool_name("check files/ü") == odd != mcp_tool_name("check files/u")
+    assert len(mcp_tool_name("x" * 200)) <= 128
+
+
+# -- calling ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_passing_and_a_failing_validation(catalog: Catalog, project: Path) -> None:
+    """A pass and a failure are both normal results with structured content; the text is
+    the same result as JSON."""
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, text = await call(session, "has-readme", {"root": str(project)})
+        assert not result.is_error
+        assert result.structured_content == {
+            "passed": True,
+            "message": "README.md found",
+            "data": {},
+        }
+        assert json.loads(text) == result.structured_content
+        result, _ = await call(session, "has-readme", {"root": str(project), "name": "NEWS"})
+        assert not result.is_error
+        assert result.structured_content == {
+            "passed": False,
+            "message": "NEWS missing",
+            "data": {},
+        }
+        # A built-in, by name.
+        (project / "bad.py").write_text("def (:\n")
+        result, _ = await call(session, "python_syntax", {"root": str(project)})
+        assert not result.is_error and result.structured_content["passed"] is False
+        assert result.structured_content["data"]["error_count"] == 1
+
+
+@pytest.mark.anyio
+async def test_relative_folders_files_and_artifacts(
+    catalog: Catalog, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative folder is the server's working directory's; a memory slot takes files; a
+    validation that judges an artifact takes it as `artifact`."""
+    monkeypatch.chdir(project.parent)
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, _ = await call(session, "has-readme", {"root": "project"})
+        assert result.structured_content["passed"] is True
+        result, _ = await call(session, "not-empty", {"files": {"a.txt": "1"}, "minimum": 2})
+        assert result.structured_content == {
+            "passed": False,
+            "message": "1 file(s)",
+            "data": {"files": ["a.txt"]},
+        }
+        schema = {"type": "object", "required": ["title"]}
+        result, _ = await call(session, "json_schema", {"schema": schema, "artifact": {"t": 1}})
+        assert result.structured_content["passed"] is False
+        result, _ = await call(session, "json_schema", {"schema": schema, "artifact": {"title": 1}})
+        assert result.structured_content["passed"] is True
+
+
+@pytest.mark.anyio
+async def test_a_read_only_tool_returns_its_output(catalog: Catalog, project: Path) -> None:
+    """A read-only tool's return value is the structured content's `output`."""
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, text = await call(session, "count", {"root": str(project)})
+    assert not result.is_error
+    assert result.structured_content == {"output": {"files": ["README.md", "ok.py"]}}
+    assert json.loads(text) == result.structured_content
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("has-readme", {}, "missing argument 'root' (The folder to check)"),
+        (
+            "has-readme",
+            {"root": "/no/such/folder"},
+            "argument 'root': no such folder: /no/such/folder",
+        ),
+        (
+            "has-readme",
+            {"root": 3},
+            "argument 'root': must be a folder's path (a string), not a number",
+        ),
+        (
+            "has-readme",
+            {"root": ".", "nmae": "x"},
+            "unknown argument 'nmae' (did you mean 'name'?); 'has-readme' takes: name",
+        ),
+        ("has-readme", {"root": ".", "context": 1}, "'context' is not an argument of 'has-readme'"),
+        (
+            "not-empty",
+            {"files": {"a": "1"}},
+            "missing argument 'minimum' (required by 'not-empty')",
+        ),
+        (
+            "not-empty",
+            {"files": {"../up": "1"}, "minimum": 1},
+            "argument 'files': '../up' is not a relative path inside the files",
+        ),
+        (
+            "not-empty",
+            {"files": {"a": 1}, "minimum": 1},
+            "argument 'files': the file 'a' must be text, not int",
+        ),
+        (
+            "regex",
+            {"patern": "x"},
+            "unknown argument 'patern' (did you mean 'pattern'?); 'regex' takes: pattern, "
+            "files, exclude, mode, flags",
+        ),
+        ("regex", {"pattern": 5}, "argument 'pattern': 5 is not of type 'string'"),
+        ("python_syntax", {"root": ".", "artifact": 1}, "'artifact' is not an argument of"),
+        ("touch", {"root": "."}, "Unknown tool: touch"),
+        ("no-such-tool", {}, "Unknown tool: no-such-tool"),
+    ],
+)
+async def test_bad_arguments_are_one_line_errors(
+    catalog: Catalog, name: str, arguments: dict[str, Any], message: str
+) -> None:
+    """Arguments a call cannot run with, and unknown tools, are isError results of one line."""
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, text = await call(session, name, arguments)
+    assert result.is_error and result.structured_content is None
+    assert text.startswith(message), text
+    assert "\n" not in text
+
+
+@pytest.mark.anyio
+async def test_a_validation_that_writes_fails_read_only_violation(
+    catalog: Catalog, project: Path
+) -> None:
+    """The read-only guard runs as in a plan: the write is stopped and the result says so."""
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, _ = await call(session, "writer", {"root": str(project)})
+    assert not result.is_error
+    assert result.structured_content["passed"] is False
+    assert result.structured_content["data"]["error"] == "read_only_violation"
+    assert not (project / "sneaky.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_a_read_only_tool_that_writes_is_stopped(catalog: Catalog, project: Path) -> None:
+    """A tool that says it only reads runs under the guard too: its write fails the call."""
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, text = await call(session, "sneaky-count", {"root": str(project)})
+    assert result.is_error
+    assert text.startswith("tool 'sneaky-count' attempted a write"), text
+    assert not (project / "touched").exists()
+
+
+@pytest.mark.anyio
+async def test_a_validation_past_its_timeout_fails_timeout(catalog: Catalog) -> None:
+    """A validation's own timeout holds: the result is a failure with data.error timeout."""
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, _ = await call(session, "slow", {})
+    assert not result.is_error
+    assert result.structured_content["passed"] is False
+    assert result.structured_content["data"]["error"] == "timeout"
+
+
+@pytest.mark.anyio
+async def test_attachments_of_the_same_resource_name_do_not_run(
+    catalog: Catalog, project: Path
+) -> None:
+    """A call runs the one validation asked for: validations attached to a resource named
+    like the slot (one that fails, one that cannot even be loaded) do not join it."""
+    catalog.attach("root", "writer")
+    catalog.add(Validation.from_config({"name": "broken", "entrypoint": "gategraph_nope:run"}))
+    catalog.attach("root", "broken")
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, _ = await call(session, "has-readme", {"root": str(project)})
+    assert result.structured_content["passed"] is True
+
+
+@pytest.mark.anyio
+async def test_wrapping_and_keyword_validations(catalog: Catalog, project: Path) -> None:
+    """A wrapping validation with an argument mapping takes the arguments it maps; one that
+    takes **kwargs accepts any argument and the artifact; a catalog entry named like a
+    built-in is served instead of it."""
+    catalog.add(
+        Validation.from_config(
+            {
+                "name": "few-files",
+                "wraps": "count",
+                "argument_mapping": {},
+                "transform": "{'passed': len(output['files']) <= 5}",
+            }
+        )
+    )
+    catalog.add(
+        Validation.from_config(
+            {
+                "name": "limit",
+                "wraps": "count",
+                "argument_mapping": {"root": "$folder"},
+                "transform": "{'passed': True}",
+            }
+        )
+    )
+    keywords = "def run(**given):\n    return {'passed': True, 'data': {'given': sorted(given)}}\n"
+    catalog.add(Validation.from_config({"name": "anything", "code": keywords}))
+    catalog.add(
+        Validation.from_config(
+            {
+                "name": "regex",
+                "description": "Mine.",
+                "code": "def run():\n    return {'passed': True}\n",
+            }
+        )
+    )
+    async with session_with(create_mcp_server(catalog)) as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert tools["few-files"].input_schema["properties"].keys() == {"root"}
+        assert tools["limit"].input_schema["required"] == ["root", "folder"]
+        assert tools["anything"].input_schema == {
+            "type": "object",
+            "properties": {
+                "artifact": {
+                    "description": tools["anything"].input_schema["properties"]["artifact"][
+                        "description"
+                    ]
+                }
+            },
+        }
+        assert (tools["regex"].description or "").startswith("Mine.")
+        result, _ = await call(session, "few-files", {"root": str(project)})
+        assert result.structured_content["passed"] is True
+        result, text = await call(session, "limit", {"root": str(project)})
+        assert result.is_error and text == "missing argument 'folder' (required by 'limit')"
+        result, _ = await call(session, "anything", {"a": 1, "artifact": {"x": 1}})
+        assert result.structured_content["data"]["given"] == ["a", "artifact", "context", "inputs"]
+        result, _ = await call(session, "regex", {})
+        assert result.structured_content["passed"] is True
+
+
+@pytest.mark.anyio
+async def test_a_hook_that_fails_is_an_error_result(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A validation whose setup hook fails does not run; the call is an error of one line."""
+
+    def boom() -> None:
+        raise RuntimeError("no database")
+
+    monkeypatch.setitem(sys.modules, "gategraph_test_hooks", type(sys)("gategraph_test_hooks"))
+    monkeypatch.setattr(sys.modules["gategraph_test_hooks"], "boom", boom, raising=False)
+    catalog.add(
+        Validation.from_config(
+            {
+                "name": "hooked",
+                "code": "def run():\n    return {'passed': True}\n",
+                "hooks": {"setup": "gategraph_test_hooks:boom"},
+            }
+        )
+    )
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, text = await call(session, "hooked", {})
+    assert result.is_error, text
+    assert "no database" in text and "\n" not in text, text
+
+
+@pytest.mark.anyio
+async def test_an_uncallable_entry_is_left_out_and_said_once(catalog: Catalog) -> None:
+    """An entry whose callable cannot be prepared is not listed; the reason is told once."""
+    catalog.add(Validation.from_config({"name": "broken", "entrypoint": "gategraph_nope:run"}))
+    told: list[str] = []
+    async with session_with(create_mcp_server(catalog, warn=told.append)) as session:
+        for _ in range(2):
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert "broken" not in names and "has-readme" in names
+        result, text = await call(session, "broken", {})
+    assert result.is_error and text == "Unknown tool: broken"
+    assert len(told) == 1 and told[0].startswith("not serving broken: ")
+
+
+# -- plans -----------------------------------------------------------------------------------
+
+
+def demo_copy(tmp_path: Path, *, broken: bool = False) -> Path:
+    target = tmp_path / ("broken" if broken else "demo")
+    shutil.copytree(DEMO, target)
+    plan = target / "plan.yaml"
+    if broken:
+        # Only the broken step: the executor never fixes it, and nobody is asked.
+        text = plan.read_text()
+        text = text[
+            : text.index(
+                "        - files:\n            src/farewell.py: |\n              def farewell(name):"
+            )
+        ]
+        plan.write_text(text + "policy:\n  retry_limit: 1\n  strategy_revisions: 0\n")
+    return plan
+
+
+@pytest.mark.anyio
+async def test_plans_run_and_wait_for_a_person(tmp_path: Path) -> None:
+    """With plans: run_plan runs a graph file to its status and verdict, and plans_waiting
+    lists the plan that waits for a decision (and not the applied one)."""
+    log = tmp_path / "events.db"
+    good, broken = demo_copy(tmp_path), demo_copy(tmp_path, broken=True)
+    with Catalog.in_memory() as catalog:
+        server = create_mcp_server(catalog, plans=True, event_log_path=log)
+        async with session_with(server) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert tools[RUN_PLAN].annotations is not None
+            assert tools[RUN_PLAN].annotations.read_only_hint is False
+            assert tools[PLANS_WAITING].annotations is not None
+            assert tools[PLANS_WAITING].annotations.read_only_hint is True
+            result, _ = await call(session, PLANS_WAITING, {})
+            assert result.structured_content == {"plans": []}
+            result, _ = await call(session, RUN_PLAN, {"graph": str(good)})
+            assert not result.is_error
+            applied = result.structured_content
+            assert applied["status"] == "applied" and applied["verdict"]["verdict"] == "attest"
+            result, _ = await call(session, RUN_PLAN, {"graph": str(broken)})
+            waiting = result.structured_content
+            assert waiting["status"] == "awaiting_decision"
+            assert waiting["verdict"]["verdict"] == "reject"
+            result, _ = await call(session, PLANS_WAITING, {})
+            (listed,) = result.structured_content["plans"]
+            assert listed["plan_id"] == waiting["plan_id"] != applied["plan_id"]
+            assert listed["status"] == "awaiting_decision"
+            assert listed["graph_path"] == str(broken)
+            result, text = await call(session, RUN_PLAN, {"graph": str(tmp_path / "nope.yaml")})
+            assert result.is_error and text.startswith("argument 'graph': no such file: ")
+            result, text = await call(session, RUN_PLAN, {"graph": str(good), "x": 1})
+            assert result.is_error and text.startswith("unknown argument 'x'")
+            result, text = await call(session, PLANS_WAITING, {"x": 1})
+            assert result.is_error
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({}, "missing argument 'graph' (the plan graph file)"),
+        ({"graph": "PLAN", "resources": ["x"]}, "argument 'resources': an object of resource name"),
+        (
+            {"graph": "PLAN", "resources": {"nope": "."}},
+            "argument 'resources': 'nope' is not a resource of",
+        ),
+        (
+            {"graph": "PLAN", "resources": {"project": "/no/such"}},
+            "argument 'resources': project: no such folder: /no/such",
+        ),
+        ({"graph": "BAD"}, "BAD:1:1: version: field required"),
+    ],
+)
+async def test_run_plan_refuses_what_it_cannot_run(
+    tmp_path: Path, arguments: dict[str, Any], message: str
+) -> None:
+    """run_plan's arguments are checked before anything runs: one line, isError."""
+    plan = demo_copy(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes: 3\n")
+    given = {
+        k: str(plan) if v == "PLAN" else str(bad) if v == "BAD" else v for k, v in arguments.items()
+    }
+    message = message.replace("BAD", str(bad))
+    with Catalog.in_memory() as catalog:
+        async with session_with(create_mcp_server(catalog, plans=True)) as session:
+            result, text = await call(session, RUN_PLAN, given)
+    assert result.is_error
+    assert text.startswith(message), text
+    assert "\n" not in text
+
+
+@pytest.mark.anyio
+async def test_run_plan_on_another_folder(tmp_path: Path) -> None:
+    """`resources` runs the plan on another folder, as --resource does; with no event log
+    file given, it is the default one beside the catalog."""
+    plan = demo_copy(tmp_path)
+    other = tmp_path / "other"
+    shutil.copytree(plan.parent / "project", other)
+    with Catalog.in_memory() as catalog:
+        async with session_with(create_mcp_server(catalog, plans=True)) as session:
+            result, _ = await call(
+                session, RUN_PLAN, {"graph": str(plan), "resources": {"project": str(other)}}
+            )
+            assert result.structured_content["status"] == "applied"
+            result, _ = await call(session, PLANS_WAITING, {})
+            assert result.structured_content == {"plans": []}
+    assert (other / "src" / "farewell.py").exists()
+    assert not (plan.parent / "project" / "src" / "farewell.py").exists()
+    assert (Path(os.environ["GATEGRAPH_HOME"]) / "events.db").exists()
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def make_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    with Catalog.open(home / "gategraph.db") as catalog:
+        fill(catalog)
+    return home
+
+
+def server_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
+    env["GATEGRAPH_HOME"] = str(home)
+    return env
+
+
+async def exercise(session: ClientSession, project: Path) -> None:
+    """What each transport must carry: the listing, a pass, a failure, an error, a write."""
+    await session.initialize()
+    names = {tool.name for tool in (await session.list_tools()).tools}
+    assert {"has-readme", "count", "python_syntax"} <= names and "touch" not in names
+    result, _ = await call(session, "has-readme", {"root": str(project)})
+    assert result.structured_content == {"passed": True, "message": "README.md found", "data": {}}
+    result, _ = await call(session, "has-readme", {"root": str(project), "name": "NEWS"})
+    assert not result.is_error and result.structured_content["passed"] is False
+    result, text = await call(session, "has-readme", {"root": str(project / "gone")})
+    assert result.is_error and text.startswith("argument 'root': no such folder")
+    result, _ = await call(session, "writer", {"root": str(project)})
+    assert result.structured_content["data"]["error"] == "read_only_violation"
+    result, _ = await call(session, "slow", {})
+    assert result.structured_content["data"]["error"] == "timeout"
+    assert not (project / "sneaky.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_serve_over_stdio(tmp_path: Path, project: Path) -> None:
+    """`gategraph mcp serve` speaks MCP on stdin/stdout, with the catalog of GATEGRAPH_HOME;
+    what validations print does not reach the wire."""
+    home = make_home(tmp_path)
+    with Catalog.open(home / "gategraph.db") as catalog:
+        noisy = "def run():\n    import os\n    print('to stdout')\n    os.write(1, b'to fd 1\\n')\n    return {'passed': True}\n"
+        catalog.add(Validation.from_config({"name": "noisy", "code": noisy}))
+        catalog.add(Validation.from_config({"name": "stray", "code": STRAY}))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gategraph.runtime", "mcp", "serve"],
+        env=server_env(home),
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "stderr.txt").open("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await exercise(session, project)
+                result, _ = await call(session, "noisy", {})
+                assert result.structured_content["passed"] is True
+                assert result.structured_content["data"]["captured"]["stdout"] == "to stdout\n"
+                result, _ = await call(session, "stray", {})
+                assert result.structured_content["passed"] is True
+                await anyio.sleep(0.5)  # the thread prints meanwhile, outside any call
+                result, _ = await call(session, "has-readme", {"root": str(project)})
+                assert result.structured_content["passed"] is True
+        errlog.seek(0)
+        diagnostics = errlog.read()
+    # What reached file descriptor 1, or sys.stdout outside a call, went to standard
+    # error, not into the MCP stream.
+    assert "to fd 1" in diagnostics and "printed later" in diagnostics
+    assert "Traceback" not in diagnostics
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """`gategraph mcp serve --http 127.0.0.1:0` in a process of its own; its URL and a
+    project folder."""
+    tmp_path = tmp_path_factory.mktemp("http")
+    home = make_home(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("hello\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gategraph.runtime", "mcp", "serve", "--http", "127.0.0.1:0"],
+        env=server_env(home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        match = re.fullmatch(
+            r"gategraph mcp serve: listening on (http://127\.0\.0\.1:\d+/mcp)\n", line
+        )
+        assert match, line
+        yield match.group(1), project
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a server that hangs on SIGTERM
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+@pytest.mark.anyio
+# Under trio, the SDK's HTTP client (httpx2) leaves async generators of its connection pool
+# for the garbage collector to finalize, which trio reports as unraisable ResourceWarnings;
+# the calls themselves are what this test pins.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_serve_over_streamable_http(http_server: tuple[str, Path]) -> None:
+    """`--http 127.0.0.1:0` serves streamable HTTP on a free port it names on stderr."""
+    url, project = http_server
+    async with streamable_http_client(url) as (read, write):
+        async with ClientSession(read, write) as session:
+            await exercise(session, project)
+
+
+def test_http_refuses_other_hosts_and_origins(http_server: tuple[str, Path]) -> None:
+    """On a loopback address, a request naming another host or coming from another origin
+    is refused (no DNS rebinding from a web page)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url, _ = http_server
+    where = urlsplit(url)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    for extra, status in (
+        ({"Host": "attacker.example"}, 421),
+        ({"Origin": "http://attacker.example"}, 403),
+    ):
+        connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=30)
+        try:
+            connection.request("POST", where.path, body, {**headers, **extra})
+            assert connection.getresponse().status == status
+        finally:
+            connection.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio only
+@pytest.mark.anyio
+async def test_serve_http_in_process_stops_when_cancelled(catalog: Catalog, project: Path) -> None:
+    """serve_http serves on the socket bind() gives it and shuts down cleanly when the task
+    that runs it is cancelled."""
+    sock = bind("127.0.0.1", 0)
+    urls: list[str] = []
+    with sock:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: serve_http(
+                    create_mcp_server(catalog), sock, host="127.0.0.1", ready=urls.append
+                )
+            )
+            await anyio.lowlevel.checkpoint()
+            (url,) = urls
+            assert url == f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+            async with streamable_http_client(url) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await exercise(session, project)
+            tg.cancel_scope.cancel()
+
+
+def test_bind_names_what_it_cannot_have() -> None:
+    """A host that does not resolve is one line too."""
+    with pytest.raises(ConfigError, match=r"--http: cannot resolve 'no-such-host\.invalid'"):
+        bind("no-such-host.invalid", 80)
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        (
+            "0.0.0.0:8000",
+            "error: --http: 0.0.0.0 is not a loopback address: anyone who can reach it could "
+            "run the validations; serve on 127.0.0.1 (or add --allow-remote)\n",
+        ),
+        ("example.com:80", "error: --http: example.com is not a loopback address"),
+        ("localhost", "error: --http: 'localhost' is not HOST:PORT (e.g. 127.0.0.1:8765)\n"),
+        ("127.0.0.1:70000", "error: --http: 70000 is not a port (0 to 65535)\n"),
+    ],
+)
+def test_serve_refuses_addresses(address: str, message: str) -> None:
+    """An address that is not HOST:PORT, or that other machines could reach, is refused
+    in one line with exit code 2."""
+    code, out, err = run_cli("mcp", "serve", "--http", address)
+    assert code == 2 and out == ""
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_addresses() -> None:
+    """Loopback hosts (IPv4, IPv6, localhost) are served; others with allow_remote."""
+    assert parse_address("127.0.0.1:8765") == ("127.0.0.1", 8765)
+    assert parse_address("[::1]:0") == ("::1", 0)
+    assert parse_address("localhost:9000") == ("localhost", 9000)
+    assert parse_address("0.0.0.0:8000", allow_remote=True) == ("0.0.0.0", 8000)
+
+
+def test_serve_on_a_port_in_use_is_one_line() -> None:
+    """A port another server holds is one line naming the address, exit code 2."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        code, _, err = run_cli("mcp", "serve", "--http", f"127.0.0.1:{port}")
+    assert code == 2
+    assert err.startswith(f"error: --http: cannot listen on 127.0.0.1:{port}: ")
+    assert err.count("\n") == 1
+
+
+def test_serve_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the mcp package, the command says which extra to install, exit code 2."""
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    code, out, err = run_cli("mcp", "serve")
+    assert code == 2 and out == ""
+    assert err == "error: gategraph mcp serve needs the mcp extra: pip install 'gategraph[mcp]'\n"
+
+
+def test_serve_with_an_sdk_too_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An mcp SDK older than 2.0 is named, with the extra to install, exit code 2."""
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "1.27.0" if name == "mcp" else real(name)
+    )
+    code, _, err = run_cli("mcp", "serve")
+    assert code == 2
+    assert err == (
+        "error: gategraph mcp serve needs mcp 2.0 or newer (found 1.27.0): "
+        "pip install 'gategraph[mcp]'\n"
+    )
+
+
+def test_serve_help_names_the_transports() -> None:
+    """The group and its command are there, with help that says what they do."""
+    code, out, _ = run_cli("mcp", "--help")
+    assert code == 0 and "serve gategraph's validations over MCP" in out
+    code, out, _ = run_cli("mcp", "serve", "--help")
+    assert code == 0 and "--http HOST:PORT" in out and "--allow-remote" in out
+
+
+def test_the_page_shows_a_client_configuration() -> None:
+    """docs/mcp-serve.md's client configuration is JSON that starts `gategraph mcp serve`."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "mcp-serve.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", page, re.DOTALL)
+    configs = [json.loads(block) for block in blocks]
+    servers = [c["mcpServers"]["gategraph"] for c in configs if "mcpServers" in c]
+    assert servers and servers[0]["command"] == "gategraph"
+    assert servers[0]["args"][-2:] == ["mcp", "serve"]
