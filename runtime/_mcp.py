@@ -41,7 +41,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from ._exceptions import ConfigError, ConfigIssue
 from ._invoke import Outcome, _describe
 from ._maxn import BAD_ARGUMENTS, UNAVAILABLE
-from ._models import ToolName, Validation, _Model
+from ._models import ToolName, Validation, _Model, explain_issues
 from ._readonly import unguarded
 from ._results import ResultError
 from ._yaml import Document
@@ -252,22 +252,7 @@ class McpServer(_Model):
 
 
 def _explain(issues: list[ConfigIssue]) -> list[ConfigIssue]:
-    import difflib
-
-    known = list(McpServer.model_fields)
-    out = []
-    for issue in issues:
-        if issue.message == "unknown field" and issue.field and "." not in issue.field:
-            close = difflib.get_close_matches(issue.field, known, n=1)
-            if close:
-                issue = ConfigIssue(
-                    f"unknown field (did you mean {close[0]!r}?)",
-                    issue.field,
-                    issue.line,
-                    issue.column,
-                )
-        out.append(issue)
-    return sorted(out, key=lambda i: (i.line or 0, i.column or 0))
+    return explain_issues(issues, list(McpServer.model_fields))
 
 
 def _expanded(server: McpServer, values: Mapping[str, str], what: str) -> dict[str, str]:

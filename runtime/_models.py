@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Final, NewType, Self
 
 from pydantic import (
@@ -372,20 +372,7 @@ class Tool(_Model):
     @classmethod
     def _explain(cls, issues: list[ConfigIssue]) -> list[ConfigIssue]:
         """Order issues as they stand in the file and suggest names for unknown fields."""
-        known = [*cls.model_fields, *_CAPABILITY_SHORTHANDS]
-        out = []
-        for issue in issues:
-            if issue.message == "unknown field" and issue.field and "." not in issue.field:
-                close = difflib.get_close_matches(issue.field, known, n=1)
-                if close:
-                    issue = ConfigIssue(
-                        f"unknown field (did you mean {close[0]!r}?)",
-                        issue.field,
-                        issue.line,
-                        issue.column,
-                    )
-            out.append(issue)
-        return sorted(out, key=lambda i: (i.line or 0, i.column or 0))
+        return explain_issues(issues, [*cls.model_fields, *_CAPABILITY_SHORTHANDS])
 
     def argument_problems(
         self, arguments: Mapping[str, Any]
@@ -671,3 +658,21 @@ class Attachment(_Model):
     def specificity(self) -> int:
         """0 for direct, 1 for project, 2 for plan: the more specific scope wins."""
         return SCOPE_SPECIFICITY[self.scope]
+
+
+def explain_issues(issues: Iterable[ConfigIssue], known: Sequence[str]) -> list[ConfigIssue]:
+    """``issues`` in the order they stand in the file, an unknown top-level field with the
+    closest of ``known`` suggested."""
+    out = []
+    for issue in issues:
+        if issue.message == "unknown field" and issue.field and "." not in issue.field:
+            close = difflib.get_close_matches(issue.field, list(known), n=1)
+            if close:
+                issue = ConfigIssue(
+                    f"unknown field (did you mean {close[0]!r}?)",
+                    issue.field,
+                    issue.line,
+                    issue.column,
+                )
+        out.append(issue)
+    return sorted(out, key=lambda i: (i.line or 0, i.column or 0))

@@ -32,14 +32,14 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import anyio
 import anyio.to_thread
 import msgspec
-from gategraph.runtime._eventlog import SQLiteEventLog, default_event_log_path
+from gategraph.runtime._eventlog import check_event_log, default_event_log_path, opened_log
 from gategraph.runtime._events import ApprovalDecided, PlanFinished
 from gategraph.runtime._exceptions import (
     ApplyConflictError,
@@ -228,30 +228,6 @@ def route(state: Mapping[str, Any], key: str = "verdict") -> Route:
 
 
 # -- event logs ------------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def _opened(event_log: Any) -> AsyncIterator[EventLog | None]:
-    """The event log of one node call: a path is opened (SQLite) for the call, since a sync
-    node runs each call on an event loop of its own; a log object is used as it is."""
-    if event_log is None or not isinstance(event_log, str | os.PathLike):
-        yield event_log
-        return
-    async with SQLiteEventLog(event_log) as log:
-        yield log
-
-
-def _check_log(event_log: Any, where: str) -> None:
-    if event_log is None or isinstance(event_log, str | os.PathLike):
-        return
-    if not callable(getattr(event_log, "read", None)) or not callable(
-        getattr(event_log, "append", None)
-    ):
-        raise ConfigError.at(
-            where,
-            f"a {type(event_log).__name__} is not an event log: give a path (a SQLite log) "
-            "or an EventLog such as MemoryEventLog()",
-        )
 
 
 # -- the change in the state -----------------------------------------------------------------
@@ -505,7 +481,7 @@ class GateNode(_Node):
         event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
     ) -> None:
-        _check_log(event_log, "event_log")
+        check_event_log(event_log, "event_log")
         self.validations = _listed(validations)
         """What the gate runs (see the class docstring)."""
         policy_spec: dict[str, Any] = {}
@@ -560,7 +536,7 @@ class GateNode(_Node):
             wait = previous.get("retry_after")
             if isinstance(wait, int | float) and wait > 0:
                 await anyio.sleep(wait)
-        async with _opened(self.event_log) as log:
+        async with opened_log(self.event_log) as log:
             try:
                 verdict = await validate(
                     change,
@@ -678,7 +654,7 @@ class ApprovalNode(_Node):
         event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
     ) -> None:
-        _check_log(event_log, "event_log")
+        check_event_log(event_log, "event_log")
         source = "ApprovalNode()"
         validations = _listed(validations)
         if not validations and catalog is None:
@@ -749,7 +725,7 @@ class ApprovalNode(_Node):
     ) -> tuple[PlanOutcome, ApprovalDecided | None]:
         """Start the task's plan, or continue it from the log (with the answer, when it
         waits for one); return its outcome and the person's answer, if any."""
-        async with _opened(self.event_log) as log:
+        async with opened_log(self.event_log) as log:
             assert log is not None
             events = await log.read(plan_id)
             if not events:
@@ -920,29 +896,23 @@ class ApprovalNode(_Node):
             "changes": dict(outcome.changes),
         }
         budget = ledger.budget
+
+        def ended(decision: RetryDecision, fault: str | None) -> Verdict:
+            return Verdict(
+                passed=decision is RetryDecision.ATTESTED,
+                decision=decision,
+                fault=fault,
+                envelope=envelope,
+                records=records,
+                plan_id=outcome.plan_id,
+                budget_used=budget.used,
+                budget_limit=budget.limit,
+            )
+
         if outcome.status == PlanStatus.APPLIED:
-            verdict = Verdict(
-                passed=True,
-                decision=RetryDecision.ATTESTED,
-                fault=None,
-                envelope=envelope,
-                records=records,
-                plan_id=outcome.plan_id,
-                budget_used=budget.used,
-                budget_limit=budget.limit,
-            )
-            return _state_verdict(verdict, ledger, **extra)
+            return _state_verdict(ended(RetryDecision.ATTESTED, None), ledger, **extra)
         if answer is not None and not answer.approved:
-            verdict = Verdict(
-                passed=False,
-                decision=RetryDecision.ESCALATE_PERMANENT,
-                fault=_DENIED,
-                envelope=envelope,
-                records=records,
-                plan_id=outcome.plan_id,
-                budget_used=budget.used,
-                budget_limit=budget.limit,
-            )
+            verdict = ended(RetryDecision.ESCALATE_PERMANENT, _DENIED)
             extra["feedback"] = f"denied by a person: {answer.note or 'no note'}"
             return _state_verdict(verdict, ledger, **extra)
         # Rejected in the plan's one round: the thread's budget decides, as a gate's would.

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import anyio
 import msgspec
 import pydantic_core
-from gategraph.runtime._eventlog import SQLiteEventLog
+from gategraph.runtime._eventlog import check_event_log, opened_log
 from gategraph.runtime._exceptions import ConfigError, GategraphError
 from gategraph.runtime._maxn import MaxNPolicy, RetryBudget, RetryDecision
 from gategraph.runtime._models import Validation
@@ -116,25 +116,6 @@ def _default_artifact(output: Any) -> Any:
         return output
 
 
-def _log_of(event_log: Any, source: str) -> tuple[EventLog | None, Path | None]:
-    """``event_log`` as a log object or the path of a SQLite log; anything else is refused.
-
-    A path is opened for each output or tool call rather than once: pydantic-ai may run
-    each on a loop of its own (``run_sync``), and an open log belongs to its loop."""
-    if event_log is None:
-        return None, None
-    if isinstance(event_log, str | os.PathLike):
-        return None, Path(os.fspath(event_log))
-    if callable(getattr(event_log, "append", None)) and callable(getattr(event_log, "read", None)):
-        return event_log, None
-    raise ConfigError.at(
-        "event_log",
-        f"a {type(event_log).__name__} is not an event log: give a path (a SQLite log) "
-        "or an EventLog such as MemoryEventLog()",
-        source=source,
-    )
-
-
 def _first(error: ConfigError, source: str) -> ConfigError:
     """The error's first problem alone, as one line: the rest often follow from it."""
     return ConfigError(error.issues[:1], source=source)
@@ -199,7 +180,9 @@ class GategraphOutputValidator:
             raise ConfigError.at(
                 "budget", f"a RetryBudget, not {type(budget).__name__}", source=_VALIDATOR
             )
-        self._event_log, self._log_path = _log_of(event_log, _VALIDATOR)
+        check_event_log(event_log, "event_log", source=_VALIDATOR)
+        # A path is opened per output: pydantic-ai may run each on a loop of its own.
+        self._event_log = event_log
         self._needs_folder = self._checked(catalog, resource, project, default_timeout)
         self.catalog: Final = catalog
         self.policy: Final = policy if policy is not None else MaxNPolicy()
@@ -267,9 +250,7 @@ class GategraphOutputValidator:
         change, artifact = self._change(output), self._artifact(output)
         if change is None:
             self._check_no_change()
-        if self._log_path is None:
-            return await self._rounds(change, artifact, budget, self._event_log)
-        async with SQLiteEventLog(self._log_path) as log:
+        async with opened_log(self._event_log) as log:
             return await self._rounds(change, artifact, budget, log)
 
     def _check_no_change(self) -> None:
@@ -458,7 +439,8 @@ class CatalogToolset(FunctionToolset[Any]):
         event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
     ) -> None:
-        self._event_log, self._log_path = _log_of(event_log, _TOOLSET)
+        check_event_log(event_log, "event_log", source=_TOOLSET)
+        self._event_log = event_log
         if catalog is None:
             from gategraph.runtime._catalog import Catalog
 
@@ -568,11 +550,8 @@ class CatalogToolset(FunctionToolset[Any]):
         # The graph is loaded with the catalog (names resolve, wrapped validations find
         # what they wrap) but run without it: a tool call runs this entry alone, not the
         # validations attached to the folder.
-        if self._log_path is None:
-            run = await execute_graph(graph, event_log=self._event_log)
-        else:
-            async with SQLiteEventLog(self._log_path) as log:
-                run = await execute_graph(graph, event_log=log)
+        async with opened_log(self._event_log) as log:
+            run = await execute_graph(graph, event_log=log)
         node = run.nodes["call"]
         if kind == "validation":
             return msgspec.to_builtins(run.validations[0].result)
