@@ -362,8 +362,14 @@ class Catalog:
                 name=validation.wraps,
             )
         if target.capability.writes:
+            # An imported MCP tool writes unless its server declared it read-only.
+            why = (
+                " (its MCP server does not declare it read-only)"
+                if target.source is ToolSource.MCP
+                else ""
+            )
             raise IntegrityError(
-                f"{validation.name!r} cannot wrap {target.name!r}: it writes, and a "
+                f"{validation.name!r} cannot wrap {target.name!r}: it writes{why}, and a "
                 "validation is always read-only",
                 name=validation.name,
             )
@@ -457,10 +463,31 @@ class Catalog:
         row = db.execute("SELECT config FROM mcp_servers WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
+        problem = self._server_problem(name, row[0])
+        if isinstance(problem, str):
+            raise CatalogError(problem)
+        return problem
+
+    def _server_problem(self, name: str, config: str) -> McpServer | str:
+        """The stored server, or why it cannot be read (one line naming the catalog file
+        and the server, and how to repair it)."""
         try:
-            return McpServer.model_validate_json(row[0])
+            return McpServer.model_validate_json(config)
         except ValidationError as exc:
-            raise CatalogError(f"MCP server {name!r} in the catalog is unreadable: {exc}") from None
+            error = exc.errors(include_url=False)[0]
+            field = ".".join(str(part) for part in error["loc"])
+            why = f"{field}: {error['msg']}" if field else str(error["msg"])
+        where = os.fspath(self._path) if self._path else "the in-memory catalog"
+        return (
+            f"{where}: MCP server {name!r} is unreadable ({' '.join(why.split())[:200]}): "
+            f"remove it (gategraph mcp remove {name}) or declare it again "
+            f"(gategraph mcp add {name} --update ...)"
+        )
+
+    def _server_exists(self, db: sqlite3.Connection, name: str) -> bool:
+        return (
+            db.execute("SELECT 1 FROM mcp_servers WHERE name = ?", (name,)).fetchone() is not None
+        )
 
     def add_server(self, server: McpServer, *, update: bool = False) -> McpServer:
         """Register an MCP server; return it as stored.
@@ -470,13 +497,14 @@ class Catalog:
         """
         config = server.model_dump_json(exclude_defaults=True)
         with self._write() as db:
-            existing = self._server(db, server.name)
-            if existing is not None and not update:
+            # By its row: an unreadable stored declaration can still be replaced.
+            existing = self._server_exists(db, server.name)
+            if existing and not update:
                 raise DuplicateError(
                     f"an MCP server named {server.name!r} exists already (update=True replaces it)",
                     name=server.name,
                 )
-            if existing is None:
+            if not existing:
                 db.execute(
                     "INSERT INTO mcp_servers (name, config) VALUES (?, ?)", (server.name, config)
                 )
@@ -497,11 +525,20 @@ class Catalog:
         return server
 
     def list_servers(self) -> builtins.list[McpServer]:
-        """Return every MCP server, by name."""
+        """Return every MCP server, by name; one whose stored declaration cannot be read is
+        left out (:meth:`unreadable_servers` says which, and why)."""
         with self._lock:
-            rows = self._db.execute("SELECT name FROM mcp_servers ORDER BY name").fetchall()
-            found = [self._server(self._db, row[0]) for row in rows]
-        return [server for server in found if server is not None]
+            rows = self._db.execute("SELECT name, config FROM mcp_servers ORDER BY name")
+            found = [self._server_problem(name, config) for name, config in rows.fetchall()]
+        return [server for server in found if isinstance(server, McpServer)]
+
+    def unreadable_servers(self) -> dict[str, str]:
+        """The MCP servers whose stored declaration cannot be read (a hand-edited file), by
+        name, each with why, in one line."""
+        with self._lock:
+            rows = self._db.execute("SELECT name, config FROM mcp_servers ORDER BY name")
+            found = {name: self._server_problem(name, config) for name, config in rows.fetchall()}
+        return {name: problem for name, problem in found.items() if isinstance(problem, str)}
 
     def server_users(self, name: str) -> builtins.list[str]:
         """The names of the tools and validations that name MCP server ``name``, sorted."""
@@ -515,13 +552,17 @@ class Catalog:
         ).fetchall()
         return [row[0] for row in rows]
 
-    def remove_server(self, name: str) -> McpServer:
-        """Remove an MCP server and return it. A server that tools still name cannot be
-        removed (:class:`IntegrityError`): remove them first."""
+    def remove_server(self, name: str) -> McpServer | None:
+        """Remove an MCP server and return it (``None`` for one whose stored declaration
+        could not be read). A server that tools still name cannot be removed
+        (:class:`IntegrityError`): remove them first."""
         with self._write() as db:
-            server = self._server(db, name)
-            if server is None:
+            if not self._server_exists(db, name):
                 raise NotFoundError(f"no MCP server named {name!r}", name=name)
+            try:
+                server = self._server(db, name)
+            except CatalogError:
+                server = None  # unreadable: removing it is how it is repaired
             users = self._server_users(db, name)
             if users:
                 shown = ", ".join(users[:5]) + (

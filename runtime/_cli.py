@@ -1508,33 +1508,53 @@ _add_mcp_client_commands()
     help="Also serve gategraph.run_plan (runs a plan graph file, which may apply changes) "
     "and gategraph.plans_waiting.",
 )
-def mcp_serve(address: str | None, allow_remote: bool, no_builtins: bool, plans: bool) -> None:
+@click.option(
+    "--root",
+    metavar="DIR",
+    type=click.Path(path_type=Path),
+    help="The folder calls may name paths in (default: the working directory). Every "
+    "folder, graph file and path argument of a call must be inside it; a relative path "
+    "is relative to it.",
+)
+def mcp_serve(
+    address: str | None,
+    allow_remote: bool,
+    no_builtins: bool,
+    plans: bool,
+    root: Path | None,
+) -> None:
     """Serve the catalog's validations and read-only tools as MCP tools.
 
     Each takes its resource slots as folder paths (or files), then its own arguments, and
     returns {passed, message, data}; it runs with the read-only guard and its timeout, as
-    in a plan. Over stdio by default: standard output carries MCP messages only, and
-    diagnostics go to standard error.
+    in a plan. A call may only name paths inside --root. Over stdio by default: standard
+    output carries MCP messages only, and diagnostics go to standard error.
     """
     import anyio
 
+    from ._mcp import sdk_problem
     from ._mcp_serve import (
         bind,
         create_mcp_server,
         parse_address,
-        sdk_problem,
         serve_http,
         serve_stdio,
+        served_root,
     )
 
-    problem = sdk_problem()
+    problem = sdk_problem("gategraph mcp serve")
     if problem is not None:
         _fail(problem)
 
     endpoint = parse_address(address, allow_remote=allow_remote) if address else None
+    served = served_root(root, field="--root")
     with _catalog(create=False) as catalog:
         server = create_mcp_server(
-            catalog, builtins=not no_builtins, plans=plans, event_log_path=_event_log_path()
+            catalog,
+            builtins=not no_builtins,
+            plans=plans,
+            event_log_path=_event_log_path(),
+            root=served,
         )
         sock = bind(*endpoint) if endpoint is not None else None
         if catalog.path is None:

@@ -58,14 +58,21 @@ def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
 
 
 def _server_error(exc: Any) -> str:
-    """A declaration's problems, each named by the option that sets the field."""
+    """A declaration's problems, each named by the option that sets the field (in the
+    message too: `env` is written --env)."""
     lines = []
     for issue in exc.issues:
         head, _, rest = issue.field.partition(".")
         option = _OPTION_OF.get(head, head)
         where = f"{option} {rest}" if rest else option
-        lines.append(f"{where}: {issue.message}" if where else issue.message)
+        message = _FIELD_IN_TEXT.sub(
+            lambda m: _OPTION_OF.get(m.group(1), m.group(0)), issue.message
+        )
+        lines.append(f"{where}: {message}" if where else message)
     return "\n".join(lines)
+
+
+_FIELD_IN_TEXT: Final = re.compile(r"`([a-z_]+)`")
 
 
 @click.command("add")
@@ -166,12 +173,14 @@ def mcp_add(
 
 
 def _exists(catalog: Any, name: str) -> bool:
-    from ._exceptions import NotFoundError
+    from ._exceptions import CatalogError, NotFoundError
 
     try:
         catalog.get_server(name)
     except NotFoundError:
         return False
+    except CatalogError:
+        return True  # stored, but unreadable: --update replaces it
     return True
 
 
@@ -183,25 +192,44 @@ def mcp_list(as_json: bool) -> None:
 
     with _catalog(create=False) as catalog:
         servers = catalog.list_servers()
-        users = {server.name: catalog.server_users(server.name) for server in servers}
+        broken = catalog.unreadable_servers()
+        names = sorted([*(s.name for s in servers), *broken])
+        users = {name: catalog.server_users(name) for name in names}
+    for problem in broken.values():
+        click.echo(f"warning: {problem}", err=True)  # the others are still listed
     if as_json:
-        _json_out([{**s.as_cli_dict(), "tools": users[s.name]} for s in servers])
+        by_name: dict[str, dict[str, Any]] = {
+            s.name: {**s.as_cli_dict(), "tools": users[s.name]} for s in servers
+        }
+        by_name.update(
+            {n: {"name": n, "unreadable": p, "tools": users[n]} for n, p in broken.items()}
+        )
+        _json_out([by_name[name] for name in names])
         return
-    if not servers:
+    if not names:
         click.echo("no MCP servers (add one: gategraph mcp add NAME --command ... | --url ...)")
         return
-    rows = [
-        [s.name, s.transport, str(len(users[s.name])), s.target, s.description.split("\n")[0]]
+    rows: dict[str, list[str]] = {
+        s.name: [
+            s.name,
+            s.transport,
+            str(len(users[s.name])),
+            s.target,
+            s.description.split("\n")[0],
+        ]
         for s in servers
-    ]
-    _table(rows, ["NAME", "TRANSPORT", "TOOLS", "TARGET", "DESCRIPTION"])
+    }
+    rows.update(
+        {n: [n, "?", str(len(users[n])), "(unreadable: see the warning)", ""] for n in broken}
+    )
+    _table([rows[name] for name in names], ["NAME", "TRANSPORT", "TOOLS", "TARGET", "DESCRIPTION"])
 
 
 def _server(name: str) -> McpServer:
     """The catalog's server ``name`` (exit 2 if there is none), with the SDK installed."""
     from ._cli import _catalog, _fail
     from ._exceptions import NotFoundError
-    from ._mcp import sdk_missing
+    from ._mcp import sdk_problem
 
     with _catalog(create=False) as catalog:
         try:
@@ -209,7 +237,7 @@ def _server(name: str) -> McpServer:
         except NotFoundError:
             known = ", ".join(s.name for s in catalog.list_servers()) or "none"
             _fail(f"no MCP server named {name!r} in the catalog (it has: {known})")
-    problem = sdk_missing()
+    problem = sdk_problem()
     if problem is not None:
         _fail(problem)
     return server
@@ -258,7 +286,13 @@ def mcp_tools(name: str, as_json: bool) -> None:
     for index, tool in enumerate(tools):
         if index:
             click.echo("")
-        kind = "read-only" if tool.read_only else "not declared read-only"
+        kind = (
+            "read-only"
+            if tool.read_only
+            else "destructive"
+            if tool.destructive
+            else "not declared read-only"
+        )
         click.echo(f"{tool.name}  ({kind})")
         if tool.description:
             click.echo(f"  {tool.description.strip().splitlines()[0]}")
@@ -330,8 +364,10 @@ def mcp_import(
 ) -> None:
     """Register tools of MCP server NAME as catalog tools (and validations), in one step.
 
-    Each gets the tool's description and input schema, and calls it on NAME. A validation
-    must be declared read-only by the server (readOnlyHint) unless --trust-read-only.
+    Each gets the tool's description and input schema, and calls it on NAME; a tool its
+    server does not declare read-only is registered as one that writes. A validation must
+    be declared read-only by the server (readOnlyHint) unless --trust-read-only, and never
+    one the server marks destructive (destructiveHint).
     """
     from ._cli import EXIT_REFUSED, _catalog, _fail
     from ._exceptions import ConfigError, DuplicateError, IntegrityError
@@ -352,6 +388,15 @@ def mcp_import(
     unused = [s for s in slots if not any(s in listed[t].properties for t in selected)]
     if unused:
         _fail(f"--slot {unused[0]}: none of the imported tools takes an argument {unused[0]!r}")
+    destructive = [t for t in validations if listed[t].destructive]
+    if destructive:
+        # A trust that the tool only reads cannot overrule its server saying it destroys.
+        _fail(
+            f"{destructive[0]!r} is marked destructive by MCP server {name!r} "
+            "(destructiveHint): it cannot be a validation, which is always read-only, "
+            "even with --trust-read-only",
+            EXIT_REFUSED,
+        )
     refused = [t for t in validations if not listed[t].read_only and not trust_read_only]
     if refused:
         _fail(
@@ -396,7 +441,9 @@ def _config(server: str, tool: McpToolInfo, prefix: str, slots: Sequence[str]) -
         "description": tool.description.strip(),
         "mcp_server": server,
         "mcp_tool_name": tool.name,
-        "capability": {"read_only": tool.read_only},
+        # MCP's defaults: a tool writes unless its server declares it read-only (and not
+        # destructive), so a validation cannot wrap it unawares.
+        "capability": {"read_only": tool.read_only, "writes": tool.writes},
     }
     if tool.checkable(tool.input_schema):
         config["input_schema"] = tool.input_schema

@@ -15,6 +15,13 @@ is caught too rather than taken on trust. A validation that fails is a normal re
 that cannot be used (a folder that is not there, an unknown argument) are ``isError``
 results with a one-line message, and so is a read-only tool whose call fails.
 
+Every path a call names stays inside the served root (``root``, by default the working
+directory the server starts in), resolved once: a resource slot's folder, a plan graph file
+and the folders a plan runs on are resolved (symlinks followed, ``..`` folded) and refused
+when they lead out of it; so are the arguments of the built-in validations that name paths
+inside their folder (globs, test folders). A client may be anyone who can reach the server
+(``--allow-remote``), and the read-only guard stops writes, not reads.
+
 With ``plans``, two more tools serve whole plans: ``gategraph.run_plan`` runs a plan graph
 file (it may apply changes, so it is not read-only) and ``gategraph.plans_waiting`` lists
 the plans of the event log that wait for a person.
@@ -42,10 +49,12 @@ from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 import msgspec
 
 from ._exceptions import ConfigError, GategraphError
+from ._invoke import _INJECTED as _INVOKE_INJECTED
 from ._models import ResourceSlot, Tool, ToolSource, Validation
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
     from mcp.server.lowlevel import Server
 
     from ._catalog import Catalog
@@ -65,9 +74,9 @@ __all__ = [
     "parse_address",
     "plans_waiting",
     "run_plan_file",
-    "sdk_problem",
     "serve_http",
     "serve_stdio",
+    "served_root",
     "served_tool",
 ]
 
@@ -89,13 +98,15 @@ RESULT_SCHEMA: Final[dict[str, Any]] = {
 }
 """The ``outputSchema`` of a served validation: its structured result."""
 
-_INJECTED: Final = frozenset({"artifact", "context", "inputs"})
+# What the engine passes a callable itself (never the client): the same names as the ones
+# a call injects.
+_INJECTED: Final = frozenset(_INVOKE_INJECTED)
 _ARTIFACT_SCHEMA: Final[dict[str, Any]] = {
     "description": "The value to judge (what a work node would have produced): any JSON value."
 }
 _FOLDER_SCHEMA: Final[dict[str, Any]] = {
     "type": "string",
-    "description": "A folder's path (absolute, or relative to the server's working directory).",
+    "description": "A folder's path inside the served root (relative to the root, or absolute).",
 }
 _FILES_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -121,26 +132,20 @@ PLAN_TOOLS: Final = (RUN_PLAN, PLANS_WAITING)
 """The names of the plan tools served with ``plans=True``."""
 _WAITING: Final = frozenset({"awaiting_decision", "awaiting_approval"})
 
-
-_NEEDS_EXTRA: Final = "pip install 'gategraph[mcp]'"
-
-
-def sdk_problem() -> str | None:
-    """Why the installed ``mcp`` SDK cannot serve, or None when it can: it is missing, or
-    older than 2.0 (whose server API this module uses)."""
-    import importlib.metadata
-    import importlib.util
-
-    if importlib.util.find_spec("mcp") is None:
-        return f"gategraph mcp serve needs the mcp extra: {_NEEDS_EXTRA}"
-    try:
-        version = importlib.metadata.version("mcp")
-    except importlib.metadata.PackageNotFoundError:
-        return None  # importable without its metadata (vendored): let it try
-    major = version.split(".", 1)[0]
-    if major.isdigit() and int(major) < 2:
-        return f"gategraph mcp serve needs mcp 2.0 or newer (found {version}): {_NEEDS_EXTRA}"
-    return None
+# The arguments of the built-in validations that name paths inside the folder they check,
+# by entrypoint: a glob or path ("path"), a list of them ("paths"), or pytest's command-line
+# arguments ("options", whose values may be paths). The validations run on the folder the
+# slot names; these must not lead out of it.
+_PATH_ARGUMENTS: Final[dict[str, dict[str, str]]] = {
+    "gategraph.validators:regex": {"files": "path", "exclude": "paths"},
+    "gategraph.validators:python_syntax": {"include": "path", "exclude": "paths"},
+    "gategraph.validators:unittest_suite": {"start": "path", "paths": "paths"},
+    "gategraph.validators:pytest_suite": {"args": "options"},
+}
+_PROBLEM_LIMIT: Final = 300
+"""The longest a problem of a call's arguments is said (a value it quotes is cut)."""
+_ISSUE_LIMIT: Final = 160
+_FIELD_PATH: Final = re.compile(r"[A-Za-z0-9_-]{1,60}(?:\.[A-Za-z0-9_-]{1,60}|\[\d+\]){0,8}")
 
 
 def mcp_tool_name(name: str) -> str:
@@ -178,8 +183,12 @@ class ServedTool:
     output_schema: dict[str, Any]
     takes_artifact: bool
     """Whether the callable receives ``artifact`` (so the tool has that argument)."""
-    parameters: _Parameters | None
-    """The signature's arguments, when there is no ``input_schema`` to check them by."""
+    checker: Validator
+    """Checks the tool's own arguments (the ``inputSchema`` without the slots and
+    ``artifact``, which are checked as what they are), built once."""
+    path_arguments: Mapping[str, str]
+    """The arguments that name paths inside the slot's folder, and their shape (see
+    ``_PATH_ARGUMENTS``)."""
 
     @property
     def is_validation(self) -> bool:
@@ -224,7 +233,7 @@ def _annotation_schema(annotation: Any) -> dict[str, Any]:
     return {"type": kind} if kind else {}
 
 
-def _json_default(value: Any) -> bool:
+def _plain_default(value: Any) -> bool:
     return value is None or type(value) in (str, int, float, bool)
 
 
@@ -234,13 +243,9 @@ def _root_callable(tool: Tool, get_tool: Callable[[str], Tool]) -> Callable[...,
     prepared."""
     from ._invoke import prepare
 
-    seen = set()
-    current = tool
-    while isinstance(current, Validation) and current.wraps is not None:
-        if current.name in seen:
-            return None  # a cycle: the catalog refuses it, the loader reports it
-        seen.add(current.name)
-        current = get_tool(current.wraps)
+    current = _chain(tool, get_tool)[-1]
+    if isinstance(current, Validation) and current.wraps is not None:
+        return None  # a cycle: the catalog refuses it, the loader reports it
     if current.source is ToolSource.MCP:
         return None  # its arguments are the server's (its input_schema)
     prepared = prepare(current, get_tool)
@@ -269,7 +274,7 @@ def _parameters(func: Callable[..., Any], skip: set[str]) -> _Parameters | None:
         default = parameter.default
         if default is inspect.Parameter.empty:
             required.append(parameter.name)
-        elif _json_default(default):
+        elif _plain_default(default):
             if not schema and type(default) in (str, bool):
                 # Unannotated: a text or a flag default says the type (a number's may be
                 # an int standing for any number, so it says nothing).
@@ -330,9 +335,90 @@ def _result_output_schema(tool: Tool) -> dict[str, Any]:
     }
 
 
+def _chain(tool: Tool, get_tool: Callable[[str], Tool]) -> list[Tool]:
+    """``tool`` and the tools it wraps, in order (a cycle ends it: the catalog refuses one)."""
+    chain = [tool]
+    while isinstance(chain[-1], Validation) and chain[-1].wraps is not None:
+        wrapped = get_tool(chain[-1].wraps)
+        if any(wrapped.name == seen.name for seen in chain):
+            break
+        chain.append(wrapped)
+    return chain
+
+
+def _read_only_problem(tool: Tool, get_tool: Callable[[str], Tool]) -> str | None:
+    """Why ``tool`` cannot be served as read-only, or None.
+
+    A validation over an MCP tool is only as read-only as that tool: it is served when its
+    configuration says the tool only reads (its server's readOnlyHint, recorded when it
+    was imported) or the validation trusts it (``trust_read_only``). Every call still
+    checks the server, as in a plan."""
+    # seed 000, "Constraints": a validation is always read-only, and a client that sees
+    # readOnlyHint may call it without asking anyone; a claim that rests on a tool nobody
+    # declared read-only is not one to pass on.
+    from ._mcp import read_only_claim
+
+    if read_only_claim(tool, get_tool) != "absent":
+        return None
+    chain = _chain(tool, get_tool)
+    end = chain[-1]
+    return (
+        f"it calls the MCP tool {end.mcp_tool_name!r} of server {end.mcp_server!r}, which "
+        "neither its server declares read-only (readOnlyHint) nor the validation trusts "
+        "(trust_read_only), so it cannot be offered as read-only"
+    )
+
+
+def _path_arguments(tool: Tool, get_tool: Callable[[str], Tool]) -> dict[str, str]:
+    """The arguments of ``tool`` that name paths inside its folder: a built-in's, under the
+    names the call gives them (a wrapping validation's mapping renames them)."""
+    chain = _chain(tool, get_tool)
+    names = dict(_PATH_ARGUMENTS.get(chain[-1].entrypoint or "", {}))
+    # Outermost mapping last: each renames the arguments of the tool it wraps.
+    for wrapper in reversed(chain[:-1]):
+        mapping = wrapper.argument_mapping if isinstance(wrapper, Validation) else None
+        if mapping:
+            names = {
+                value[1:]: names[key]
+                for key, value in mapping.items()
+                if key in names and isinstance(value, str) and value[:1] == "$"
+            }
+    return names
+
+
+def _checker(schema: dict[str, Any]) -> Validator:
+    from jsonschema import exceptions, validators
+
+    cls = validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except exceptions.SchemaError as exc:
+        raise ConfigError.at(
+            "input_schema", f"not a valid JSON Schema: {_cut(exc.message, _ISSUE_LIMIT)}"
+        ) from None
+    return cls(schema)
+
+
+def _own_schema(input_schema: dict[str, Any], tool: Tool, takes_artifact: bool) -> dict[str, Any]:
+    """The served ``inputSchema`` without what is not the tool's own argument."""
+    drop = {slot.name for slot in tool.resource_slots}
+    if takes_artifact:
+        drop.add("artifact")
+    own = dict(input_schema)
+    own["properties"] = {k: v for k, v in input_schema["properties"].items() if k not in drop}
+    if "required" in own:
+        own["required"] = [name for name in own["required"] if name not in drop]
+    return own
+
+
 def served_tool(tool: Tool, get_tool: Callable[[str], Tool]) -> ServedTool:
     """``tool`` as an MCP tool. Raises :class:`ConfigError` if it cannot be called (its
-    callable cannot be prepared), as the loader would report for a plan."""
+    callable cannot be prepared, its schema is not one), as the loader would report for a
+    plan, or if it cannot be offered as read-only (it wraps an MCP tool its catalog record
+    does not say only reads)."""
+    problem = _read_only_problem(tool, get_tool)
+    if problem is not None:
+        raise ConfigError(problem)
     slots = {slot.name for slot in tool.resource_slots}
     func = _root_callable(tool, get_tool)
     parameters = _parameters(func, slots) if func is not None else None
@@ -351,10 +437,8 @@ def served_tool(tool: Tool, get_tool: Callable[[str], Tool]) -> ServedTool:
             "required": names,
             "additionalProperties": False,
         }
-        parameters = _Parameters(tuple(names), tuple(names), False, {})
     elif tool.input_schema:
         schema = tool.input_schema
-        parameters = None  # checked by the schema (Tool.argument_problems)
     elif parameters is not None:
         schema = {"type": "object", "properties": parameters.schemas}
         if parameters.required:
@@ -363,13 +447,15 @@ def served_tool(tool: Tool, get_tool: Callable[[str], Tool]) -> ServedTool:
             schema["additionalProperties"] = False
     else:
         schema = None
+    input_schema = _input_schema(tool, schema, takes_artifact)
     return ServedTool(
         name=mcp_tool_name(tool.name),
         tool=tool,
-        input_schema=_input_schema(tool, schema, takes_artifact),
+        input_schema=input_schema,
         output_schema=_result_output_schema(tool),
         takes_artifact=takes_artifact,
-        parameters=parameters,
+        checker=_checker(_own_schema(input_schema, tool, takes_artifact)),
+        path_arguments=_path_arguments(tool, get_tool),
     )
 
 
@@ -406,33 +492,83 @@ class ToolReply(msgspec.Struct, kw_only=True):
 
 
 class _ArgumentError(Exception):
-    """Arguments a call cannot run with; the message is one line for the client."""
+    """Arguments a call cannot run with; the message is one line per problem, for the
+    client."""
 
 
 def _one_line(error: ConfigError) -> str:
     return "; ".join(
-        f"{issue.field}: {issue.message}" if issue.field else issue.message
+        _plain(f"{issue.field}: {issue.message}" if issue.field else issue.message)
         for issue in error.issues
     )
 
 
-def _resource(slot: ResourceSlot, value: Any) -> dict[str, Any]:
-    """The resource spec of a slot's argument: a folder (a path) or files (an object)."""
+def _plain(message: str) -> str:
+    """``message`` without pydantic's phrasing (a person reads it, not a developer)."""
+    return message.replace("Input should be ", "must be ").replace("input should be ", "must be ")
+
+
+def _cut(text: str, limit: int = _PROBLEM_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def served_root(root: str | os.PathLike[str] | None = None, *, field: str = "root") -> Path:
+    """The folder a server serves: ``root`` (default: the working directory), resolved
+    (symlinks followed, ``..`` folded). Raises :class:`ConfigError` at ``field`` when it is
+    not a folder."""
+    given = os.getcwd() if root is None else os.fspath(root)
+    try:
+        resolved = Path(os.path.realpath(Path(given).expanduser()))
+        is_dir = resolved.is_dir()
+        exists = is_dir or resolved.exists()
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError.at(field, f"cannot use {given!r}: {reason}") from None
+    if not is_dir:
+        raise ConfigError.at(field, f"{'not a folder' if exists else 'no such folder'}: {given}")
+    return resolved
+
+
+def _inside(root: Path, value: str, argument: str) -> Path:
+    """``value`` (relative to ``root``, or absolute) resolved, symlinks followed; raises
+    :class:`_ArgumentError` when it leads out of ``root``."""
+    if not value.strip() or "\0" in value:
+        raise _ArgumentError(f"argument {argument!r}: not a path: {_cut(repr(value), 80)}")
+    try:
+        resolved = Path(os.path.realpath(root / Path(value).expanduser()))
+    except (OSError, ValueError, RuntimeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _ArgumentError(f"argument {argument!r}: cannot use {value!r}: {reason}") from None
+    # Invariant: nothing a call names is read outside the root; its existence is not even
+    # looked at (a client cannot probe the machine's files by the messages).
+    if not resolved.is_relative_to(root):
+        raise _ArgumentError(f"argument {argument!r}: {value!r} is outside the served root")
+    return resolved
+
+
+def _shown(path: Path, root: Path) -> str:
+    """``path`` as a client names it: relative to the served root."""
+    return os.path.relpath(path, root) if path.is_relative_to(root) else path.name
+
+
+def _resource(slot: ResourceSlot, value: Any, root: Path) -> dict[str, Any]:
+    """The resource spec of a slot's argument: a folder (a path inside ``root``, resolved)
+    or files (an object)."""
     name = slot.name
     if isinstance(value, str) and slot.kind != "memory":
-        if not value.strip() or "\0" in value:
-            raise _ArgumentError(f"argument {name!r}: not a folder path: {value!r}")
-        folder = _absolute(value)
+        folder = _inside(root, value, name)
         try:
             is_dir = folder.is_dir()
             exists = is_dir or folder.exists()
         except OSError as exc:
             raise _ArgumentError(
-                f"argument {name!r}: cannot use {os.fspath(folder)!r}: {exc.strerror or exc}"
+                f"argument {name!r}: cannot use {value!r}: {exc.strerror or exc}"
             ) from None
         if not is_dir:
             what = "not a folder" if exists else "no such folder"
-            raise _ArgumentError(f"argument {name!r}: {what}: {os.fspath(folder)}")
+            raise _ArgumentError(f"argument {name!r}: {what}: {value}")
+        # The resolved folder runs, not the name given: a link swapped after the check
+        # cannot move the call out of the root.
         return {"kind": "directory", "path": os.fspath(folder)}
     if isinstance(value, Mapping) and slot.kind != "directory":
         files: dict[str, str] = {}
@@ -460,47 +596,99 @@ def _kind_of(value: Any) -> str:
     return names.get(type(value), f"a {type(value).__name__}")
 
 
+def _schema_problems(served: ServedTool, given: Mapping[str, Any]) -> list[str]:
+    """What the tool's own arguments break of its schema, one sentence each."""
+    tool = served.tool
+    schema = served.checker.schema
+    assert isinstance(schema, Mapping)
+    known = list(schema.get("properties") or {})
+    patterns = list(schema.get("patternProperties") or {})
+    unknown = {
+        name for name in given if name not in known and not any(_search(p, name) for p in patterns)
+    }
+    # A required name that an unknown one is a misspelling of is said once, as that.
+    meant = {m for name in unknown for m in difflib.get_close_matches(name, known, n=1)}
+    missing: set[str] = set()
+    problems: list[tuple[str, str]] = []
+    for error in served.checker.iter_errors(dict(given)):
+        path = tuple(error.absolute_path)
+        if error.validator == "additionalProperties" and not path:
+            expected = ", ".join(known) if known else "none"
+            for name in sorted(unknown):
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                problems.append(
+                    (name, f"unknown argument {name!r}{hint}; {tool.name!r} takes: {expected}")
+                )
+        elif error.validator == "required" and not path:
+            required = error.validator_value if isinstance(error.validator_value, list) else []
+            missing.update(n for n in required if n not in given and n not in meant)
+        else:
+            where = ".".join(str(part) for part in path)
+            message = _plain(error.message)
+            problems.append((where, f"argument {where!r}: {message}" if where else message))
+    problems += [
+        (name, f"missing argument {name!r} (required by {tool.name!r})") for name in missing
+    ]
+    return [text for _, text in sorted(problems)]
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False  # a pattern Python does not read: the schema's check says the rest
+
+
+def _path_problems(served: ServedTool, given: Mapping[str, Any]) -> list[str]:
+    """The arguments naming paths inside the folder that lead out of it."""
+    # The built-ins' own judgement of a path that leads out of the project they check.
+    from gategraph.validators._common import leads_out, option_values
+
+    problems = []
+    for name, shape in served.path_arguments.items():
+        value = given.get(name)
+        items = [value] if shape == "path" else value if isinstance(value, list) else []
+        for item in items:
+            if not isinstance(item, str):
+                continue  # its schema says what is wrong
+            values = option_values(item) if shape == "options" else [item]
+            if any(leads_out(v) for v in values if v):
+                problems.append(
+                    f"argument {name!r}: {_cut(repr(item), 120)} leads outside the folder "
+                    "it checks (give a path relative to it, without '..')"
+                )
+                break
+    return problems
+
+
 def _split(
-    served: ServedTool, arguments: Mapping[str, Any]
+    served: ServedTool, arguments: Mapping[str, Any], root: Path
 ) -> tuple[dict[str, dict[str, Any]], Any, dict[str, Any]]:
     """The call's arguments as resources (by slot), the artifact, and the tool's own
-    arguments, checked; raises :class:`_ArgumentError`."""
+    arguments, checked against what the tool advertises; raises :class:`_ArgumentError`
+    with every problem, one line each."""
     tool = served.tool
     given = dict(arguments)
+    problems: list[str] = []
     resources: dict[str, dict[str, Any]] = {}
     for slot in tool.resource_slots:
         if slot.name in given:
-            resources[slot.name] = _resource(slot, given.pop(slot.name))
+            try:
+                resources[slot.name] = _resource(slot, given.pop(slot.name), root)
+            except _ArgumentError as exc:
+                problems.append(str(exc))
         elif slot.required:
             what = f" ({slot.description.rstrip('.')})" if slot.description else ""
-            raise _ArgumentError(f"missing argument {slot.name!r}{what}")
+            problems.append(f"missing argument {slot.name!r}{what}")
     artifact = given.pop("artifact", None) if served.takes_artifact else None
-    problems: list[str] = []
     for name in sorted(_INJECTED.intersection(given)):
         problems.append(f"{name!r} is not an argument of {tool.name!r}")
         given.pop(name)
-    parameters = served.parameters
-    if parameters is not None:
-        if not parameters.varkw:
-            known = ", ".join(parameters.names) or "none"
-            for name in sorted(set(given) - set(parameters.names)):
-                close = difflib.get_close_matches(name, parameters.names, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                problems.append(f"unknown argument {name!r}{hint}; {tool.name!r} takes: {known}")
-        problems += [
-            f"missing argument {name!r} (required by {tool.name!r})"
-            for name in parameters.required
-            if name not in given
-        ]
-    else:
-        for path, message in tool.argument_problems(given):
-            where = ".".join(str(part) for part in path)
-            if message.startswith(("unknown argument", "missing argument")):
-                problems.append(message.replace("argument", f"argument {where!r}", 1))
-            else:
-                problems.append(f"argument {where!r}: {message}" if where else message)
+    problems += _schema_problems(served, given)
+    problems += _path_problems(served, given)
     if problems:
-        raise _ArgumentError("; ".join(problems))
+        raise _ArgumentError("\n".join(_cut(problem) for problem in problems))
     return resources, artifact, given
 
 
@@ -528,19 +716,23 @@ async def call_served(
     arguments: Mapping[str, Any] | None,
     catalog: Catalog,
     *,
+    root: Path | None = None,
     default_timeout: float | None = None,
 ) -> ToolReply:
     """Run ``served`` with the client's ``arguments`` through the engine, as a validation
     node of a one-node plan graph; return its reply (never raises for a failed check,
-    bad arguments or a tool that cannot be called)."""
+    bad arguments or a tool that cannot be called). Its folders must be inside ``root``
+    (see :func:`served_root`; default: the working directory)."""
     from ._engine import execute_graph
     from ._validate import graph_spec, load_spec
 
     tool = served.tool
     try:
-        resources, artifact, own = _split(served, arguments or {})
+        resources, artifact, own = _split(served, arguments or {}, root or served_root())
     except _ArgumentError as exc:
         return ToolReply.error(str(exc))
+    except ConfigError as exc:  # the working directory is gone
+        return ToolReply.error(_one_line(exc))
     target: Any = tool.name
     if not served.is_validation:
         wrapper = next(n for n in _WRAPPER_NAMES if n != tool.name)
@@ -558,7 +750,7 @@ async def call_served(
     except ConfigError as exc:
         return ToolReply.error(_one_line(exc))
     except GategraphError as exc:
-        return ToolReply.error(_first_line(exc))
+        return ToolReply.error(_plain(_first_line(exc)))
     if not run.validations:
         reason = next((r.error for r in run.nodes.values() if r.error), None)
         return ToolReply.error(reason or f"{tool.name!r} did not run")
@@ -601,14 +793,14 @@ def _plan_tools() -> list[dict[str, Any]]:
                 "properties": {
                     "graph": {
                         "type": "string",
-                        "description": "The plan graph file (absolute, or relative to the "
-                        "server's working directory).",
+                        "description": "The plan graph file, inside the served root "
+                        "(relative to the root, or absolute).",
                     },
                     "resources": {
                         "type": "object",
                         "additionalProperties": {"type": "string"},
                         "description": "Run on these folders instead of the graph's "
-                        "resources: resource name → folder.",
+                        "resources: resource name → folder inside the served root.",
                     },
                 },
                 "required": ["graph"],
@@ -694,10 +886,10 @@ def plans_waiting(log_path: Path) -> list[dict[str, Any]]:
 
 
 def _plan_to_run(
-    arguments: Mapping[str, Any], catalog: Catalog
+    arguments: Mapping[str, Any], catalog: Catalog, root: Path
 ) -> tuple[PlanGraph, dict[str, Any]]:
     """The plan graph a ``gategraph.run_plan`` call names, and the folders it runs on
-    instead of the graph's; raises :class:`_ArgumentError` or :class:`ConfigError`."""
+    instead of the graph's, all inside ``root``; raises :class:`_ArgumentError`."""
     from ._graph import load_graph
     from ._resources import DirectoryResource
 
@@ -707,43 +899,77 @@ def _plan_to_run(
     graph_file = arguments.get("graph")
     if not isinstance(graph_file, str) or not graph_file.strip():
         raise _ArgumentError("missing argument 'graph' (the plan graph file)")
-    path = _absolute(graph_file)
+    path = _inside(root, graph_file, "graph")
     if not path.is_file():
-        raise _ArgumentError(f"argument 'graph': no such file: {path}")
+        raise _ArgumentError(f"argument 'graph': no such file: {graph_file}")
     folders = arguments.get("resources") or {}
     if not isinstance(folders, Mapping) or not all(
         isinstance(v, str) and v for v in folders.values()
     ):
         raise _ArgumentError("argument 'resources': an object of resource name → folder")
-    graph = load_graph(path, catalog=catalog)
+    # Every folder is judged before the file is even read.
+    where = {name: _inside(root, folder, "resources") for name, folder in folders.items()}
+    try:
+        graph = load_graph(path, catalog=catalog)
+    except ConfigError as exc:
+        raise _ArgumentError(_graph_problem(exc, path, root)) from None
     resources: dict[str, Any] = {}
-    for name, folder in folders.items():
+    for name, folder in where.items():
         if name not in graph.resources:
             raise _ArgumentError(
                 f"argument 'resources': {name!r} is not a resource of {graph.name!r}"
             )
-        where = _absolute(folder)
-        if not where.is_dir():
-            raise _ArgumentError(f"argument 'resources': {name}: no such folder: {where}")
-        resources[name] = DirectoryResource(name, where)
+        if not folder.is_dir():
+            raise _ArgumentError(f"argument 'resources': {name}: no such folder: {folders[name]}")
+        resources[name] = DirectoryResource(name, folder)
+    for name, spec in graph.resources.items():
+        if name in resources or spec.kind != "directory" or spec.path is None:
+            continue
+        # The graph's own folders too: a plan may apply changes to them.
+        if not Path(os.path.realpath(spec.path)).is_relative_to(root):
+            raise _ArgumentError(
+                f"argument 'graph': the folder of resource {name!r} is outside the served "
+                "root (give one inside it in 'resources')"
+            )
     return graph, resources
 
 
-def _absolute(path: str) -> Path:
-    """``path`` as the server's working directory reads it, without following links."""
-    return Path(os.path.normpath(Path.cwd() / Path(path).expanduser()))
+def _graph_problem(error: ConfigError, path: Path, root: Path) -> str:
+    """A graph file that does not load, in one short line: the file (relative to the
+    root) and its first problem. Never more of the file than a field's name: whatever it
+    holds is not echoed back (it need not be a graph at all)."""
+    issue = error.issues[0]
+    where = _shown(path, root)
+    if issue.line is not None:
+        where += f":{issue.line}"
+        if issue.column is not None:
+            where += f":{issue.column}"
+    parts = [f"argument 'graph': {where}"]
+    # A field path is a name the file chose; a key that is not one is a line of a file
+    # that is not a graph, and stays unsaid.
+    if issue.field and _FIELD_PATH.fullmatch(issue.field):
+        parts.append(issue.field)
+    parts.append(_cut(_plain(issue.message), _ISSUE_LIMIT))
+    more = len(error.issues) - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return ": ".join(parts) + tail
 
 
 async def run_plan_file(
-    arguments: Mapping[str, Any], catalog: Catalog, log_path: Path
+    arguments: Mapping[str, Any],
+    catalog: Catalog,
+    log_path: Path,
+    *,
+    root: Path | None = None,
 ) -> ToolReply:
     """Run the plan graph file ``arguments["graph"]`` with the event log at ``log_path``;
-    the reply is its status and verdict."""
+    the reply is its status and verdict. The file and the folders the plan works on must
+    be inside ``root`` (see :func:`served_root`; default: the working directory)."""
     from ._eventlog import SQLiteEventLog
     from ._supervisor import run_plan
 
     try:
-        graph, resources = _plan_to_run(arguments, catalog)
+        graph, resources = _plan_to_run(arguments, catalog, root or served_root())
         async with SQLiteEventLog(log_path) as log:
             outcome = await run_plan(
                 graph, catalog=catalog, event_log=log, resources=resources or None
@@ -751,10 +977,9 @@ async def run_plan_file(
     except _ArgumentError as exc:
         return ToolReply.error(str(exc))
     except ConfigError as exc:
-        # Each problem as the graph file has it (file, line, column, field), on one line.
-        return ToolReply.error("; ".join(str(exc).splitlines()))
+        return ToolReply.error(_cut(_one_line(exc)))
     except GategraphError as exc:
-        return ToolReply.error(_first_line(exc))
+        return ToolReply.error(_plain(_first_line(exc)))
     structured = {
         "plan_id": outcome.plan_id,
         "status": outcome.status.value,
@@ -810,8 +1035,14 @@ class _Tools:
             parts.append(current.model_dump_json())
         return "\n".join(parts)
 
+    def _tell(self, text: str) -> None:
+        if text not in self._warned:
+            self._warned.add(text)
+            self.warn(f"not serving {text}")
+
     def build(self, tool: Tool) -> ServedTool | None:
-        """``tool`` as an MCP tool; None (said once) when it cannot be called."""
+        """``tool`` as an MCP tool; None (said once) when it cannot be called, cannot be
+        offered as read-only, or has the name of a plan tool."""
         key = self._fingerprint(tool)
         cached = self._built.get(tool.name)
         if cached is not None and cached[0] == key:
@@ -820,23 +1051,23 @@ class _Tools:
             served: ServedTool | None = served_tool(tool, self.catalog.get)
         except (ConfigError, GategraphError) as exc:
             served = None
-            text = f"{tool.name}: {_one_line(exc) if isinstance(exc, ConfigError) else exc}"
-            if text not in self._warned:
-                self._warned.add(text)
-                self.warn(f"not serving {text}")
+            self._tell(f"{tool.name}: {_one_line(exc) if isinstance(exc, ConfigError) else exc}")
+        if served is not None and served.name in PLAN_TOOLS:
+            # The plan tools' names are reserved, with --plans or without: a name means
+            # one tool, whatever the options.
+            served = None
+            self._tell(f"{tool.name}: the name is reserved for the plan tool (--plans)")
         self._built[tool.name] = (key, served)
         return served
 
     def listing(self) -> list[ServedTool]:
         served = [self.build(tool) for tool in self._entries()]
-        found = [s for s in served if s is not None]
-        if self.plans:
-            taken = {s.name for s in found}
-            found = [s for s in found if s.name not in PLAN_TOOLS or s.name not in taken]
-        return found
+        return [s for s in served if s is not None]
 
     def find(self, name: str) -> ServedTool | None:
         """The served tool called ``name`` on MCP, or None."""
+        if name in PLAN_TOOLS:
+            return None  # reserved (see build)
         try:
             # The common case, without reading the whole catalog: the catalog's entry of
             # that name, or the built-in one.
@@ -857,12 +1088,17 @@ def create_mcp_server(
     event_log_path: str | os.PathLike[str] | None = None,
     default_timeout: float | None = None,
     warn: Callable[[str], None] | None = None,
+    root: str | os.PathLike[str] | None = None,
 ) -> Server[Any]:
     """Build an MCP server (the SDK's low-level ``Server``) that serves ``catalog``'s
     validations and read-only tools; with ``builtins``, the built-in validations the
     catalog does not shadow too. With ``plans``, also ``gategraph.run_plan`` and
     ``gategraph.plans_waiting``, over the SQLite event log at ``event_log_path`` (default:
-    beside the catalog). ``warn`` receives one line per entry that cannot be served.
+    beside the catalog). ``warn`` receives one line per entry that is not served.
+
+    Every path a call names must be inside ``root`` (default: the working directory now),
+    resolved once, here; a relative path is relative to it. Raises :class:`ConfigError`
+    when ``root`` is not a folder.
 
     Needs the ``mcp`` extra (``pip install 'gategraph[mcp]'``).
     """
@@ -874,6 +1110,7 @@ def create_mcp_server(
     def stderr(message: str) -> None:
         print(f"gategraph mcp serve: {message}", file=sys.stderr, flush=True)
 
+    served_in = served_root(root)
     tools = _Tools(catalog, builtins=builtins, plans=plans, warn=warn or stderr)
     if event_log_path is not None:
         log_path = Path(event_log_path)
@@ -885,8 +1122,7 @@ def create_mcp_server(
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         listed = [served.describe() for served in tools.listing()]
         if plans:
-            taken = {tool["name"] for tool in listed}
-            listed += [tool for tool in _plan_tools() if tool["name"] not in taken]
+            listed += _plan_tools()
         return types.ListToolsResult.model_validate({"tools": listed})
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -894,10 +1130,9 @@ def create_mcp_server(
         return types.CallToolResult.model_validate(reply.to_wire())
 
     async def _call(name: str, arguments: dict[str, Any] | None) -> ToolReply:
-        served = tools.find(name)
-        if served is None and plans and name in PLAN_TOOLS:
+        if plans and name in PLAN_TOOLS:
             if name == RUN_PLAN:
-                return await run_plan_file(arguments or {}, catalog, log_path)
+                return await run_plan_file(arguments or {}, catalog, log_path, root=served_in)
             if arguments:
                 return ToolReply.error(f"{PLANS_WAITING} takes no arguments")
             import anyio
@@ -905,9 +1140,12 @@ def create_mcp_server(
             waiting = await anyio.to_thread.run_sync(plans_waiting, log_path)
             listed = {"plans": waiting}
             return ToolReply(structured=listed, text=_json(listed))
+        served = tools.find(name)
         if served is None:
             return ToolReply.error(f"Unknown tool: {name}")
-        return await call_served(served, arguments, catalog, default_timeout=default_timeout)
+        return await call_served(
+            served, arguments, catalog, root=served_in, default_timeout=default_timeout
+        )
 
     return Server(
         "gategraph",

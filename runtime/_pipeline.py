@@ -323,6 +323,9 @@ RUNTIME_ERRORS: Final = frozenset(
         BAD_ARGUMENTS,
         # An MCP server that would not start, went away or did not answer.
         UNAVAILABLE,
+        # A validation that cannot be called as configured, found only when it runs (an
+        # MCP tool its server no longer has, a sandboxed entrypoint that does not import).
+        MISCONFIGURED,
     }
 )
 """The ``data.error`` kinds gategraph itself gives a failed call: infrastructure faults."""

@@ -202,12 +202,21 @@ async def test_a_plan_calls_mcp_validations_and_tools(
     assert not results["dirty"].passed and results["dirty"].message == "found x"
     assert results["dirty"].data["found"] == ["x"]
     # The log shows where the result came from, and why a validation may trust it.
+    reached = (
+        {"url": declaration["url"]}
+        if "url" in declaration
+        else {"command": " ".join([declaration["command"], *declaration["args"]])}
+    )
     assert results["dirty"].data["mcp"] == {
         "server": "t",
         "tool": "no_forbidden_words",
+        "declared_in": "graph",
+        **reached,
         "read_only": "declared",
     }
     assert results["py"].passed and results["py"].message == "a.py, b.py"
+    # A validation that wraps an MCP tool records it the same way.
+    assert results["py"].data["mcp"] == {**results["dirty"].data["mcp"], "tool": "count_files"}
     assert not results["all"].passed  # three files
     assert run.nodes["loud"].status is NodeStatus.OK and run.nodes["loud"].output == "QUIET"
     completed = [e for e in await log.read(run.plan_id) if isinstance(e, ValidationCompleted)]
@@ -269,22 +278,41 @@ async def test_one_session_per_server_per_run_shared_by_concurrent_calls() -> No
 
 @pytest.mark.anyio
 async def test_environment_references_are_expanded(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`${NAME}` in env takes the variable from gategraph's environment; one that is not
-    set makes the server unavailable, saying which."""
+    """`${NAME}` in env takes the variable from gategraph's environment. One that is not
+    set is a configuration error, not an unreachable server: refused before the run, and
+    `misconfigured` (never retried) when a holder finds it only at a later check."""
     monkeypatch.setenv("GG_MCP_TEST_GREETING", "hello there")
     who = {"name": "who", "mcp_server": "t", "mcp_tool_name": "whoami"}
+    check = {**who, "name": "who-check", "tool_type": "validation"}
     server = stdio_server(env={"GREETING": "${GG_MCP_TEST_GREETING}!"})
     plan = load_graph(
         graph(
-            server, [{"id": "w", "tool": "who", "arguments": {"variable": "GREETING"}}], tools=[who]
+            server,
+            [
+                {"id": "w", "tool": "who", "arguments": {"variable": "GREETING"}},
+                {"id": "v", "validation": "who-check"},
+            ],
+            tools=[who],
+            validations=[check],
         )
     )
-    run = await execute_graph(plan)
-    assert run.nodes["w"].output["value"] == "hello there!"
-    monkeypatch.delenv("GG_MCP_TEST_GREETING")
-    run = await execute_graph(plan)
+    async with McpSessions() as sessions:
+        run = await execute_graph(plan, mcp_sessions=sessions)
+        assert run.nodes["w"].output["value"] == "hello there!"
+        monkeypatch.delenv("GG_MCP_TEST_GREETING")
+        # The holder's session is up: this run reuses it, whatever the environment now.
+        run = await execute_graph(plan, mcp_sessions=sessions)
+        assert run.nodes["w"].status is NodeStatus.OK
+        for connection in sessions._connections.values():
+            connection.fail("gone")  # lost: the next run opens the server again
+        run = await execute_graph(plan, mcp_sessions=sessions)
     assert run.nodes["w"].status is NodeStatus.FAILED
     assert "GG_MCP_TEST_GREETING, which is not set" in (run.nodes["w"].error or "")
+    (record,) = run.validations
+    assert record.result.data["error"] == "misconfigured"
+    assert FAULT_CATALOGUE["misconfigured"].classification.value == "permanent"
+    with pytest.raises(ConfigError, match="GG_MCP_TEST_GREETING, which is not set"):
+        await execute_graph(plan)  # a holder of its own: the first check of these uses
 
 
 @pytest.mark.anyio
@@ -811,9 +839,10 @@ def test_an_old_catalog_gains_the_servers_table(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_graph_servers_win_over_the_catalog_ones(tmp_path: Path) -> None:
-    """A catalog tool finds its server in the catalog; a graph declaring a server of the same
-    name runs that one instead."""
+async def test_a_graph_cannot_replace_a_catalog_server(tmp_path: Path) -> None:
+    """A catalog tool finds its server in the catalog. A graph declaring another server
+    under the catalog's name is refused where it declares it (at load, and by a run given
+    a catalog the graph was not loaded with); the same declaration is accepted."""
     catalog = Catalog.in_memory()
     catalog.add_server(McpServer(name="t", command="gategraph-no-such-mcp-server"))
     catalog.add(tool_from_config({"name": "shout", "mcp_server": "t", "mcp_tool_name": "shout"}))
@@ -821,9 +850,30 @@ async def test_graph_servers_win_over_the_catalog_ones(tmp_path: Path) -> None:
     from_catalog = load_graph({"version": 1, "name": "p", "nodes": nodes}, catalog=catalog)
     run = await execute_graph(from_catalog, catalog=catalog)
     assert "did not start" in (run.nodes["s"].error or "")
-    overriding = load_graph(graph(stdio_server(), nodes), catalog=catalog)
-    run = await execute_graph(overriding, catalog=catalog)
-    assert run.nodes["s"].output == "A"
+    path = tmp_path / "plan.yaml"
+    path.write_text(json.dumps(graph(stdio_server(), nodes)))
+    with pytest.raises(ConfigError) as caught:
+        load_graph(path, catalog=catalog)
+    (issue,) = caught.value.issues
+    assert issue.field == "mcp_servers.t"
+    assert issue.message.startswith("differs from the catalog's MCP server 't' (")
+    assert "another name (e.g. 't-graph')" in issue.message
+    assert str(caught.value).startswith(f"{path}:") and "\n" not in str(caught.value)
+    loaded_alone = load_graph(
+        graph(
+            stdio_server(),
+            nodes,
+            tools=[{"name": "shout", "mcp_server": "t", "mcp_tool_name": "shout"}],
+        )
+    )
+    with pytest.raises(ConfigError, match=r"mcp_servers\.t of the graph differs from the catalog"):
+        await execute_graph(loaded_alone, catalog=catalog)
+    same = load_graph(
+        graph({"command": "gategraph-no-such-mcp-server", "description": "x"}, nodes),
+        catalog=catalog,
+    )
+    run = await execute_graph(same, catalog=catalog)
+    assert "did not start" in (run.nodes["s"].error or "")
 
 
 def test_a_catalog_tool_with_no_server_is_reported_at_its_node() -> None:
@@ -837,8 +887,12 @@ def test_a_catalog_tool_with_no_server_is_reported_at_its_node() -> None:
 
 
 def test_trust_read_only_is_only_for_mcp_validations() -> None:
-    with pytest.raises(ConfigError, match="only for a validation that is an MCP tool"):
+    with pytest.raises(ConfigError, match="only for a validation over an MCP tool"):
         Validation.from_config({"name": "v", "code": "def run(): pass", "trust_read_only": True})
+    wrapping = Validation.from_config(
+        {"name": "w", "wraps": "s.t", "transform": "output", "trust_read_only": True}
+    )
+    assert wrapping.trust_read_only
     trusted = Validation.from_config(
         {"name": "v", "mcp_server": "s", "mcp_tool_name": "t", "trust_read_only": True}
     )
@@ -968,8 +1022,14 @@ def test_cli_over_http_and_bad_input(tmp_path: Path, http_url: str) -> None:
     assert "shout" in {tool["name"] for tool in json.loads(tools.stdout)}
     bad = [
         (["add", "x", "--url", "ftp://h/x"], "--url: 'ftp://h/x' is not an HTTP URL"),
-        (["add", "x", "--command", "c", "--url", http_url], "give either `command` or `url`"),
-        (["add", "x", "--url", http_url, "--arg", "a"], "`args` is only for a server run by"),
+        (
+            ["add", "x", "--command", "c", "--url", http_url],
+            "give either --command or --url, not both",
+        ),
+        (
+            ["add", "x", "--url", http_url, "--arg", "a"],
+            "--arg is only for a server run by --command",
+        ),
         (["add", "x", "--command", "c", "--env", "A"], "--env 'A': expected KEY=VALUE"),
         (["add", "x", "--command", "c", "--cwd", str(tmp_path / "no")], "--cwd: no such directory"),
         (["add", "x y", "--command", "c"], "NAME: 'x y' is not a valid name"),

@@ -18,6 +18,7 @@ from gategraph.runtime._exceptions import ConfigIssue
 from gategraph.runtime._mcp import (
     McpCall,
     McpServer,
+    McpServerRef,
     McpSessions,
     McpToolInfo,
     McpUse,
@@ -136,7 +137,9 @@ async def test_bind_without_the_sdk_starts_nothing(monkeypatch: pytest.MonkeyPat
     server = McpServer(name="s", command="gategraph-no-such-mcp-server")
     async with McpSessions() as sessions:
         with pytest.raises(ConfigError) as caught:
-            await sessions.bind([McpUse(call, "nodes[0].tool")], lambda name: server)
+            await sessions.bind(
+                [McpUse(call, "nodes[0].tool")], lambda name: McpServerRef(server, "graph")
+            )
     assert [(i.field, i.message) for i in caught.value.issues] == [
         ("nodes[0].tool", "calling MCP tools needs the mcp extra: pip install 'gategraph[mcp]'")
     ]

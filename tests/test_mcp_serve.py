@@ -22,10 +22,11 @@ pytest.importorskip("mcp")
 import anyio
 import anyio.lowlevel
 from click.testing import CliRunner
-from gategraph.runtime import Catalog, Tool, Validation
+from gategraph.runtime import Catalog, McpServer, Tool, Validation
 from gategraph.runtime._cli import cli
 from gategraph.runtime._exceptions import ConfigError
 from gategraph.runtime._mcp_serve import (
+    PLAN_TOOLS,
     PLANS_WAITING,
     RESULT_SCHEMA,
     RUN_PLAN,
@@ -132,6 +133,12 @@ def fill(catalog: Catalog) -> Catalog:
     return catalog
 
 
+@pytest.fixture(autouse=True)
+def _serve_the_test_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server serves the working directory it starts in: here, the test's own folder."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def catalog() -> Iterator[Catalog]:
     with Catalog.in_memory() as opened:
@@ -188,8 +195,8 @@ async def test_lists_validations_and_read_only_tools_with_their_schemas(catalog:
         "properties": {
             "root": {
                 "type": "string",
-                "description": "The folder to check. A folder's path (absolute, or relative "
-                "to the server's working directory).",
+                "description": "The folder to check. A folder's path inside the served root "
+                "(relative to the root, or absolute).",
             },
             "name": {"type": "string", "default": "README.md"},
         },
@@ -294,7 +301,7 @@ async def test_a_passing_and_a_failing_validation(catalog: Catalog, project: Pat
 async def test_relative_folders_files_and_artifacts(
     catalog: Catalog, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A relative folder is the server's working directory's; a memory slot takes files; a
+    """A relative folder is the served root's; a memory slot takes files; a
     validation that judges an artifact takes it as `artifact`."""
     monkeypatch.chdir(project.parent)
     async with session_with(create_mcp_server(catalog)) as session:
@@ -330,8 +337,8 @@ async def test_a_read_only_tool_returns_its_output(catalog: Catalog, project: Pa
         ("has-readme", {}, "missing argument 'root' (The folder to check)"),
         (
             "has-readme",
-            {"root": "/no/such/folder"},
-            "argument 'root': no such folder: /no/such/folder",
+            {"root": "no/such/folder"},
+            "argument 'root': no such folder: no/such/folder",
         ),
         (
             "has-readme",
@@ -597,10 +604,10 @@ async def test_plans_run_and_wait_for_a_person(tmp_path: Path) -> None:
             "argument 'resources': 'nope' is not a resource of",
         ),
         (
-            {"graph": "PLAN", "resources": {"project": "/no/such"}},
-            "argument 'resources': project: no such folder: /no/such",
+            {"graph": "PLAN", "resources": {"project": "no/such"}},
+            "argument 'resources': project: no such folder: no/such",
         ),
-        ({"graph": "BAD"}, "BAD:1:1: version: field required"),
+        ({"graph": "BAD"}, "argument 'graph': bad.yaml:1:1: version: field required"),
     ],
 )
 async def test_run_plan_refuses_what_it_cannot_run(
@@ -613,7 +620,6 @@ async def test_run_plan_refuses_what_it_cannot_run(
     given = {
         k: str(plan) if v == "PLAN" else str(bad) if v == "BAD" else v for k, v in arguments.items()
     }
-    message = message.replace("BAD", str(bad))
     with Catalog.in_memory() as catalog:
         async with session_with(create_mcp_server(catalog, plans=True)) as session:
             result, text = await call(session, RUN_PLAN, given)
@@ -728,7 +734,10 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     project.mkdir()
     (project / "README.md").write_text("hello\n")
     process = subprocess.Popen(
-        [sys.executable, "-m", "gategraph.runtime", "mcp", "serve", "--http", "127.0.0.1:0"],
+        [
+            *(sys.executable, "-m", "gategraph.runtime", "mcp", "serve"),
+            *("--http", "127.0.0.1:0", "--root", str(tmp_path)),
+        ],
         env=server_env(home),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -884,7 +893,7 @@ def test_serve_with_an_sdk_too_old(monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == 2
     assert err == (
         "error: gategraph mcp serve needs mcp 2.0 or newer (found 1.27.0): "
-        "pip install 'gategraph[mcp]'\n"
+        "pip install -U 'gategraph[mcp]'\n"
     )
 
 
@@ -903,4 +912,409 @@ def test_the_page_shows_a_client_configuration() -> None:
     configs = [json.loads(block) for block in blocks]
     servers = [c["mcpServers"]["gategraph"] for c in configs if "mcpServers" in c]
     assert servers and servers[0]["command"] == "gategraph"
-    assert servers[0]["args"][-2:] == ["mcp", "serve"]
+    args = servers[0]["args"]
+    assert args[args.index("mcp") :] == ["mcp", "serve", "--root", "/home/me/project"]
+
+
+# -- a hostile client: the served root, the advertised schema, reserved names -------------
+
+SECRET = "root:$6$secrethash:19000:0:99999:7:::"
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The served root, with a project in it; beside it (outside) a folder with a secret
+    and a link to it from inside. The working directory is elsewhere, so a relative path
+    can only mean the root's."""
+    root = tmp_path / "served"
+    (root / "proj").mkdir(parents=True)
+    (root / "proj" / "README.md").write_text("hello\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "shadow").write_text(SECRET + "\n")
+    (outside / "README.md").write_text("not yours\n")
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    return root
+
+
+def assert_refused(result: Any, text: str, argument: str) -> None:
+    assert result.is_error and result.structured_content is None, text
+    assert text.startswith(f"argument {argument!r}: ") and "outside" in text, text
+    assert "\n" not in text and "secrethash" not in text, text
+
+
+# -- 4: the served root ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("regex", {"root": "OUTSIDE", "files": "shadow", "pattern": "root:.*"}),
+        ("regex", {"root": "link", "files": "shadow", "pattern": "root:.*"}),
+        ("regex", {"root": "proj/../../outside", "files": "shadow", "pattern": "root:.*"}),
+        ("has-readme", {"root": "/", "name": "OUTSIDE/shadow"}),
+        ("has-readme", {"root": "..", "name": "outside/README.md"}),
+        ("count", {"root": "link"}),
+    ],
+)
+async def test_a_folder_outside_the_root_is_refused(
+    catalog: Catalog, served: Path, name: str, arguments: dict[str, Any]
+) -> None:
+    """A slot's folder outside the served root — absolute, through `..` or through a
+    link inside the root — is refused in one line naming the argument, before it runs."""
+    outside = str(served.parent / "outside")
+    given = {k: v.replace("OUTSIDE", outside) for k, v in arguments.items()}
+    async with session_with(create_mcp_server(catalog, root=served)) as session:
+        result, text = await call(session, name, given)
+    assert_refused(result, text, "root")
+    assert text.endswith("is outside the served root"), text
+
+
+@pytest.mark.anyio
+async def test_relative_folders_are_the_roots_and_inside_it_runs(
+    catalog: Catalog, served: Path
+) -> None:
+    """A relative folder is relative to the served root (not the working directory), and
+    a folder inside the root runs as before; one that is not there is not probed outside."""
+    async with session_with(create_mcp_server(catalog, root=served)) as session:
+        result, _ = await call(session, "has-readme", {"root": "proj"})
+        assert result.structured_content["passed"] is True
+        result, _ = await call(session, "has-readme", {"root": str(served / "proj")})
+        assert result.structured_content["passed"] is True
+        result, text = await call(session, "has-readme", {"root": "gone"})
+        assert result.is_error and text == "argument 'root': no such folder: gone"
+        result, text = await call(session, "has-readme", {"root": "/no/such/folder"})
+        assert_refused(result, text, "root")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "arguments", "argument"),
+    [
+        ("regex", {"root": "proj", "pattern": "x", "files": "../../outside/shadow"}, "files"),
+        ("regex", {"root": "proj", "pattern": "x", "files": "/etc/*"}, "files"),
+        ("regex", {"root": "proj", "pattern": "x", "exclude": ["ok", "../x"]}, "exclude"),
+        ("python_syntax", {"root": "proj", "include": "src/../../x.py"}, "include"),
+        ("unittest_suite", {"root": "proj", "start": "/etc"}, "start"),
+        ("unittest_suite", {"root": "proj", "paths": ["src", "../../outside"]}, "paths"),
+        ("pytest_suite", {"root": "proj", "args": ["-q", "--basetemp=/home/me"]}, "args"),
+        ("pytest_suite", {"root": "proj", "args": ["--rootdir", "../.."]}, "args"),
+        ("pytest_suite", {"root": "proj", "args": ["-o", "cache_dir=/tmp/x"]}, "args"),
+        ("pytest_suite", {"root": "proj", "args": ["-c/etc/passwd"]}, "args"),
+    ],
+)
+async def test_path_arguments_of_built_ins_stay_in_their_folder(
+    catalog: Catalog, served: Path, name: str, arguments: dict[str, Any], argument: str
+) -> None:
+    """The built-ins' arguments that name paths inside the folder (globs, test folders,
+    pytest's options) may not lead out of it: refused before the validation runs."""
+    async with session_with(create_mcp_server(catalog, root=served)) as session:
+        result, text = await call(session, name, arguments)
+    assert_refused(result, text, argument)
+    assert "leads outside the folder it checks" in text
+
+
+@pytest.mark.anyio
+async def test_a_wrapping_validation_keeps_the_path_arguments_it_maps(
+    catalog: Catalog, served: Path
+) -> None:
+    """A validation that wraps a built-in and renames its glob argument is checked under
+    the name the call gives it."""
+    catalog.add(
+        Validation.from_config(
+            {
+                "name": "search",
+                "wraps": "regex",
+                "argument_mapping": {"pattern": "$what", "files": "$where"},
+                "transform": "{'passed': output['passed']}",
+            }
+        )
+    )
+    async with session_with(create_mcp_server(catalog, root=served)) as session:
+        result, text = await call(
+            session, "search", {"root": "proj", "what": "x", "where": "../../outside/*"}
+        )
+    assert_refused(result, text, "where")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("builtins", [True, False])
+async def test_run_plan_refuses_a_graph_outside_the_root(served: Path, builtins: bool) -> None:
+    """A graph file outside the root is refused without being read: no line of it comes
+    back, with or without the built-ins."""
+    with Catalog.in_memory() as catalog:
+        server = create_mcp_server(catalog, plans=True, builtins=builtins, root=served)
+        async with session_with(server) as session:
+            for graph in (str(served.parent / "outside" / "shadow"), "link/shadow"):
+                result, text = await call(session, RUN_PLAN, {"graph": graph})
+                assert_refused(result, text, "graph")
+
+
+@pytest.mark.anyio
+async def test_a_file_that_is_no_graph_is_not_echoed(served: Path) -> None:
+    """A file inside the root that is not a plan graph is one short line: the file
+    relative to the root and its first problem, none of its lines."""
+    secrets = served / "notes.txt"
+    secrets.write_text("\n".join(f"{name}: {SECRET}" for name in ("root", "daemon", "bin")) + "\n")
+    shadow = served / "shadow"
+    shadow.write_text("\n".join([SECRET, "bin:*:19000:0:99999:7:::"]) + "\n")
+    broken = served / "broken.yaml"
+    broken.write_text(f"nodes: [\n  {SECRET}\n")
+    with Catalog.in_memory() as catalog:
+        async with session_with(create_mcp_server(catalog, plans=True, root=served)) as session:
+            for path in (secrets, shadow, broken):
+                result, text = await call(session, RUN_PLAN, {"graph": str(path)})
+                assert result.is_error, text
+                assert text.startswith(f"argument 'graph': {path.name}:"), text
+                assert "\n" not in text and "secrethash" not in text and "19000" not in text
+                assert len(text) < 300, text
+
+
+def plan_in(served: Path) -> Path:
+    shutil.copytree(DEMO, served / "demo")
+    return served / "demo" / "plan.yaml"
+
+
+@pytest.mark.anyio
+async def test_run_plan_applies_nothing_outside_the_root(served: Path) -> None:
+    """A plan may not run on a folder outside the root, whether the call names it in
+    `resources` or the graph declares it: refused, and nothing is written there."""
+    plan = plan_in(served)
+    victim = served.parent / "victim"
+    shutil.copytree(DEMO / "project", victim)
+    own = served / "demo" / "own.yaml"
+    own.write_text(plan.read_text().replace("path: project", f"path: {victim}"))
+    with Catalog.in_memory() as catalog:
+        server = create_mcp_server(
+            catalog, plans=True, root=served, event_log_path=served.parent / "events.db"
+        )
+        async with session_with(server) as session:
+            for folder in (str(victim), "link", "demo/../.."):
+                result, text = await call(
+                    session, RUN_PLAN, {"graph": str(plan), "resources": {"project": folder}}
+                )
+                assert_refused(result, text, "resources")
+            result, text = await call(session, RUN_PLAN, {"graph": "demo/own.yaml"})
+            assert_refused(result, text, "graph")
+            assert "resource 'project'" in text
+            # Inside the root, the same plan runs to the end.
+            inside = served / "copy"
+            shutil.copytree(DEMO / "project", inside)
+            result, _ = await call(
+                session, RUN_PLAN, {"graph": "demo/plan.yaml", "resources": {"project": "copy"}}
+            )
+            assert result.structured_content["status"] == "applied"
+    assert not (victim / "src" / "farewell.py").exists()
+    assert (inside / "src" / "farewell.py").exists()
+
+
+def test_root_option_is_documented_and_checked(tmp_path: Path) -> None:
+    """`--root` is in the command's help, and one that is not a folder is one line."""
+    runner = CliRunner()
+    result = runner.invoke(cli, ["mcp", "serve", "--help"])
+    assert result.exit_code == 0 and "--root DIR" in result.stdout
+    result = runner.invoke(cli, ["mcp", "serve", "--root", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: --root: no such folder: {tmp_path / 'nope'}\n"
+
+
+@pytest.mark.anyio
+async def test_serve_root_over_stdio(tmp_path: Path, served: Path) -> None:
+    """`gategraph mcp serve --root DIR` over stdio: relative folders are the root's, and a
+    folder outside it is refused."""
+    home = make_home(tmp_path)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gategraph.runtime", "mcp", "serve", "--root", str(served)],
+        env=server_env(home),
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "stderr.txt").open("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result, _ = await call(session, "has-readme", {"root": "proj"})
+                assert result.structured_content["passed"] is True
+                result, text = await call(
+                    session,
+                    "regex",
+                    {"root": str(served.parent / "outside"), "pattern": "root:.*"},
+                )
+                assert_refused(result, text, "root")
+
+
+# -- 8: the advertised schema is the one checked -----------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "arguments", "lines"),
+    [
+        ("has-readme", {"root": "proj", "name": 5}, ["argument 'name': 5 is not of type 'string'"]),
+        (
+            "not-empty",
+            {"files": {}, "minimum": "3"},
+            ["argument 'minimum': '3' is not of type 'integer'"],
+        ),
+        (
+            "has-readme",
+            {"root": "gone", "name": [], "nmae": 1},
+            [
+                "argument 'root': no such folder: gone",
+                "argument 'name': [] is not of type 'string'",
+                "unknown argument 'nmae' (did you mean 'name'?); 'has-readme' takes: name",
+            ],
+        ),
+    ],
+)
+async def test_arguments_are_checked_against_the_advertised_schema(
+    catalog: Catalog, served: Path, name: str, arguments: dict[str, Any], lines: list[str]
+) -> None:
+    """A value the listed inputSchema refuses is an isError result before anything runs,
+    one line per problem, each naming its argument."""
+    async with session_with(create_mcp_server(catalog, root=served)) as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        properties = tools[name].input_schema["properties"]
+        assert all(
+            "type" in properties[line.split("'")[1]] for line in lines if "is not of" in line
+        )
+        result, text = await call(session, name, arguments)
+    assert result.is_error and result.structured_content is None, text
+    assert text.splitlines() == lines
+
+
+@pytest.mark.anyio
+async def test_a_long_value_is_not_said_at_length(catalog: Catalog, served: Path) -> None:
+    """A refused value is quoted, cut short: the error stays a line, not the value."""
+    async with session_with(create_mcp_server(catalog, root=served)) as session:
+        result, text = await call(session, "has-readme", {"root": "proj", "name": ["x" * 10_000]})
+    assert result.is_error and text.startswith("argument 'name': ['xxx")
+    assert "\n" not in text and len(text) <= 300
+
+
+# -- 10: the plan tools' names are reserved ------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("plans", [True, False])
+async def test_a_catalog_entry_cannot_take_a_plan_tools_name(
+    catalog: Catalog, served: Path, plans: bool
+) -> None:
+    """A catalog entry named like a plan tool is not served, with --plans or without, and
+    the server says so once; with --plans the name is the plan tool's, listed and called."""
+    for name in (RUN_PLAN, PLANS_WAITING):
+        catalog.add(
+            Validation.from_config(
+                {"name": name, "code": "def run():\n    return {'passed': True}\n"}
+            )
+        )
+    told: list[str] = []
+    server = create_mcp_server(catalog, plans=plans, root=served, warn=told.append)
+    async with session_with(server) as session:
+        for _ in range(2):
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        result, text = await call(session, RUN_PLAN, {})
+        if plans:
+            assert "graph" in tools[RUN_PLAN].input_schema["properties"]
+            assert tools[PLANS_WAITING].output_schema is not None
+            assert "plans" in tools[PLANS_WAITING].output_schema["properties"]
+            assert result.is_error and text == "missing argument 'graph' (the plan graph file)"
+        else:
+            assert RUN_PLAN not in tools and PLANS_WAITING not in tools
+            assert result.is_error and text == f"Unknown tool: {RUN_PLAN}"
+    assert sorted(told) == [
+        f"not serving {name}: the name is reserved for the plan tool (--plans)"
+        for name in sorted(PLAN_TOOLS)
+    ]
+
+
+# -- 1: read-only claims that rest on nobody's word ----------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_validation_over_an_undeclared_mcp_tool_is_not_served(
+    catalog: Catalog, served: Path
+) -> None:
+    """A validation that wraps (directly or through another) an MCP tool whose record does
+    not say it only reads is not offered as read-only: not listed, said once, unknown to a
+    call; one over a tool recorded read-only is served."""
+    catalog.add_server(McpServer.from_config({"command": "true"}, name="h"))
+    catalog.add(Tool.from_config({"name": "rmrf", "mcp_server": "h", "mcp_tool_name": "destroy"}))
+    catalog.add(
+        Tool.from_config(
+            {"name": "peek", "mcp_server": "h", "mcp_tool_name": "peek", "read_only": True}
+        )
+    )
+    catalog.add(
+        Validation.from_config({"name": "harmless", "wraps": "rmrf", "transform": "output"})
+    )
+    catalog.add(
+        Validation.from_config({"name": "harmless-2", "wraps": "harmless", "transform": "output"})
+    )
+    catalog.add(Validation.from_config({"name": "looks", "wraps": "peek", "transform": "output"}))
+    catalog.add(
+        Validation.from_config(
+            {"name": "trusted", "wraps": "rmrf", "transform": "output", "trust_read_only": True}
+        )
+    )
+    told: list[str] = []
+    async with session_with(create_mcp_server(catalog, root=served, warn=told.append)) as session:
+        for _ in range(2):
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert "harmless" not in tools and "harmless-2" not in tools
+        assert tools["looks"].annotations is not None
+        assert tools["looks"].annotations.read_only_hint is True
+        assert "trusted" in tools  # the validation vouches for the tool, knowingly
+        result, text = await call(session, "harmless", {})
+        assert result.is_error and text == "Unknown tool: harmless"
+    reason = (
+        "it calls the MCP tool 'destroy' of server 'h', which neither its server declares "
+        "read-only (readOnlyHint) nor the validation trusts (trust_read_only), so it cannot "
+        "be offered as read-only"
+    )
+    assert sorted(told) == [f"not serving harmless-2: {reason}", f"not serving harmless: {reason}"]
+
+
+# -- 12 and 15: what a user reads ----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_errors_do_not_speak_pydantic(served: Path) -> None:
+    """A graph field of the wrong type reads as plain words, not pydantic's."""
+    (served / "g.yaml").write_text(
+        "version: 1\nname: g\nnodes:\n  - {id: a, validation: regex, arguments: {pattern: x}}\n"
+        "policy: {retry_limit: lots}\n"
+    )
+    with Catalog.in_memory() as catalog:
+        async with session_with(create_mcp_server(catalog, plans=True, root=served)) as session:
+            result, text = await call(session, RUN_PLAN, {"graph": "g.yaml"})
+    assert result.is_error
+    assert text.startswith("argument 'graph': g.yaml:5:"), text
+    assert "policy.retry_limit: must be a valid integer" in text
+    assert "Input should" not in text and "pydantic" not in text
+
+
+@pytest.mark.anyio
+async def test_what_a_client_reads_cites_no_spec(catalog: Catalog, served: Path) -> None:
+    """Tool descriptions, the server's instructions and the command's help cite neither
+    the specification's seeds nor issues."""
+    words = ("seed", "issue", "adr-")
+    async with session_with(create_mcp_server(catalog, plans=True, root=served)) as session:
+        tools = (await session.list_tools()).tools
+    texts = [tool.description or "" for tool in tools]
+    texts += [str(tool.input_schema) + str(tool.output_schema) for tool in tools]
+    server = create_mcp_server(catalog, root=served)
+    texts.append(server.instructions or "")
+    texts.append(CliRunner().invoke(cli, ["mcp", "serve", "--help"]).stdout)
+    for text in texts:
+        assert not any(word in text.lower() for word in words), text
+
+
+def test_the_page_documents_the_root() -> None:
+    """docs/mcp-serve.md lists --root with the options."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "mcp-serve.md").read_text()
+    assert "| `--root DIR` |" in page

@@ -200,6 +200,9 @@ async def test_a_missing_start_folder_is_a_failure(tmp_path: Path) -> None:
         ({"timeout": True}, "timeout must be a positive number of seconds, got True"),
         ({"timeout": "10"}, "timeout must be a positive number of seconds, got '10'"),
         ({"timeout": float("inf")}, "timeout must be a positive number of seconds, got inf"),
+        ({"start": "/etc"}, "start: '/etc' leads outside the project"),
+        ({"start": "tests/../../x"}, "start: 'tests/../../x' leads outside the project"),
+        ({"paths": ["src", "../up"]}, "paths: '../up' leads outside the project"),
     ],
 )
 async def test_bad_arguments_are_refused_before_anything_runs(

@@ -851,6 +851,22 @@ def fake_run(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeRun]:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    "argument", ["--basetemp=/tmp/x", "--junitxml=../out.xml", "-c/etc/passwd", "/abs/tests"]
+)
+async def test_pytest_suite_refuses_arguments_that_lead_outside_the_project(
+    tmp_path: Path, fake_run: Callable[..., FakeRun], argument: str
+) -> None:
+    """pytest empties --basetemp and writes --junitxml: paths outside the copy are refused
+    before anything runs."""
+    root = write(tmp_path / "demo", TINY_PROJECT)
+    fake = fake_run(0)
+    outcome, _ = await run_suite(root, args=["-x", argument])
+    bad_arguments(outcome, "leads outside the project")
+    assert fake.calls == []
+
+
+@pytest.mark.anyio
 async def test_pytest_suite_runs_pytest_in_a_disposable_copy(
     tmp_path: Path, fake_run: Callable[..., FakeRun]
 ) -> None:

@@ -110,6 +110,36 @@ def check_strings(name: str, value: object) -> list[str]:
     return list(value)
 
 
+def leads_out(path: str) -> bool:
+    """Whether a path (or glob) that should be relative to a folder may name something
+    outside it: it is absolute, or has a ``..`` part."""
+    return path.startswith(("/", "\\")) or os.path.isabs(path) or ".." in re.split(r"[/\\]", path)
+
+
+def option_values(argument: str) -> list[str]:
+    """The values a command-line argument may name paths with: ``--opt=VALUE``, ``-oVALUE``
+    or a plain argument, and the values of ``NAME=VALUE`` in it (``-o cache_dir=/x``)."""
+    if argument.startswith("--"):
+        base = argument.partition("=")[2]
+    elif argument.startswith("-"):
+        base = argument[2:]
+    else:
+        base = argument
+    return base.split("=")
+
+
+def check_inside(name: str, paths: Sequence[str], *, options: bool = False) -> None:
+    """Raise :class:`ArgumentError` if one of ``paths`` (or, with ``options``, a path in
+    one of these command-line arguments) leads outside the project it checks."""
+    for path in paths:
+        values = option_values(path) if options else [path]
+        if any(leads_out(value) for value in values if value):
+            raise ArgumentError(
+                f"{name}: {shorten(repr(path), 120)} leads outside the project (give a path "
+                "relative to it, without a leading '/' or '..')"
+            )
+
+
 def check_root(root: object) -> Path:
     """Return ``root`` as a ``Path`` to an existing folder, or raise :class:`ArgumentError`."""
     if isinstance(root, str) and root:

@@ -15,6 +15,7 @@ from ._common import (
     BAD_ARGUMENTS,
     ArgumentError,
     Result,
+    check_inside,
     check_root,
     check_strings,
     failed,
@@ -135,6 +136,9 @@ async def pytest_suite(
     try:
         folder = check_root(root)
         extra = check_strings("args", args)
+        # Options such as --basetemp (which pytest empties), --junitxml or -c name paths:
+        # only inside the project's copy.
+        check_inside("args", extra, options=True)
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)

@@ -18,6 +18,7 @@ from ._common import (
     BAD_ARGUMENTS,
     ArgumentError,
     Result,
+    check_inside,
     check_root,
     check_strings,
     failed,
@@ -85,6 +86,10 @@ async def unittest_suite(
         for name, value in (("start", start), ("pattern", pattern)):
             if not isinstance(value, str) or not value.strip():
                 raise ArgumentError(f"{name} must be a non-empty string, got {value!r}")
+        assert isinstance(start, str)
+        # Discovery imports and runs what it finds: only inside the project's copy.
+        check_inside("start", [start])
+        check_inside("paths", extra_paths)
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
