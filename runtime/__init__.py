@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from ._ids import PlanId as PlanId
     from ._ids import new_ulid as new_ulid
     from ._journal import PlanJournal as PlanJournal
+    from ._kernel import SandboxLimits as SandboxLimits
     from ._maxn import AUDIT_FILE as AUDIT_FILE
     from ._maxn import DEFAULT_RETRY_LIMIT as DEFAULT_RETRY_LIMIT
     from ._maxn import FAULT_CATALOGUE as FAULT_CATALOGUE
@@ -170,6 +171,8 @@ if TYPE_CHECKING:
     from ._results import ResultError as ResultError
     from ._results import ValidationResult as ValidationResult
     from ._results import coerce_result as coerce_result
+    from ._sandbox import SandboxPool as SandboxPool
+    from ._sandbox import sandbox_pool as sandbox_pool
     from ._supervisor import Executor as Executor
     from ._supervisor import GraphExecutor as GraphExecutor
     from ._supervisor import GraphStrategy as GraphStrategy
@@ -365,6 +368,9 @@ _WHERE: dict[str, str] = {
     "open_actor_scope": "._actors",
     "open_gate": "._gate",
     "open_plan_mcp_sessions": "._engine",
+    "sandbox_pool": "._sandbox",
+    "SandboxLimits": "._kernel",
+    "SandboxPool": "._sandbox",
     "parse_verdict": "._verdicts",
     "primary_fault": "._maxn",
     "progress_for": "._observe",
@@ -509,6 +515,8 @@ __all__ = [
     "RuntimeFault",
     "SQLiteEventLog",
     "Sandbox",
+    "SandboxLimits",
+    "SandboxPool",
     "Scope",
     "Strategy",
     "StrategyActor",
@@ -566,6 +574,7 @@ __all__ = [
     "resume_plan_sync",
     "run_plan",
     "run_plan_sync",
+    "sandbox_pool",
     "telemetry_available",
     "tool_from_config",
     "validate",

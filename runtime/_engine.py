@@ -42,7 +42,7 @@ from ._events import (
     ValidationCompleted,
     ValidationStarted,
 )
-from ._exceptions import ConfigError, GategraphError, NotFoundError, RuntimeFault
+from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError, RuntimeFault
 from ._ids import new_ulid
 from ._invoke import (
     Isolation,
@@ -66,7 +66,8 @@ if TYPE_CHECKING:
     from ._catalog import Catalog
     from ._graph import Node, PlanGraph
     from ._invoke import _CaptureSlot
-    from ._mcp import McpServer, McpSessions, McpUse
+    from ._mcp import McpCall, McpServerRef, McpSessions, McpUse
+    from ._models import Tool
 
 __all__ = [
     "GraphRun",
@@ -127,6 +128,9 @@ class ValidationRecord(NodeResult, kw_only=True, gc=False):
     mode: ValidationMode
     attachment_id: str | None = None
     result: ValidationResult
+    isolation: str | None = None
+    """What ran the call: ``inline``, ``thread``, ``process``, ``sandbox``, ``ray``, or
+    ``mcp`` (its server)."""
 
     @property
     def blocking(self) -> bool:
@@ -188,7 +192,7 @@ class NodeRequest(msgspec.Struct, kw_only=True):
 class _Spec:
     """What nodes running the same target the same way share: built once per target."""
 
-    __slots__ = ("actor", "kind", "mode", "prepared", "resources", "timeout", "validation")
+    __slots__ = ("actor", "kind", "mcp", "mode", "prepared", "resources", "timeout", "validation")
 
     def __init__(
         self,
@@ -208,6 +212,9 @@ class _Spec:
         self.mode = mode
         self.actor = actor
         self.timeout = prepared.timeout if prepared is not None else timeout
+        self.mcp: McpCall | None = None
+        """The MCP call a validation ends in (itself, or the tool it wraps): its record
+        goes into each result (set when the run binds its MCP tools)."""
 
 
 class _Unit:
@@ -329,12 +336,14 @@ class _Compiler:
         key = (name, isolation, timeout)
         found = self.prepared.get(key)
         if found is None:
+            tool = self.graph.get_tool(name)
             found = self.prepared[key] = prepare(
-                self.graph.get_tool(name),
+                tool,
                 self.graph.get_tool,
                 isolation=isolation or self.isolation,  # type: ignore[arg-type]
                 timeout=timeout,
                 default_timeout=self.graph.policy.default_timeout,
+                sandboxed=self.graph.policy.require_sandbox and isinstance(tool, Validation),
             )
             self.has_mcp = self.has_mcp or _calls_mcp(found)
         return found
@@ -359,32 +368,59 @@ class _Compiler:
                 where = f"attachment {unit.attachment_id}"
                 arguments_at = f"{where}.arguments"
             arguments: Mapping[str, Any] | None = unit.arguments
+            wrappers: list[Tool] = []
             while prepared is not None:
                 if prepared.mcp is not None:
                     uses.append(
                         McpUse(
-                            prepared.mcp, where, arguments, arguments_at, frozenset(prepared.slots)
+                            prepared.mcp,
+                            where,
+                            arguments,
+                            arguments_at,
+                            frozenset(prepared.slots),
+                            tuple(wrappers),
                         )
                     )
+                    if unit.spec.validation is not None:
+                        unit.spec.mcp = prepared.mcp
                     break
+                # A validation the tool is wrapped by relies on it: it must be read-only.
+                wrappers.append(prepared.tool)
                 mapping = getattr(prepared.tool, "argument_mapping", None)
                 if mapping is not None and arguments is not None:
                     arguments = _mapped(mapping, arguments)
                 prepared = prepared.wrapped
         return uses
 
-    def mcp_server(self, name: str) -> McpServer | None:
-        """The server an MCP tool names: the graph's declaration first, then the catalog's."""
-        try:
-            return self.graph.get_mcp_server(name)
-        except KeyError:
-            pass
+    def mcp_server(self, name: str) -> McpServerRef | str | None:
+        """The server an MCP tool names: the catalog's, which its tools and attachments
+        always use, else the graph's declaration; a text when the graph declares another
+        server under a name of the catalog's."""
+        from ._mcp import McpServerRef, same_declaration
+
+        own = self.graph.mcp_servers.get(name)
         if self.catalog is not None:
             try:
-                return self.catalog.get_server(name)
+                server = self.catalog.get_server(name)
             except NotFoundError:
-                return None
-        return None
+                pass
+            except CatalogError as exc:
+                return " ".join(str(exc).split())
+            else:
+                if own is not None and not same_declaration(own, server):
+                    return (
+                        f"mcp_servers.{name} of the graph differs from the catalog's MCP "
+                        f"server {name!r}, which the catalog's tools and attachments use: "
+                        "give the graph's another name"
+                    )
+                return McpServerRef(server, "catalog")
+        if own is not None:
+            return McpServerRef(own, "graph")
+        try:
+            # A catalog's server the loader resolved (the run is given no catalog).
+            return McpServerRef(self.graph.get_mcp_server(name), "catalog")
+        except KeyError:
+            return None
 
     def _node_resources(self, names: tuple[str, ...] | None) -> Mapping[str, Any]:
         if names is None:
@@ -487,6 +523,7 @@ class _Compiler:
                     self.catalog.get,
                     isolation=self.isolation,
                     default_timeout=self.graph.policy.default_timeout,
+                    sandboxed=self.graph.policy.require_sandbox,
                 )
                 self.has_mcp = self.has_mcp or _calls_mcp(prepared)
                 spec = _Spec(
@@ -924,7 +961,11 @@ class _Engine:
     def _finish(self, unit: _Unit, outcome: Outcome, duration: float, cause: str) -> None:
         captured = outcome.captured
         if unit.spec.validation is not None:
+            prepared = unit.spec.prepared
+            ran_in = prepared.ran_in if prepared is not None else None
             result = to_result(outcome)
+            if unit.spec.mcp is not None:
+                result = unit.spec.mcp.recorded(result, outcome)
             if captured is not None and "captured" not in result.data:
                 result = ValidationResult(
                     passed=result.passed,
@@ -943,6 +984,7 @@ class _Engine:
                 mode=unit.spec.mode,
                 attachment_id=unit.attachment_id,
                 result=result,
+                isolation=ran_in,
             )
             self.log.append_nowait(
                 ValidationCompleted(
@@ -957,6 +999,7 @@ class _Engine:
                     attempt=self.attempt,
                     result=result,
                     duration=duration,
+                    isolation=ran_in,
                 )
             )
             self.validations.append(record)
@@ -1254,19 +1297,45 @@ async def execute_graph(
         causation_id=causation_id,
         artifact=artifact,
     )
-    if compiler.has_mcp:
-        uses = compiler.mcp_uses(units)
+    uses = compiler.mcp_uses(units) if compiler.has_mcp else None
+    sandboxed = _sandboxed(units)
+    async with contextlib.AsyncExitStack() as stack:
+        if sandboxed:
+            from ._sandbox import current_pool, sandbox_pool
+
+            # Sandboxed workers started while the run begins: in the pool this runs inside
+            # (a plan's, or an embedder's), else in one of the run's own.
+            prewarm = min(sandboxed, max_concurrency or graph.policy.max_concurrency)
+            pool = current_pool()
+            if pool is None:
+                await stack.enter_async_context(sandbox_pool(prewarm=prewarm))
+            else:
+                pool.prewarm(prewarm)
         if uses:
             return await _run_with_mcp(
                 engine, uses, compiler.mcp_server, graph.source, mcp_sessions
             )
-    return await _run_engine(engine)
+        return await _run_engine(engine)
+    raise AssertionError("unreachable")  # pragma: no cover - mypy: the stack may swallow
+
+
+def _sandboxed(units: Sequence[_Unit]) -> int:
+    """How many of ``units`` call something in the sandbox (directly, or wrapped)."""
+    count = 0
+    for unit in units:
+        prepared = unit.spec.prepared
+        while prepared is not None:
+            if prepared.isolation == "sandbox" and prepared.mcp is None:
+                count += 1
+                break
+            prepared = prepared.wrapped
+    return count
 
 
 async def _run_with_mcp(
     engine: _Engine,
     uses: list[McpUse],
-    resolve: Callable[[str], McpServer | None],
+    resolve: Callable[[str], McpServerRef | str | None],
     source: str,
     given: McpSessions | None,
 ) -> GraphRun:

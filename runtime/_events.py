@@ -144,6 +144,9 @@ class ValidationCompleted(
     """The structured result, exactly as recorded for replay."""
     duration: float
     """Seconds the call took."""
+    isolation: str | None = None
+    """What ran the call: ``inline``, ``thread``, ``process``, ``sandbox``, ``ray``, or
+    ``mcp`` (its server); absent in logs written before it was recorded."""
 
 
 class ArtifactProduced(EventBase, tag="artifact_produced", kw_only=True, frozen=True, gc=False):

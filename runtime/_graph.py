@@ -41,6 +41,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from ._builtins import builtin
 from ._exceptions import CatalogError, ConfigError, ConfigIssue
+from ._invoke import Isolation  # noqa: TC001 - pydantic reads it when it builds `Node`
 from ._mcp import McpServer
 from ._models import (
     ENTRYPOINT_PATTERN,
@@ -229,7 +230,7 @@ class Node:
     """Names of the graph's resources this node is given; ``None`` gives it every one."""
     timeout: Timeout | None = None
     """Seconds the node may take; ``None`` uses the tool's timeout, then the policy's."""
-    isolation: Literal["inline", "thread", "process", "ray"] | None = None
+    isolation: Isolation | None = None
     """How a synchronous callable runs: in the event loop, in a worker thread, in a
     worker process, or as a Ray task (sync or async; needs ``gategraph[ray]``); ``None``
     means the executor's (``thread`` by default)."""
@@ -320,6 +321,11 @@ class Policy(_Model):
     """Apply a plan that no required validation gates (all of its validations are
     informational, or it has none). Off by default: such a plan is refused as a permanent
     fault, since nothing would stand between its work and Apply."""
+    require_sandbox: bool = False
+    """Run every validation of the plan (its nodes and the attached ones) in the sandbox,
+    confined by the kernel (``isolation: sandbox``). A validation node that asks for
+    another isolation, or that calls an MCP tool (its server runs it, outside any
+    sandbox), is refused; on a machine without the sandbox the plan does not start."""
 
 
 class ActorSpec(_Model):
@@ -368,8 +374,9 @@ class PlanGraph(_Model):
     validations: tuple[Validation, ...] = ()
     """Validations defined in the graph; they win over catalog entries of the same name."""
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
-    """MCP servers the graph's tools name (``mcp_server``), by name; they win over catalog
-    servers of the same name."""
+    """MCP servers the graph's tools name (``mcp_server``), by name. A name the catalog
+    has must declare the same server: the catalog's tools and attachments always use the
+    catalog's (the loader refuses another declaration under its name)."""
     nodes: tuple[Node, ...]
     """The steps of the plan; at least one."""
     acceptance: tuple[AcceptanceCriterion, ...] = ()
@@ -464,7 +471,8 @@ class PlanGraph(_Model):
 
     def get_mcp_server(self, name: str) -> McpServer:
         """Return the MCP server a tool of the graph names: declared in the graph, else
-        (for a loaded graph) the catalog's. Raises :class:`KeyError` for an unknown name."""
+        (for a loaded graph) the catalog's, which a graph cannot replace. Raises
+        :class:`KeyError` for an unknown name."""
         servers = self._servers if self._servers is not None else self.mcp_servers
         try:
             return servers[name]
@@ -610,6 +618,8 @@ class _Broken:
     tools: set[str] = field(default_factory=set)
     resources: set[str] = field(default_factory=set)
     servers: set[str] = field(default_factory=set)
+    server_section: bool = False
+    """The whole ``mcp_servers:`` section is unreadable: no server name is known."""
 
 
 class _Loader:
@@ -674,7 +684,7 @@ class _Loader:
         self._check(parts, data.get("resources"))
         self._check_servers(parts)
         if graph is not None:
-            self._check_callable(parts, graph.policy.default_timeout)
+            self._check_callable(parts, graph.policy.default_timeout, graph.policy.require_sandbox)
             self._check_lifecycle(graph.lifecycle)
         if self.issues or graph is None:
             raise ConfigError(self._explained(), source=self.doc.source)
@@ -733,8 +743,17 @@ class _Loader:
     def _inline_servers(self, data: dict[str, Any]) -> None:
         """Build the ``mcp_servers:`` declarations, each with its key as its name."""
         declared = data.get("mcp_servers")
+        if declared is None:
+            return
         if not isinstance(declared, Mapping):
-            return  # absent, or the model reports what is wrong with the section
+            self.add(
+                ["mcp_servers"],
+                f"must be a mapping of server names to their declarations (NAME: {{command: "
+                f"...}} or NAME: {{url: ...}}), not {_kind_of(declared)}",
+            )
+            self.broken.server_section = True  # the tools' `mcp_server` is not judged
+            data.pop("mcp_servers")
+            return
         parts = _item_marks(self.doc, ["mcp_servers"])
         built: dict[str, McpServer] = {}
         for key, spec in declared.items():
@@ -756,9 +775,42 @@ class _Loader:
                 self._adopt(exc, path)
                 self.broken.servers.add(key)
             else:
-                built[key] = server
+                problem = self._catalog_conflict(server)
+                if problem is not None:
+                    self.add(path, problem, at_key=True)
+                    self.broken.servers.add(key)
+                else:
+                    built[key] = server
         data["mcp_servers"] = built
         self.servers.update(built)
+
+    def _catalog_conflict(self, server: McpServer) -> str | None:
+        """Why the graph cannot declare ``server``: the catalog has another server of its
+        name (whose tools and attachments always use the catalog's), or ``None``."""
+        if self.catalog is None:
+            return None
+        from ._exceptions import NotFoundError
+        from ._mcp import same_declaration
+
+        try:
+            theirs = self.catalog.get_server(server.name)
+        except NotFoundError:
+            return None
+        except CatalogError:
+            return None  # said where a tool names it (`_server_problem`)
+        if same_declaration(server, theirs):
+            return None
+        taken = {*self.servers, *self.broken.servers}
+        other = next(
+            f"{server.name}-{suffix}"
+            for suffix in ("graph", "local", *range(2, 1000))
+            if f"{server.name}-{suffix}" not in taken
+        )
+        return (
+            f"differs from the catalog's MCP server {server.name!r} ({theirs.target}), which "
+            "the catalog's tools and attachments always use: give the graph's server "
+            f"another name (e.g. {other!r}) and name that in its tools' `mcp_server`"
+        )
 
     def _adopt(self, exc: ConfigError, path: PathKey) -> None:
         """Keep a part's issues, with the part's path in front of each field."""
@@ -896,9 +948,15 @@ class _Loader:
                 self.add(where, self._unknown("tool", wraps, validation.name))
             return validation
         if wrapped.capability.writes:
+            # An imported MCP tool writes unless its server declared it read-only.
+            why = (
+                " (its MCP server does not declare it read-only)"
+                if wrapped.source is ToolSource.MCP
+                else ""
+            )
             self.add(
                 where,
-                f"cannot wrap {wraps!r}: it writes, and a validation is always read-only",
+                f"cannot wrap {wraps!r}: it writes{why}, and a validation is always read-only",
             )
             return validation
         return validation.inherit_from(wrapped)
@@ -933,7 +991,7 @@ class _Loader:
         """What is wrong with the server ``tool`` names (``None``: it is known)."""
         name = tool.mcp_server
         assert name is not None
-        if name in self.servers or name in self.broken.servers:
+        if name in self.servers or name in self.broken.servers or self.broken.server_section:
             return None  # declared (a broken declaration is reported where it is)
         if self.catalog is not None:
             from ._exceptions import NotFoundError
@@ -1060,7 +1118,9 @@ class _Loader:
                 at_key=message.startswith("unknown argument"),
             )
 
-    def _check_callable(self, parts: _Parts, default_timeout: float) -> None:
+    def _check_callable(
+        self, parts: _Parts, default_timeout: float, required: bool = False
+    ) -> None:
         """Prepare every tool as the engine will (import the entrypoint, run the inline
         code's definitions, build the transform), so what cannot be called is reported
         here rather than found by a plan at run time. An inline definition's problem is
@@ -1078,6 +1138,7 @@ class _Loader:
                     isolation=isolation,
                     timeout=timeout,
                     default_timeout=default_timeout,
+                    sandboxed=required and isinstance(tool, Validation),
                 )
             except ConfigError as exc:
                 return exc
@@ -1085,6 +1146,7 @@ class _Loader:
                 return None  # an unknown name or a wrapping cycle: reported already
             return None
 
+        sandboxed = self._sandbox_only(parts, required)
         for name, (path, _) in self.inline.items():
             tool = self.registry.get(name)
             if tool is None or name in self.broken.tools:
@@ -1093,7 +1155,8 @@ class _Loader:
             if wraps is not None and wraps in reported:
                 reported.add(name)  # its wrapped tool's problem is reported where it is
                 continue
-            found = problem(tool, None, None)
+            # Code that runs only in the sandbox is checked without running it here.
+            found = problem(tool, "sandbox" if name in sandboxed else None, None)
             if found is not None and wraps is not None and found.issues[0].field != "transform":
                 # The wrapped tool (from the catalog) cannot be called: say so at `wraps`.
                 message = found.issues[0].message
@@ -1119,7 +1182,8 @@ class _Loader:
                     for hook, message in _hook_problems(tool):
                         what = f"{node.target!r} cannot be called: hooks.{hook}: "
                         self.add(["nodes", index, _TARGET_FIELD[node.kind]], what + message)
-                self._check_parameters(index, node, tool)
+                if node.target not in sandboxed and not tool.untrusted:
+                    self._check_parameters(index, node, tool)
                 continue
             for issue in found.issues:
                 # A field of the node (its isolation, say), else of what it calls.
@@ -1127,6 +1191,32 @@ class _Loader:
                 where: list[str | int] = ["nodes", index, field or _TARGET_FIELD[node.kind]]
                 what = "" if field or inline else f"{node.target!r} cannot be called: "
                 self.add(where, what + issue.message)
+
+    def _sandbox_only(self, parts: _Parts, required: bool) -> set[str]:
+        """The tools that only sandboxed nodes call (directly or wrapped), every
+        validation's when the policy requires the sandbox: gategraph never imports or
+        runs their code in its own process, not even to check it."""
+
+        def closure(names: Iterable[str]) -> set[str]:
+            found: set[str] = set()
+            pending = list(names)
+            while pending:
+                name = pending.pop()
+                if name in found:
+                    continue
+                found.add(name)
+                tool = self.registry.get(name)
+                if isinstance(tool, Validation) and tool.wraps is not None:
+                    pending.append(tool.wraps)
+            return found
+
+        calls = [node for _, node in parts.nodes if node.kind is not NodeKind.ACTOR]
+
+        def sandboxed(node: Node) -> bool:
+            return node.isolation == "sandbox" or (required and node.kind is NodeKind.VALIDATION)
+
+        inside = closure(n.target for n in calls if sandboxed(n))
+        return inside - closure(n.target for n in calls if not sandboxed(n))
 
     def _check_parameters(self, index: int, node: Node, tool: Tool) -> None:
         """A parameter the callable requires must be given: by the node's arguments, a

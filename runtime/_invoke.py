@@ -34,6 +34,7 @@ import io
 import math
 import os
 import queue
+import re
 import selectors
 import signal
 import sys
@@ -54,6 +55,7 @@ from ._readonly import (
     Guard,
     ReadOnlyViolationError,
     enter,
+    enter_process,
     guarded,
     leave,
     run_guarded,
@@ -86,11 +88,13 @@ __all__ = [
     "resolve_entrypoint",
 ]
 
-Isolation = Literal["inline", "thread", "process", "ray"]
 
 CAPTURE_LIMIT: Final = 8192
 """How much of a call's stdout and of its stderr is kept: the last this many characters."""
 _INJECTED: Final = ("artifact", "context", "inputs")
+Isolation = Literal["inline", "thread", "process", "sandbox", "ray"]
+"""Where a call runs: the event loop, a worker thread, a worker process, a worker process
+confined by the kernel, or a Ray worker (docs/isolation.md)."""
 
 
 class Outcome(msgspec.Struct):
@@ -161,6 +165,50 @@ def _inline_function(
     if not callable(target):
         raise ConfigError.at(field, f"{what} must define `{function}(...)`")
     return target  # type: ignore[no-any-return]
+
+
+def _sandbox_isolation(tool: Tool, isolation: Isolation | None, *, policy: bool) -> Isolation:
+    """``sandbox``, for a call that must run there; or why it cannot."""
+    from ._models import ToolSource
+
+    why = (
+        f"{tool.name!r} is untrusted: its code always runs in the sandbox"
+        if tool.untrusted
+        else "the plan's policy runs every validation in the sandbox (require_sandbox)"
+    )
+    if isolation not in (None, "sandbox"):
+        raise ConfigError.at("isolation", f"{why}, not with isolation {isolation!r}")
+    if tool.source is ToolSource.MCP and policy:
+        raise ConfigError.at(
+            "isolation",
+            f"{why}, and {tool.name!r} calls the MCP tool {tool.mcp_tool_name!r}, which "
+            "runs in its server, outside any sandbox",
+        )
+    if tool.source is ToolSource.WRAPPED and tool.untrusted:
+        raise ConfigError.at(
+            "transform",
+            f"{why}, and a transform runs in gategraph's own process: an untrusted "
+            "validation cannot have one (make the transform part of its code instead)",
+        )
+    return "sandbox"
+
+
+def _check_defines(name: str, code: str, function: str) -> None:
+    """What :func:`_inline_function` would refuse, told without running ``code``: a syntax
+    error, or no top-level ``def function``."""
+    import ast
+
+    try:
+        tree = ast.parse(code, f"<{name}>")
+    except (SyntaxError, ValueError) as exc:
+        raise ConfigError.at(
+            "code", f"inline code of {name!r} failed to load: {_describe(exc)}"
+        ) from None
+    if not any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function
+        for node in tree.body
+    ):
+        raise ConfigError.at("code", f"inline code of {name!r} must define `{function}(...)`")
 
 
 def _interrupts(exc: BaseException) -> bool:
@@ -374,11 +422,20 @@ class _Captured:
         return found or None
 
     def add(self, captured: Mapping[str, str]) -> None:
-        """Add what a worker process captured for the same call."""
+        """Add what a worker process captured for the same call (its count of what it did
+        not keep carries over, rather than being cut off as text)."""
         for name, tail in zip(_STREAMS, self.streams, strict=True):
             text = captured.get(name)
             if text:
+                found = _NOT_KEPT.match(text)
+                if found is not None:
+                    with tail.lock:
+                        tail.dropped += int(found[1])
+                    text = text[found.end() :]
                 tail.write(text)
+
+
+_NOT_KEPT: Final = re.compile(r"\[(\d+) earlier (?:bytes|characters) not kept\]\n")
 
 
 _PENDING: Final = _Captured.__new__(_Captured)
@@ -754,6 +811,37 @@ class _Signature:
         self.injected = tuple(n for n in _INJECTED if n in params)
 
 
+def _bind(
+    sig: _Signature,
+    slots: tuple[str, ...],
+    arguments: Mapping[str, Any],
+    resources: Mapping[str, Any],
+    artifact: Any,
+    inputs: Mapping[str, Any] | None,
+    context: ToolContext,
+) -> dict[str, Any]:
+    """Build the keyword arguments: configured ones, resource slots, then injected values."""
+    kwargs = dict(arguments)
+    if slots:
+        for slot in slots:
+            if slot in resources:
+                kwargs[slot] = resources[slot]
+            elif len(resources) == 1 and len(slots) == 1:
+                kwargs[slot] = next(iter(resources.values()))
+    if sig.injected or sig.varkw:
+        injected = {
+            "artifact": artifact,
+            "context": context,
+            "inputs": inputs if inputs is not None else {},
+        }
+        for name in sig.injected:
+            kwargs[name] = injected[name]
+        if sig.varkw:
+            for name in _INJECTED:
+                kwargs.setdefault(name, injected[name])
+    return kwargs
+
+
 class Prepared:
     """A tool or validation made ready to call: its callable, signature and wrapping."""
 
@@ -764,6 +852,7 @@ class Prepared:
         "is_validation",
         "isolation",
         "mcp",
+        "ran_in",
         "signature",
         "slots",
         "timeout",
@@ -804,6 +893,10 @@ class Prepared:
                 "nothing can stop it at its timeout; use `thread` (the default) or "
                 "`process`, or make it async",
             )
+        if isolation == "sandbox" and mcp is None and wrapped is None:
+            from ._sandbox import require
+
+            require()  # fail closed: never a silent downgrade to a weaker isolation
         self.is_validation = isinstance(tool, Validation)
         self.guard_label = f"validation {tool.name!r}" if self.is_validation else None
         self.isolation: Isolation = isolation or "thread"
@@ -821,6 +914,15 @@ class Prepared:
         on_loop = isolation is None or isolation == "inline"
         self.awaited = self.signature is not None and self.signature.is_async and on_loop
         self.transform_on_loop = self.transform_is_async and on_loop
+        # What a call's record says ran it: the isolation of the code at the end of the
+        # wrapping chain, `inline` for an async callable awaited on the loop, `mcp` for a
+        # tool its server runs.
+        if wrapped is not None:
+            self.ran_in: str = wrapped.ran_in
+        elif mcp is not None:
+            self.ran_in = "mcp"
+        else:
+            self.ran_in = "inline" if self.awaited else self.isolation
 
     # -- calling -----------------------------------------------------------------------------
 
@@ -832,28 +934,8 @@ class Prepared:
         inputs: Mapping[str, Any] | None,
         context: ToolContext,
     ) -> dict[str, Any]:
-        """Build the keyword arguments: configured ones, resource slots, then injected values."""
-        kwargs = dict(arguments)
-        if self.slots:
-            for slot in self.slots:
-                if slot in resources:
-                    kwargs[slot] = resources[slot]
-                elif len(resources) == 1 and len(self.slots) == 1:
-                    kwargs[slot] = next(iter(resources.values()))
-        sig = self.signature
-        assert sig is not None
-        if sig.injected or sig.varkw:
-            injected = {
-                "artifact": artifact,
-                "context": context,
-                "inputs": inputs if inputs is not None else {},
-            }
-            for name in sig.injected:
-                kwargs[name] = injected[name]
-            if sig.varkw:
-                for name in _INJECTED:
-                    kwargs.setdefault(name, injected[name])
-        return kwargs
+        assert self.signature is not None
+        return _bind(self.signature, self.slots, arguments, resources, artifact, inputs, context)
 
     async def call(
         self,
@@ -933,6 +1015,8 @@ class Prepared:
             )
         if self.mcp is not None:
             return await self.mcp.call(self.slots, arguments, resources, artifact, inputs)
+        if self.isolation == "sandbox":
+            return await self._call_in_sandbox(arguments, resources, artifact, inputs, context)
         assert self.func is not None and self.signature is not None
         try:
             kwargs = self._bind(arguments, resources, artifact, inputs, context)
@@ -972,8 +1056,7 @@ class Prepared:
         """What :func:`_process_entry` needs to run this call in another process."""
         tool = self.tool
         kwargs.pop("context", None)
-        # Read-only mapping views do not pickle; the child gets plain copies.
-        kwargs = {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in kwargs.items()}
+        kwargs = _picklable(kwargs)
         wants_context = "context" in (self.signature.names if self.signature else ())
         return (
             tool.name,
@@ -985,12 +1068,7 @@ class Prepared:
             context.guard is not None,
             wants_context,
             # Only a context needs the resources, and every call pickles them.
-            {
-                k: dict(v) if isinstance(v, MappingProxyType) else v
-                for k, v in context.resources.items()
-            }
-            if wants_context
-            else {},
+            _picklable(context.resources) if wants_context else {},
             _backend(),
         )
 
@@ -1014,6 +1092,42 @@ class Prepared:
                     "(os._exit(), a signal or a crash)",
                     detail={"exception_type": "BrokenWorkerProcess"},
                 )
+        return _adopt_output(outcome)
+
+    async def _call_in_sandbox(
+        self,
+        arguments: Mapping[str, Any],
+        resources: Mapping[str, Any],
+        artifact: Any,
+        inputs: Mapping[str, Any] | None,
+        context: ToolContext,
+    ) -> Outcome:
+        """Run the call in a worker process confined by the kernel (see ``_sandbox``): the
+        pool of the run, or one of its own for a call made outside a run. The callable is
+        loaded, and its arguments bound, in the worker only: none of its code runs here."""
+        from ._sandbox import current_pool, sandbox_pool
+
+        tool = self.tool
+        request = SandboxRequest(
+            name=tool.name,
+            entrypoint=tool.entrypoint,
+            code=tool.code,
+            slots=self.slots,
+            arguments=dict(arguments),
+            resources=_picklable(resources),
+            artifact=artifact,
+            inputs=dict(inputs) if inputs is not None else None,
+            # The guard of the call, not of this tool: a wrapped tool runs under the
+            # validation that wraps it.
+            guarded=context.guard is not None,
+            backend=_backend(),
+        )
+        pool = current_pool()
+        if pool is not None:
+            outcome = await pool.call(tool.name, request)
+        else:
+            async with sandbox_pool() as own:
+                outcome = await own.call(tool.name, request)
         return _adopt_output(outcome)
 
     async def _call_on_ray(
@@ -1117,6 +1231,12 @@ def _transform_failure(guard: Guard, outcome: Outcome) -> Outcome:
             message=f"{guard.what} is not pure: {guard.violation}",
         )
     return outcome
+
+
+def _picklable(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` for another process: read-only mapping views (memory resources) do not
+    pickle, so the child gets plain copies of them."""
+    return {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in values.items()}
 
 
 def _adopt_output(outcome: Outcome) -> Outcome:
@@ -1334,6 +1454,69 @@ def _entry_outcome(
     return Outcome(True, value)
 
 
+class SandboxRequest(msgspec.Struct, kw_only=True):
+    """One call for a sandboxed worker (pickled: the parent writes it, the worker reads)."""
+
+    name: str
+    entrypoint: str | None
+    code: str | None
+    slots: tuple[str, ...]
+    arguments: dict[str, Any]
+    resources: dict[str, Any]
+    artifact: Any
+    inputs: dict[str, Any] | None
+    guarded: bool
+    backend: str
+
+
+def sandbox_outcome(request: SandboxRequest) -> Outcome:
+    """Load, bind and run a sandboxed call, in the worker, the whole process guarded."""
+    try:
+        if request.code is not None:
+            func = _inline_function(request.name, request.code, "run")
+        else:
+            assert request.entrypoint is not None
+            func = resolve_entrypoint(request.entrypoint)
+    except ConfigError as exc:
+        # Known only here: the parent never imports what runs in the sandbox.
+        from ._maxn import MISCONFIGURED  # pydantic: only for this rare case
+
+        return Outcome(False, error=MISCONFIGURED, message=f"{request.name}: {exc}")
+    except BaseException as exc:
+        return _exception_outcome(request.name, exc)
+    guard = Guard(f"sandboxed validation {request.name!r}") if request.guarded else None
+    context = ToolContext(resources=request.resources, guard=guard)
+    try:
+        kwargs = _bind(
+            _Signature(func),
+            request.slots,
+            request.arguments,
+            request.resources,
+            request.artifact,
+            request.inputs,
+            context,
+        )
+        if guard is None:
+            value = _run_entry(func, kwargs, request.backend)
+        else:
+            state = enter_process(guard)
+            try:
+                value = _run_entry(func, kwargs, request.backend)
+            finally:
+                leave(state)
+            if guard.violation is not None:
+                return Outcome(
+                    False,
+                    error=ResultError.READ_ONLY_VIOLATION,
+                    message=f"{guard.what} attempted a write: {guard.violation}",
+                )
+    except BaseException as exc:  # nothing cancels a worker's call: all is the tool's
+        return _exception_outcome(request.name, exc)
+    finally:
+        context.cleanup()
+    return Outcome(True, value)
+
+
 def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any], backend: str) -> Any:
     if _is_async(func):
         # An async tool shipped to another process: its own event loop.
@@ -1362,11 +1545,26 @@ def prepare(
     isolation: Isolation | None = None,
     timeout: float | None = None,
     default_timeout: float = 60.0,
+    sandboxed: bool = False,
 ) -> Prepared:
-    """Make ``tool`` ready to call; raise :class:`ConfigError` if it cannot be."""
+    """Make ``tool`` ready to call; raise :class:`ConfigError` if it cannot be.
+
+    ``sandboxed``: the call must run in the sandbox (a plan policy's ``require_sandbox``,
+    for a validation); an ``untrusted`` tool always must. Its code then runs nowhere else:
+    a node asking for another isolation is refused, and so is a part of it that would run
+    in this process (an untrusted validation's transform) or out of reach (an MCP tool,
+    for a plan that requires the sandbox)."""
     from ._models import ToolSource, Validation
 
     effective_timeout = timeout or tool.timeout or default_timeout
+    if sandboxed or tool.untrusted:
+        isolation = _sandbox_isolation(tool, isolation, policy=sandboxed)
+    if isolation == "sandbox" and tool.source in (ToolSource.PYTHON, ToolSource.CODE):
+        # Nothing of it is imported or run here: in the sandbox only (its worker reports
+        # an entrypoint that does not import as a misconfiguration).
+        if tool.code is not None:
+            _check_defines(tool.name, tool.code, "run")
+        return Prepared(tool, None, isolation=isolation, timeout=effective_timeout)
     if tool.source is ToolSource.PYTHON:
         assert tool.entrypoint is not None
         func = resolve_entrypoint(tool.entrypoint)
@@ -1391,6 +1589,7 @@ def prepare(
             isolation=isolation,
             timeout=timeout,
             default_timeout=default_timeout,
+            sandboxed=sandboxed or tool.untrusted,
         )
         return Prepared(
             tool,

@@ -223,6 +223,10 @@ class Tool(_Model):
     """Seconds a call may take; ``None`` uses the plan policy's default."""
     idempotent: bool = False
     """Calling twice with the same arguments has the effect of calling once."""
+    untrusted: bool = False
+    """Code gategraph should not trust (a plugin's, an agent's, one from elsewhere): its
+    code always runs in the sandbox (``isolation: sandbox``), whatever a node asks, and
+    is never imported or run in gategraph's own process, not even to check it."""
     tool_type: ToolType = ToolType.TOOL
     """``tool`` or ``validation``; fixed by the class."""
 
@@ -482,10 +486,11 @@ class Validation(Tool):
     """Arguments for the wrapped tool: ``{"tool_arg": "$validation_arg"}`` passes one of
     this validation's arguments on; any other value is passed as it is."""
     trust_read_only: bool = False
-    """For a validation that is itself an MCP tool (``source: mcp``): take it as read-only
-    although its server does not declare it so (``readOnlyHint``). Without this (or the
-    server's declaration) such a validation is refused; with it, each result records the
-    trust in ``data["mcp"]["read_only"]``."""
+    """For a validation over an MCP tool (itself one, ``source: mcp``, or wrapping one):
+    take the tool as read-only although its server does not declare it so
+    (``readOnlyHint``). Without this (or the server's declaration) such a validation is
+    refused; with it, each result records the trust in ``data["mcp"]["read_only"]``. It
+    never overrides a server that says the tool is destructive (``destructiveHint``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -534,9 +539,10 @@ class Validation(Tool):
                 raise ValueError("`argument_mapping` is only valid with `wraps`")
             if self.transform is not None:
                 raise ValueError("`transform` is only valid with `wraps`")
-        if self.trust_read_only and self.source is not ToolSource.MCP:
+        if self.trust_read_only and self.source not in (ToolSource.MCP, ToolSource.WRAPPED):
             raise ValueError(
-                "`trust_read_only` is only for a validation that is an MCP tool (source 'mcp')"
+                "`trust_read_only` is only for a validation over an MCP tool (source 'mcp', "
+                "or one that wraps one)"
             )
         super()._check_source()
 

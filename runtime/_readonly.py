@@ -56,10 +56,14 @@ __all__ = [
     "ReadOnlyViolationError",
     "allow",
     "enter",
+    "enter_process",
+    "guard_process",
     "guarded",
     "install_hook",
+    "late",
     "leave",
     "own_slot",
+    "release_process",
     "run_guarded",
     "unguarded",
 ]
@@ -176,6 +180,9 @@ def allow(guard: Guard, folder: str | os.PathLike[str]) -> None:
 _current: Final[contextvars.ContextVar[list[Any] | None]] = contextvars.ContextVar(
     "gategraph_read_only_guard", default=None
 )
+# The lease `unguarded()` sets: empty, so the hooks' one truthiness test skips it, and it
+# hides a sandboxed worker's process lease from the worker's own housekeeping.
+_UNGUARDED: Final[list[Any]] = []
 _installed = False
 _install_lock = threading.Lock()
 
@@ -205,7 +212,10 @@ def _refuse(lease: list[Any], description: str) -> None:
     guard = lease[0]
     if not lease[1]:
         # The call this code came from has ended: refuse, and blame no one (the call's
-        # result is out; any call running now is innocent).
+        # result is out; any call running now is innocent). A sandboxed worker's lease
+        # keeps a note: no other call runs there, so the worker can still blame its own.
+        if len(lease) > 2 and not lease[2]:
+            lease[2].append(description)
         raise ReadOnlyViolationError(
             f"{guard.what} has ended: {description} refused (it came from code the call "
             "left running: a callback, a task or a thread)"
@@ -473,13 +483,22 @@ def _is_bytecode_cache(path: Any) -> bool:
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     # Invariant: with no lease in the context (every task that is not a guarded call),
-    # this costs one context-variable read.
+    # this costs one context-variable read. `unguarded()` sets an empty lease (falsy too).
     lease = _current.get()
-    if lease is None:
+    if not lease:
         return
     judge = _JUDGES.get(event)
     if judge is None:
         return
+    _judge(judge, lease, event, args)
+
+
+def _judge(
+    judge: Callable[[list[Any], str, tuple[Any, ...]], None],
+    lease: list[Any],
+    event: str,
+    args: tuple[Any, ...],
+) -> None:
     try:
         judge(lease, event, args)
     except ReadOnlyViolationError:
@@ -488,6 +507,107 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         # Fail closed, and say why: an operation the guard cannot judge is refused, never
         # broken by the hook's own error (issue 9: `open(fd)` raised TypeError here).
         _refuse(lease, f"{event} (it could not be judged: {type(exc).__name__}: {exc})")
+
+
+# -- a whole process guarded: the sandbox's worker processes ----------------------------------
+
+# The lease of the call a sandboxed worker runs: every thread of the worker answers to it,
+# not only those that copied the call's context (a thread the call starts gets an empty
+# context). One item, set by `guard_process`; `unguarded()` still exempts the worker's own
+# housekeeping.
+_process_lease: list[Any] = [None]
+
+# Functions that change files, processes or the network: resolved through ctypes by a
+# sandboxed call, they are the call trying to do natively what the guard refuses. The
+# kernel refuses them anyway (Landlock, seccomp); refusing them here makes the call fail
+# for it rather than pass on an error code it ignored.
+_NATIVE_WRITES: Final = frozenset(
+    {
+        *("open", "open64", "openat", "openat64", "creat", "creat64", "fopen", "fopen64"),
+        *("freopen", "write", "pwrite", "pwrite64", "writev", "pwritev", "fwrite", "fputs"),
+        *("unlink", "unlinkat", "remove", "rename", "renameat", "renameat2", "mkdir"),
+        *("mkdirat", "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod"),
+        *("fchmodat", "chown", "fchown", "lchown", "fchownat", "truncate", "ftruncate"),
+        *("mknod", "mknodat", "mkfifo", "mkfifoat", "utime", "utimes", "utimensat"),
+        *("setxattr", "lsetxattr", "fsetxattr", "removexattr", "kill", "tgkill", "killpg"),
+        *("socket", "connect", "bind", "sendto", "sendmsg", "syscall", "system", "popen"),
+        *("execve", "execv", "execvp", "fork", "vfork", "posix_spawn", "setenv", "putenv"),
+        *("unsetenv", "clearenv", "chdir", "fchdir", "ptrace"),
+    }
+)
+
+
+def _judge_native(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    name = args[1] if len(args) > 1 else None
+    if isinstance(name, bytes):
+        name = name.decode("ascii", "replace")
+    if isinstance(name, str) and name in _NATIVE_WRITES:
+        _refuse(lease, f"calling the C function {name}() through ctypes")
+
+
+def _judge_sandboxed_environment(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    name = _show(args[0]) if args else "?"
+    _refuse(
+        lease,
+        f"changing the environment variable {name} (pass env= to the command instead)",
+    )
+
+
+_PROCESS_JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], None]]] = {
+    **_JUDGES,
+    "ctypes.dlsym": _judge_native,
+    "os.putenv": _judge_sandboxed_environment,
+    "os.unsetenv": _judge_sandboxed_environment,
+}
+
+
+def _process_hook(event: str, args: tuple[Any, ...]) -> None:
+    lease = _current.get()
+    if lease is None:
+        lease = _process_lease[0]
+    if not lease:
+        return
+    judge = _PROCESS_JUDGES.get(event)
+    if judge is not None:
+        _judge(judge, lease, event, args)
+
+
+def guard_process() -> None:
+    """Make every thread of this process answer to the guard of the call it runs (for a
+    sandboxed worker process, which runs one call at a time and nothing else): see
+    :func:`enter_process`. Also refuses what a worker's call must not do even to itself:
+    changing the environment (the next call would inherit it) and resolving C functions
+    that write through ctypes."""
+    if _process_lease[0] is None and not install_hook(_process_hook):
+        # The ordinary hook came first: it would judge only the call's own threads.
+        raise RuntimeError("this process already guards calls one context at a time")
+    _process_lease[0] = _UNGUARDED
+
+
+def enter_process(guard: Guard) -> tuple[list[Any], contextvars.Token[list[Any] | None]]:
+    """:func:`enter`, for every thread of the process (after :func:`guard_process`). The
+    lease stays the process's once the call has left it: a thread the call left running
+    is refused everything, and charged to no one."""
+    if _process_lease[0] is None:
+        raise RuntimeError("guard_process() has not been called in this process")
+    state = enter(guard)
+    state[0].append([])  # what code it left running attempts once it ended: `late`
+    _process_lease[0] = state[0]
+    return state
+
+
+def late() -> str | None:
+    """The first operation refused to code the last call guarded by :func:`enter_process`
+    left running, once that call had ended; None if there was none."""
+    lease = _process_lease[0]
+    notes = lease[2] if lease and len(lease) > 2 else None
+    return notes[0] if notes else None
+
+
+def release_process() -> None:
+    """Between a sandboxed worker's calls, once nothing of the last call runs on: the
+    worker's own code is unguarded again."""
+    _process_lease[0] = _UNGUARDED
 
 
 # -- os.mkfifo and os.mknod raise no audit event: these wrappers raise one. --------------
@@ -511,8 +631,9 @@ def _audited_mknod(original: Callable[..., None]) -> Callable[..., None]:
     return mknod
 
 
-def install_hook() -> None:
-    """Install the audit hook once per process (hooks cannot be removed).
+def install_hook(hook: Callable[[str, tuple[Any, ...]], None] | None = None) -> bool:
+    """Install the audit hook once per process (hooks cannot be removed); True if this
+    call installed it. ``hook`` is for :func:`guard_process` only.
 
     It also wraps ``os.mkfifo`` and ``os.mknod``, which raise no audit event of their own,
     so that the hook sees them; a reference taken before (``from os import mkfifo``) is
@@ -520,15 +641,17 @@ def install_hook() -> None:
     """
     global _installed
     if _installed:
-        return
+        return False
     with _install_lock:
-        if not _installed:
+        installing = not _installed  # another thread may have installed it meanwhile
+        if installing:
             for name, wrap in (("mkfifo", _audited_mkfifo), ("mknod", _audited_mknod)):
                 original = getattr(os, name, None)
                 if original is not None:
                     setattr(os, name, wrap(original))
-            sys.addaudithook(_hook)
+            sys.addaudithook(hook or _hook)
             _installed = True
+    return installing
 
 
 def own_slot() -> None:
@@ -570,7 +693,7 @@ def guarded(guard: Guard) -> Iterator[Guard]:
 @contextmanager
 def unguarded() -> Iterator[None]:
     """Lift the guard for runtime housekeeping (creating or removing scratch space)."""
-    token = _current.set(None)
+    token = _current.set(_UNGUARDED)
     try:
         yield
     finally:
@@ -585,7 +708,7 @@ def run_guarded(guard: Guard, func: Callable[..., Any], kwargs: dict[str, Any]) 
     everything once the call has ended. Called from elsewhere, it takes a lease of its own.
     """
     lease = _current.get()
-    if lease is not None and lease[0] is guard and lease[1]:
+    if lease and lease[0] is guard and lease[1]:
         return func(**kwargs)
     token = _current.set([guard, True])
     try:

@@ -127,6 +127,7 @@ from ._spans import current_span
 from ._sync import run_sync
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from contextlib import AbstractContextManager
 
     from ._catalog import Catalog
@@ -476,13 +477,29 @@ class Supervisor:
                 await self.journal.emit(PlanStarted, **await self._started())
                 return await self._drive()
 
-    def _mcp_sessions(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        return open_plan_mcp_sessions(
-            self.graph,
-            catalog=self.catalog,
-            plan_id=self.plan_id,
-            isolation=self.executor.isolation,
-        )
+    @contextlib.asynccontextmanager
+    async def _mcp_sessions(self) -> AsyncIterator[None]:
+        """What the plan's rounds share: its MCP sessions, and its sandboxed workers (so a
+        round does not start them again)."""
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(
+                open_plan_mcp_sessions(
+                    self.graph,
+                    catalog=self.catalog,
+                    plan_id=self.plan_id,
+                    isolation=self.executor.isolation,
+                )
+            )
+            if (
+                self.executor.isolation == "sandbox"
+                or self.graph.policy.require_sandbox
+                or any(node.isolation == "sandbox" for node in self.graph.nodes)
+                or any(tool.untrusted for tool in self.graph.registry.values())
+            ):
+                from ._sandbox import sandbox_pool
+
+                await stack.enter_async_context(sandbox_pool())
+            yield
 
     def _check_callable(self) -> None:
         """Refuse, before anything is logged, a plan whose validations or work tools
@@ -978,7 +995,7 @@ class Supervisor:
         started: a missing capability), or None."""
         getter = self.catalog.get if attached and self.catalog else self.graph.get_tool
         try:
-            prepare(getter(name), getter)
+            prepare(getter(name), getter, sandboxed=self.graph.policy.require_sandbox)
         except (ConfigError, CatalogError, KeyError) as exc:
             return str(exc)
         return None

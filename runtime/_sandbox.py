@@ -1,0 +1,330 @@
+"""``isolation: sandbox``, the parent's side: a pool of worker processes confined by the
+kernel (:mod:`._kernel`), each running one call at a time (:mod:`._sandbox_worker`).
+
+A worker is started before it is needed where the engine knows it will be (``prewarm``),
+returned to the pool after a clean call, and killed — with every process it started, as
+they cannot leave its process group — when a call times out or is cancelled, when it left
+something running, or when it dies. A worker that dies during a call (a signal, running
+out of memory or CPU seconds) is an infrastructure fault of that call only (``unavailable``,
+retried on the plan's budget); the run goes on.
+
+Fail closed: :func:`require` raises a :class:`ConfigError` naming what this machine lacks,
+and a worker that cannot confine itself refuses to run anything.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import msgspec
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from ._exceptions import ConfigError
+from ._kernel import SandboxLimits, support
+from ._maxn import UNAVAILABLE
+from ._readonly import unguarded
+from ._results import ResultError
+from ._sandbox_worker import _HEADER, Answer
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from anyio.abc import Process
+
+    from ._invoke import Outcome, SandboxRequest
+
+__all__ = ["SandboxPool", "current_pool", "require", "sandbox_pool"]
+
+_START_TIMEOUT: Final = 60.0
+"""Seconds a new worker has to confine itself and say it is ready."""
+_MAX_ANSWER: Final = 64 << 20
+"""The largest answer read from a worker, in bytes (results are far smaller: a longer
+one is a call writing into its worker's channel)."""
+_ANSWER: Final = msgspec.msgpack.Decoder(Answer)
+_PASSED_ON: Final = frozenset(
+    {
+        *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM"),
+        *("PYTHONPATH", "PYTHONHOME", "PYTHONUTF8", "PYTHONIOENCODING", "VIRTUAL_ENV"),
+    }
+)
+"""The environment variables a worker inherits (and the locale's ``LC_*``): what programs
+need to run, none of the secrets (API keys, tokens) a parent's environment may hold."""
+_COMMAND: Final = "from gategraph.runtime._sandbox_worker import main; main()"
+
+
+def require(where: str = "isolation") -> None:
+    """Refuse, with one line naming what is missing, where the sandbox cannot be had."""
+    missing = support().missing
+    if missing is not None:
+        raise ConfigError.at(where, f"sandbox: {missing}")
+
+
+class _Worker:
+    __slots__ = ("answers", "folder", "owner", "process")
+
+    def __init__(self, process: Process, folder: str) -> None:
+        self.process = process
+        self.folder = folder
+        self.owner: tuple[str, str | None, str | None] | None = None
+        """The validation (name, entrypoint, code) it ran: it runs no other. Whatever a
+        call leaves in its worker (a thread, a patched module, an answer of its own
+        written to the pipe) can then only sway that validation's own later verdicts,
+        which it decides anyway."""
+        assert process.stdout is not None
+        self.answers = BufferedByteReceiveStream(process.stdout)
+
+    async def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(_HEADER.pack(len(data)) + data)
+
+    async def receive(self) -> Answer:
+        size = _HEADER.unpack(await self.answers.receive_exactly(_HEADER.size))[0]
+        if size > _MAX_ANSWER:
+            raise _Garbled(f"an answer of {size} bytes")
+        try:
+            return _ANSWER.decode(await self.answers.receive_exactly(size))
+        except msgspec.DecodeError as exc:
+            raise _Garbled(str(exc)) from None
+
+    async def kill(self) -> None:
+        """End the worker and every process it started; remove its folder."""
+        with anyio.CancelScope(shield=True), unguarded():
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass  # gone already
+            await self.process.wait()
+            await self.process.aclose()
+            await anyio.to_thread.run_sync(shutil.rmtree, self.folder, True)
+
+    def death(self) -> str:
+        code = self.process.returncode
+        if code is None:
+            return "it stopped answering"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            why = {
+                "SIGKILL": " (killed: out of memory, or from outside)",
+                "SIGXCPU": " (out of CPU seconds)",
+                "SIGXFSZ": " (a file grew past its size limit)",
+                "SIGSYS": " (a system call of another architecture)",
+            }.get(name, "")
+            return f"it was killed by {name}{why}"
+        return f"it exited with status {code}"
+
+
+class _Garbled(Exception):
+    """A worker's answer could not be read: the call wrote into its worker's channel."""
+
+
+class SandboxPool:
+    """Sandboxed workers for the calls of one run. Use it as an async context manager (it
+    owns the task group that starts workers ahead of need)."""
+
+    def __init__(self, limits: SandboxLimits | None = None, *, size: int | None = None) -> None:
+        self.limits = limits or SandboxLimits()
+        self.size = size or os.cpu_count() or 1
+        self._limiter = anyio.CapacityLimiter(self.size)
+        self._idle: list[_Worker] = []
+        self._group: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self._starting = 0
+
+    async def __aenter__(self) -> SandboxPool:
+        require()
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._group is not None
+        self._closed = True
+        self._group.cancel_scope.cancel()
+        try:
+            return await self._group.__aexit__(*exc_info)
+        finally:
+            idle, self._idle = self._idle, []
+            for worker in idle:
+                await worker.kill()
+
+    def prewarm(self, count: int) -> None:
+        """Have up to ``count`` workers (no more than the pool's size) idle, starting the
+        missing ones in the background."""
+        if self._group is None or self._closed:
+            return
+        fresh = sum(worker.owner is None for worker in self._idle)
+        for _ in range(max(0, min(count, self.size) - fresh - self._starting)):
+            self._starting += 1
+            self._group.start_soon(self._add_idle)
+
+    async def fill(self, count: int) -> None:
+        """Start workers until ``count`` (no more than the pool's size) are idle, and wait
+        for them: for a caller that wants the first calls not to wait for a start (a
+        benchmark, a server about to take requests)."""
+        missing = max(0, min(count, self.size) - sum(w.owner is None for w in self._idle))
+        async with anyio.create_task_group() as group:
+            for _ in range(missing):
+                self._starting += 1
+                group.start_soon(self._add_idle)
+
+    async def _add_idle(self) -> None:
+        try:
+            worker = await self._start()
+        except (OSError, ConfigError, _Garbled, anyio.EndOfStream, anyio.IncompleteRead):
+            return  # the call that needs a worker starts one itself, and says what fails
+        finally:
+            self._starting -= 1
+        if self._closed:
+            await worker.kill()
+        else:
+            self._idle.append(worker)
+
+    async def _start(self) -> _Worker:
+        with unguarded():
+            from ._context import private_folder
+
+            folder = os.fspath(private_folder("sandbox"))
+        environment = {
+            **{k: v for k, v in os.environ.items() if k in _PASSED_ON or k.startswith("LC_")},
+            "TMPDIR": folder,
+            "TMP": folder,
+            "TEMP": folder,
+            "XDG_CACHE_HOME": os.path.join(folder, ".cache"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        command = [
+            sys.executable,
+            "-P",
+            "-c",
+            _COMMAND,
+            folder,
+            str(os.getpid()),
+            json.dumps(dataclasses.asdict(self.limits)),
+        ]
+        with unguarded():
+            process = await anyio.open_process(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=folder,
+                env=environment,
+                start_new_session=True,
+            )
+        worker = _Worker(process, folder)
+        try:
+            await worker.send(pickle.dumps(list(sys.path)))
+            with anyio.fail_after(_START_TIMEOUT):
+                answer = await worker.receive()
+        except BaseException:
+            await worker.kill()
+            raise
+        if answer.kind != "ready":
+            await worker.kill()
+            raise ConfigError.at("isolation", f"sandbox: {answer.text}")
+        return worker
+
+    async def _take(self, owner: tuple[str, str | None, str | None]) -> _Worker:
+        """An idle worker that ran this validation before, else a fresh one."""
+        for wanted in (owner, None):
+            for index in range(len(self._idle) - 1, -1, -1):
+                worker = self._idle[index]
+                if worker.owner != wanted:
+                    continue
+                del self._idle[index]
+                if worker.process.returncode is None:
+                    return worker
+                await worker.kill()  # died while idle (killed from outside): not this call's
+        return await self._start()
+
+    async def _keep(self, worker: _Worker) -> None:
+        """Return a worker to the pool; past the pool's size, the longest idle goes."""
+        self._idle.append(worker)
+        while len(self._idle) > self.size:
+            # The longest idle of another validation's, before a fresh one.
+            used = [i for i, w in enumerate(self._idle[:-1]) if w.owner is not None]
+            await self._idle.pop(used[0] if used else 0).kill()
+
+    async def call(self, name: str, request: SandboxRequest) -> Outcome:
+        """Run one call in a worker."""
+        from ._invoke import Outcome
+
+        try:
+            payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            return Outcome(
+                False,
+                error=ResultError.EXCEPTION,
+                message=f"{name}: its arguments cannot be copied into the sandbox: {exc}",
+            )
+        owner = (request.name, request.entrypoint, request.code)
+        async with self._limiter:
+            worker = await self._take(owner)
+            if worker.owner is None:
+                self.prewarm(1)  # a fresh one for the next validation, started now
+            worker.owner = owner
+            keep = False
+            try:
+                await worker.send(payload)
+                answer = await worker.receive()
+                keep = answer.keep and answer.kind == "done"
+            except _Garbled as exc:
+                return Outcome(
+                    False,
+                    error=ResultError.MALFORMED,
+                    message=f"{name} wrote into its sandbox's answer channel ({exc})",
+                )
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                with anyio.CancelScope(shield=True):
+                    await worker.process.wait()
+                return Outcome(
+                    False,
+                    error=UNAVAILABLE,
+                    message=f"the sandboxed worker running {name} died during the call: "
+                    f"{worker.death()}",
+                )
+            finally:
+                if keep and not self._closed:
+                    await self._keep(worker)
+                else:
+                    await worker.kill()
+                    self.prewarm(1)  # the next call's worker, started now
+        return msgspec.convert(answer.outcome, Outcome)
+
+
+_pool: Final[contextvars.ContextVar[SandboxPool | None]] = contextvars.ContextVar(
+    "gategraph_sandbox_pool", default=None
+)
+
+
+def current_pool() -> SandboxPool | None:
+    """The pool of the run this task belongs to, if it opened one."""
+    return _pool.get()
+
+
+@asynccontextmanager
+async def sandbox_pool(
+    prewarm: int = 0, limits: SandboxLimits | None = None
+) -> AsyncIterator[SandboxPool]:
+    """Open a pool for the calls made in this context (the engine opens one per run)."""
+    async with SandboxPool(limits) as pool:
+        token = _pool.set(pool)
+        try:
+            pool.prewarm(prewarm)
+            yield pool
+        finally:
+            _pool.reset(token)

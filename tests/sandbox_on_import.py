@@ -1,0 +1,13 @@
+"""A validation module for tests/test_sandbox.py: gategraph must never import a sandboxed
+entrypoint in its own process (the test checks ``sys.modules``), only in the sandbox."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+IMPORTED_IN = os.getpid()
+
+
+def check(root: str) -> dict[str, Any]:
+    return {"passed": IMPORTED_IN == os.getpid(), "data": {"pid": IMPORTED_IN}}

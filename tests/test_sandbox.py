@@ -1,0 +1,690 @@
+"""``isolation: sandbox``: validations in worker processes confined by the kernel.
+
+Every technique that gets round the in-process guard (docs/readonly.md) is run here in the
+sandbox, through a real plan graph: nothing changes on disk, in the process or on the
+network, and the validation does not pass — while the same things done honestly pass.
+The hostile validations live in tests/sandbox_hostile.py (workers import them from disk).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from gategraph.runtime import ConfigError
+from gategraph.runtime._engine import GraphRun, execute_graph
+from gategraph.runtime._graph import load_graph
+from gategraph.runtime._kernel import SandboxLimits, support
+from gategraph.runtime._sandbox import sandbox_pool
+
+pytestmark = [
+    pytest.mark.skipif(
+        support().missing is not None, reason=f"no sandbox here: {support().missing}"
+    ),
+    pytest.mark.timeout(120),
+]
+
+ORIGINAL = "x = 1\n"
+MODULE = "sandbox_hostile"
+
+
+@pytest.fixture(autouse=True)
+def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text(ORIGINAL)
+    with sqlite3.connect(root / "data.db") as db:
+        db.execute("create table t (a)")
+        db.execute("insert into t values (1)")
+    return root
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    out: dict[str, tuple[int, bytes | None]] = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        out[str(path.relative_to(root))] = (
+            st.st_mode,
+            path.read_bytes() if path.is_file() and not path.is_symlink() else None,
+        )
+    return out
+
+
+def graph_text(
+    repo: Path,
+    *names: str,
+    arguments: dict[str, dict[str, Any]] | None = None,
+    timeout: float | None = None,
+) -> str:
+    arguments = arguments or {}
+    validations = "".join(
+        f'  - {{name: {name}, entrypoint: "{MODULE}:{name}", resource_slots: [root]}}\n'
+        for name in dict.fromkeys(names)
+    )
+    nodes = ""
+    for index, name in enumerate(names):
+        extra = f", arguments: {arguments[name]!r}" if name in arguments else ""
+        extra += f", timeout: {timeout}" if timeout is not None else ""
+        nodes += f"  - {{id: n{index}-{name}, validation: {name}, isolation: sandbox{extra}}}\n"
+    text = (
+        "version: 1\nname: sandboxed\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        f"validations:\n{validations}nodes:\n{nodes}"
+    )
+    return text
+
+
+def graph(repo: Path, *names: str, **kwargs: Any) -> Any:
+    return load_graph(graph_text(repo, *names, **kwargs))
+
+
+async def run(repo: Path, *names: str, **kwargs: Any) -> GraphRun:
+    artifact = kwargs.pop("artifact", None)
+    return await execute_graph(graph(repo, *names, **kwargs), artifact=artifact)
+
+
+def result_of(done: GraphRun, name: str) -> Any:
+    [record] = [r for r in done.validations if r.validation == name]
+    return record.result
+
+
+def assert_refused(done: GraphRun, name: str, *errors: str) -> None:
+    result = result_of(done, name)
+    assert not result.passed, result
+    assert result.data.get("error") in (errors or ("read_only_violation", "exception")), result
+
+
+# -- honest validations pass ------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_honest_validations_pass_and_their_output_is_captured(repo: Path) -> None:
+    before = snapshot(repo)
+    done = await run(repo, "honest", "honest_async", "honest_sqlite")
+    for name in ("honest", "honest_async", "honest_sqlite"):
+        assert result_of(done, name).passed, result_of(done, name)
+    [record] = [r for r in done.validations if r.validation == "honest"]
+    assert "checked 6 bytes" in (record.captured or {}).get("stdout", "")
+    assert snapshot(repo) == before
+
+
+@pytest.mark.anyio
+async def test_gategraph_never_runs_the_code_itself(repo: Path) -> None:
+    """The parent neither imports a sandboxed entrypoint nor runs sandboxed inline code: a
+    module that does harm when imported does it in the sandbox, where nothing comes of it."""
+    text = (
+        "version: 1\nname: loads\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        "validations:\n"
+        '  - {name: imported, entrypoint: "sandbox_on_import:check", resource_slots: [root]}\n'
+        "  - name: inline\n"
+        "    resource_slots: [root]\n"
+        "    code: |\n"
+        "      import os\n"
+        "      try:\n"
+        f"          open({str(repo / 'inline.txt')!r}, 'w').write('loaded')\n"
+        "      except OSError:\n"
+        "          pass\n"
+        "      def run(root):\n"
+        "          return {'passed': True}\n"
+        '  - {name: missing, entrypoint: "sandbox_hostile:no_such_function"}\n'
+        "nodes:\n"
+        "  - {id: a, validation: imported, isolation: sandbox}\n"
+        "  - {id: b, validation: inline, isolation: sandbox}\n"
+        "  - {id: c, validation: missing, isolation: sandbox}\n"
+    )
+    done = await execute_graph(load_graph(text))
+    assert "sandbox_on_import" not in sys.modules
+    assert result_of(done, "imported").passed and result_of(done, "inline").passed
+    assert result_of(done, "imported").data["pid"] != os.getpid()
+    assert not (repo / "inline.txt").exists()
+    missing = result_of(done, "missing")
+    assert missing.data["error"] == "misconfigured" and "no_such_function" in missing.message
+
+
+def test_inline_code_without_run_is_refused_before_the_plan_starts(repo: Path) -> None:
+    text = (
+        "version: 1\nname: bad\nvalidations:\n"
+        "  - {name: nothing, code: 'x = 1'}\n"
+        "nodes:\n  - {id: a, validation: nothing, isolation: sandbox}\n"
+    )
+    with pytest.raises(ConfigError, match=r"must define `run\(...\)`"):
+        anyio.run(execute_graph, load_graph(text))
+
+
+# -- 1. threads -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", ["thread_now", "executor_write"])
+async def test_a_thread_of_the_call_is_guarded_too(
+    repo: Path, name: str, anyio_backend: str
+) -> None:
+    if name == "executor_write" and anyio_backend != "asyncio":
+        pytest.skip("run_in_executor is asyncio's (the call runs on its caller's backend)")
+    done = await run(repo, name)
+    assert_refused(done, name, "read_only_violation")
+    assert (repo / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+async def test_a_thread_that_writes_after_the_call_returned_fails_it(repo: Path) -> None:
+    done = await run(repo, "thread_late", "honest")
+    result = result_of(done, "thread_late")
+    assert not result.passed and result.data["error"] == "read_only_violation"
+    assert "after the call returned" in result.message
+    assert result_of(done, "honest").passed
+    assert (repo / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+async def test_a_thread_left_running_fails_the_call_and_its_worker_is_replaced(repo: Path) -> None:
+    done = await run(repo, "thread_forever", "reads_env", "reads_env")
+    result = result_of(done, "thread_forever")
+    assert result.data["error"] == "read_only_violation"
+    assert "1 thread running" in result.message
+    assert all(r.result.passed for r in done.validations if r.validation == "reads_env")
+
+
+# -- 2. native code -------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_ctypes_writes_fail_and_change_nothing(repo: Path) -> None:
+    before = snapshot(repo)
+    done = await run(repo, "ctypes_write")
+    assert_refused(done, "ctypes_write", "read_only_violation")
+    assert "through ctypes" in result_of(done, "ctypes_write").message
+    assert snapshot(repo) == before
+
+
+@pytest.mark.anyio
+async def test_the_kernel_stops_what_a_defeated_guard_lets_through(repo: Path) -> None:
+    """With the in-process guard switched off, a native unlink whose error code is ignored:
+    the call may pass (it saw nothing fail), but the file is still there."""
+    before = snapshot(repo)
+    await run(repo, "defeats_guard_then_native")
+    assert snapshot(repo) == before
+
+
+# -- 3. sqlite ------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_sqlite_cannot_change_or_create_a_database(repo: Path) -> None:
+    before = snapshot(repo)
+    done = await run(repo, "sqlite_insert", "sqlite_new")
+    assert_refused(done, "sqlite_insert", "exception")
+    assert_refused(done, "sqlite_new", "exception")
+    assert snapshot(repo) == before
+    with sqlite3.connect(repo / "data.db") as db:
+        assert db.execute("select count(*) from t").fetchone() == (1,)
+
+
+@pytest.mark.anyio
+async def test_the_event_log_is_out_of_reach(repo: Path, tmp_path: Path) -> None:
+    from gategraph.runtime import SQLiteEventLog
+
+    path = tmp_path / "events.db"
+    async with SQLiteEventLog(path) as log:
+        done = await execute_graph(
+            graph(repo, "sqlite_event_log", arguments={"sqlite_event_log": {"log": str(path)}}),
+            event_log=log,
+        )
+    assert_refused(done, "sqlite_event_log", "exception")
+    with sqlite3.connect(path) as db:
+        assert db.execute("select count(*) from event_segments").fetchone()[0] > 0
+
+
+# -- 4. network -----------------------------------------------------------------------------
+
+
+class Listener:
+    def __init__(self, kind: int = socket.SOCK_STREAM) -> None:
+        self.sock = socket.socket(socket.AF_INET, kind)
+        self.sock.bind(("127.0.0.1", 0))
+        if kind == socket.SOCK_STREAM:
+            self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.kind = kind
+
+    def heard(self) -> bool:
+        try:
+            if self.kind == socket.SOCK_STREAM:
+                self.sock.accept()[0].close()
+            else:
+                self.sock.recv(16)
+        except TimeoutError:
+            return False
+        return True
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("connects", socket.SOCK_STREAM), ("fetches", socket.SOCK_STREAM), ("udp", socket.SOCK_DGRAM)],
+)
+async def test_no_network(repo: Path, name: str, kind: int) -> None:
+    listener = Listener(kind)
+    try:
+        done = await run(repo, name, arguments={name: {"port": listener.port}})
+        assert_refused(done, name, "exception")
+        assert not listener.heard()
+    finally:
+        listener.sock.close()
+
+
+# -- 5. commands ----------------------------------------------------------------------------
+
+
+def running(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+async def assert_gone(marker: str) -> None:
+    """Every process whose command line has ``marker`` ends within a few seconds."""
+    for _ in range(100):
+        if not running(marker):
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"still running: {running(marker)}")
+
+
+@pytest.mark.anyio
+async def test_a_command_cannot_write_outside_its_scratch(repo: Path) -> None:
+    done = await run(repo, "command_writes_absolute")
+    assert_refused(done, "command_writes_absolute", "exception")
+    assert (repo / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", ["command_left_running", "command_new_session"])
+async def test_a_command_left_running_fails_the_call_and_is_killed(repo: Path, name: str) -> None:
+    marker = f"gg-{uuid.uuid4().hex}"
+    done = await run(repo, name, arguments={name: {"marker": marker}})
+    assert_refused(done, name)
+    await assert_gone(marker)
+
+
+@pytest.mark.anyio
+async def test_a_timeout_kills_the_worker_and_what_it_started(repo: Path) -> None:
+    marker = f"gg-{uuid.uuid4().hex}"
+    done = await run(
+        repo, "sleeps", "honest", arguments={"sleeps": {"marker": marker}}, timeout=1.0
+    )
+    assert_refused(done, "sleeps", "timeout")
+    assert result_of(done, "honest").passed
+    await assert_gone(marker)
+
+
+# -- 6. special files and links -----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_no_fifo_device_or_hard_link(repo: Path) -> None:
+    before = snapshot(repo)
+    done = await run(repo, "fifo", "node", "hard_link")
+    for name in ("fifo", "node", "hard_link"):
+        assert_refused(done, name)
+    assert snapshot(repo) == before
+
+
+# -- 7. the artifact ------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_artifact_arrives_as_a_copy_and_changing_it_fails(repo: Path) -> None:
+    artifact = {"files": ["a.py"]}
+    done = await run(repo, "mutates_artifact", "reads_artifact", artifact=artifact)
+    assert_refused(done, "mutates_artifact", "read_only_violation")
+    assert result_of(done, "reads_artifact").passed
+    assert artifact == {"files": ["a.py"]}
+
+
+# -- 8. process state ------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_environment_and_working_directory_stay_as_they_were(repo: Path) -> None:
+    cwd = os.getcwd()
+    done = await run(repo, "sets_env", "sets_env_natively", "changes_directory", "reads_env")
+    for name in ("sets_env", "sets_env_natively", "changes_directory"):
+        assert_refused(done, name, "read_only_violation")
+    assert result_of(done, "reads_env").passed
+    assert "GG_EVIL" not in os.environ and os.getcwd() == cwd
+
+
+@pytest.mark.anyio
+async def test_the_parents_secrets_stay_out(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GG_SECRET", "sk-not-for-validations")
+    done = await run(repo, "sees_no_secrets", "sees_secrets")
+    assert result_of(done, "sees_no_secrets").passed
+    assert_refused(done, "sees_secrets", "exception")  # the parent's environ is unreadable
+
+
+# -- 9. the guard itself ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_patching_the_guard_leaves_the_kernel(repo: Path) -> None:
+    done = await run(repo, "patches_guard", "honest")
+    assert_refused(done, "patches_guard", "exception")
+    assert result_of(done, "honest").passed
+    assert (repo / "a.py").read_text() == ORIGINAL
+
+
+@pytest.mark.anyio
+async def test_a_forged_answer_sways_no_other_validation(repo: Path) -> None:
+    """A call owns its worker and can write any answer into its pipe: it decides its own
+    verdict anyway. A worker that ran one validation runs no other, so the forged answers
+    it left in the pipe reach no one else's call."""
+    text = graph_text(repo, "forges_answers", "fails", "fails").replace(
+        "nodes:\n", "policy: {max_concurrency: 1}\nnodes:\n"
+    )
+    done = await execute_graph(load_graph(text))
+    others = [r.result for r in done.validations if r.validation == "fails"]
+    assert [r.message for r in others] == ["an honest failure"] * 2
+    assert not any(r.passed for r in others)
+
+
+# -- 10. signals and deaths -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_worker_that_dies_is_an_infrastructure_fault_of_that_call_only(repo: Path) -> None:
+    done = await run(repo, "kills_itself", "exits", "honest")
+    for name in ("kills_itself", "exits"):
+        result = result_of(done, name)
+        assert result.data["error"] == "unavailable", result
+    assert "SIGTERM" in result_of(done, "kills_itself").message
+    assert "status 3" in result_of(done, "exits").message
+    assert result_of(done, "honest").passed
+
+
+@pytest.mark.anyio
+async def test_signals_cannot_leave_the_sandbox(repo: Path) -> None:
+    done = await run(repo, "kills_parent")
+    assert_refused(done, "kills_parent", "exception")
+    assert "Operation not permitted" in result_of(done, "kills_parent").message
+
+
+# -- limits and results -----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_memory_is_limited(repo: Path) -> None:
+    done = await run(repo, "big_memory")
+    assert_refused(done, "big_memory", "exception")
+    assert "MemoryError" in result_of(done, "big_memory").message
+
+
+@pytest.mark.anyio
+async def test_file_size_is_limited(repo: Path) -> None:
+    from gategraph.runtime._invoke import prepare, to_result
+    from gategraph.runtime._models import Validation
+
+    validation = Validation.model_validate(
+        {
+            "name": "big_file",
+            "source": "python",
+            "entrypoint": f"{MODULE}:big_file",
+            "resource_slots": ["root"],
+        }
+    )
+    prepared = prepare(validation, lambda name: None, isolation="sandbox")  # type: ignore[arg-type,return-value]
+    async with sandbox_pool(limits=SandboxLimits(file_size=1 << 20)):
+        outcome = await prepared.call({}, {"root": repo})
+    result = to_result(outcome)
+    assert not result.passed and "File too large" in result.message
+
+
+@pytest.mark.anyio
+async def test_output_is_bounded(repo: Path) -> None:
+    done = await run(repo, "chatty")
+    [record] = done.validations
+    stdout = (record.captured or {})["stdout"]
+    assert "line 19999" in stdout and "earlier characters not kept" in stdout
+    dropped = int(stdout.split(" earlier", 1)[0].lstrip("["))
+    assert dropped > 200_000  # the worker's count of what it did not keep carries over
+    assert len(stdout) < 10_000
+
+
+@pytest.mark.anyio
+async def test_a_result_that_is_not_plain_data_is_malformed(repo: Path) -> None:
+    done = await run(repo, "not_plain_data")
+    assert_refused(done, "not_plain_data", "malformed")
+
+
+# -- failing closed ----------------------------------------------------------------------------
+
+
+def test_a_machine_without_the_sandbox_refuses_a_plan_that_asks_for_it(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gategraph.runtime import _kernel
+
+    monkeypatch.setattr(
+        _kernel,
+        "_support",
+        _kernel.Support(
+            4, True, "x86_64", "the sandbox needs Landlock ABI 6; this kernel has ABI 4"
+        ),
+    )
+    with pytest.raises(ConfigError, match="Landlock ABI 6"):
+        anyio.run(run, repo, "honest")
+
+
+def test_no_thread_is_left_behind_by_the_pool(repo: Path) -> None:
+    before = threading.active_count()
+    anyio.run(run, repo, "honest")
+    assert threading.active_count() <= before + 1  # anyio's idle worker thread at most
+
+
+# -- policy, untrusted code, and the record of what ran a call ----------------------------------
+
+
+def policy_graph(repo: Path, *, isolation: str | None = None, extra: str = "") -> str:
+    node_isolation = f", isolation: {isolation}" if isolation else ""
+    return (
+        "version: 1\nname: required\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        "policy: {require_sandbox: true}\n"
+        "validations:\n"
+        f'  - {{name: honest, entrypoint: "{MODULE}:honest", resource_slots: [root]}}\n'
+        f"{extra}"
+        "nodes:\n"
+        f"  - {{id: a, validation: honest{node_isolation}}}\n"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_policy_can_require_the_sandbox_for_every_validation(repo: Path) -> None:
+    done = await execute_graph(load_graph(policy_graph(repo)))
+    [record] = done.validations
+    assert record.result.passed and record.isolation == "sandbox"
+
+
+def test_a_policy_that_requires_the_sandbox_refuses_another_isolation(repo: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_graph(policy_graph(repo, isolation="thread"))
+    message = str(caught.value)
+    assert "nodes[0].isolation" in message and "require_sandbox" in message
+
+
+def test_a_policy_that_requires_the_sandbox_refuses_an_mcp_validation(repo: Path) -> None:
+    text = policy_graph(
+        repo,
+        extra="  - {name: remote, mcp_server: s, mcp_tool_name: t, trust_read_only: true}\n",
+    ).replace(
+        "nodes:\n",
+        "mcp_servers: {s: {command: python}}\nnodes:\n  - {id: r, validation: remote}\n",
+    )
+    with pytest.raises(ConfigError, match="outside any sandbox"):
+        load_graph(text)
+
+
+def untrusted_graph(repo: Path, node: str) -> str:
+    wrapper = (
+        "  - {name: wrapper, wraps: vendor, transform: output, untrusted: true}\n"
+        if "wrapper" in node
+        else ""
+    )
+    return (
+        "version: 1\nname: untrusted\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        "validations:\n"
+        '  - {name: vendor, entrypoint: "sandbox_on_import:check", untrusted: true,'
+        " resource_slots: [root]}\n"
+        f"{wrapper}nodes:\n  - {node}\n"
+    )
+
+
+@pytest.mark.anyio
+async def test_untrusted_code_always_runs_in_the_sandbox_and_never_here(repo: Path) -> None:
+    sys.modules.pop("sandbox_on_import", None)
+    graph = load_graph(untrusted_graph(repo, "{id: a, validation: vendor}"))
+    done = await execute_graph(graph)
+    [record] = done.validations
+    assert record.result.passed and record.isolation == "sandbox"
+    assert record.result.data["pid"] != os.getpid()
+    assert "sandbox_on_import" not in sys.modules  # not even to check the graph
+
+
+@pytest.mark.parametrize(
+    ("node", "words"),
+    [
+        ("{id: a, validation: vendor, isolation: process}", "is untrusted"),
+        ("{id: a, validation: wrapper}", "cannot have one"),
+    ],
+)
+def test_untrusted_code_cannot_be_run_anywhere_else(repo: Path, node: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        load_graph(untrusted_graph(repo, node))
+
+
+@pytest.mark.anyio
+async def test_the_record_says_what_ran_each_call(repo: Path, tmp_path: Path) -> None:
+    from gategraph.runtime import MemoryEventLog
+    from gategraph.runtime._events import ValidationCompleted
+
+    text = (
+        "version: 1\nname: where\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        "validations:\n"
+        f'  - {{name: sync, entrypoint: "{MODULE}:reads_env", resource_slots: [root]}}\n'
+        f'  - {{name: async, entrypoint: "{MODULE}:honest_async", resource_slots: [root]}}\n'
+        "nodes:\n"
+        "  - {id: t, validation: sync}\n"
+        "  - {id: p, validation: sync, isolation: process}\n"
+        "  - {id: s, validation: sync, isolation: sandbox}\n"
+        "  - {id: i, validation: async}\n"
+    )
+    log = MemoryEventLog()
+    done = await execute_graph(load_graph(text), event_log=log)
+    ran = {r.node: r.isolation for r in done.validations}
+    assert ran == {"t": "thread", "p": "process", "s": "sandbox", "i": "inline"}
+    events = [e for e in await log.read(done.plan_id) if isinstance(e, ValidationCompleted)]
+    assert {e.node: e.isolation for e in events} == ran
+
+
+def test_check_refuses_a_plan_that_needs_the_sandbox_where_there_is_none(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+    from gategraph.runtime import _kernel
+    from gategraph.runtime._cli import cli
+
+    monkeypatch.setattr(
+        _kernel,
+        "_support",
+        _kernel.Support(0, True, "x86_64", "the sandbox needs Linux (Landlock); this is darwin"),
+    )
+    path = tmp_path / "plan.yaml"
+    path.write_text(policy_graph(repo))
+    result = CliRunner().invoke(cli, ["check", str(path)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "sandbox needs Linux" in lines[0] and "plan.yaml" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_the_pages_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/isolation.md's program, run as a user runs it, prints what the page says."""
+    import re
+    import subprocess
+
+    page = (Path(__file__).parents[1] / "docs" / "isolation.md").read_text(encoding="utf-8")
+    [program] = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
+    script = tmp_path / "example.py"
+    script.write_text(program)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True attested", "False fix"]
+    assert "which prints `True attested` then `False fix`" in page
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["example.py"]
+
+
+def test_a_killed_gategraph_takes_its_sandboxed_workers_and_their_processes(
+    repo: Path, tmp_path: Path
+) -> None:
+    """gategraph killed (SIGKILL) mid-call: the worker and the command its call started
+    end too, rather than running on as orphans."""
+    import signal
+    import subprocess
+    import time
+
+    marker = f"gg-{uuid.uuid4().hex}"
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        graph_text(repo, "starts_and_waits", arguments={"starts_and_waits": {"marker": marker}})
+    )
+    script = (
+        "import sys, anyio\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from gategraph.runtime import execute_graph, load_graph\n"
+        f"anyio.run(execute_graph, load_graph(open({str(path)!r}).read()))\n"
+    )
+    runner = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
+    try:
+        for _ in range(200):
+            if running(marker):
+                break
+            time.sleep(0.05)
+        assert running(marker), "the sandboxed call never started its command"
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    for _ in range(200):
+        if not running(marker):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"left running: {running(marker)}")

@@ -1,0 +1,970 @@
+"""The sandboxed worker's own side, driven frame by frame: ``_sandbox_worker`` and ``_kernel``.
+
+Each test starts a real worker as the pool does (``python -P -c ...`` with the folder, the
+parent's pid and the limits as arguments, the environment scrubbed, descriptor 0 its
+requests and 1 its answers) and talks to it in its own frames. The worker confines itself
+with the real kernel calls (Landlock, seccomp, limits): nothing here is faked but two ways
+of making confinement fail, and those are said where they are used.
+
+The worker's code is measured although it runs confined. Under coverage, the worker's
+bootstrap starts a coverage of its own (in memory: the project's data file is outside
+the worker's folder, which Landlock forbids it to write) and, once the worker's ``main``
+returned, sends its data back over one more pipe; the test merges it into the running
+coverage. Without coverage (``--no-cov``) that pipe is not even opened.
+
+A forked pytest process would not do: its audit hook is already the in-process guard's
+once any guarded call ran, and ``guard_process`` then refuses to start (rightly), so the
+worker would die before its first call; and the child would inherit the running
+coverage's open data file.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import errno
+import json
+import os
+import pickle
+import resource
+import select
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Final
+
+import msgspec
+import pytest
+from coverage import Coverage, CoverageData
+from coverage.exceptions import CoverageWarning
+from gategraph.runtime import _kernel
+from gategraph.runtime._invoke import SandboxRequest
+from gategraph.runtime._kernel import SandboxLimits, support
+from gategraph.runtime._sandbox import _PASSED_ON
+from gategraph.runtime._sandbox_worker import _HEADER, Answer
+
+pytestmark = pytest.mark.timeout(120)
+
+_WAIT: Final = 60.0
+"""Seconds to wait for one answer (a start under coverage, on a busy machine, is slow)."""
+_ANSWER: Final = msgspec.msgpack.Decoder(Answer)
+
+# What the worker process runs: `_sandbox._COMMAND` (import main, call it) with what a
+# test needs around it. The coverage hand-off runs once `main` returned, `unguarded()` as
+# the worker's own housekeeping is, so that a call's guard (still on where the call left
+# something running) does not refuse it; it only writes to a pipe the parent opened.
+_BOOT: Final = """
+import os
+fd = os.environ.pop("GG_TEST_COVERAGE_FD", None)
+config = os.environ.pop("GG_TEST_COVERAGE_CONFIG", None)
+failure = os.environ.pop("GG_TEST_CONFINE_FAILS", None)
+cov = None
+if fd is not None:
+    import coverage
+    cov = coverage.Coverage(data_file=None, config_file=":data:" + config)
+    cov.start()
+try:
+    from gategraph.runtime import _kernel
+    from gategraph.runtime._sandbox_worker import main
+    if failure == "no-landlock":
+        # Pretend this kernel lacks Landlock: what `support` says on such a machine.
+        found = _kernel.support()
+        _kernel._support = _kernel.Support(0, found.seccomp, found.arch, "no Landlock here")
+    elif failure == "a-thread":
+        import threading
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+    main()
+finally:
+    if cov is not None:
+        from gategraph.runtime._readonly import unguarded
+        with unguarded():
+            cov.stop()
+            data = cov.get_data().dumps()
+            view = memoryview(len(data).to_bytes(8, "big") + data)
+            while view:
+                view = view[os.write(int(fd), view):]
+            os.close(int(fd))
+"""
+
+
+def _coverage_config() -> str | None:
+    """The running coverage's configuration for the worker, or None without coverage."""
+    current = Coverage.current()
+    if current is None:
+        return None
+    config = copy.copy(current.config)
+    # The worker measures itself only: it must not set up measuring the processes its
+    # calls start (they could not write their data either).
+    config.patch = []
+    config.disable_warnings = [
+        *config.disable_warnings,
+        *("module-not-imported", "no-data-collected", "module-not-measured"),
+    ]
+    return str(config.serialize())
+
+
+class Worker:
+    """A sandboxed worker process, started as the pool starts one."""
+
+    def __init__(
+        self,
+        folder: Path,
+        limits: SandboxLimits,
+        *,
+        log: Path,
+        confine_fails: str | None = None,
+        parent: int | None = None,
+    ) -> None:
+        self.folder = folder
+        self.log = log
+        environment = {
+            **{k: v for k, v in os.environ.items() if k in _PASSED_ON or k.startswith("LC_")},
+            "TMPDIR": str(folder),
+            "TMP": str(folder),
+            "TEMP": str(folder),
+            "XDG_CACHE_HOME": str(folder / ".cache"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        if confine_fails is not None:
+            environment["GG_TEST_CONFINE_FAILS"] = confine_fails
+        config = _coverage_config()
+        self.coverage: int | None = None
+        passed: tuple[int, ...] = ()
+        if config is not None:
+            self.coverage, write_end = os.pipe()
+            passed = (write_end,)
+            environment["GG_TEST_COVERAGE_FD"] = str(write_end)
+            environment["GG_TEST_COVERAGE_CONFIG"] = config
+        limits_text = json.dumps(dataclasses.asdict(limits))
+        parent = os.getpid() if parent is None else parent
+        command = [sys.executable, "-P", "-c", _BOOT, str(folder), str(parent), limits_text]
+        try:
+            with log.open("ab") as stderr:
+                self.process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    cwd=folder,
+                    env=environment,
+                    start_new_session=True,
+                    pass_fds=passed,
+                    bufsize=0,
+                )
+        finally:
+            for fd in passed:
+                os.close(fd)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests = self.process.stdin
+        self.answers = self.process.stdout.fileno()
+        self.merged = False
+
+    # -- frames --------------------------------------------------------------------------
+
+    def send_raw(self, data: bytes) -> None:
+        self.requests.write(data)
+
+    def send(self, data: bytes) -> None:
+        self.send_raw(_HEADER.pack(len(data)) + data)
+
+    def start(self) -> Answer:
+        """Send the parent's ``sys.path`` (the first frame); return ``ready`` or ``refused``."""
+        self.send(pickle.dumps(sys.path))
+        answer = self.receive()
+        assert answer is not None, self.stderr()
+        return answer
+
+    def call(self, request: SandboxRequest) -> Answer:
+        self.send(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+        answer = self.receive()
+        assert answer is not None, f"the worker answered nothing: {self.stderr()}"
+        assert answer.kind == "done", answer
+        return answer
+
+    def _read(self, size: int, deadline: float) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.answers], [], [], max(left, 0))
+            if not ready:
+                raise AssertionError(f"no answer within {_WAIT} s: {self.stderr()}")
+            chunk = os.read(self.answers, size - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data)
+
+    def receive(self) -> Answer | None:
+        """The next answer, or None where the worker closed its answers (it ended)."""
+        deadline = time.monotonic() + _WAIT
+        header = self._read(_HEADER.size, deadline)
+        if not header:
+            return None
+        assert len(header) == _HEADER.size, header
+        (size,) = _HEADER.unpack(header)
+        body = self._read(size, deadline)
+        assert len(body) == size, f"a cut answer: {body!r}"
+        return _ANSWER.decode(body)
+
+    # -- ending ----------------------------------------------------------------------------
+
+    def finish(self, wait: float = _WAIT) -> int:
+        """End the requests, take the worker's coverage data, and return its exit status."""
+        if not self.requests.closed:
+            self.requests.close()
+        self._merge_coverage(wait)
+        return self.process.wait(wait)
+
+    def _merge_coverage(self, wait: float) -> None:
+        if self.coverage is None or self.merged:
+            return
+        self.merged = True
+        deadline = time.monotonic() + wait
+        data = bytearray()
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([self.coverage], [], [], 0.5)
+                if ready:
+                    chunk = os.read(self.coverage, 1 << 20)
+                    if not chunk:
+                        break  # the worker closed it: all its data is here
+                    data += chunk
+        finally:
+            os.close(self.coverage)
+        size = int.from_bytes(data[:8], "big")
+        current = Coverage.current()
+        if len(data) < 8 or len(data) != 8 + size or current is None:
+            return  # the worker died before its hand-off (killed): nothing to merge
+        measured = CoverageData(no_disk=True)
+        measured.loads(bytes(data[8:]))
+        with warnings.catch_warnings():
+            # Getting the data mid-run makes coverage check what it has not seen yet
+            # (a package not imported so far): it says so again at the end of the run.
+            warnings.simplefilter("ignore", CoverageWarning)
+            collected = current.get_data()
+        collected.update(measured)
+
+    def kill(self) -> None:
+        """End the worker and everything it started (its process group), for good."""
+        # Whether or not the worker ended: what a call left running outlives it in its
+        # group (whose id is not reused while one of its processes lives).
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(_WAIT)
+        if not self.requests.closed:
+            self.requests.close()
+        self.process.stdout.close()  # type: ignore[union-attr]
+        if self.coverage is not None and not self.merged:
+            os.close(self.coverage)
+            self.merged = True
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of a process group (zombies are not)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        state, _ppid, group = stat.rsplit(")", 1)[1].split()[:3]
+        if int(group) == pgid and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    path = tmp_path / "worker"
+    path.mkdir(mode=0o700)
+    return path
+
+
+@pytest.fixture
+def open_worker(folder: Path, tmp_path: Path) -> Any:
+    """Start workers; every one is ended (its group killed) when the test ends."""
+    if support().missing is not None:
+        pytest.skip(f"no sandbox here: {support().missing}")
+    started: list[Worker] = []
+
+    def start(limits: SandboxLimits | None = None, **kwargs: Any) -> Worker:
+        worker = Worker(folder, limits or SandboxLimits(), log=tmp_path / "worker.log", **kwargs)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        try:
+            worker.finish(wait=10)  # its coverage data, where the test did not end it
+        except (subprocess.TimeoutExpired, OSError):
+            pass  # stuck, or its pipes already closed: killed below all the same
+        finally:
+            worker.kill()
+
+
+def request(
+    code: str,
+    *,
+    name: str = "check",
+    guarded: bool = True,
+    backend: str = "asyncio",
+    arguments: dict[str, Any] | None = None,
+    artifact: Any = None,
+    entrypoint: str | None = None,
+) -> SandboxRequest:
+    return SandboxRequest(
+        name=name,
+        entrypoint=entrypoint,
+        code=None if entrypoint is not None else code,
+        slots=(),
+        arguments=arguments or {},
+        resources={},
+        artifact=artifact,
+        inputs=None,
+        guarded=guarded,
+        backend=backend,
+    )
+
+
+def outcome_of(answer: Answer) -> dict[str, Any]:
+    assert isinstance(answer.outcome, dict), answer
+    return answer.outcome
+
+
+PASSES = "def run():\n    return {'passed': True}\n"
+
+
+# -- a call that passes ----------------------------------------------------------------------
+
+
+def test_a_worker_confines_itself_says_ready_and_runs_calls_one_after_another(
+    open_worker: Any,
+) -> None:
+    """A worker says ``ready`` with its pid, runs calls, captures their output, is kept."""
+    worker = open_worker()
+    ready = worker.start()
+    assert ready.kind == "ready" and ready.text == str(worker.process.pid)
+    code = (
+        "def run(n):\n    print('looked at', n)\n    return {'passed': n > 0, 'data': {'n': n}}\n"
+    )
+    for n in (1, 2):
+        answer = worker.call(request(code, arguments={"n": n}))
+        outcome = outcome_of(answer)
+        assert answer.text == "check" and answer.keep, answer
+        assert outcome["ok"] and outcome["value"] == {"passed": True, "data": {"n": n}}
+        assert outcome["captured"] == {"stdout": f"looked at {n}\n"}
+    assert worker.finish() == 0
+
+
+def test_the_kernel_confines_even_a_call_the_guard_does_not_watch(
+    open_worker: Any, tmp_path: Path
+) -> None:
+    """Unguarded (a tool, not a validation), a call still cannot write outside its folder,
+    open a socket or leave the worker's process group: the kernel refuses."""
+    outside = tmp_path / "outside.txt"
+    code = f"""
+import os, socket
+def run():
+    found = {{}}
+    try:
+        open({str(outside)!r}, "w")
+    except OSError as exc:
+        found["write"] = exc.errno
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError as exc:
+        found["socket"] = exc.errno
+    try:
+        os.setsid()
+    except OSError as exc:
+        found["setsid"] = exc.errno
+    with open("inside.txt", "w") as f:
+        f.write("scratch of the worker")
+    return found
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    outcome = outcome_of(worker.call(request(code, guarded=False)))
+    assert outcome["ok"], outcome
+    assert outcome["value"] == {
+        "write": errno.EACCES,
+        "socket": errno.EACCES,
+        "setsid": errno.EPERM,
+    }
+    assert not outside.exists()
+
+
+def test_limits_are_set_on_the_worker(open_worker: Any) -> None:
+    """The worker runs under its limits (and no core dumps)."""
+    code = """
+import resource
+def run():
+    return {k: resource.getrlimit(getattr(resource, k)) for k in
+            ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE")}
+"""
+    limits = SandboxLimits(
+        address_space=6 << 30, cpu_seconds=900, file_size=1 << 20, open_files=256
+    )
+    worker = open_worker(limits)
+    assert worker.start().kind == "ready"
+    value = outcome_of(worker.call(request(code)))["value"]
+    wanted = {
+        "RLIMIT_AS": 6 << 30,
+        "RLIMIT_CPU": 900,
+        "RLIMIT_FSIZE": 1 << 20,
+        "RLIMIT_NOFILE": 256,
+        "RLIMIT_CORE": 0,
+    }
+    for name, limit in wanted.items():
+        hard = resource.getrlimit(getattr(resource, name))[1]
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)  # a limit is never raised past what it was
+        assert value[name] == [limit, limit], name
+
+
+def test_the_worker_keeps_no_capability_and_no_way_back(open_worker: Any) -> None:
+    """Even started as root, a call runs with no capability but reading files (so that it
+    still reads what gategraph reads), ``no_new_privs`` and a seccomp filter on."""
+    code = """
+def run():
+    with open("/proc/self/status") as f:
+        return dict(line.rstrip("\\n").split(":\\t", 1) for line in f if ":\\t" in line)
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    status = outcome_of(worker.call(request(code)))["value"]
+    assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", status
+    read_search = 1 << 2  # CAP_DAC_READ_SEARCH
+    for field in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
+        assert int(status[field], 16) & ~read_search == 0, (field, status[field])
+    with open("/proc/self/status") as mine:
+        effective = next(int(line.split()[1], 16) for line in mine if line.startswith("CapEff"))
+    if effective & (1 << 8):  # CAP_SETPCAP here: the worker could empty its bounding set
+        assert int(status["CapBnd"], 16) == read_search, status["CapBnd"]
+
+
+# -- calls that fail -------------------------------------------------------------------------
+
+
+def test_an_entrypoint_that_does_not_import_is_a_misconfiguration(open_worker: Any) -> None:
+    """The parent never imports sandboxed code: only the worker can tell it does not import."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request("", entrypoint="gg_no_such_module_anywhere:run"))
+    outcome = outcome_of(answer)
+    assert not outcome["ok"] and outcome["error"] == "misconfigured", outcome
+    assert "gg_no_such_module_anywhere" in outcome["message"]
+    assert answer.keep  # nothing of the call runs on: the worker serves the next one
+    assert outcome_of(worker.call(request(PASSES)))["ok"]
+
+
+def test_a_write_outside_is_refused_and_fails_the_call(open_worker: Any, tmp_path: Path) -> None:
+    """A guarded call that writes outside fails (``read_only_violation``), even though it
+    caught the refusal and says it passed; nothing is written."""
+    outside = tmp_path / "outside.txt"
+    code = f"""
+def run():
+    try:
+        open({str(outside)!r}, "w").write("changed")
+    except Exception:
+        pass
+    return {{"passed": True}}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code))
+    outcome = outcome_of(answer)
+    assert not outcome["ok"] and outcome["error"] == "read_only_violation", outcome
+    assert str(outside) in outcome["message"]
+    assert not outside.exists()
+    assert answer.keep  # refused before it happened: nothing of it is left in the worker
+
+
+def test_a_call_that_raises_fails_with_its_exception(open_worker: Any) -> None:
+    """What the call raises is its failure (``exception``), named in the message."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    outcome = outcome_of(worker.call(request("def run():\n    raise KeyError('gone')\n")))
+    assert not outcome["ok"] and outcome["error"] == "exception", outcome
+    assert "KeyError" in outcome["message"]
+
+
+def test_a_call_that_changes_what_it_judges_fails(open_worker: Any) -> None:
+    """A call gets a copy of its artifact, but changing it is not read-only."""
+    code = "def run(artifact):\n    artifact.append('mine')\n    return {'passed': True}\n"
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    outcome = outcome_of(worker.call(request(code, artifact=["a.py"])))
+    assert not outcome["ok"] and outcome["error"] == "read_only_violation", outcome
+    assert "changed its own arguments or artifact" in outcome["message"]
+
+
+def test_a_thread_left_running_fails_the_call_and_ends_the_worker(open_worker: Any) -> None:
+    """A thread still running after the grace fails the call; the worker is not reused
+    (it ends at once: no thread of a call meets the next call)."""
+    code = """
+import threading
+def run():
+    threading.Thread(target=threading.Event().wait, args=(60,), daemon=True).start()
+    return {"passed": True}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code))
+    outcome = outcome_of(answer)
+    assert not outcome["ok"] and outcome["error"] == "read_only_violation", outcome
+    assert "left 1 thread running" in outcome["message"]
+    assert not answer.keep
+    assert worker.receive() is None  # it ended by itself, without being asked
+    assert worker.finish() == 0
+
+
+def test_what_a_leftover_thread_attempts_after_the_call_is_blamed_on_the_call(
+    open_worker: Any, tmp_path: Path
+) -> None:
+    """A thread that writes once its call returned is refused, and the call that left it
+    fails for it, though the thread ended within the grace."""
+    outside = tmp_path / "late.txt"
+    code = f"""
+import os, threading, time
+def later(scratch):
+    while os.path.exists(scratch):  # until the call has ended (its scratch is removed)
+        time.sleep(0.005)
+    try:
+        open({str(outside)!r}, "w")
+    except Exception:
+        pass
+def run(context):
+    threading.Thread(target=later, args=(str(context.scratch),)).start()
+    return {{"passed": True}}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code))
+    outcome = outcome_of(answer)
+    assert not outcome["ok"] and outcome["error"] == "read_only_violation", outcome
+    assert "attempted: opening" in outcome["message"] and str(outside) in outcome["message"]
+    assert not answer.keep
+    assert not outside.exists()
+
+
+def test_a_process_left_running_fails_the_call(open_worker: Any) -> None:
+    """A process the call started and left running fails it (and the worker ends)."""
+    code = """
+import subprocess
+def run():
+    subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return {"passed": True}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code, guarded=False))  # the guard would refuse Popen here
+    outcome = outcome_of(answer)
+    assert not outcome["ok"] and outcome["error"] == "read_only_violation", outcome
+    assert "left 1 process running" in outcome["message"]
+    assert not answer.keep
+    assert worker.finish() == 0
+    # It outlived the worker, in the worker's process group (it could not leave it):
+    # ending the group, as the pool does, ends it.
+    [left] = _group(worker.process.pid)
+    assert Path(f"/proc/{left}/cmdline").read_bytes().split(b"\0")[0] == b"sleep"
+    worker.kill()
+    deadline = time.monotonic() + _WAIT
+    while _group(worker.process.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)  # SIGKILL is delivered; init collects the orphan's status
+    assert not _group(worker.process.pid)
+
+
+def test_an_orphan_that_ends_within_the_grace_is_reaped_and_does_not_count(
+    open_worker: Any,
+) -> None:
+    """A process orphaned by the call's command is adopted by the worker (so it is seen);
+    one that ends within the grace is collected and not held against the call."""
+    code = """
+import subprocess
+def run():
+    subprocess.run(["sh", "-c", "sleep 0.1 & exit 0"], check=True, stdout=subprocess.DEVNULL)
+    return {"passed": True}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code, guarded=False))
+    assert outcome_of(answer)["ok"], answer
+    assert answer.keep
+
+
+def test_a_call_that_failed_and_left_a_thread_keeps_its_own_reason(
+    open_worker: Any, tmp_path: Path
+) -> None:
+    """The first reason a call failed is the one reported; the thread still ends the worker."""
+    code = f"""
+import threading
+def run():
+    threading.Thread(target=threading.Event().wait, args=(60,), daemon=True).start()
+    try:
+        open({str(tmp_path / "x")!r}, "w")
+    except Exception:
+        pass
+    return {{"passed": True}}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code))
+    outcome = outcome_of(answer)
+    assert outcome["error"] == "read_only_violation" and "attempted a write" in outcome["message"]
+    assert not answer.keep
+
+
+@pytest.mark.parametrize(
+    ("value", "why"), [("object()", "an object"), ("2 ** 70", "an int past 64 bits")]
+)
+def test_a_value_that_is_not_plain_data_is_malformed(
+    open_worker: Any, value: str, why: str
+) -> None:
+    """A value that cannot leave the sandbox fails the call (its output kept), and the
+    worker goes on."""
+    code = (
+        f"def run():\n    print('hello')\n    return {{'passed': True, 'data': {{'x': {value}}}}}\n"
+    )
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code))
+    outcome = outcome_of(answer)
+    assert not outcome["ok"] and outcome["error"] == "malformed", (why, outcome)
+    assert "not plain data" in outcome["message"]
+    assert outcome["captured"] == {"stdout": "hello\n"}
+    assert answer.keep
+    assert outcome_of(worker.call(request(PASSES)))["ok"]
+
+
+@pytest.mark.parametrize(
+    "value", ["cycle", "deep"], ids=["a value that contains itself", "a value too deep"]
+)
+def test_a_value_too_deep_to_encode_is_malformed_not_a_dead_worker(
+    open_worker: Any, value: str
+) -> None:
+    """A value nested past what MessagePack encodes is the call's malformed result, not a
+    worker that dies (which the parent would take for an infrastructure fault and retry)."""
+    code = """
+def run(kind):
+    if kind == "cycle":
+        data = {}
+        data["self"] = data
+    else:
+        data = []
+        for _ in range(100_000):
+            data = [data]
+    return {"passed": True, "data": data}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    worker.send(pickle.dumps(request(code, arguments={"kind": value})))
+    answer = worker.receive()
+    assert answer is not None, f"the worker died: {worker.stderr()[-400:]}"
+    assert outcome_of(answer)["error"] == "malformed", answer
+
+
+# -- what one call leaves is gone before the next --------------------------------------------
+
+
+def test_the_environment_is_restored_between_calls(open_worker: Any, folder: Path) -> None:
+    """A call (unguarded: a tool) that changes the environment does not change the next's."""
+    change = """
+import os
+def run():
+    os.environ["GG_EVIL"] = "1"
+    del os.environ["TMPDIR"]
+    return {"passed": True}
+"""
+    look = (
+        "import os\ndef run():\n    return [os.environ.get('GG_EVIL'), os.environ.get('TMPDIR')]\n"
+    )
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    assert outcome_of(worker.call(request(change, guarded=False)))["ok"]
+    assert outcome_of(worker.call(request(look)))["value"] == [None, str(folder)]
+
+
+def test_a_guarded_call_cannot_change_the_environment(open_worker: Any) -> None:
+    code = "import os\ndef run():\n    os.environ['GG_EVIL'] = '1'\n    return {'passed': True}\n"
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    outcome = outcome_of(worker.call(request(code)))
+    assert not outcome["ok"] and outcome["error"] == "read_only_violation", outcome
+    assert "GG_EVIL" in outcome["message"]
+
+
+def test_the_folder_is_wiped_between_calls(open_worker: Any, folder: Path) -> None:
+    """What a call leaves in the worker's folder is removed before the next call; only the
+    worker's scratch parent stays (empty of calls)."""
+    litter = """
+import os
+def run(context):
+    (context.scratch / "notes").write_text("mine")
+    os.mkdir("a-folder")
+    open(os.path.join("a-folder", "inside"), "w").close()
+    open("a-file", "w").close()
+    os.symlink("/etc", "a-link")
+    return sorted(os.listdir("."))
+"""
+    look = "import os\ndef run():\n    return sorted(os.listdir('.'))\n"
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    made = outcome_of(worker.call(request(litter, guarded=False)))["value"]
+    assert {"a-folder", "a-file", "a-link"} <= set(made), made
+    left = sorted(os.listdir(folder))
+    assert len(left) == 1 and left[0].startswith("gategraph-scratch-"), left
+    assert not [p for p in os.listdir(folder / left[0]) if p.startswith("call-")]
+    assert outcome_of(worker.call(request(look)))["value"] == left
+
+
+# -- backends, CPU ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_async_call_runs_on_its_callers_backend(open_worker: Any, backend: str) -> None:
+    code = """
+import anyio, sniffio
+async def run():
+    await anyio.sleep(0)
+    return {"passed": True, "message": sniffio.current_async_library()}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code, backend=backend))
+    assert outcome_of(answer)["value"] == {"passed": True, "message": backend}
+    assert answer.keep
+
+
+@pytest.mark.parametrize(("backend", "kept"), [("asyncio", True), ("trio", False)])
+def test_threads_a_backend_keeps_idle_are_not_the_calls_but_end_the_worker(
+    open_worker: Any, backend: str, kept: bool
+) -> None:
+    """Trio keeps ``to_thread``'s threads idle after its loop ended: the call passes (no code
+    of it runs there) but the worker is not reused; asyncio's end with their loop."""
+    code = """
+import anyio.to_thread
+async def run():
+    await anyio.to_thread.run_sync(lambda: None)
+    return {"passed": True}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code, backend=backend))
+    assert outcome_of(answer)["ok"], answer
+    assert answer.keep is kept
+
+
+def test_a_worker_past_half_its_cpu_seconds_is_not_reused(open_worker: Any) -> None:
+    """A worker that spent half its CPU seconds is replaced: the next call could run out
+    midway."""
+    burn = """
+import os
+def run(until):
+    while sum(os.times()[:4]) <= until:
+        pass
+    return {"passed": True}
+"""
+    worker = open_worker(SandboxLimits(cpu_seconds=2))
+    assert worker.start().kind == "ready"
+    cheap = worker.call(request(PASSES))
+    assert outcome_of(cheap)["ok"] and cheap.keep, cheap  # a start costs far less than 1 s
+    spent = worker.call(request(burn, arguments={"until": 1.02}))
+    assert outcome_of(spent)["ok"], spent
+    assert not spent.keep
+
+
+# -- a worker that cannot confine itself refuses ---------------------------------------------
+
+
+def test_a_worker_refuses_where_the_kernel_lacks_what_it_needs(open_worker: Any) -> None:
+    """Fail closed: a worker that cannot be confined runs nothing and says why.
+
+    The kernel here has everything: the worker is made to believe it has no Landlock, as
+    ``support`` says on such a machine."""
+    worker = open_worker(confine_fails="no-landlock")
+    answer = worker.start()
+    assert answer.kind == "refused" and answer.text == "no Landlock here", answer
+    assert worker.receive() is None
+    assert worker.finish() == 0
+
+
+def test_a_worker_refuses_to_confine_a_process_that_runs_threads(open_worker: Any) -> None:
+    """Landlock and seccomp bind the calling thread and what it starts from then on: a
+    thread started before would run unconfined, so the worker refuses."""
+    worker = open_worker(confine_fails="a-thread")
+    answer = worker.start()
+    assert answer.kind == "refused", answer
+    assert answer.text == "cannot confine a process that runs 2 threads"
+    assert worker.receive() is None
+    assert worker.finish() == 0
+
+
+def test_a_worker_whose_parent_is_not_the_one_it_was_given_dies_at_once(
+    open_worker: Any,
+) -> None:
+    """No one waits for the answers of a worker whose parent is gone: it kills itself."""
+    worker = open_worker(parent=os.getppid())
+    worker.send(pickle.dumps(sys.path))
+    assert worker.receive() is None
+    assert worker.finish() == -signal.SIGKILL
+
+
+# -- frames that are not what they should be -------------------------------------------------
+
+
+def test_requests_that_end_before_the_first_frame_end_the_worker(open_worker: Any) -> None:
+    worker = open_worker()
+    assert worker.finish() == 0
+    assert worker.receive() is None
+
+
+def test_a_first_frame_that_is_not_a_pickle_ends_the_worker_unconfined_and_silent(
+    open_worker: Any,
+) -> None:
+    """Garbage instead of ``sys.path``: the worker answers nothing (no ``ready``) and fails."""
+    worker = open_worker()
+    worker.send(b"not a pickle at all")
+    assert worker.receive() is None
+    assert worker.finish() == 1
+    assert "UnpicklingError" in worker.stderr()
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        _HEADER.pack(9) + b"garbage!!",
+        _HEADER.pack(len(pickle.dumps({"name": "x"}))) + pickle.dumps({"name": "x"}),
+    ],
+    ids=["not a pickle", "not a request"],
+)
+def test_a_request_that_is_not_one_ends_the_worker_without_an_answer(
+    open_worker: Any, frame: bytes
+) -> None:
+    """A frame the parent cannot have written: the worker runs nothing and answers nothing
+    (the pool takes the worker for dead), rather than guessing."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    worker.send_raw(frame)
+    assert worker.receive() is None
+    assert worker.finish() == 1
+
+
+@pytest.mark.parametrize(
+    "cut", [b"\x00\x00", _HEADER.pack(1000) + b"only this"], ids=["in its header", "in its body"]
+)
+def test_requests_cut_short_end_the_worker_quietly(open_worker: Any, cut: bytes) -> None:
+    """Requests that end in the middle of a frame are requests that ended."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    worker.send_raw(cut)
+    assert worker.finish() == 0
+    assert worker.receive() is None
+
+
+def test_the_working_directory_is_restored_between_calls(open_worker: Any, folder: Path) -> None:
+    """A call (unguarded: a tool) that moves the working directory does not move the
+    next call's: it starts in the worker's folder, as the first did."""
+    move = "import os\ndef run():\n    os.chdir('/')\n    return {'passed': True}\n"
+    look = "import os\ndef run():\n    return os.getcwd()\n"
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    assert outcome_of(worker.call(request(move, guarded=False)))["ok"]
+    assert outcome_of(worker.call(request(look)))["value"] == str(folder)
+
+
+# -- what this machine offers (its answers faked: the decisions are the module's) -------------
+
+
+def _probe_with(
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    abi: int | OSError = 6,
+    machine: str = "x86_64",
+    seccomp: bool = True,
+    platform: str = "linux",
+) -> _kernel.Support:
+    def landlock(*args: Any) -> int:
+        if isinstance(abi, OSError):
+            raise abi
+        return abi
+
+    monkeypatch.setattr(_kernel, "_syscall", landlock)
+    monkeypatch.setattr(_kernel, "_has_seccomp", lambda: seccomp)
+    monkeypatch.setattr(_kernel, "sys", SimpleNamespace(platform=platform))
+    monkeypatch.setattr(
+        _kernel, "platform", SimpleNamespace(machine=lambda: machine, release=lambda: "6.1.0")
+    )
+    return _kernel._probe()  # not `support()`: this process's own answer stays as it is
+
+
+def test_a_machine_with_all_it_needs_lacks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = _probe_with(monkeypatch, abi=7, machine="aarch64")
+    assert found == _kernel.Support(7, True, "aarch64", None)
+
+
+@pytest.mark.parametrize(
+    ("machine", "missing"),
+    [
+        ({"platform": "darwin"}, "the sandbox needs Linux (Landlock); this is darwin"),
+        (
+            {"abi": OSError(errno.ENOSYS, "Function not implemented")},
+            "the sandbox needs Landlock, and this kernel was built without Landlock",
+        ),
+        (
+            {"abi": OSError(errno.EOPNOTSUPP, "Operation not supported")},
+            "the sandbox needs Landlock, and Landlock is turned off on this machine "
+            "(add landlock to the kernel's lsm= boot parameter)",
+        ),
+        (
+            {"abi": OSError(errno.EPERM, "Operation not permitted")},
+            "the sandbox needs Landlock, and Landlock is unavailable (Operation not permitted)",
+        ),
+        (
+            {"abi": 3},
+            "the sandbox needs Landlock ABI 6 (Linux 6.12 or later) to keep signals and "
+            "sockets inside it; this kernel (6.1.0) has ABI 3",
+        ),
+        ({"machine": "riscv64"}, "the sandbox supports x86_64 and aarch64, not riscv64"),
+        ({"seccomp": False}, "the sandbox needs seccomp filters, which this kernel does not offer"),
+    ],
+    ids=[
+        "not linux",
+        "no landlock",
+        "landlock off",
+        "landlock refused",
+        "old abi",
+        "arch",
+        "seccomp",
+    ],
+)
+def test_a_machine_that_cannot_confine_says_what_it_lacks_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, machine: dict[str, Any], missing: str
+) -> None:
+    found = _probe_with(monkeypatch, **machine)
+    assert found.missing == missing
+
+
+def test_a_refused_kernel_call_raises_its_error() -> None:
+    """What the kernel refuses comes back as an OSError with its errno (here: flags that
+    Landlock does not know, and a prctl option that does not exist; neither changes
+    anything)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("Linux system calls")
+    with pytest.raises(OSError) as refused:
+        _kernel._syscall(_kernel._SYS_LANDLOCK_CREATE_RULESET, None, 0, 1 << 30)
+    assert refused.value.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
+    with pytest.raises(OSError) as refused:
+        _kernel._prctl(-1)
+    assert refused.value.errno == errno.EINVAL
