@@ -184,11 +184,15 @@ def _sandbox_isolation(tool: Tool, isolation: Isolation | None, *, policy: bool)
             f"{why}, and {tool.name!r} calls the MCP tool {tool.mcp_tool_name!r}, which "
             "runs in its server, outside any sandbox",
         )
-    if tool.source is ToolSource.WRAPPED and tool.untrusted:
+    if tool.hooks.setup or tool.hooks.teardown:
+        raise ConfigError.at(
+            "hooks", f"{why}, and hooks run in gategraph's own process: it cannot have any"
+        )
+    if tool.source is ToolSource.WRAPPED:
         raise ConfigError.at(
             "transform",
-            f"{why}, and a transform runs in gategraph's own process: an untrusted "
-            "validation cannot have one (make the transform part of its code instead)",
+            f"{why}, and a transform runs in gategraph's own process: such a validation "
+            "cannot have one (make what it does part of the sandboxed code instead)",
         )
     return "sandbox"
 
@@ -1121,6 +1125,7 @@ class Prepared:
             # validation that wraps it.
             guarded=context.guard is not None,
             backend=_backend(),
+            plan=context.plan_id,
         )
         pool = current_pool()
         if pool is not None:
@@ -1467,6 +1472,8 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     inputs: dict[str, Any] | None
     guarded: bool
     backend: str
+    plan: str = ""
+    """The plan the call belongs to: a worker serves one validation of one plan only."""
 
 
 def sandbox_outcome(request: SandboxRequest) -> Outcome:

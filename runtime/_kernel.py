@@ -88,22 +88,43 @@ _X32_SYSCALL_BIT: Final = 0x40000000
 class _Arch:
     audit: int  # AUDIT_ARCH_*: a syscall made under another ABI is refused outright
     capset: int
+    clone: int
     denied: tuple[tuple[int, int], ...]  # (syscall, errno)
 
 
-_ARCHES: Final = {
-    "x86_64": _Arch(
-        0xC000003E,
-        126,
-        ((41, errno.EACCES), (425, errno.EPERM), (112, errno.EPERM), (109, errno.EPERM)),
-    ),
-    "aarch64": _Arch(
-        0xC00000B7,
-        91,
-        ((198, errno.EACCES), (425, errno.EPERM), (157, errno.EPERM), (154, errno.EPERM)),
-    ),
+_DENIED: Final = (
+    "socket",  # no socket of any kind: Landlock does not cover UDP, raw or Unix paths
+    "io_uring_setup",  # its operations bypass this filter
+    "setsid",  # every process of a call stays in the worker's process group
+    "setpgid",
+    "clone3",  # ENOSYS: the C library falls back to clone, whose flags are checked
+    "memfd_create",  # memory outside the address-space limit
+    "shmget",  # System V objects outlive the worker
+    "msgget",
+    "semget",
+)
+_ERRNO: Final = {"socket": errno.EACCES, "clone3": errno.ENOSYS}
+_NUMBERS: Final = {
+    "x86_64": (41, 425, 112, 109, 435, 319, 29, 68, 64),
+    "aarch64": (198, 425, 157, 154, 435, 279, 194, 186, 190),
 }
-"""socket, io_uring_setup, setsid, setpgid per architecture."""
+_ARCHES: Final = {
+    arch: _Arch(
+        audit,
+        capset,
+        clone,
+        tuple(
+            (number, _ERRNO.get(name, errno.EPERM))
+            for name, number in zip(_DENIED, _NUMBERS[arch], strict=True)
+        ),
+    )
+    for arch, audit, capset, clone in (
+        ("x86_64", 0xC000003E, 126, 56),
+        ("aarch64", 0xC00000B7, 91, 220),
+    )
+}
+_CLONE_PARENT: Final = 0x8000
+"""A clone flag that would make the new process a sibling of the worker, outside it."""
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -254,6 +275,12 @@ def confine(writable: str, limits: SandboxLimits) -> None:
         # Landlock and seccomp bind the calling thread and what it starts from now on.
         raise RuntimeError(f"cannot confine a process that runs {threads} threads")
     _set_limits(limits)
+    try:
+        # The first the kernel kills when memory runs out: a worker, not gategraph.
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as score:
+            score.write("1000")
+    except OSError:
+        pass  # no /proc: the limits above still bound the worker's memory
     # Descendants orphaned by the call are adopted by the worker, so it sees (and its
     # process group's end takes) every process the call left behind.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
@@ -378,6 +405,15 @@ def _filter_syscalls(arch: _Arch) -> None:
         program += [(jge_k, 0, 1, _X32_SYSCALL_BIT), (ret_k, 0, 0, _SECCOMP_RET_KILL_PROCESS)]
     for number, err in arch.denied:
         program += [(jeq_k, 0, 1, number), (ret_k, 0, 0, _SECCOMP_RET_ERRNO | err)]
+    and_k = 0x54
+    program += [
+        (jeq_k, 0, 5, arch.clone),
+        (ld_w_abs, 0, 0, 16),  # args[0]'s low word (both arches are little-endian): flags
+        (and_k, 0, 0, _CLONE_PARENT),
+        (jeq_k, 1, 0, 0),
+        (ret_k, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM),
+        (ret_k, 0, 0, _SECCOMP_RET_ALLOW),
+    ]
     program.append((ret_k, 0, 0, _SECCOMP_RET_ALLOW))
     code = b"".join(struct.pack("=HBBI", *insn) for insn in program)
     buffer = ctypes.create_string_buffer(code, len(code))

@@ -279,6 +279,10 @@ class Tool(_Model):
 
     def _check_source(self) -> None:
         source = self.source
+        if self.untrusted and (self.hooks.setup or self.hooks.teardown):
+            # Hooks run in gategraph's own process, around the calls: untrusted code
+            # runs only in the sandbox.
+            raise ValueError("an untrusted tool cannot have hooks (they run in gategraph itself)")
         if source is ToolSource.WRAPPED and self.tool_type is ToolType.TOOL:
             raise ValueError("source 'wrapped' is only for validations (see `wraps`)")
         if source is ToolSource.CODE and self.code is None:

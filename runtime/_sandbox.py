@@ -76,11 +76,11 @@ class _Worker:
     def __init__(self, process: Process, folder: str) -> None:
         self.process = process
         self.folder = folder
-        self.owner: tuple[str, str | None, str | None] | None = None
-        """The validation (name, entrypoint, code) it ran: it runs no other. Whatever a
-        call leaves in its worker (a thread, a patched module, an answer of its own
-        written to the pipe) can then only sway that validation's own later verdicts,
-        which it decides anyway."""
+        self.owner: tuple[str, str, str | None, str | None] | None = None
+        """The plan and the validation (name, entrypoint, code) it ran: it runs no other.
+        Whatever a call leaves in its worker (a thread, a patched module, an answer of
+        its own written to the pipe) can then only sway that validation's own later
+        verdicts in that plan, which it decides anyway."""
         assert process.stdout is not None
         self.answers = BufferedByteReceiveStream(process.stdout)
 
@@ -238,7 +238,7 @@ class SandboxPool:
             raise ConfigError.at("isolation", f"sandbox: {answer.text}")
         return worker
 
-    async def _take(self, owner: tuple[str, str | None, str | None]) -> _Worker:
+    async def _take(self, owner: tuple[str, str, str | None, str | None]) -> _Worker:
         """An idle worker that ran this validation before, else a fresh one."""
         for wanted in (owner, None):
             for index in range(len(self._idle) - 1, -1, -1):
@@ -271,7 +271,10 @@ class SandboxPool:
                 error=ResultError.EXCEPTION,
                 message=f"{name}: its arguments cannot be copied into the sandbox: {exc}",
             )
-        owner = (request.name, request.entrypoint, request.code)
+        # Only this validation's later calls in this plan ever share the worker: what a
+        # call leaves behind (a module's state, an answer of its own in the pipe) reaches
+        # neither another validation nor another plan's artifact.
+        owner = (request.plan, request.name, request.entrypoint, request.code)
         async with self._limiter:
             worker = await self._take(owner)
             if worker.owner is None:
@@ -281,7 +284,13 @@ class SandboxPool:
             try:
                 await worker.send(payload)
                 answer = await worker.receive()
-                keep = answer.keep and answer.kind == "done"
+                if answer.kind != "done":
+                    raise _Garbled(f"an answer of kind {answer.kind!r}")
+                try:
+                    outcome = msgspec.convert(answer.outcome, Outcome)
+                except msgspec.ValidationError as exc:
+                    raise _Garbled(f"not an outcome: {exc}") from None
+                keep = answer.keep
             except _Garbled as exc:
                 return Outcome(
                     False,
@@ -303,7 +312,7 @@ class SandboxPool:
                 else:
                     await worker.kill()
                     self.prewarm(1)  # the next call's worker, started now
-        return msgspec.convert(answer.outcome, Outcome)
+        return outcome
 
 
 _pool: Final[contextvars.ContextVar[SandboxPool | None]] = contextvars.ContextVar(

@@ -994,8 +994,17 @@ class Supervisor:
         """Why the validation cannot be called now (removed or broken since the plan
         started: a missing capability), or None."""
         getter = self.catalog.get if attached and self.catalog else self.graph.get_tool
+        # Code that only runs sandboxed is checked without being loaded here.
+        runs = {n.isolation for n in self.graph.nodes if n.target == name} or {None}
+        isolation = self.executor.isolation if runs == {None} else None
+        sandboxed_only = runs == {"sandbox"} or isolation == "sandbox"
         try:
-            prepare(getter(name), getter, sandboxed=self.graph.policy.require_sandbox)
+            prepare(
+                getter(name),
+                getter,
+                isolation="sandbox" if sandboxed_only else None,
+                sandboxed=self.graph.policy.require_sandbox,
+            )
         except (ConfigError, CatalogError, KeyError) as exc:
             return str(exc)
         return None

@@ -385,3 +385,56 @@ def forges_answers(root: str) -> dict[str, Any]:
         except OSError:
             continue
     return {"passed": False, "message": "the real answer"}
+
+
+def sibling(root: str) -> dict[str, Any]:
+    """clone(CLONE_PARENT): a child that would be the worker's sibling, outside it (the
+    guard switched off first: the kernel is what refuses)."""
+    from gategraph.runtime import _readonly
+
+    _readonly._PROCESS_JUDGES.clear()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    pid = libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)  # x86-64 clone, CLONE_PARENT|SIGCHLD
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    if pid < 0:
+        raise OSError(ctypes.get_errno(), "clone refused")
+    return PASS
+
+
+def memfd(root: str) -> dict[str, Any]:
+    fd = os.memfd_create("hoard")
+    os.ftruncate(fd, 1 << 20)
+    return PASS
+
+
+def sysv(root: str) -> dict[str, Any]:
+    from gategraph.runtime import _readonly
+
+    _readonly._PROCESS_JUDGES.clear()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.shmget(0x5EED, 4096, 0o1666) < 0:
+        raise OSError(ctypes.get_errno(), "shmget refused")
+    return PASS
+
+
+def forges_a_bad_outcome(root: str) -> dict[str, Any]:
+    """An answer that decodes as MessagePack but is no outcome."""
+    import fcntl
+    import stat
+    import struct
+
+    import msgspec
+
+    frame = msgspec.msgpack.encode(["done", "x", {"ok": "yes"}, True])
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) and (
+                fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
+            ):
+                os.write(fd, struct.pack(">I", len(frame)) + frame)
+        except OSError:
+            continue
+    return PASS

@@ -409,6 +409,22 @@ async def test_a_forged_answer_sways_no_other_validation(repo: Path) -> None:
     assert not any(r.passed for r in others)
 
 
+@pytest.mark.anyio
+async def test_an_answer_that_is_no_outcome_fails_the_call_not_the_run(repo: Path) -> None:
+    done = await run(repo, "forges_a_bad_outcome", "honest")
+    assert_refused(done, "forges_a_bad_outcome", "malformed")
+    assert "answer channel" in result_of(done, "forges_a_bad_outcome").message
+    assert result_of(done, "honest").passed
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the test's clone is x86-64's")
+async def test_no_process_escapes_the_worker_and_no_memory_or_ipc_outside_it(repo: Path) -> None:
+    done = await run(repo, "sibling", "memfd", "sysv")
+    for name in ("sibling", "memfd", "sysv"):
+        assert_refused(done, name, "exception")
+
+
 # -- 10. signals and deaths -------------------------------------------------------------------
 
 
@@ -688,3 +704,68 @@ def test_a_killed_gategraph_takes_its_sandboxed_workers_and_their_processes(
             return
         time.sleep(0.05)
     raise AssertionError(f"left running: {running(marker)}")
+
+
+def test_gategraph_run_never_loads_sandbox_only_code(repo: Path, tmp_path: Path) -> None:
+    """`gategraph check` and `gategraph run` of a plan whose only node that calls a
+    validation runs it sandboxed: the validation's module is never imported by gategraph."""
+    import subprocess
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "version: 1\nname: marks\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        "validations:\n"
+        '  - {name: v, entrypoint: "sandbox_marks_import:check", resource_slots: [root]}\n'
+        "nodes:\n  - {id: a, validation: v, isolation: sandbox}\n"
+    )
+    gategraph = Path(sys.executable).with_name("gategraph")
+    env = {
+        **os.environ,
+        "GG_MARK_DIR": str(marks),
+        "PYTHONPATH": str(Path(__file__).parent),
+        "GATEGRAPH_HOME": str(tmp_path / "home"),
+    }
+    for command in (["check", str(plan)], ["run", str(plan)]):
+        done = subprocess.run(
+            [str(gategraph), *command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert list(marks.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("validation", "words"),
+    [
+        (
+            '{name: hooked, entrypoint: "sandbox_hostile:honest", untrusted: true,'
+            ' hooks: {setup: "sandbox_hostile:honest"}}',
+            "cannot have hooks",
+        ),
+        ("{name: hooked, wraps: lister, transform: output}", "cannot have one"),
+    ],
+)
+def test_nothing_of_sandboxed_code_runs_in_gategraph(
+    repo: Path, validation: str, words: str
+) -> None:
+    """An untrusted validation's hooks, or the transform of a validation the policy
+    sandboxes, would run in gategraph's own process: refused."""
+    text = (
+        "version: 1\nname: refused\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        "policy: {require_sandbox: true}\n"
+        "tools:\n"
+        f'  - {{name: lister, entrypoint: "{MODULE}:honest", resource_slots: [root]}}\n'
+        f"validations:\n  - {validation}\n"
+        "nodes:\n  - {id: a, validation: hooked}\n"
+    )
+    with pytest.raises(ConfigError, match=words):
+        load_graph(text)
