@@ -27,6 +27,7 @@ _SCENARIOS = (
     "sweep",
     "cpu-thread",
     "cpu-process",
+    "sandbox",
     "mix",
     "eventlog",
     "backends",

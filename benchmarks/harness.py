@@ -79,6 +79,7 @@ _MODULES: Final = {
     "sweep": "bench_io",
     "cpu-thread": "bench_cpu",
     "cpu-process": "bench_cpu",
+    "sandbox": "bench_sandbox",
     "mix": "bench_mix",
     "eventlog": "bench_eventlog",
     "backends": "bench_backends",
@@ -531,7 +532,7 @@ def _memory_gib() -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One goal (issues 5 and 10): a figure of the report and the bound it should meet."""
+    """One goal (issues 5, 10 and 12): a figure of the report and the bound it should meet."""
 
     id: str
     text: str
@@ -649,6 +650,25 @@ TARGETS: Final = (
         "x",
         "scenario cpu-process",
     ),
+    # Issue 12: the sandbox's cost beside process isolation, and its scaling.
+    Target(
+        "sandbox-overhead",
+        "sandboxed no-op validations: per-call time ≤ 1.2x process isolation's",
+        _figure("sandbox", None, lambda c: c["extra"]["sandbox_vs_process_noop"]),
+        1.2,
+        "lower",
+        "x",
+        "scenario sandbox, on a machine that can sandbox",
+    ),
+    Target(
+        "sandbox-cpu",
+        "CPU-bound, sandbox isolation: ≥ 1.7x the throughput of one core (2 cores)",
+        _figure("sandbox", None, lambda c: c["extra"]["speedup_vs_one_core"]),
+        1.7,
+        "higher",
+        "x",
+        "scenario sandbox, on a machine that can sandbox",
+    ),
     Target(
         "import",
         "import gategraph.runtime < 150 ms",
@@ -688,7 +708,7 @@ TARGETS: Final = (
         "scenario embed",
     ),
 )
-"""Issue 5's and issue 10's targets: measured on every run, never asserted."""
+"""Issue 5's, issue 10's and issue 12's targets: measured on every run, never asserted."""
 
 
 def evaluate_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -730,6 +750,9 @@ _LABELS: Final = {
     "anyio_taskgroup_trio": "anyio tasks on trio",
     "one_core": "one core, serial",
     "anyio_workers": "bare anyio workers (loop floor)",
+    "gategraph_process": "gategraph, process",
+    "gategraph_noop": "gategraph no-op",
+    "gategraph_process_noop": "gategraph no-op, process",
 }
 
 

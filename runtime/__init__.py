@@ -96,6 +96,7 @@ if TYPE_CHECKING:
     from ._ids import new_ulid as new_ulid
     from ._journal import PlanJournal as PlanJournal
     from ._kernel import SandboxLimits as SandboxLimits
+    from ._kernel import sandbox_support as sandbox_support
     from ._maxn import AUDIT_FILE as AUDIT_FILE
     from ._maxn import DEFAULT_RETRY_LIMIT as DEFAULT_RETRY_LIMIT
     from ._maxn import FAULT_CATALOGUE as FAULT_CATALOGUE
@@ -369,6 +370,7 @@ _WHERE: dict[str, str] = {
     "open_gate": "._gate",
     "open_plan_mcp_sessions": "._engine",
     "sandbox_pool": "._sandbox",
+    "sandbox_support": "._kernel",
     "SandboxLimits": "._kernel",
     "SandboxPool": "._sandbox",
     "parse_verdict": "._verdicts",
@@ -575,6 +577,7 @@ __all__ = [
     "run_plan",
     "run_plan_sync",
     "sandbox_pool",
+    "sandbox_support",
     "telemetry_available",
     "tool_from_config",
     "validate",

@@ -38,7 +38,7 @@ import threading
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["SandboxLimits", "Support", "confine", "support"]
+__all__ = ["SandboxLimits", "Support", "confine", "sandbox_support", "support"]
 
 LANDLOCK_ABI_NEEDED: Final = 6
 
@@ -202,7 +202,8 @@ _support: Support | None = None
 
 
 def support() -> Support:
-    """Probe (once per process) whether this machine can confine a sandboxed worker."""
+    """Probe (once per process) whether this machine can confine a sandboxed worker:
+    ``support().missing`` is None when it can, else what is missing, in one line."""
     global _support
     if _support is None:
         _support = _probe()
@@ -238,6 +239,12 @@ def _probe() -> Support:
     elif not seccomp:
         missing = "the sandbox needs seccomp filters, which this kernel does not offer"
     return Support(abi, seccomp, arch, missing)
+
+
+def sandbox_support() -> Support:
+    """Whether this machine can run ``isolation: sandbox``: ``missing`` is None when it
+    can, else the one line a plan that asks for it is refused with."""
+    return support()
 
 
 def _has_seccomp() -> bool:

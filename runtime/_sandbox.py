@@ -166,8 +166,11 @@ class SandboxPool:
         missing ones in the background."""
         if self._group is None or self._closed:
             return
-        fresh = sum(worker.owner is None for worker in self._idle)
-        for _ in range(max(0, min(count, self.size) - fresh - self._starting)):
+        # Never past the pool's size, counting the workers busy with a call: a spare that
+        # would only push a run's own idle worker out is no help.
+        have = len(self._idle) + self._starting + int(self._limiter.borrowed_tokens)
+        fresh = sum(worker.owner is None for worker in self._idle) + self._starting
+        for _ in range(max(0, min(count - fresh, self.size - have))):
             self._starting += 1
             self._group.start_soon(self._add_idle)
 

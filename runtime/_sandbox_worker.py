@@ -168,8 +168,9 @@ def main() -> None:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _send(answers, Answer("refused", why))
         return
-    # Everything from here on runs confined: importing only reads.
-    from . import _context, _readonly
+    # Everything from here on runs confined: importing only reads. What a call needs is
+    # imported now, before the worker says it is ready, not on its first call.
+    from . import _context, _invoke, _readonly, _results  # noqa: F401
 
     _readonly.guard_process()
     _context.die_with_parent(parent)

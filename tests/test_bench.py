@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from gategraph.benchmarks import harness
+from gategraph.benchmarks.bench_sandbox import sandbox_unavailable
 from gategraph.benchmarks.cli import _SCENARIOS, bench
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 WIDTH_SCENARIOS = [name for name in _SCENARIOS if name not in {"startup", "embed"}]
+SANDBOX_MISSING = sandbox_unavailable()
 SPREAD = {"min", "median", "max"}
 EMBED_MEASURES = ("direct_ms", "validate_ms", "validate_files_ms", "execute_graph_ms")
 
@@ -40,7 +42,8 @@ def _tree(root: Path) -> dict[str, str]:
     }
 
 
-def _check_case(case: dict[str, Any], contenders: list[str]) -> None:
+def _check_case(case: dict[str, Any], contenders: list[str], *, engine_ran: bool = True) -> None:
+    """``engine_ran``: False for the sandbox scenario on a machine that cannot sandbox."""
     assert isinstance(case["n"], int) and isinstance(case["concurrency"], int)
     assert isinstance(case["repeats"], int)
     for key in ("per_node_us", "validations_per_s", "latency_us", "peak_rss_mib"):
@@ -49,16 +52,20 @@ def _check_case(case: dict[str, Any], contenders: list[str]) -> None:
     for key in ("per_node_us", "validations_per_s", "peak_rss_mib"):
         assert all(_number_or_null(v) for v in case[key].values()), (key, case[key])
     # The engine and the two floors always run; LangGraph is a number or null.
-    for name in ("gategraph", "asyncio_gather", "anyio_taskgroup"):
+    for name in ("gategraph", "asyncio_gather", "anyio_taskgroup")[0 if engine_ran else 1 :]:
         assert case["per_node_us"][name] > 0
         assert case["validations_per_s"][name] > 0
-    assert set(case["latency_us"]["gategraph"]) == {"p50", "p99"}
+    if engine_ran:
+        assert set(case["latency_us"]["gategraph"]) == {"p50", "p99"}
+    else:
+        assert case["per_node_us"]["gategraph"] is None
     for value in case["latency_us"].values():
         assert value is None or set(value) == {"p50", "p99"}
     assert _number_or_null(case["per_node_us"]["langgraph"])
     assert set(case["ratios"]) == set(contenders) - {"gategraph"}
     assert all(_number_or_null(v) for v in case["ratios"].values())
-    assert case["ratios"]["asyncio_gather"] > 0 and case["ratios"]["anyio_taskgroup"] > 0
+    if engine_ran:
+        assert case["ratios"]["asyncio_gather"] > 0 and case["ratios"]["anyio_taskgroup"] > 0
     if case["per_node_us"]["langgraph"] is None:
         assert case["ratios"]["langgraph"] is None
         assert "langgraph" in case["skipped"]
@@ -108,13 +115,20 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
         assert contenders[:4] == ["gategraph", "asyncio_gather", "anyio_taskgroup", "langgraph"]
         assert sorted({case["n"] for case in scenario["cases"]}) == [10, 20], name
         for case in scenario["cases"]:
-            _check_case(case, contenders)
+            _check_case(case, contenders, engine_ran=name != "sandbox" or SANDBOX_MISSING is None)
     sweep = report["scenarios"]["sweep"]["cases"]
     assert len({case["concurrency"] for case in sweep}) > 1  # a sweep, not one level
     assert {"ideal_s", "wall_vs_ideal"} <= set(report["scenarios"]["io"]["cases"][0]["extra"])
     cpu = report["scenarios"]["cpu-process"]["cases"][0]
     assert _number_or_null(cpu["extra"]["speedup_vs_one_core"])
     assert cpu["per_node_us"]["one_core"] > 0
+    sandbox = report["scenarios"]["sandbox"]["cases"][0]["extra"]
+    assert set(sandbox) >= {
+        "sandbox_vs_process_noop",
+        "sandbox_vs_process_cpu",
+        "speedup_vs_one_core",
+    }
+    assert all(_number_or_null(v) for k, v in sandbox.items() if k != "sandbox_unavailable")
     share = report["scenarios"]["eventlog"]["cases"][0]["extra"]["sqlite_share_of_memory"]
     assert share > 0
     backends = report["scenarios"]["backends"]["cases"][0]
@@ -124,6 +138,7 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
         assert set(startup[key]) == SPREAD
     targets = {row["id"]: row for row in report["targets"]}
     assert {"noop-vs-gather", "vs-langgraph", "io-wall", "sqlite-share", "rss-100k"} <= set(targets)
+    assert {"sandbox-overhead", "sandbox-cpu"} <= set(targets)
     for row in targets.values():
         assert row["met"] in (True, False, None)
         assert _number_or_null(row["measured"])
@@ -324,7 +339,10 @@ def test_scenario_lists_agree() -> None:
     assert harness.SCENARIO_ORDER == _SCENARIOS
     for name in WIDTH_SCENARIOS:
         scenario = harness.get_scenario(name)
-        assert scenario.contenders[0] == "gategraph"
+        if name == "sandbox" and SANDBOX_MISSING is not None:
+            assert "gategraph" not in scenario.contenders  # skipped: it cannot run here
+        else:
+            assert scenario.contenders[0] == "gategraph"
         assert {"asyncio_gather", "anyio_taskgroup"} <= set(scenario.contenders)
 
 

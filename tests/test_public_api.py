@@ -195,6 +195,7 @@ EXPECTED = [
     "run_plan",
     "run_plan_sync",
     "sandbox_pool",
+    "sandbox_support",
     "telemetry_available",
     "tool_from_config",
     "validate",
