@@ -230,12 +230,9 @@ def _call(frame: bytes, baseline: set[int], limits: SandboxLimits) -> tuple[str,
     attempted = _readonly.late()
     if attempted is not None and (outcome.ok or outcome.error != ResultError.READ_ONLY_VIOLATION):
         keep = False
-        outcome = _invoke.Outcome(
-            False,
-            error=ResultError.READ_ONLY_VIOLATION,
-            message=f"{name} left code running that, after the call returned, "
-            f"attempted: {attempted}",
-            captured=outcome.captured,
+        outcome = _violation(
+            outcome,
+            f"{name} left code running that, after the call returned, attempted: {attempted}",
         )
     if threads or children:
         keep = False
@@ -245,27 +242,33 @@ def _call(frame: bytes, baseline: set[int], limits: SandboxLimits) -> tuple[str,
                 left.append(f"{threads} thread{'s' * (threads != 1)}")
             if children:
                 left.append(f"{children} process{'es' * (children != 1)}")
-            outcome = _invoke.Outcome(
-                False,
-                error=ResultError.READ_ONLY_VIOLATION,
-                message=f"{name} left {' and '.join(left)} running after it returned "
+            outcome = _violation(
+                outcome,
+                f"{name} left {' and '.join(left)} running after it returned "
                 "(a sandboxed call must end everything it starts)",
-                captured=outcome.captured,
             )
     else:
         _readonly.release_process()
     if outcome.ok and _fingerprint(request) != before:
-        outcome = _invoke.Outcome(
-            False,
-            error=ResultError.READ_ONLY_VIOLATION,
-            message=f"{name} changed its own arguments or artifact (it gets a copy, "
-            "but a read-only call must not change what it judges)",
-            captured=outcome.captured,
+        outcome = _violation(
+            outcome,
+            f"{name} changed its own arguments or artifact (it gets a copy, but a "
+            "read-only call must not change what it judges)",
         )
     used = sum(os.times()[:4])
     if used > limits.cpu_seconds / 2:
         keep = False  # the next call could run out of CPU seconds midway: a fresh worker
     return name, outcome, keep
+
+
+def _violation(outcome: Any, message: str) -> Any:
+    """The call's outcome made a read-only violation, keeping what it printed."""
+    from . import _invoke
+    from ._results import ResultError
+
+    return _invoke.Outcome(
+        False, error=ResultError.READ_ONLY_VIOLATION, message=message, captured=outcome.captured
+    )
 
 
 def _fingerprint(request: Any) -> bytes | None:
