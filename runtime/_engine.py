@@ -331,6 +331,8 @@ class _Compiler:
         self.prepared: dict[tuple[str, str | None, float | None], Prepared] = {}
         self.has_mcp = False
         """Whether a unit calls an MCP tool (found per prepared tool, not per unit)."""
+        self.has_sandbox = False
+        """Whether a unit runs in the sandbox (likewise: a run without one pays nothing)."""
 
     def _prepare(self, name: str, isolation: str | None, timeout: float | None) -> Prepared:
         key = (name, isolation, timeout)
@@ -346,6 +348,7 @@ class _Compiler:
                 sandboxed=self.graph.policy.require_sandbox and isinstance(tool, Validation),
             )
             self.has_mcp = self.has_mcp or _calls_mcp(found)
+            self.has_sandbox = self.has_sandbox or found.ran_in == "sandbox"
         return found
 
     def mcp_uses(self, units: Sequence[_Unit]) -> list[McpUse]:
@@ -526,6 +529,7 @@ class _Compiler:
                     sandboxed=self.graph.policy.require_sandbox,
                 )
                 self.has_mcp = self.has_mcp or _calls_mcp(prepared)
+                self.has_sandbox = self.has_sandbox or prepared.ran_in == "sandbox"
                 spec = _Spec(
                     "validation",
                     prepared,
@@ -1298,7 +1302,7 @@ async def execute_graph(
         artifact=artifact,
     )
     uses = compiler.mcp_uses(units) if compiler.has_mcp else None
-    sandboxed = _sandboxed(units)
+    sandboxed = _sandboxed(units) if compiler.has_sandbox else 0
     async with contextlib.AsyncExitStack() as stack:
         if sandboxed:
             from ._sandbox import current_pool, sandbox_pool
@@ -1321,15 +1325,11 @@ async def execute_graph(
 
 def _sandboxed(units: Sequence[_Unit]) -> int:
     """How many of ``units`` call something in the sandbox (directly, or wrapped)."""
-    count = 0
-    for unit in units:
-        prepared = unit.spec.prepared
-        while prepared is not None:
-            if prepared.isolation == "sandbox" and prepared.mcp is None:
-                count += 1
-                break
-            prepared = prepared.wrapped
-    return count
+    return sum(
+        1
+        for unit in units
+        if unit.spec.prepared is not None and unit.spec.prepared.ran_in == "sandbox"
+    )
 
 
 async def _run_with_mcp(
