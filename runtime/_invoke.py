@@ -993,11 +993,7 @@ class Prepared:
                 leave(state)
             context.cleanup()
         if guard is not None and guard.violation is not None:
-            outcome = Outcome(
-                False,
-                error=ResultError.READ_ONLY_VIOLATION,
-                message=f"{guard.what} attempted a write: {guard.violation}",
-            )
+            outcome = _violation(guard)
         captured = capture.captured
         capture.captured = None
         if captured is not _PENDING and captured is not None:
@@ -1402,6 +1398,26 @@ def _process_entry(
     a call that loops never runs on as an orphan."""
     if parent is not None:
         die_with_parent(parent)
+    outcome, _ = run_captured(
+        functools.partial(
+            _entry_outcome,
+            name,
+            entrypoint,
+            inline,
+            kwargs,
+            is_validation,
+            wants_context,
+            resources,
+            backend,
+        )
+    )
+    return outcome
+
+
+def run_captured(call: Callable[[], Outcome]) -> tuple[Outcome, threading.Thread | None]:
+    """Run a worker process's ``call`` with descriptors 1 and 2 captured into its
+    outcome; also return the capture's reader thread (it may outlive the call while a
+    process the call started holds the output open)."""
     capture: _FdCapture | None = _FdCapture()
     try:
         assert capture is not None
@@ -1409,15 +1425,14 @@ def _process_entry(
     except OSError:
         capture = None  # out of descriptors: run the call, uncaptured, rather than not at all
     try:
-        outcome = _entry_outcome(
-            name, entrypoint, inline, kwargs, is_validation, wants_context, resources, backend
-        )
+        outcome = call()
     finally:
         if capture is not None:
             capture.stop()
-    if capture is not None:
-        outcome.captured = capture.result()
-    return outcome
+    if capture is None:
+        return outcome, None
+    outcome.captured = capture.result()
+    return outcome, capture.reader
 
 
 def _entry_outcome(
@@ -1431,32 +1446,55 @@ def _entry_outcome(
     backend: str = "asyncio",
 ) -> Outcome:
     try:
-        if inline is not None:
-            func = _inline_function(inline[0], inline[1], "run")
-        else:
-            assert entrypoint is not None
-            func = resolve_entrypoint(entrypoint)
+        func = _load(name, entrypoint, inline[1] if inline is not None else None)
         guard = Guard("validation in a worker process") if is_validation else None
         context = ToolContext(resources=resources, guard=guard)
         if wants_context:
             kwargs["context"] = context
         try:
-            if guard is None:
-                value = _run_entry(func, kwargs, backend)
-            else:
-                with guarded(guard):
-                    value = _run_entry(func, kwargs, backend)
-                if guard.violation is not None:
-                    return Outcome(
-                        False,
-                        error=ResultError.READ_ONLY_VIOLATION,
-                        message=f"{guard.what} attempted a write: {guard.violation}",
-                    )
+            return _run_guarded(func, kwargs, backend, guard, enter)
         finally:
             context.cleanup()
     except BaseException as exc:  # nothing cancels this process's calls; all is the tool's
         return _exception_outcome(name, exc)
+
+
+def _load(name: str, entrypoint: str | None, code: str | None) -> Callable[..., Any]:
+    """The callable a worker process runs: inline ``code``'s ``run``, or the entrypoint."""
+    if code is not None:
+        return _inline_function(name, code, "run")
+    assert entrypoint is not None
+    return resolve_entrypoint(entrypoint)
+
+
+def _run_guarded(
+    func: Callable[..., Any],
+    kwargs: dict[str, Any],
+    backend: str,
+    guard: Guard | None,
+    take: Callable[[Guard], tuple[list[Any], contextvars.Token[list[Any] | None]]],
+) -> Outcome:
+    """Run a worker process's call, under ``guard`` (taken with ``take``: this context's
+    lease, or the whole process's) when it is a validation's."""
+    if guard is None:
+        return Outcome(True, _run_entry(func, kwargs, backend))
+    state = take(guard)
+    try:
+        value = _run_entry(func, kwargs, backend)
+    finally:
+        leave(state)
+    if guard.violation is not None:
+        return _violation(guard)
     return Outcome(True, value)
+
+
+def _violation(guard: Guard) -> Outcome:
+    """The outcome of a call whose guard recorded a refused write."""
+    return Outcome(
+        False,
+        error=ResultError.READ_ONLY_VIOLATION,
+        message=f"{guard.what} attempted a write: {guard.violation}",
+    )
 
 
 class SandboxRequest(msgspec.Struct, kw_only=True):
@@ -1479,11 +1517,7 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
 def sandbox_outcome(request: SandboxRequest) -> Outcome:
     """Load, bind and run a sandboxed call, in the worker, the whole process guarded."""
     try:
-        if request.code is not None:
-            func = _inline_function(request.name, request.code, "run")
-        else:
-            assert request.entrypoint is not None
-            func = resolve_entrypoint(request.entrypoint)
+        func = _load(request.name, request.entrypoint, request.code)
     except ConfigError as exc:
         # Known only here: the parent never imports what runs in the sandbox.
         from ._maxn import MISCONFIGURED  # pydantic: only for this rare case
@@ -1503,25 +1537,11 @@ def sandbox_outcome(request: SandboxRequest) -> Outcome:
             request.inputs,
             context,
         )
-        if guard is None:
-            value = _run_entry(func, kwargs, request.backend)
-        else:
-            state = enter_process(guard)
-            try:
-                value = _run_entry(func, kwargs, request.backend)
-            finally:
-                leave(state)
-            if guard.violation is not None:
-                return Outcome(
-                    False,
-                    error=ResultError.READ_ONLY_VIOLATION,
-                    message=f"{guard.what} attempted a write: {guard.violation}",
-                )
+        return _run_guarded(func, kwargs, request.backend, guard, enter_process)
     except BaseException as exc:  # nothing cancels a worker's call: all is the tool's
         return _exception_outcome(request.name, exc)
     finally:
         context.cleanup()
-    return Outcome(True, value)
 
 
 def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any], backend: str) -> Any:

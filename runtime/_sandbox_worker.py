@@ -17,6 +17,7 @@ or it spent half its CPU seconds).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pickle
@@ -203,23 +204,11 @@ def _call(frame: bytes, baseline: set[int], limits: SandboxLimits) -> tuple[str,
 
     request: _invoke.SandboxRequest = pickle.loads(frame)
     before = _fingerprint(request)
-    capture: _invoke._FdCapture | None = _invoke._FdCapture()
-    try:
-        assert capture is not None
-        capture.start()
-    except OSError:
-        capture = None
-    try:
-        outcome = _invoke.sandbox_outcome(request)
-    finally:
-        if capture is not None:
-            capture.stop()
-    if capture is not None:
-        outcome.captured = capture.result()
-        # The capture's reader may outlive `stop` while a process the call started holds
-        # the output open: that process is what counts, not the reader.
-        if capture.reader is not None and capture.reader.native_id is not None:
-            baseline = baseline | {capture.reader.native_id}
+    outcome, reader = _invoke.run_captured(functools.partial(_invoke.sandbox_outcome, request))
+    if reader is not None and reader.native_id is not None:
+        # The capture's reader may outlive the call while a process the call started
+        # holds the output open: that process is what counts, not the reader.
+        baseline = baseline | {reader.native_id}
     pooled = _idle_pool_threads()
     threads, children = _leftovers(baseline | pooled)
     # Trio keeps the threads of `to_thread` idle for a while after its loop ended: no code
