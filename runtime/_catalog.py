@@ -28,6 +28,7 @@ from ._exceptions import (
     IntegrityError,
     NotFoundError,
 )
+from ._kernel import keep_out, let_in
 from ._mcp import McpServer
 from ._models import (
     Attachment,
@@ -131,6 +132,9 @@ class Catalog:
         self._path = path
         self._lock = threading.RLock()
         self._migrate()
+        self._kept_out = path is not None
+        if path is not None:
+            keep_out(path)  # no sandboxed call may lock it (and stall its writers)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -189,6 +193,9 @@ class Catalog:
         """Close the database connection. The catalog cannot be used afterwards."""
         with self._lock:
             self._db.close()
+            if self._kept_out:
+                self._kept_out = False
+                let_in(self._path)  # type: ignore[arg-type]  # kept out: it has a path
 
     def __enter__(self) -> Self:
         return self

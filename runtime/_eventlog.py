@@ -25,6 +25,7 @@ import msgspec
 from ._catalog import _enable_wal
 from ._events import Event, EventBase
 from ._exceptions import ConfigError, PlanBusyError, RuntimeFault
+from ._kernel import keep_out, let_in
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -210,6 +211,7 @@ class SQLiteEventLog:
 
     async def __aenter__(self) -> Self:
         self._db = await anyio.to_thread.run_sync(_connect, self._path)
+        keep_out(self._path)  # no sandboxed call may lock it (and stall the writer)
         self._open = True
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -239,6 +241,7 @@ class SQLiteEventLog:
             db, self._db = self._db, None
             if db is not None:
                 db.close()
+                let_in(self._path)
 
     def _put(self, item: _Pending) -> None:
         if not self._open:

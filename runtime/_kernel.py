@@ -3,17 +3,28 @@
 A sandboxed worker confines itself once, at its start, while it is still single-threaded
 (every later thread and child inherits the confinement, and nothing can lift it):
 
+- **a mount namespace of its own** (in a user namespace of its own where gategraph is not
+  root): every mount made read-only, so no file outside the worker's folder can change,
+  its metadata included (``chmod``, ``chown``, timestamps, extended attributes, which
+  Landlock does not cover); the worker's folder a private ``tmpfs`` of a bounded size,
+  gone with the worker; and gategraph's own open databases (the event log, the catalog)
+  hidden behind ``/dev/null``, so a call cannot even take a read lock on them (a lock
+  would stall the run's writer). In its own user namespace, the process limit counts the
+  worker's processes only.
 - **Landlock** (Linux 5.13+, ABI 6 = Linux 6.12 needed here): reading and executing are
   allowed everywhere; creating, writing, truncating, renaming, linking and removing only
   beneath the worker's own folder (and writing to ``/dev/null``); every TCP bind and
   connect is refused; signals and abstract Unix sockets cannot reach outside the worker.
 - **seccomp**: ``socket()`` fails (no UDP, raw, netlink or Unix-path socket either, which
   Landlock does not cover), so does ``io_uring_setup`` (its operations bypass the
-  syscall filter), and ``setsid``/``setpgid`` (every process the call starts stays in the
-  worker's process group, so killing the group ends them all).
+  syscall filter), ``setsid``/``setpgid`` (every process the call starts stays in the
+  worker's process group, so killing the group ends them all), and every way to a new
+  namespace or mount (``unshare``, ``setns``, ``mount``..., and ``clone`` with a
+  namespace flag).
 - **capabilities**: all dropped, for good (a worker running as root keeps only reading
   files it does not own); ``no_new_privs`` stops set-uid programs from regaining any.
-- **resource limits**: address space, CPU seconds, file size, open files, no core dumps.
+- **resource limits**: address space, CPU seconds, file size, open files, processes (not
+  enforced by the kernel for root), no core dumps; the folder's size.
 
 Why ctypes rather than a library: the one Landlock package on PyPI (``landlock``, an
 alpha) covers file system rules only, not TCP or scopes, and the seccomp bindings need
@@ -33,12 +44,27 @@ import os
 import platform
 import resource
 import struct
+import subprocess
 import sys
+import tempfile
 import threading
-from dataclasses import dataclass
-from typing import Final
+from collections import Counter
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["SandboxLimits", "Support", "confine", "sandbox_support", "support"]
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = [
+    "SandboxLimits",
+    "Support",
+    "confine",
+    "keep_out",
+    "kept_out",
+    "let_in",
+    "sandbox_support",
+    "support",
+]
 
 LANDLOCK_ABI_NEEDED: Final = 6
 
@@ -76,6 +102,7 @@ _SECCOMP_MODE_FILTER: Final = 2
 # capability on exec, and nothing can turn that back.
 _SECUREBITS: Final = 0b101111
 _CAP_DAC_READ_SEARCH: Final = 2
+_CAP_SYS_ADMIN: Final = 21
 _CAPABILITY_VERSION_3: Final = 0x20080522
 
 _SECCOMP_RET_ALLOW: Final = 0x7FFF0000
@@ -102,11 +129,32 @@ _DENIED: Final = (
     "shmget",  # System V objects outlive the worker
     "msgget",
     "semget",
+    # No new namespace and no mount: the worker's read-only mounts and hidden files stay
+    # as they are (Landlock refuses mounts too; this also keeps nested user namespaces,
+    # and the capabilities they give, out of reach).
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
 )
 _ERRNO: Final = {"socket": errno.EACCES, "clone3": errno.ENOSYS}
 _NUMBERS: Final = {
-    "x86_64": (41, 425, 112, 109, 435, 319, 29, 68, 64),
-    "aarch64": (198, 425, 157, 154, 435, 279, 194, 186, 190),
+    "x86_64": (
+        *(41, 425, 112, 109, 435, 319, 29, 68, 64),
+        *(272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 433, 442),
+    ),
+    "aarch64": (
+        *(198, 425, 157, 154, 435, 279, 194, 186, 190),
+        *(97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 433, 442),
+    ),
 }
 _ARCHES: Final = {
     arch: _Arch(
@@ -124,7 +172,23 @@ _ARCHES: Final = {
     )
 }
 _CLONE_PARENT: Final = 0x8000
-"""A clone flag that would make the new process a sibling of the worker, outside it."""
+_CLONE_NEWNS: Final = 0x00020000
+_CLONE_NEWUSER: Final = 0x10000000
+_CLONE_REFUSED: Final = _CLONE_PARENT | _CLONE_NEWNS | 0x7E000000
+"""Clone flags refused: ``CLONE_PARENT`` (the new process would be a sibling of the
+worker, outside it) and every new namespace (mount, cgroup, UTS, IPC, user, PID, network)."""
+
+_MS_NOSUID: Final = 2
+_MS_NODEV: Final = 4
+_MS_BIND: Final = 4096
+_MS_REC: Final = 0x4000
+_MS_PRIVATE: Final = 1 << 18
+_SYS_MOUNT_SETATTR: Final = 442  # the same on every architecture
+_MOUNT_ATTR_RDONLY: Final = 1
+_AT_FDCWD: Final = -100
+_AT_RECURSIVE: Final = 0x8000
+_COMPANIONS: Final = ("", "-wal", "-shm", "-journal")
+"""A SQLite database's files: the database, and the ones it locks beside it."""
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -154,6 +218,15 @@ class _CapData(ctypes.Structure):
 
 class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
 
 
 _libc_handle: ctypes.CDLL | None = None
@@ -196,6 +269,9 @@ class Support:
     seccomp: bool
     arch: str
     missing: str | None
+    mounts: bool = False
+    """Whether a worker can have a mount namespace of its own (to make every file
+    read-only, its metadata included)."""
 
 
 _support: Support | None = None
@@ -238,7 +314,53 @@ def _probe() -> Support:
         missing = f"the sandbox supports x86_64 and aarch64, not {arch}"
     elif not seccomp:
         missing = "the sandbox needs seccomp filters, which this kernel does not offer"
-    return Support(abi, seccomp, arch, missing)
+    if missing is not None:
+        return Support(abi, seccomp, arch, missing)
+    refused = _probe_mounts()
+    if refused is not None:
+        missing = (
+            "the sandbox needs a mount namespace of its own, to make every file read-only "
+            f"(its permissions and timestamps included), and this machine refuses one: "
+            f"{refused}. Unprivileged user namespaces may be turned off "
+            "(sysctl kernel.unprivileged_userns_clone, or "
+            "kernel.apparmor_restrict_unprivileged_userns) or forbidden in this container"
+        )
+    return Support(abi, seccomp, arch, missing, mounts=refused is None)
+
+
+_PROBE: Final = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("gategraph_kernel_probe", sys.argv[1])
+kernel = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(kernel)
+try:
+    kernel._own_mounts(sys.argv[2], (), 1 << 20)
+except OSError as exc:
+    print(exc.strerror or exc, file=sys.stderr, end="")
+    sys.exit(1)
+"""
+
+
+def _probe_mounts() -> str | None:
+    """Whether a process can have the mounts a worker makes: tried, as a worker does, in a
+    throwaway process (this one's namespaces stay as they are); None when it can, else why
+    not. This module alone is loaded there, by its path: it needs nothing else."""
+    with tempfile.TemporaryDirectory(prefix="gategraph-probe-") as folder:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-S", "-c", _PROBE, __file__, folder],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=60,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"the probe could not run ({exc})"
+    if done.returncode == 0:
+        return None
+    why = done.stderr.decode(errors="replace").strip().splitlines()
+    return why[-1] if why else f"the probe exited with status {done.returncode}"
 
 
 def sandbox_support() -> Support:
@@ -269,19 +391,59 @@ class SandboxLimits:
     file_size: int = 1 << 30
     """The largest file a process may write, in bytes."""
     open_files: int = 1024
+    processes: int = 256
+    """Processes and threads of the worker together (not enforced by the kernel when
+    gategraph runs as root)."""
+    disk: int = 1 << 30
+    """Bytes all files in the worker's folder may take together (the call's scratch and
+    temporary files; it is memory, freed with the worker)."""
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            least = _LEAST[field.name]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"SandboxLimits.{field.name} must be a whole number, not {value!r}")
+            if value < least:
+                raise ValueError(
+                    f"SandboxLimits.{field.name} must be at least {least:,} "
+                    f"({_WHY_LEAST[field.name]}), not {value:,}"
+                )
 
 
-def confine(writable: str, limits: SandboxLimits) -> None:
+_LEAST: Final = {
+    "address_space": 256 << 20,
+    "cpu_seconds": 1,
+    "file_size": 1,
+    "open_files": 32,
+    "processes": 8,
+    "disk": 1 << 20,
+}
+_WHY_LEAST: Final = {
+    "address_space": "bytes: a worker's interpreter alone needs about 160 MiB",
+    "cpu_seconds": "seconds",
+    "file_size": "byte",
+    "open_files": "a worker holds its pipes and its capture open",
+    "processes": "the worker and the threads of a call",
+    "disk": "bytes, 1 MiB",
+}
+
+
+def confine(writable: str, limits: SandboxLimits, hidden: Iterable[str] = ()) -> None:
     """Confine this process for good: see the module's docstring. ``writable`` is the only
-    folder it may change. Must run before the process starts any thread."""
+    folder it may change (it becomes a private ``tmpfs``, and the working directory);
+    ``hidden`` are databases (with their ``-wal``, ``-shm`` and ``-journal``) it must not
+    see. Must run before the process starts any thread."""
     found = support()
     if found.missing is not None:
         raise OSError(errno.ENOTSUP, found.missing)
     threads = len(os.listdir("/proc/self/task"))
     if threads != 1 or threading.active_count() != 1:
-        # Landlock and seccomp bind the calling thread and what it starts from now on.
+        # Landlock, seccomp and unshare bind the calling thread (and what it starts).
         raise RuntimeError(f"cannot confine a process that runs {threads} threads")
-    _set_limits(limits)
+    root = os.geteuid() == 0
+    own_user = _own_mounts(writable, hidden, limits.disk)
+    _set_limits(limits, processes=own_user)
     try:
         # The first the kernel kills when memory runs out: a worker, not gategraph.
         with open("/proc/self/oom_score_adj", "w", encoding="ascii") as score:
@@ -292,18 +454,111 @@ def confine(writable: str, limits: SandboxLimits) -> None:
     # process group's end takes) every process the call left behind.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    _drop_capabilities()
+    _drop_capabilities(keep_read_search=root)
     _restrict_files_and_network(writable, found.landlock_abi)
     _filter_syscalls(_ARCHES[found.arch])
 
 
-def _set_limits(limits: SandboxLimits) -> None:
+def _own_mounts(writable: str, hidden: Iterable[str], disk: int) -> bool:
+    """Give this process mounts of its own: all read-only, ``hidden`` behind ``/dev/null``,
+    and ``writable`` a fresh ``tmpfs`` of ``disk`` bytes, made the working directory.
+    Return whether that took a user namespace of its own (where this process may not
+    mount in the one it is in: any user but root)."""
+    libc = _libc()
+    uid, gid = os.geteuid(), os.getegid()
+    own_user = not _capabilities().get("CapEff", 0) & (1 << _CAP_SYS_ADMIN)
+    if libc.unshare(_CLONE_NEWNS | (_CLONE_NEWUSER if own_user else 0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    if own_user:
+        # Itself only, as itself: files keep their owners, and nobody else is mapped.
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1")):
+            _write_proc(name, text)
+        _write_proc("gid_map", f"{gid} {gid} 1")
+    # Nothing done here may reach the parent's mounts.
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    for database in hidden:
+        for companion in _COMPANIONS:
+            path = database + companion
+            if os.path.isfile(path):
+                _mount("/dev/null", path, None, _MS_BIND)
+    attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+    _syscall(
+        _SYS_MOUNT_SETATTR,
+        ctypes.c_int(_AT_FDCWD),
+        ctypes.c_char_p(b"/"),
+        ctypes.c_uint(_AT_RECURSIVE),
+        ctypes.cast(ctypes.byref(attr), ctypes.c_void_p),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+    # Mounted after the rest went read-only: the one writable place.
+    options = f"size={disk},mode=0700,uid={uid},gid={gid}"
+    _mount("tmpfs", writable, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    os.chdir(writable)  # the folder itself, not the one now under the tmpfs
+    return own_user
+
+
+def _write_proc(name: str, text: str) -> None:
+    with open(f"/proc/self/{name}", "w", encoding="ascii") as file:
+        file.write(text)
+
+
+def _mount(
+    source: str | None, target: str, kind: str | None, flags: int, options: str | None = None
+) -> None:
+    libc = _libc()
+    libc.mount.argtypes = (
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_ulong,
+        ctypes.c_char_p,
+    )
+    encoded = [None if v is None else os.fsencode(v) for v in (source, target, kind, options)]
+    if libc.mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+# -- gategraph's own files, kept out of every worker -----------------------------------------
+
+_kept_out: Final[Counter[str]] = Counter()
+_kept_lock: Final = threading.Lock()
+
+
+def keep_out(path: str | os.PathLike[str]) -> None:
+    """Hide a database gategraph holds open (and its companion files) from every sandboxed
+    worker started from now on, until :func:`let_in`: a worker could otherwise take a read
+    lock on it, which stalls gategraph's writes."""
+    with _kept_lock:
+        _kept_out[os.path.realpath(path)] += 1
+
+
+def let_in(path: str | os.PathLike[str]) -> None:
+    """Undo one :func:`keep_out` of ``path``."""
+    with _kept_lock:
+        real = os.path.realpath(path)
+        _kept_out[real] -= 1
+        if _kept_out[real] <= 0:
+            del _kept_out[real]
+
+
+def kept_out() -> frozenset[str]:
+    """The databases hidden from workers started now."""
+    with _kept_lock:
+        return frozenset(_kept_out)
+
+
+def _set_limits(limits: SandboxLimits, *, processes: bool) -> None:
+    # The process limit counts per user and user namespace: only in a user namespace of
+    # the worker's own does it count the worker's processes alone (and never for root).
     for which, value in (
         (resource.RLIMIT_AS, limits.address_space),
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_FSIZE, limits.file_size),
         (resource.RLIMIT_NOFILE, limits.open_files),
         (resource.RLIMIT_CORE, 0),
+        *(((resource.RLIMIT_NPROC, limits.processes),) if processes else ()),
     ):
         _soft, hard = resource.getrlimit(which)
         cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -320,16 +575,18 @@ def _capabilities() -> dict[str, int]:
     return found
 
 
-def _drop_capabilities() -> None:
+def _drop_capabilities(*, keep_read_search: bool) -> None:
+    """Drop every capability (those of a user namespace of the worker's own too); with
+    ``keep_read_search`` (root) all but reading files it does not own."""
     caps = _capabilities()
     if not any(caps.values()):
         return  # an ordinary user: nothing to give up, and no_new_privs keeps it so
-    keep = 1 << _CAP_DAC_READ_SEARCH
+    keep = (1 << _CAP_DAC_READ_SEARCH) if keep_read_search else 0
     with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as last:
         last_cap = int(last.read())
     if caps.get("CapBnd", 0) and caps.get("CapEff", 0) & (1 << 8):  # CAP_SETPCAP
         for cap in range(last_cap + 1):
-            if cap != _CAP_DAC_READ_SEARCH:
+            if not keep & (1 << cap):
                 _prctl(_PR_CAPBSET_DROP, cap)
     _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
     if caps.get("CapEff", 0) & (1 << 8):
@@ -416,7 +673,7 @@ def _filter_syscalls(arch: _Arch) -> None:
     program += [
         (jeq_k, 0, 5, arch.clone),
         (ld_w_abs, 0, 0, 16),  # args[0]'s low word (both arches are little-endian): flags
-        (and_k, 0, 0, _CLONE_PARENT),
+        (and_k, 0, 0, _CLONE_REFUSED),
         (jeq_k, 1, 0, 0),
         (ret_k, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM),
         (ret_k, 0, 0, _SECCOMP_RET_ALLOW),

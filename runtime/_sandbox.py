@@ -31,7 +31,7 @@ import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._exceptions import ConfigError
-from ._kernel import SandboxLimits, support
+from ._kernel import SandboxLimits, kept_out, support
 from ._maxn import UNAVAILABLE
 from ._readonly import unguarded
 from ._results import ResultError
@@ -71,11 +71,13 @@ def require(where: str = "isolation") -> None:
 
 
 class _Worker:
-    __slots__ = ("answers", "folder", "owner", "process")
+    __slots__ = ("answers", "folder", "hidden", "owner", "process")
 
-    def __init__(self, process: Process, folder: str) -> None:
+    def __init__(self, process: Process, folder: str, hidden: frozenset[str]) -> None:
         self.process = process
         self.folder = folder
+        self.hidden = hidden
+        """The databases it cannot see: it runs no call once gategraph holds another open."""
         self.owner: tuple[str, str, str | None, str | None] | None = None
         """The plan and the validation (name, entrypoint, code) it ran: it runs no other.
         Whatever a call leaves in its worker (a thread, a patched module, an answer of
@@ -217,6 +219,7 @@ class SandboxPool:
             folder,
             str(os.getpid()),
             json.dumps(dataclasses.asdict(self.limits)),
+            json.dumps(sorted(hidden := kept_out())),
         ]
         with unguarded():
             process = await anyio.open_process(
@@ -228,7 +231,7 @@ class SandboxPool:
                 env=environment,
                 start_new_session=True,
             )
-        worker = _Worker(process, folder)
+        worker = _Worker(process, folder, hidden)
         try:
             await worker.send(pickle.dumps(list(sys.path)))
             with anyio.fail_after(_START_TIMEOUT):
@@ -249,9 +252,11 @@ class SandboxPool:
                 if worker.owner != wanted:
                     continue
                 del self._idle[index]
-                if worker.process.returncode is None:
+                if worker.process.returncode is None and kept_out() <= worker.hidden:
                     return worker
-                await worker.kill()  # died while idle (killed from outside): not this call's
+                # Died while idle (killed from outside: not this call's), or started
+                # before gategraph opened a database it would see.
+                await worker.kill()
         return await self._start()
 
     async def _keep(self, worker: _Worker) -> None:

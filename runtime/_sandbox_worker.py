@@ -1,6 +1,7 @@
 """The worker process of ``isolation: sandbox``: confined by the kernel, one call at a time.
 
-Started by :mod:`._sandbox` as ``python -P -c "...main()" <folder> <parent pid> <limits>``
+Started by :mod:`._sandbox` as ``python -P -c "...main()" <folder> <parent pid> <limits>
+<hidden>`` (the limits as JSON, and the databases to hide as a JSON list)
 with its requests on descriptor 0 and its answers on descriptor 1 (moved out of the way at
 once: the call's own output is captured, never mixed with them). It confines itself
 (:func:`._kernel.confine`) before it starts any thread or imports the call's code, says
@@ -153,7 +154,8 @@ def _wipe(folder: str, keep: str | None) -> None:
 
 
 def main() -> None:
-    folder, parent, limits = sys.argv[1], int(sys.argv[2]), SandboxLimits(**json.loads(sys.argv[3]))
+    folder, parent = sys.argv[1], int(sys.argv[2])
+    limits, hidden = SandboxLimits(**json.loads(sys.argv[3])), json.loads(sys.argv[4])
     requests, answers = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -164,7 +166,7 @@ def main() -> None:
         return
     sys.path[:] = pickle.loads(init)
     try:
-        confine(folder, limits)
+        confine(folder, limits, hidden)
     except Exception as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _send(answers, Answer("refused", why))

@@ -438,3 +438,89 @@ def forges_a_bad_outcome(root: str) -> dict[str, Any]:
         except OSError:
             continue
     return PASS
+
+
+# -- file metadata, locks, disk, processes, namespaces -----------------------------------------
+
+
+def command_changes_metadata(root: str, context: Any) -> dict[str, Any]:
+    """chmod, timestamps, ownership and an extended attribute of a repository file, from
+    a command (the guard does not see inside one), each failure ignored."""
+    target = os.path.join(root, "a.py")
+    own = os.path.join(context.scratch, "own.py")
+    Path(own).write_text("mine\n")
+    codes = {
+        what: subprocess.run(command, cwd=context.scratch, capture_output=True).returncode
+        for what, command in (
+            ("chmod", ["chmod", "777", target]),
+            ("touch", ["touch", "-d", "2000-01-01", target]),
+            ("chown", ["chown", f"{os.getuid() + 1}", target]),
+            ("own", ["chmod", "600", own]),  # its own file: allowed
+        )
+    }
+    return {"passed": True, "data": codes}
+
+
+def native_metadata(root: str) -> dict[str, Any]:
+    """The same natively, the guard switched off: only the kernel stands in the way."""
+    from gategraph.runtime import _readonly
+
+    _readonly._PROCESS_JUDGES.clear()
+    _readonly._process_lease[0] = None
+    libc = ctypes.CDLL(None, use_errno=True)
+    target = os.path.join(root, "a.py").encode()
+    found = {
+        "chmod": libc.chmod(target, 0o777),
+        "utimes": libc.utimes(target, None),
+        "setxattr": libc.setxattr(target, b"user.gategraph", b"x", 1, 0),
+    }
+    return {"passed": True, "data": found}
+
+
+def locks_the_log(root: str, log: str = "") -> dict[str, Any]:
+    """Take a read lock on the event log's shared-memory file (and the log itself), which
+    would stall the run's writer, then hold it past the call."""
+    import fcntl
+    import stat
+
+    seen = {}
+    for suffix in ("", "-wal", "-shm"):
+        path = log + suffix
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            seen[suffix or "db"] = f"cannot open: {exc.strerror}"
+            continue
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 0, 0)
+        seen[suffix or "db"] = "device" if stat.S_ISCHR(os.fstat(fd).st_mode) else "file"
+    return {"passed": True, "data": seen}
+
+
+def fills_the_disk(root: str, context: Any) -> dict[str, Any]:
+    """Write 1 MiB at a time into scratch until the disk is full."""
+    written = 0
+    chunk = b"x" * (1 << 20)
+    with open(os.path.join(context.scratch, "fill"), "wb") as f:
+        while written < (64 << 20):
+            f.write(chunk)
+            f.flush()
+            written += len(chunk)
+    return {"passed": True, "data": {"written": written}}
+
+
+def new_namespace(root: str, context: Any) -> dict[str, Any]:
+    """A user namespace of its own (where it would hold every capability), natively and
+    with the unshare command; remounting the repository writable."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    found = {
+        "unshare": libc.unshare(0x10000000 | 0x00020000),
+        "unshare_errno": ctypes.get_errno(),
+        "mount": libc.mount(None, os.fsencode(root), None, 32 | 4096, None),  # MS_REMOUNT|MS_BIND
+        "command": subprocess.run(
+            ["unshare", "--user", "--map-root-user", "true"],
+            cwd=context.scratch,
+            capture_output=True,
+            check=False,
+        ).returncode,
+    }
+    return {"passed": True, "data": found}

@@ -249,6 +249,104 @@ async def test_the_event_log_is_out_of_reach(repo: Path, tmp_path: Path) -> None
         assert db.execute("select count(*) from event_segments").fetchone()[0] > 0
 
 
+def metadata(path: Path) -> tuple[int, int, int, int, list[str]]:
+    st = path.stat()
+    return st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, os.listxattr(path)
+
+
+@pytest.mark.anyio
+async def test_file_metadata_cannot_change_from_a_command(repo: Path) -> None:
+    """Permissions, timestamps and owners, which Landlock does not cover: every mount the
+    worker sees is read-only, so a command's chmod, touch and chown fail and change
+    nothing, while changing its own scratch file works."""
+    before = metadata(repo / "a.py")
+    done = await run(repo, "command_changes_metadata")
+    codes = result_of(done, "command_changes_metadata").data
+    assert codes == {"chmod": 1, "touch": 1, "chown": 1, "own": 0}, codes
+    assert metadata(repo / "a.py") == before
+
+
+@pytest.mark.anyio
+async def test_file_metadata_cannot_change_natively_with_the_guard_off(repo: Path) -> None:
+    before = metadata(repo / "a.py")
+    done = await run(repo, "native_metadata")
+    assert result_of(done, "native_metadata").data == {"chmod": -1, "utimes": -1, "setxattr": -1}
+    assert metadata(repo / "a.py") == before
+
+
+@pytest.mark.anyio
+async def test_the_event_log_cannot_be_locked(repo: Path, tmp_path: Path) -> None:
+    """A read lock on the log's files would stall the run's writer: the sandbox sees
+    gategraph's open databases as empty devices, so the lock takes nothing and the run
+    ends with every event written."""
+    from gategraph.runtime import SQLiteEventLog
+
+    path = tmp_path / "events.db"
+    arguments = {"locks_the_log": {"log": str(path)}}
+    async with SQLiteEventLog(path) as log:
+        with anyio.fail_after(60):
+            done = await execute_graph(
+                graph(repo, "locks_the_log", arguments=arguments), event_log=log
+            )
+    seen = result_of(done, "locks_the_log").data
+    assert seen == {"db": "device", "-wal": "device", "-shm": "device"}, seen
+    with sqlite3.connect(path) as db:
+        assert db.execute("select count(*) from event_segments").fetchone()[0] > 0
+
+
+@pytest.mark.anyio
+async def test_a_worker_started_before_a_log_opened_does_not_see_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Workers started ahead of need, before gategraph opened a database, are not used
+    once it is open: a call runs only where every open database is hidden."""
+    from gategraph.runtime import SQLiteEventLog
+
+    path = tmp_path / "late.db"
+    arguments = {"locks_the_log": {"log": str(path)}}
+    async with sandbox_pool() as pool:
+        await pool.fill(2)
+        started = {w.process.pid for w in pool._idle}
+        async with SQLiteEventLog(path) as log:
+            done = await execute_graph(
+                graph(repo, "locks_the_log", arguments=arguments), event_log=log
+            )
+        assert result_of(done, "locks_the_log").data["db"] == "device"
+        assert not started & {w.process.pid for w in pool._idle}
+
+
+@pytest.mark.anyio
+async def test_the_folder_is_limited_in_size_and_leaves_nothing_on_disk(repo: Path) -> None:
+    from gategraph.runtime._invoke import prepare, to_result
+    from gategraph.runtime._models import Validation
+
+    validation = Validation.model_validate(
+        {
+            "name": "fills_the_disk",
+            "source": "python",
+            "entrypoint": f"{MODULE}:fills_the_disk",
+            "resource_slots": ["root"],
+        }
+    )
+    prepared = prepare(validation, lambda name: None, isolation="sandbox")  # type: ignore[arg-type,return-value]
+    async with sandbox_pool(limits=SandboxLimits(disk=4 << 20)) as pool:
+        outcome = await prepared.call({}, {"root": repo})
+        folders = [w.folder for w in pool._idle]
+        assert folders and all(os.listdir(f) == [] for f in folders)
+    result = to_result(outcome)
+    assert not result.passed and "No space left on device" in result.message, result
+
+
+@pytest.mark.anyio
+async def test_no_new_namespace_and_no_mount(repo: Path) -> None:
+    """A nested user namespace would hold every capability inside it: unshare, mount and
+    the unshare command all fail."""
+    done = await run(repo, "new_namespace")
+    found = result_of(done, "new_namespace").data
+    assert found["unshare"] == -1 and found["mount"] == -1, found
+    assert found["command"] != 0, found
+
+
 # -- 4. network -----------------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ coverage's open data file.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import errno
@@ -28,9 +29,11 @@ import os
 import pickle
 import resource
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -118,6 +121,8 @@ class Worker:
         log: Path,
         confine_fails: str | None = None,
         parent: int | None = None,
+        hidden: tuple[str, ...] = (),
+        prefix: tuple[str, ...] = (),
     ) -> None:
         self.folder = folder
         self.log = log
@@ -141,7 +146,10 @@ class Worker:
             environment["GG_TEST_COVERAGE_CONFIG"] = config
         limits_text = json.dumps(dataclasses.asdict(limits))
         parent = os.getpid() if parent is None else parent
-        command = [sys.executable, "-P", "-c", _BOOT, str(folder), str(parent), limits_text]
+        command = [
+            *(*prefix, sys.executable, "-P", "-c", _BOOT, str(folder), str(parent)),
+            *(limits_text, json.dumps(list(hidden))),
+        ]
         try:
             with log.open("ab") as stderr:
                 self.process = subprocess.Popen(
@@ -398,7 +406,7 @@ def run():
     outcome = outcome_of(worker.call(request(code, guarded=False)))
     assert outcome["ok"], outcome
     assert outcome["value"] == {
-        "write": errno.EACCES,
+        "write": errno.EROFS,  # every mount is read-only (Landlock would refuse it too)
         "socket": errno.EACCES,
         "setsid": errno.EPERM,
     }
@@ -723,10 +731,70 @@ def run(context):
     assert worker.start().kind == "ready"
     made = outcome_of(worker.call(request(litter, guarded=False)))["value"]
     assert {"a-folder", "a-file", "a-link"} <= set(made), made
-    left = sorted(os.listdir(folder))
+    left = outcome_of(worker.call(request(look)))["value"]
     assert len(left) == 1 and left[0].startswith("gategraph-scratch-"), left
-    assert not [p for p in os.listdir(folder / left[0]) if p.startswith("call-")]
-    assert outcome_of(worker.call(request(look)))["value"] == left
+    inside = f"import os\ndef run():\n    return os.listdir({left[0]!r})\n"
+    assert not [p for p in outcome_of(worker.call(request(inside)))["value"] if "call-" in p]
+    # The folder is the worker's own memory: nothing of it is on this machine's disk.
+    assert os.listdir(folder) == []
+
+
+def test_a_worker_that_may_not_mount_takes_a_user_namespace_and_a_process_limit(
+    open_worker: Any, tmp_path: Path
+) -> None:
+    """Where gategraph may not mount (any user but root; root in most containers), the
+    worker's mounts take a user namespace of its own, mapping only itself; there the
+    process limit counts the worker's processes and threads only. Run as root, the test
+    takes `CAP_SYS_ADMIN` away from the worker (the kernel never limits root's processes,
+    so only the limit's setting is checked then)."""
+    prefix: tuple[str, ...] = ()
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("needs setpriv (util-linux) to start a worker without CAP_SYS_ADMIN")
+        prefix = ("setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin")
+    code = """
+import subprocess
+def run():
+    started, why = [], None
+    try:
+        while len(started) < 64:
+            started.append(subprocess.Popen(["sleep", "30"]))
+    except OSError as exc:
+        why = exc.strerror
+    for process in started:
+        process.kill()
+        process.wait()
+    with open("/proc/self/uid_map") as mapping, open("/proc/self/limits") as limits:
+        processes = [line.split()[3] for line in limits if line.startswith("Max processes")]
+        return {"started": len(started), "why": why, "map": mapping.read().split(),
+                "limit": processes[0], "wrote": open("here", "w").write("x")}
+"""
+    worker = open_worker(SandboxLimits(processes=16), prefix=prefix)
+    assert worker.start().kind == "ready", worker.stderr()
+    outcome = outcome_of(worker.call(request(code, guarded=False)))
+    assert outcome["ok"], outcome
+    found = outcome["value"]
+    uid = str(os.geteuid())
+    assert found["map"] == [uid, uid, "1"], found
+    assert found["limit"] == "16" and found["wrote"] == 1, found
+    if os.geteuid() != 0:
+        assert 0 < found["started"] < 16, found
+        assert found["why"] == "Resource temporarily unavailable", found
+    assert worker.finish() == 0
+
+
+def test_limits_that_make_no_sense_are_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match=r"^SandboxLimits.address_space must be at least"):
+        SandboxLimits(address_space=1 << 20)
+    with pytest.raises(ValueError, match=r"^SandboxLimits.processes must be at least 8 "):
+        SandboxLimits(processes=0)
+    with pytest.raises(ValueError, match=r"^SandboxLimits.disk must be at least 1,048,576 "):
+        SandboxLimits(disk=-1)
+    with pytest.raises(TypeError, match=r"^SandboxLimits.cpu_seconds must be a whole number, not"):
+        SandboxLimits(cpu_seconds=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^SandboxLimits.open_files must be a whole number"):
+        SandboxLimits(open_files=True)
+    assert SandboxLimits(disk=1 << 20, processes=8).disk == 1 << 20
 
 
 # -- backends, CPU ---------------------------------------------------------------------------
@@ -902,7 +970,9 @@ def _probe_with(
 
     monkeypatch.setattr(_kernel, "_syscall", landlock)
     monkeypatch.setattr(_kernel, "_has_seccomp", lambda: seccomp)
-    monkeypatch.setattr(_kernel, "sys", SimpleNamespace(platform=platform))
+    monkeypatch.setattr(
+        _kernel, "sys", SimpleNamespace(platform=platform, executable=sys.executable)
+    )
     monkeypatch.setattr(
         _kernel, "platform", SimpleNamespace(machine=lambda: machine, release=lambda: "6.1.0")
     )
@@ -911,7 +981,29 @@ def _probe_with(
 
 def test_a_machine_with_all_it_needs_lacks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     found = _probe_with(monkeypatch, abi=7, machine="aarch64")
-    assert found == _kernel.Support(7, True, "aarch64", None)
+    assert found == _kernel.Support(7, True, "aarch64", None, mounts=True)
+
+
+def test_a_machine_that_refuses_a_mount_namespace_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mounts are tried for real in a throwaway process; where they fail (here: the
+    folder to mount on does not exist, as a refused `unshare` would fail), the sandbox is
+    refused with why."""
+    real = tempfile.TemporaryDirectory
+    monkeypatch.setattr(
+        _kernel.tempfile,
+        "TemporaryDirectory",
+        lambda prefix: contextlib.nullcontext("/nonexistent/gategraph-probe"),
+    )
+    found = _probe_with(monkeypatch, abi=7)
+    monkeypatch.setattr(_kernel.tempfile, "TemporaryDirectory", real)
+    assert not found.mounts
+    assert found.missing is not None and "\n" not in found.missing
+    assert found.missing.startswith(
+        "the sandbox needs a mount namespace of its own, to make every file read-only"
+    )
+    assert "mount /nonexistent/gategraph-probe: No such file or directory" in found.missing
 
 
 @pytest.mark.parametrize(
