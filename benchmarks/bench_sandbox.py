@@ -14,13 +14,10 @@ CPU work for a CPU-bound one. The same graph, N and concurrency run under each i
   (as in the ``cpu-process`` scenario).
 
 Fair starts: anyio's worker processes persist across the runs of one event loop, so after the
-warm-up round the process contenders run on warm workers. A sandboxed run gets the same:
-before its clock starts it opens a pool and starts one worker per core (``fill``). Its
-clock covers the ``execute_graph`` call only, with whatever workers the pool starts or
-replaces during it; closing the pool (killing its workers) happens after the clock stops.
-What no set-up can give it: a sandboxed worker serves one validation of one plan (one run)
-only, so each run's first call in a worker imports the validation's module there, which
-anyio's workers did once, in the warm-up round.
+warm-up round the process contenders run on warm workers. The sandboxed contenders get the
+same: one pool (``sandbox_pool``) kept for all their runs, whose workers the warm-up run
+starts; each worker loads the validation's code once, and runs every call in a child it
+forks for it. Each clock covers the ``execute_graph`` call only.
 
 Figures (``extra``): ``sandbox_vs_process_noop`` and ``sandbox_vs_process_cpu``, the
 sandboxed median wall over the process one (per-call time; target: the no-op ratio ≤ 1.2),
@@ -79,16 +76,10 @@ def sandboxed(graph: PlanGraph, *, n: int, concurrency: int, name: str) -> Conte
 
     timed = engine(graph, n=n, concurrency=concurrency, isolation="sandbox", name=name)
 
-    async def run() -> Sample:
-        async with sandbox_pool() as pool:
-            # As many workers as can run at once, started and confined before the clock. No
-            # call can warm them further: a worker serves one validation of one plan (one
-            # run) only, so the run's first call in each imports the validation's module.
-            await pool.fill(min(concurrency, pool.size))
-            # The clock runs inside execute_graph's call only: the pool closes after it.
-            return await timed.run()
-
-    return Contender(name, run)
+    # One pool for all the contender's runs, as anyio keeps its worker processes for the
+    # runs of one event loop: the warm-up run starts its workers, each of which loads the
+    # validation's code once; every later call forks from one of them.
+    return Contender(name, timed.run, keeps=sandbox_pool)
 
 
 def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> dict[str, Contender]:
@@ -153,12 +144,9 @@ def _scenario() -> Scenario:
     notes = [
         "gategraph is the CPU-bound graph sandboxed; vs gategraph_process is "
         "sandbox ÷ process per-call time (vs the no-op contenders compares unlike work)",
-        "timed: the execute_graph call only, including any worker the pool starts during "
-        "it. Not timed, per sandboxed run: opening the pool, starting one worker per core "
-        "(at most the concurrency), closing the pool; anyio's process workers are started "
-        "in the warm-up round and kept for the case",
-        "a sandboxed worker serves one validation of one run only: each run's first call "
-        "in a worker imports the validation's module (anyio's workers did so once)",
+        "timed: the execute_graph call only. Both kinds of worker are started in the "
+        "warm-up round and kept for the case (anyio's process workers; one sandbox pool "
+        "per sandboxed contender); a sandboxed call runs in a child its worker forks for it",
         "peak RSS is the parent's only (the worker processes are not counted)",
         "LangGraph has no sandbox: no LangGraph figure here",
     ]

@@ -110,6 +110,10 @@ class Contender:
     instrumented: Callable[[], Awaitable[list[float]]] | None = None
     """One untimed run that returns each call's latency (for baselines that do not record
     them in their timed runs)."""
+    keeps: Callable[[], contextlib.AbstractAsyncContextManager[object]] | None = None
+    """What the contender keeps across its runs on one event loop, as anyio keeps its
+    worker processes (a pool of its own): entered before its warm-up run, left after its
+    last; entered around each run where every run has a loop of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,21 +201,25 @@ async def interleave(
 ) -> tuple[dict[str, list[Sample]], dict[str, list[float]]]:
     """Warm up each contender, run ``repeats`` rotating rounds, then the instrumented runs
     (when ``instrument``): each contender's samples, and the instrumented latencies."""
-    for contender in contenders:
-        await contender.run()
-    samples: dict[str, list[Sample]] = {c.name: [] for c in contenders}
-    for round_ in range(repeats):
-        # Rotating the order keeps a contender from always running after the same one
-        # (a warm cache, a pending collection).
-        shift = round_ % len(contenders)
-        for contender in [*contenders[shift:], *contenders[:shift]]:
-            gc.collect()
-            samples[contender.name].append(await contender.run())
-    latencies: dict[str, list[float]] = {}
-    for contender in contenders:
-        if contender.instrumented is not None and instrument:
-            gc.collect()
-            latencies[contender.name] = await contender.instrumented()
+    async with contextlib.AsyncExitStack() as kept:
+        for contender in contenders:
+            if contender.keeps is not None:
+                await kept.enter_async_context(contender.keeps())
+        for contender in contenders:
+            await contender.run()
+        samples: dict[str, list[Sample]] = {c.name: [] for c in contenders}
+        for round_ in range(repeats):
+            # Rotating the order keeps a contender from always running after the same one
+            # (a warm cache, a pending collection).
+            shift = round_ % len(contenders)
+            for contender in [*contenders[shift:], *contenders[:shift]]:
+                gc.collect()
+                samples[contender.name].append(await contender.run())
+        latencies: dict[str, list[float]] = {}
+        for contender in contenders:
+            if contender.instrumented is not None and instrument:
+                gc.collect()
+                latencies[contender.name] = await contender.instrumented()
     return samples, latencies
 
 
@@ -220,24 +228,27 @@ def _interleave_across_loops(
 ) -> tuple[dict[str, list[Sample]], dict[str, list[float]]]:
     """The same, with a fresh event loop per run: contenders on different backends."""
 
-    def once(call: Callable[[], Awaitable[Any]], backend: str) -> Any:
+    def once(contender: Contender, call: Callable[[], Awaitable[Any]]) -> Any:
         async def main() -> Any:
-            return await call()
+            async with contextlib.AsyncExitStack() as kept:
+                if contender.keeps is not None:
+                    await kept.enter_async_context(contender.keeps())
+                return await call()
 
-        return anyio.run(main, backend=backend)
+        return anyio.run(main, backend=contender.backend)
 
     for contender in contenders:
-        once(contender.run, contender.backend)
+        once(contender, contender.run)
     samples: dict[str, list[Sample]] = {c.name: [] for c in contenders}
     for round_ in range(repeats):
         shift = round_ % len(contenders)
         for contender in [*contenders[shift:], *contenders[:shift]]:
             gc.collect()
-            samples[contender.name].append(once(contender.run, contender.backend))
+            samples[contender.name].append(once(contender, contender.run))
     latencies: dict[str, list[float]] = {}
     for contender in contenders:
         if contender.instrumented is not None and instrument:
-            latencies[contender.name] = once(contender.instrumented, contender.backend)
+            latencies[contender.name] = once(contender, contender.instrumented)
     return samples, latencies
 
 

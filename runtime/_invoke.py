@@ -1511,13 +1511,15 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     guarded: bool
     backend: str
     plan: str = ""
-    """The plan the call belongs to: a worker serves one validation of one plan only."""
+    """The plan the call belongs to: its worker runs each plan's calls in a process of its
+    own."""
 
 
-def sandbox_outcome(request: SandboxRequest) -> Outcome:
-    """Load, bind and run a sandboxed call, in the worker, the whole process guarded."""
+def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None = None) -> Outcome:
+    """Load (unless its worker ``loaded`` it already), bind and run a sandboxed call, in
+    the worker's child, the whole process guarded."""
     try:
-        func = _load(request.name, request.entrypoint, request.code)
+        func = loaded or _load(request.name, request.entrypoint, request.code)
     except ConfigError as exc:
         # Known only here: the parent never imports what runs in the sandbox.
         from ._maxn import MISCONFIGURED  # pydantic: only for this rare case

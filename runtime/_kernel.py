@@ -97,6 +97,7 @@ _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_RAISE: Final = 2
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _PR_SET_CHILD_SUBREAPER: Final = 36
+_PR_SET_DUMPABLE: Final = 4
 _SECCOMP_MODE_FILTER: Final = 2
 # SECBIT_NOROOT and NO_SETUID_FIXUP, each locked, and KEEP_CAPS_LOCKED: uid 0 gains no
 # capability on exec, and nothing can turn that back.
@@ -239,7 +240,7 @@ def _libc() -> ctypes.CDLL:
     return _libc_handle
 
 
-def _syscall(number: int, *args: int | ctypes.c_void_p | None) -> int:
+def _syscall(number: int, *args: object) -> int:
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
     result = libc.syscall(ctypes.c_long(number), *args)
@@ -387,7 +388,8 @@ class SandboxLimits:
     address_space: int = 8 << 30
     """Bytes of virtual memory per process."""
     cpu_seconds: int = 3600
-    """CPU seconds over the worker's life (it is replaced before it runs out)."""
+    """CPU seconds per process (a plan's process that spent half is replaced before its
+    next call)."""
     file_size: int = 1 << 30
     """The largest file a process may write, in bytes."""
     open_files: int = 1024
@@ -453,6 +455,9 @@ def confine(writable: str, limits: SandboxLimits, hidden: Iterable[str] = ()) ->
     # Descendants orphaned by the call are adopted by the worker, so it sees (and its
     # process group's end takes) every process the call left behind.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    # Not dumpable: no process of its calls (a child of the worker, in the same Landlock
+    # domain) can trace it, or reach its memory or descriptors through /proc.
+    _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     _drop_capabilities(keep_read_search=root)
     _restrict_files_and_network(writable, found.landlock_abi)
@@ -562,7 +567,11 @@ def _set_limits(limits: SandboxLimits, *, processes: bool) -> None:
     ):
         _soft, hard = resource.getrlimit(which)
         cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (cap, cap))
+        # CPU: SIGXCPU at the limit (the death says why), SIGKILL a second later for a
+        # process that catches it.
+        room = hard == resource.RLIM_INFINITY or cap < hard
+        top = cap + 1 if which == resource.RLIMIT_CPU and room else cap
+        resource.setrlimit(which, (cap, top))
 
 
 def _capabilities() -> dict[str, int]:

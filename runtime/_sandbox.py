@@ -35,7 +35,7 @@ from ._kernel import SandboxLimits, kept_out, support
 from ._maxn import UNAVAILABLE
 from ._readonly import unguarded
 from ._results import ResultError
-from ._sandbox_worker import _HEADER, Answer
+from ._sandbox_worker import _HEADER, MAX_ANSWER, Answer, death
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -48,9 +48,6 @@ __all__ = ["SandboxPool", "current_pool", "require", "sandbox_pool"]
 
 _START_TIMEOUT: Final = 60.0
 """Seconds a new worker has to confine itself and say it is ready."""
-_MAX_ANSWER: Final = 64 << 20
-"""The largest answer read from a worker, in bytes (results are far smaller: a longer
-one is a call writing into its worker's channel)."""
 _ANSWER: Final = msgspec.msgpack.Decoder(Answer)
 _PASSED_ON: Final = frozenset(
     {
@@ -70,6 +67,9 @@ def require(where: str = "isolation") -> None:
         raise ConfigError.at(where, f"sandbox: {missing}")
 
 
+_Owner = tuple[str, str | None, str | None, bool]
+
+
 class _Worker:
     __slots__ = ("answers", "folder", "hidden", "owner", "process")
 
@@ -78,11 +78,11 @@ class _Worker:
         self.folder = folder
         self.hidden = hidden
         """The databases it cannot see: it runs no call once gategraph holds another open."""
-        self.owner: tuple[str, str, str | None, str | None] | None = None
-        """The plan and the validation (name, entrypoint, code) it ran: it runs no other.
-        Whatever a call leaves in its worker (a thread, a patched module, an answer of
-        its own written to the pipe) can then only sway that validation's own later
-        verdicts in that plan, which it decides anyway."""
+        self.owner: _Owner | None = None
+        """The validation it loaded (name, entrypoint, code, guarded): it runs no other.
+        Each call runs in a child of the worker and ends with it; what the validation's
+        code did while it was loaded (once, before any call) can only sway that
+        validation's own verdicts, which it decides anyway."""
         assert process.stdout is not None
         self.answers = BufferedByteReceiveStream(process.stdout)
 
@@ -92,7 +92,7 @@ class _Worker:
 
     async def receive(self) -> Answer:
         size = _HEADER.unpack(await self.answers.receive_exactly(_HEADER.size))[0]
-        if size > _MAX_ANSWER:
+        if size > MAX_ANSWER:
             raise _Garbled(f"an answer of {size} bytes")
         try:
             return _ANSWER.decode(await self.answers.receive_exactly(size))
@@ -112,21 +112,7 @@ class _Worker:
 
     def death(self) -> str:
         code = self.process.returncode
-        if code is None:
-            return "it stopped answering"
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            why = {
-                "SIGKILL": " (killed: out of memory, or from outside)",
-                "SIGXCPU": " (out of CPU seconds)",
-                "SIGXFSZ": " (a file grew past its size limit)",
-                "SIGSYS": " (a system call of another architecture)",
-            }.get(name, "")
-            return f"it was killed by {name}{why}"
-        return f"it exited with status {code}"
+        return "it stopped answering" if code is None else death(code)
 
 
 class _Garbled(Exception):
@@ -244,7 +230,7 @@ class SandboxPool:
             raise ConfigError.at("isolation", f"sandbox: {answer.text}")
         return worker
 
-    async def _take(self, owner: tuple[str, str, str | None, str | None]) -> _Worker:
+    async def _take(self, owner: _Owner) -> _Worker:
         """An idle worker that ran this validation before, else a fresh one."""
         for wanted in (owner, None):
             for index in range(len(self._idle) - 1, -1, -1):
@@ -279,10 +265,10 @@ class SandboxPool:
                 error=ResultError.EXCEPTION,
                 message=f"{name}: its arguments cannot be copied into the sandbox: {exc}",
             )
-        # Only this validation's later calls in this plan ever share the worker: what a
-        # call leaves behind (a module's state, an answer of its own in the pipe) reaches
-        # neither another validation nor another plan's artifact.
-        owner = (request.plan, request.name, request.entrypoint, request.code)
+        # Only this validation's calls ever share the worker, each in a child of its own:
+        # what a call leaves behind ends with it, and what the validation's code did when
+        # the worker loaded it reaches no other validation.
+        owner = (request.name, request.entrypoint, request.code, request.guarded)
         async with self._limiter:
             worker = await self._take(owner)
             if worker.owner is None:

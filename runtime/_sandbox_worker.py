@@ -1,19 +1,31 @@
 """The worker process of ``isolation: sandbox``: confined by the kernel, one call at a time.
 
 Started by :mod:`._sandbox` as ``python -P -c "...main()" <folder> <parent pid> <limits>
-<hidden>`` (the limits as JSON, and the databases to hide as a JSON list)
-with its requests on descriptor 0 and its answers on descriptor 1 (moved out of the way at
-once: the call's own output is captured, never mixed with them). It confines itself
-(:func:`._kernel.confine`) before it starts any thread or imports the call's code, says
-``ready``, then runs calls until its requests end.
+<hidden>`` (the limits as JSON, and the databases to hide as a JSON list) with its requests
+on descriptor 0 and its answers on descriptor 1 (moved out of the way at once: the call's
+own output is captured, never mixed with them). It confines itself
+(:func:`._kernel.confine`) before it imports any of the call's code, says ``ready``, then
+runs calls until its requests end.
+
+A worker serves one validation. It loads the validation's code once, before any call, and
+runs no call itself: it forks a child per plan, which runs that plan's calls one after
+another and answers each through the worker. What a call leaves in its process (a
+module's state, a patched function, an answer of its own written into its pipe) can then
+only reach that validation's later calls in that plan, which it decides anyway; the next
+plan's child starts from the worker as it was. A child that left a thread running (or
+spent half its CPU seconds) ends after its answer, and the plan's next call gets a fresh
+one. A fork costs about a millisecond; loading the code again would cost its import.
 
 A frame is a 4-byte big-endian length and its bytes. The first request is the parent's
 ``sys.path``, then each is a :class:`._invoke.SandboxRequest`: pickles, the parent's to
 write and the worker's to read. Answers are :class:`Answer` in MessagePack,
-never pickles: whatever runs in the worker can write to its answers, and the parent must
-not run what they contain. ``ready`` (or ``refused``, why) once, then ``done`` per call,
-with ``keep`` False when the worker must not run another call (it left something running,
-or it spent half its CPU seconds).
+never pickles: the parent must not run what they contain, and the worker reads its
+child's answers the same way before it passes them on. ``ready`` (or ``refused``, why)
+once, then ``done`` per call, with ``keep`` False when the worker must not run another
+call (a call left a process running, which the worker cannot end without ending itself).
+
+The worker starts no thread (a fork must not copy one midway): it watches gategraph's
+process on a pidfd while it waits, and ends its process group when gategraph is gone.
 """
 
 from __future__ import annotations
@@ -22,7 +34,9 @@ import functools
 import json
 import os
 import pickle
+import select
 import shutil
+import signal
 import struct
 import sys
 import time
@@ -35,6 +49,12 @@ from ._kernel import SandboxLimits, confine
 _HEADER: Final = struct.Struct(">I")
 _LEFTOVER_GRACE: Final = 0.5
 """Seconds a call's threads and processes get to end once it returned."""
+_SPARE_AFTER_MS: Final = 20
+"""Milliseconds without a request after which a worker forks its next plan's child."""
+MAX_ANSWER: Final = 64 << 20
+"""The largest answer read from a call or a worker, in bytes (results are far smaller: a
+longer one is a call writing into its channel)."""
+_ANSWER: Final = msgspec.msgpack.Decoder()
 
 
 class Answer(msgspec.Struct, array_like=True):
@@ -72,9 +92,27 @@ def _send(fd: int, answer: Answer) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _read_exactly(fd: int, size: int) -> bytes | None:
+def _wait(fd: int, watched: int | None) -> None:
+    """Wait until ``fd`` can be read; end the worker's group if gategraph ends first."""
+    if watched is None:
+        return
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poller.register(watched, select.POLLIN)
+    while True:
+        ready = {found for found, _ in poller.poll()}
+        if watched in ready:
+            from ._context import _kill_self
+
+            _kill_self()  # gategraph is gone: no one waits for an answer
+        if fd in ready:
+            return
+
+
+def _read_exactly(fd: int, size: int, watched: int | None = None) -> bytes | None:
     chunks = bytearray()
     while len(chunks) < size:
+        _wait(fd, watched)
         data = os.read(fd, size - len(chunks))
         if not data:
             return None
@@ -82,11 +120,11 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
     return bytes(chunks)
 
 
-def _receive(fd: int) -> bytes | None:
-    header = _read_exactly(fd, _HEADER.size)
+def _receive(fd: int, watched: int | None = None) -> bytes | None:
+    header = _read_exactly(fd, _HEADER.size, watched)
     if header is None:
         return None
-    return _read_exactly(fd, _HEADER.unpack(header)[0])
+    return _read_exactly(fd, _HEADER.unpack(header)[0], watched)
 
 
 def _tasks() -> set[int]:
@@ -104,15 +142,18 @@ def _children() -> set[int]:
     return found
 
 
-def _reap() -> None:
-    """Collect the exit status of children that ended (adopted orphans included)."""
+def _reap() -> set[int]:
+    """Collect the exit status of children that ended (adopted orphans included); return
+    their pids."""
+    reaped: set[int] = set()
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         if pid == 0:
-            return
+            return reaped
+        reaped.add(pid)
 
 
 def _leftovers(baseline: set[int]) -> tuple[int, int]:
@@ -176,22 +217,348 @@ def main() -> None:
     from . import _context, _invoke, _readonly, _results  # noqa: F401
 
     _readonly.guard_process()
-    _context.die_with_parent(parent)
+    watched = os.pidfd_open(parent)  # Linux 5.3: the sandbox needs 6.12
+    if os.getppid() != parent:
+        _context._kill_self()  # gategraph died before this worker started: no one waits
+    worker = _Worker(folder, limits, (requests, answers, watched))
+    _send(answers, Answer("ready", str(os.getpid())))
+    try:
+        while (frame := _receive(requests, watched)) is not None:
+            answer = worker.serve(frame)
+            _send(answers, answer)
+            if not answer.keep:
+                return
+            worker.idle(requests)
+    finally:
+        worker.end_child()
+
+
+class _Child:
+    """A child of the worker, running one plan's calls."""
+
+    __slots__ = ("answers", "exited", "pid", "plan", "requests")
+
+    def __init__(self, pid: int, requests: int, answers: int) -> None:
+        self.pid = pid
+        self.plan: str | None = None
+        """The plan whose calls it runs (None for a spare, not yet given one)."""
+        self.requests = requests
+        self.answers = answers
+        self.exited = os.pidfd_open(pid)
+
+    def close(self) -> None:
+        for fd in (self.requests, self.answers, self.exited):
+            os.close(fd)
+
+
+class _Worker:
+    """The worker's side of its calls: the validation's code, loaded once, and a child
+    per plan that runs its calls."""
+
+    def __init__(self, folder: str, limits: SandboxLimits, own: tuple[int, int, int]) -> None:
+        self.folder = folder
+        self.limits = limits
+        self.own = own
+        """The worker's requests, answers and gategraph's pidfd: closed in its children."""
+        self.watched = own[2]
+        self.loaded: Any = None
+        self.key: tuple[str, str | None, str | None, bool] | None = None
+        self.child: _Child | None = None
+        self.spare: _Child | None = None
+        """A child forked ahead, while the worker waited, for the next plan."""
+        self.dying: set[int] = set()
+        """Children killed (an earlier plan's) and not yet collected."""
+        self.environment = dict(os.environ)
+
+    def serve(self, frame: bytes) -> Answer:
+        request = pickle.loads(frame)
+        name = request.name
+        key = (name, request.entrypoint, request.code, request.guarded)
+        if self.key != key:
+            # The pool sends a worker one validation's calls only; another's is loaded
+            # in place of the first all the same (a call never runs another's code).
+            if not self.end_child():
+                return _replaced(name)
+            self.key = key
+            refused = self._load(request)
+            if refused is not None:
+                return Answer("done", name, _plain(refused), keep=False)
+        if self.child is None or self.child.plan != request.plan:
+            if self.child is not None:
+                self._drop(self.child)
+            if self._strays():
+                return _replaced(name)
+            self.child, self.spare = self.spare or self._fork(), None
+            self.child.plan = request.plan
+        child = self.child
+        try:
+            _write_all(child.requests, _HEADER.pack(len(frame)) + frame)
+            data = self._answer_of(child)
+        except BrokenPipeError:
+            data = None  # it ended before it read the request
+        answer = _decoded(name, data)
+        if answer is None or not answer.keep:
+            code, ran_on = self._reap(child)
+            if answer is None:
+                answer = _died(name, code, ran_on)
+        outcome = answer.outcome
+        if self.child is not child and self._strays():  # it ended: what did it leave?
+            return self._left(name, outcome)
+        return Answer("done", name, outcome, keep=True)
+
+    def idle(self, requests: int) -> None:
+        """Between calls: fork the next plan's child ahead once no request came for a
+        moment (not between the calls of a busy run, where it would only take a core)."""
+        if self.spare is not None or self.key is None:
+            return
+        poller = select.poll()
+        poller.register(requests, select.POLLIN)
+        poller.register(self.watched, select.POLLIN)
+        if not poller.poll(_SPARE_AFTER_MS):
+            self.spare = self._fork()
+
+    def _drop(self, child: _Child) -> None:
+        """Kill an idle child of an earlier plan without waiting for it: it holds no
+        thread and no process (its last call was judged so), only its memory."""
+        os.kill(child.pid, signal.SIGKILL)
+        self.dying.add(child.pid)
+        child.close()
+        if child is self.child:
+            self.child = None
+
+    def _strays(self) -> set[int]:
+        """Processes of earlier calls still running (adopted by the worker), after
+        collecting the children that ended."""
+        self.dying -= _reap()
+        known = {c.pid for c in (self.child, self.spare) if c is not None} | self.dying
+        return _children() - known
+
+    def _left(self, name: str, outcome: Any) -> Answer:
+        """The answer when a call left processes running: the call fails for it, and the
+        worker goes (with its process group, all of them)."""
+        from . import _invoke
+        from ._results import ResultError
+
+        left = len(self._strays())
+        call = msgspec.convert(outcome, _invoke.Outcome)
+        if call.ok or call.error != ResultError.READ_ONLY_VIOLATION:
+            call = _violation(
+                call,
+                f"{name} left {left} process{'es' * (left != 1)} running after it returned "
+                "(a sandboxed call must end everything it starts)",
+            )
+        return Answer("done", name, _plain(call), keep=False)
+
+    def _load(self, request: Any) -> Any:
+        """Load the validation's code into the worker, once, as its call would (under a
+        guard of its own for a validation): ``None`` when loaded, or when its load failed
+        (each call then loads it again and fails with the reason), else the call's
+        outcome when loading left threads or processes running (a fork cannot copy
+        threads)."""
+        from . import _invoke, _readonly
+        from ._readonly import Guard
+
+        self.loaded = None
+        baseline = _tasks()
+        guard = Guard(f"sandboxed validation {request.name!r}") if request.guarded else None
+        state = _readonly.enter_process(guard) if guard is not None else None
+        try:
+            loaded = _invoke._load(request.name, request.entrypoint, request.code)
+        except BaseException:
+            loaded = None  # each call loads it again, and says why it fails
+        finally:
+            if state is not None:
+                _readonly.leave(state)
+        threads, children = _leftovers(baseline)
+        if threads or children:
+            return _violation(
+                _invoke.Outcome(False),
+                f"{request.name} left threads or processes running when its code was "
+                "loaded (a sandboxed call must end everything it starts)",
+            )
+        if guard is None or guard.violation is None:
+            self.loaded = loaded  # else its calls' own loads are refused, and say so
+        _readonly.release_process()
+        if os.environ != self.environment:  # only native code of the load can have
+            os.environ.clear()
+            os.environ.update(self.environment)
+        return None
+
+    def _fork(self) -> _Child:
+        requests_read, requests_write = os.pipe()
+        answers_read, answers_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - measured in the child, which never returns
+            code = 0
+            try:
+                for fd in (*self.own, requests_write, answers_read):
+                    os.close(fd)
+                _serve_plan(self, requests_read, answers_write)
+            except BaseException:
+                code = 70
+            finally:
+                os._exit(code)
+        os.close(requests_read)
+        os.close(answers_write)
+        return _Child(pid, requests_write, answers_read)
+
+    def _answer_of(self, child: _Child) -> bytes | None:
+        """Read one answer frame from the child, while watching it end and gategraph."""
+        fd = child.answers
+        os.set_blocking(fd, False)
+        poller = select.poll()
+        for watched in (fd, child.exited, self.watched):
+            poller.register(watched, select.POLLIN)
+        data = bytearray()
+        need = _HEADER.size
+        while True:
+            ready = {found for found, _ in poller.poll()}
+            if self.watched in ready:
+                from ._context import _kill_self
+
+                _kill_self()  # gategraph is gone: no one waits for an answer
+            while len(data) < need:
+                try:
+                    chunk = os.read(fd, need - len(data))
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    return None  # it ended (or closed its answers) before a whole answer
+                data += chunk
+            if len(data) == need:
+                if need > _HEADER.size:
+                    return bytes(data[_HEADER.size :])
+                size = _HEADER.unpack(bytes(data))[0]
+                if size > MAX_ANSWER:
+                    return bytes(data)  # no answer: judged as one that cannot be read
+                need += size
+                if size:
+                    continue
+                return b""
+            if child.exited in ready:
+                return None  # it ended without a whole answer
+
+    def _reap(self, child: _Child) -> tuple[int, bool]:
+        """Wait for the child to end (killing it if it runs on past the grace); its exit
+        code, and whether it had to be killed."""
+        poller = select.poll()
+        poller.register(child.exited, select.POLLIN)
+        ran_on = not poller.poll(int(_LEFTOVER_GRACE * 1000))
+        if ran_on:
+            os.kill(child.pid, signal.SIGKILL)
+        _, status = os.waitpid(child.pid, 0)
+        child.close()
+        if child is self.child:
+            self.child = None
+        return os.waitstatus_to_exitcode(status), ran_on
+
+    def end_child(self) -> bool:
+        """End the children, if any, and empty the folder: whether no process of the
+        calls is left (what is left is in the worker's process group; ending the
+        worker's group ends it)."""
+        for child in (self.child, self.spare):
+            if child is not None:
+                os.kill(child.pid, signal.SIGKILL)
+                self._reap(child)
+        self.spare = None
+        for pid in self.dying:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass  # collected meanwhile
+        self.dying.clear()
+        _wipe(self.folder, None)
+        return not self._strays()
+
+
+def _replaced(name: str) -> Answer:
+    """The answer to a call that finds processes of an earlier one still running (started
+    after that call was judged): not its fault; the worker goes, with them."""
+    return _died(name, 0, False, "the worker found processes of an earlier call running")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _decoded(name: str, data: bytes | None) -> Answer | None:
+    """A child's answer as the worker passes it on; None where it gave none."""
+    from . import _invoke
+    from ._results import ResultError
+
+    if data is None:
+        return None
+    try:
+        answer = msgspec.convert(_ANSWER.decode(data), Answer)
+        if answer.kind != "done":
+            raise ValueError(f"an answer of kind {answer.kind!r}")
+        msgspec.convert(answer.outcome, _invoke.Outcome)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        garbled = _invoke.Outcome(
+            False,
+            error=ResultError.MALFORMED,
+            message=f"{name} wrote into its sandbox's answer channel ({exc})",
+        )
+        return Answer("done", name, _plain(garbled), keep=False)
+    return answer
+
+
+def _died(name: str, code: int, ran_on: bool, why: str | None = None) -> Answer:
+    """The answer for a call whose process died (``unavailable``: an infrastructure
+    fault of that call)."""
+    from . import _invoke
+    from ._maxn import UNAVAILABLE  # pydantic: only for this rare case
+
+    why = why or ("it closed its answers and ran on" if ran_on else death(code))
+    outcome = _invoke.Outcome(
+        False,
+        error=UNAVAILABLE,
+        message=f"the sandboxed process running {name} died during the call: {why}",
+    )
+    return Answer("done", name, _plain(outcome), keep=False)
+
+
+def _serve_plan(worker: _Worker, requests: int, answers: int) -> None:  # pragma: no cover
+    """A child's life (measured in the child): run the plan's calls one after another
+    until its requests end or a call makes it unfit for the next."""
+    from . import _context, _readonly
+    from ._kernel import _PR_SET_CHILD_SUBREAPER, _prctl
+
+    # The call's orphans come to this process, so it sees what a call left.
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     baseline = _tasks()
     environment = dict(os.environ)
-    _send(answers, Answer("ready", str(os.getpid())))
     while (frame := _receive(requests)) is not None:
-        name, outcome, keep = _call(frame, baseline, limits)
+        name, outcome, keep = _call(pickle.loads(frame), baseline, worker)
         with _readonly.unguarded():
             if os.environ != environment:  # only the call's C code can have changed it
                 os.environ.clear()
                 os.environ.update(environment)
             parent_folder = _context._parent.path if _context._parent is not None else None
-            _wipe(folder, parent_folder)
-            os.chdir(folder)  # where the call found it (its chdir is refused if guarded)
+            _wipe(worker.folder, parent_folder)
+            os.chdir(worker.folder)  # where the call found it (its chdir is refused if guarded)
         _send(answers, Answer("done", name, _plain(outcome), keep))
         if not keep:
             return
+
+
+def death(code: int) -> str:
+    """Why a process ended, from its exit code (a negated signal number if killed)."""
+    if code >= 0:
+        return f"it exited with status {code}"
+    try:
+        signame = signal.Signals(-code).name
+    except ValueError:
+        signame = f"signal {-code}"
+    why = {
+        "SIGKILL": " (killed: out of memory, or from outside)",
+        "SIGXCPU": " (out of CPU seconds)",
+        "SIGXFSZ": " (a file grew past its size limit)",
+        "SIGSYS": " (a system call of another architecture)",
+    }.get(signame, "")
+    return f"it was killed by {signame}{why}"
 
 
 def _plain(outcome: Any) -> Any:
@@ -200,13 +567,17 @@ def _plain(outcome: Any) -> Any:
     return {f: getattr(outcome, f) for f in outcome.__struct_fields__}
 
 
-def _call(frame: bytes, baseline: set[int], limits: SandboxLimits) -> tuple[str, Any, bool]:
+def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, bool]:
+    """Run one call (in the plan's child) and judge what it left: threads, processes,
+    attempts after it returned, changes to what it was given; and whether the child may
+    run the plan's next call."""
     from . import _invoke, _readonly
     from ._results import ResultError
 
-    request: _invoke.SandboxRequest = pickle.loads(frame)
     before = _fingerprint(request)
-    outcome, reader = _invoke.run_captured(functools.partial(_invoke.sandbox_outcome, request))
+    outcome, reader = _invoke.run_captured(
+        functools.partial(_invoke.sandbox_outcome, request, worker.loaded)
+    )
     if reader is not None and reader.native_id is not None:
         # The capture's reader may outlive the call while a process the call started
         # holds the output open: that process is what counts, not the reader.
@@ -215,7 +586,7 @@ def _call(frame: bytes, baseline: set[int], limits: SandboxLimits) -> tuple[str,
     threads, children = _leftovers(baseline | pooled)
     # Trio keeps the threads of `to_thread` idle for a while after its loop ended: no code
     # of the call runs there, and they would serve the next call's loop. Not the call's
-    # fault, but no thread outlives the worker's call: the worker is not reused.
+    # fault, but no thread outlives the call: the plan's next call gets a fresh child.
     keep = not pooled
     name = request.name
     attempted = _readonly.late()
@@ -246,9 +617,9 @@ def _call(frame: bytes, baseline: set[int], limits: SandboxLimits) -> tuple[str,
             f"{name} changed its own arguments or artifact (it gets a copy, but a "
             "read-only call must not change what it judges)",
         )
-    used = sum(os.times()[:4])
-    if used > limits.cpu_seconds / 2:
-        keep = False  # the next call could run out of CPU seconds midway: a fresh worker
+    used = sum(os.times()[:2])
+    if used > worker.limits.cpu_seconds / 2:
+        keep = False  # the next call could run out of CPU seconds midway: a fresh child
     return name, outcome, keep
 
 

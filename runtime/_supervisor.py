@@ -496,9 +496,12 @@ class Supervisor:
                 or any(node.isolation == "sandbox" for node in self.graph.nodes)
                 or any(tool.untrusted for tool in self.graph.registry.values())
             ):
-                from ._sandbox import sandbox_pool
+                from ._sandbox import current_pool, sandbox_pool
 
-                await stack.enter_async_context(sandbox_pool())
+                # The embedder's pool where it opened one (its workers are warm), else the
+                # plan's own, for all its rounds.
+                if current_pool() is None:
+                    await stack.enter_async_context(sandbox_pool())
             yield
 
     def _check_callable(self) -> None:

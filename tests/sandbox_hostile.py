@@ -298,10 +298,11 @@ def kills_itself(root: str) -> dict[str, Any]:
     return PASS
 
 
-def kills_parent(root: str) -> dict[str, Any]:
+def kills_parent(root: str, target: int = 0) -> dict[str, Any]:
+    """Signal gategraph (``target``), or the call's own worker (its parent)."""
     import signal
 
-    os.kill(os.getppid(), signal.SIGTERM)
+    os.kill(target or os.getppid(), signal.SIGTERM)
     return PASS
 
 

@@ -372,3 +372,33 @@ def test_graph_table_header_and_footnote_agree_on_milliseconds() -> None:
     assert "wall ms" in header and "semantic ms" in header
     assert "| 12.5 (10.0–20.0) | 1 (1–1) | 0.40 / 3.20 | 12.5 (10.0–20.0) |" in table
     assert "milliseconds" in table.splitlines()[-1]
+
+
+def test_what_a_contender_keeps_spans_its_runs_on_one_loop_and_each_run_across_loops() -> None:
+    """``keeps`` is entered once around all of a contender's runs on one event loop (as
+    anyio keeps its worker processes), and around each run where every run has a loop of
+    its own (contenders on different backends)."""
+    import contextlib
+
+    import anyio
+
+    log: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def kept() -> Any:
+        log.append("enter")
+        yield
+        log.append("exit")
+
+    async def run() -> harness.Sample:
+        log.append("run")
+        return harness.Sample(wall=0.0, latencies=[])
+
+    contender = harness.Contender("engine", run, keeps=kept)
+    anyio.run(harness.interleave, [contender], 2, False)
+    assert log == ["enter", "run", "run", "run", "exit"]  # the warm-up and two rounds
+    log.clear()
+    other = harness.Contender("baseline", run, backend="trio")
+    harness._interleave_across_loops([contender, other], 1, False)
+    assert log.count("enter") == log.count("exit") == 2
+    assert log[:3] == ["enter", "run", "exit"]

@@ -539,9 +539,19 @@ async def test_a_worker_that_dies_is_an_infrastructure_fault_of_that_call_only(r
 
 @pytest.mark.anyio
 async def test_signals_cannot_leave_the_sandbox(repo: Path) -> None:
-    done = await run(repo, "kills_parent")
+    done = await run(repo, "kills_parent", arguments={"kills_parent": {"target": os.getpid()}})
     assert_refused(done, "kills_parent", "exception")
     assert "Operation not permitted" in result_of(done, "kills_parent").message
+
+
+@pytest.mark.anyio
+async def test_a_call_that_kills_its_own_worker_fails_alone(repo: Path) -> None:
+    """Inside the sandbox a call may signal its own worker: that ends the worker, an
+    infrastructure fault of that call only."""
+    done = await run(repo, "kills_parent", "honest")
+    result = result_of(done, "kills_parent")
+    assert result.data.get("error") == "unavailable" and "SIGTERM" in result.message, result
+    assert result_of(done, "honest").passed
 
 
 # -- limits and results -----------------------------------------------------------------------

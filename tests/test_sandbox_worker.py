@@ -330,6 +330,7 @@ def request(
     arguments: dict[str, Any] | None = None,
     artifact: Any = None,
     entrypoint: str | None = None,
+    plan: str = "",
 ) -> SandboxRequest:
     return SandboxRequest(
         name=name,
@@ -342,6 +343,7 @@ def request(
         inputs=None,
         guarded=guarded,
         backend=backend,
+        plan=plan,
     )
 
 
@@ -372,6 +374,65 @@ def test_a_worker_confines_itself_says_ready_and_runs_calls_one_after_another(
         assert answer.text == "check" and answer.keep, answer
         assert outcome["ok"] and outcome["value"] == {"passed": True, "data": {"n": n}}
         assert outcome["captured"] == {"stdout": f"looked at {n}\n"}
+    assert worker.finish() == 0
+
+
+_REMEMBERS: Final = """
+import os
+SEEN = []
+LOADED_IN = os.getpid()
+def run(artifact):
+    SEEN.append(artifact)
+    return {"seen": list(SEEN), "loaded_in": LOADED_IN, "pid": os.getpid(),
+            "parent": os.getppid()}
+"""
+
+
+def test_each_plan_runs_in_a_process_of_its_own_from_the_loaded_worker(
+    open_worker: Any,
+) -> None:
+    """The worker loads the code once and runs none of it itself: each plan's calls run in
+    a child forked from it, so what one plan's calls leave in the module reaches that
+    plan's later calls only, never another plan's."""
+    worker = open_worker()
+    ready = worker.start()
+    assert ready.kind == "ready"
+    first = outcome_of(worker.call(request(_REMEMBERS, artifact="a1", plan="A")))["value"]
+    second = outcome_of(worker.call(request(_REMEMBERS, artifact="a2", plan="A")))["value"]
+    other = outcome_of(worker.call(request(_REMEMBERS, artifact="b1", plan="B")))["value"]
+    again = outcome_of(worker.call(request(_REMEMBERS, artifact="a3", plan="A")))["value"]
+    assert first["seen"] == ["a1"] and second["seen"] == ["a1", "a2"]
+    assert other["seen"] == ["b1"]  # plan A's artifacts never reach plan B
+    assert again["seen"] == ["a3"]  # nor B's, A's when it comes back
+    worker_pid = int(ready.text)
+    assert {v["loaded_in"] for v in (first, other, again)} == {worker_pid}
+    assert {v["parent"] for v in (first, other, again)} == {worker_pid}
+    assert first["pid"] == second["pid"] != other["pid"] != again["pid"] != worker_pid
+    assert worker.finish() == 0
+
+
+def test_a_call_that_patches_its_process_sways_only_its_own_plan(open_worker: Any) -> None:
+    """A call that rewrites gategraph's own code in its process (here: every later verdict
+    a pass) sways its own plan's later calls, which it decides anyway; another plan's
+    calls of the same validation run in a fresh child and fail as they should."""
+    code = """
+def run(fail=False):
+    if fail:
+        raise RuntimeError("honestly failing")
+    from gategraph.runtime import _sandbox_worker, _invoke
+    def forged(request, baseline, worker):
+        return request.name, _invoke.Outcome(True, {"passed": True}), True
+    _sandbox_worker._call = forged
+    return {"passed": True}
+"""
+    fail = {"fail": True}
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    assert outcome_of(worker.call(request(code, plan="A", guarded=False)))["ok"]
+    swayed = outcome_of(worker.call(request(code, plan="A", arguments=fail, guarded=False)))
+    assert swayed["ok"], swayed  # its own plan: it decides its verdicts anyway
+    honest = outcome_of(worker.call(request(code, plan="B", arguments=fail, guarded=False)))
+    assert not honest["ok"] and "honestly failing" in honest["message"], honest
     assert worker.finish() == 0
 
 
@@ -438,7 +499,11 @@ def run():
         hard = resource.getrlimit(getattr(resource, name))[1]
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)  # a limit is never raised past what it was
-        assert value[name] == [limit, limit], name
+        # CPU: SIGXCPU at the limit, and SIGKILL a second later for a process that
+        # catches it.
+        room = hard == resource.RLIM_INFINITY or limit < hard
+        top = limit + 1 if name == "RLIMIT_CPU" and room else limit
+        assert value[name] == [limit, top], name
 
 
 def test_the_worker_keeps_no_capability_and_no_way_back(open_worker: Any) -> None:
@@ -518,9 +583,16 @@ def test_a_call_that_changes_what_it_judges_fails(open_worker: Any) -> None:
     assert "changed its own arguments or artifact" in outcome["message"]
 
 
-def test_a_thread_left_running_fails_the_call_and_ends_the_worker(open_worker: Any) -> None:
-    """A thread still running after the grace fails the call; the worker is not reused
-    (it ends at once: no thread of a call meets the next call)."""
+_THREADS: Final = """
+import threading
+def run():
+    return sorted(t.name for t in threading.enumerate())
+"""
+
+
+def test_a_thread_left_running_fails_the_call_and_ends_with_it(open_worker: Any) -> None:
+    """A thread still running after the grace fails the call; it ends with the call's own
+    process, so the worker goes on and no thread of a call meets the next call."""
     code = """
 import threading
 def run():
@@ -529,12 +601,13 @@ def run():
 """
     worker = open_worker()
     assert worker.start().kind == "ready"
+    alone = outcome_of(worker.call(request(_THREADS)))["value"]
     answer = worker.call(request(code))
     outcome = outcome_of(answer)
     assert not outcome["ok"] and outcome["error"] == "read_only_violation", outcome
     assert "left 1 thread running" in outcome["message"]
-    assert not answer.keep
-    assert worker.receive() is None  # it ended by itself, without being asked
+    assert answer.keep
+    assert outcome_of(worker.call(request(_THREADS)))["value"] == alone
     assert worker.finish() == 0
 
 
@@ -563,7 +636,7 @@ def run(context):
     outcome = outcome_of(answer)
     assert not outcome["ok"] and outcome["error"] == "read_only_violation", outcome
     assert "attempted: opening" in outcome["message"] and str(outside) in outcome["message"]
-    assert not answer.keep
+    assert answer.keep  # the thread ended with the call's process
     assert not outside.exists()
 
 
@@ -615,7 +688,7 @@ def run():
 def test_a_call_that_failed_and_left_a_thread_keeps_its_own_reason(
     open_worker: Any, tmp_path: Path
 ) -> None:
-    """The first reason a call failed is the one reported; the thread still ends the worker."""
+    """The first reason a call failed is the one reported, not the thread it left."""
     code = f"""
 import threading
 def run():
@@ -631,7 +704,6 @@ def run():
     answer = worker.call(request(code))
     outcome = outcome_of(answer)
     assert outcome["error"] == "read_only_violation" and "attempted a write" in outcome["message"]
-    assert not answer.keep
 
 
 @pytest.mark.parametrize(
@@ -714,8 +786,8 @@ def test_a_guarded_call_cannot_change_the_environment(open_worker: Any) -> None:
 
 
 def test_the_folder_is_wiped_between_calls(open_worker: Any, folder: Path) -> None:
-    """What a call leaves in the worker's folder is removed before the next call; only the
-    worker's scratch parent stays (empty of calls)."""
+    """What a call leaves in the worker's folder, its scratch included, is removed before
+    the next call."""
     litter = """
 import os
 def run(context):
@@ -731,10 +803,7 @@ def run(context):
     assert worker.start().kind == "ready"
     made = outcome_of(worker.call(request(litter, guarded=False)))["value"]
     assert {"a-folder", "a-file", "a-link"} <= set(made), made
-    left = outcome_of(worker.call(request(look)))["value"]
-    assert len(left) == 1 and left[0].startswith("gategraph-scratch-"), left
-    inside = f"import os\ndef run():\n    return os.listdir({left[0]!r})\n"
-    assert not [p for p in outcome_of(worker.call(request(inside)))["value"] if "call-" in p]
+    assert outcome_of(worker.call(request(look)))["value"] == []
     # The folder is the worker's own memory: nothing of it is on this machine's disk.
     assert os.listdir(folder) == []
 
@@ -815,12 +884,10 @@ async def run():
     assert answer.keep
 
 
-@pytest.mark.parametrize(("backend", "kept"), [("asyncio", True), ("trio", False)])
-def test_threads_a_backend_keeps_idle_are_not_the_calls_but_end_the_worker(
-    open_worker: Any, backend: str, kept: bool
-) -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_threads_a_backend_keeps_idle_are_not_the_calls(open_worker: Any, backend: str) -> None:
     """Trio keeps ``to_thread``'s threads idle after its loop ended: the call passes (no code
-    of it runs there) but the worker is not reused; asyncio's end with their loop."""
+    of it runs there), and they end with the call's process; asyncio's end with their loop."""
     code = """
 import anyio.to_thread
 async def run():
@@ -831,26 +898,30 @@ async def run():
     assert worker.start().kind == "ready"
     answer = worker.call(request(code, backend=backend))
     assert outcome_of(answer)["ok"], answer
-    assert answer.keep is kept
+    assert answer.keep
 
 
-def test_a_worker_past_half_its_cpu_seconds_is_not_reused(open_worker: Any) -> None:
-    """A worker that spent half its CPU seconds is replaced: the next call could run out
-    midway."""
+def test_each_call_has_all_the_cpu_seconds_and_one_past_them_dies(open_worker: Any) -> None:
+    """The CPU limit counts per process, and each call runs in a fresh one: two calls that
+    each spend most of the limit both pass; one that spends past it is killed (SIGXCPU),
+    an infrastructure fault of that call, and the worker goes on."""
     burn = """
 import os
 def run(until):
-    while sum(os.times()[:4]) <= until:
+    while sum(os.times()[:2]) <= until:
         pass
     return {"passed": True}
 """
-    worker = open_worker(SandboxLimits(cpu_seconds=2))
+    worker = open_worker(SandboxLimits(cpu_seconds=1))
     assert worker.start().kind == "ready"
-    cheap = worker.call(request(PASSES))
-    assert outcome_of(cheap)["ok"] and cheap.keep, cheap  # a start costs far less than 1 s
-    spent = worker.call(request(burn, arguments={"until": 1.02}))
-    assert outcome_of(spent)["ok"], spent
-    assert not spent.keep
+    for _ in range(2):
+        spent = worker.call(request(burn, arguments={"until": 0.6}))
+        assert outcome_of(spent)["ok"] and spent.keep, spent
+    past = worker.call(request(burn, arguments={"until": 5}))
+    outcome = outcome_of(past)
+    assert outcome["error"] == "unavailable" and "SIGXCPU" in outcome["message"], outcome
+    assert past.keep
+    assert outcome_of(worker.call(request(PASSES)))["ok"]
 
 
 # -- a worker that cannot confine itself refuses ---------------------------------------------
