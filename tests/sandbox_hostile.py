@@ -525,3 +525,14 @@ def new_namespace(root: str, context: Any) -> dict[str, Any]:
         ).returncode,
     }
     return {"passed": True, "data": found}
+
+
+SEEN: list[Any] = []
+LOADED_IN = os.getpid()
+
+
+def remembers(root: str, artifact: Any) -> dict[str, Any]:
+    """Keep every artifact it sees in the module, as code that would carry one plan's data
+    into another's verdict would."""
+    SEEN.append(artifact)
+    return {"passed": True, "data": {"seen": list(SEEN), "loaded_in": LOADED_IN}}

@@ -338,6 +338,19 @@ async def test_the_folder_is_limited_in_size_and_leaves_nothing_on_disk(repo: Pa
 
 
 @pytest.mark.anyio
+async def test_one_plans_artifact_never_reaches_another_plans_call(repo: Path) -> None:
+    """Runs that share a pool share its workers, which load the validation once; each
+    plan's calls run in a process of their own, so what a call keeps in its module stays
+    with its plan."""
+    async with sandbox_pool():
+        first = await run(repo, "remembers", artifact="plan one's")
+        second = await run(repo, "remembers", artifact="plan two's")
+    one, two = (result_of(done, "remembers").data for done in (first, second))
+    assert one["seen"] == ["plan one's"] and two["seen"] == ["plan two's"], (one, two)
+    assert one["loaded_in"] == two["loaded_in"]  # loaded once, by the same worker
+
+
+@pytest.mark.anyio
 async def test_no_new_namespace_and_no_mount(repo: Path) -> None:
     """A nested user namespace would hold every capability inside it: unshare, mount and
     the unshare command all fail."""
