@@ -25,7 +25,7 @@ import msgspec
 from ._catalog import _enable_wal
 from ._events import Event, EventBase
 from ._exceptions import ConfigError, PlanBusyError, RuntimeFault
-from ._kernel import keep_out, let_in
+from ._kernel import keep_out, let_in, renew
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -209,9 +209,16 @@ class SQLiteEventLog:
         """The log's file."""
         return self._path
 
+    @property
+    def _leases(self) -> Path:
+        """The folder of its plans' lease files (see :meth:`lease`)."""
+        return Path(f"{self._path}.locks")
+
     async def __aenter__(self) -> Self:
         self._db = await anyio.to_thread.run_sync(_connect, self._path)
-        keep_out(self._path)  # no sandboxed call may lock it (and stall the writer)
+        # No sandboxed call may lock it (and stall the writer), or a plan's lease.
+        keep_out(self._path)
+        keep_out(self._leases)
         self._open = True
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -242,6 +249,7 @@ class SQLiteEventLog:
             if db is not None:
                 db.close()
                 let_in(self._path)
+                let_in(self._leases)
 
     def _put(self, item: _Pending) -> None:
         if not self._open:
@@ -390,8 +398,10 @@ class SQLiteEventLog:
         except ImportError:  # pragma: no cover - not POSIX: no cross-process lease
             yield
             return
-        folder = Path(f"{self._path}.locks")
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self._leases
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            renew()  # workers started before it was made do not hide it
         # A digest, not the id itself: any plan id makes a safe file name.
         name = hashlib.sha256(plan_id.encode()).hexdigest()[:32]
         fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)

@@ -62,6 +62,7 @@ __all__ = [
     "keep_out",
     "kept_out",
     "let_in",
+    "renew",
     "sandbox_support",
     "support",
 ]
@@ -145,16 +146,23 @@ _DENIED: Final = (
     "fsmount",
     "fspick",
     "mount_setattr",
+    # The kernel's keyrings outlive the worker, outside every limit, and reach other
+    # processes of the user: a channel out of the sandbox.
+    "add_key",
+    "request_key",
+    "keyctl",
 )
 _ERRNO: Final = {"socket": errno.EACCES, "clone3": errno.ENOSYS}
 _NUMBERS: Final = {
     "x86_64": (
         *(41, 425, 112, 109, 435, 319, 29, 68, 64),
         *(272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 433, 442),
+        *(248, 249, 250),
     ),
     "aarch64": (
         *(198, 425, 157, 154, 435, 279, 194, 186, 190),
         *(97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 433, 442),
+        *(217, 218, 219),
     ),
 }
 _ARCHES: Final = {
@@ -411,6 +419,10 @@ class SandboxLimits:
                     f"SandboxLimits.{field.name} must be at least {least:,} "
                     f"({_WHY_LEAST[field.name]}), not {value:,}"
                 )
+            if value > _MOST:
+                raise ValueError(
+                    f"SandboxLimits.{field.name} must be at most {_MOST:,}, not {value:,}"
+                )
 
 
 _LEAST: Final = {
@@ -421,6 +433,8 @@ _LEAST: Final = {
     "processes": 8,
     "disk": 1 << 20,
 }
+_MOST: Final = (1 << 62) - 1
+"""The largest limit the kernel takes (and far past any machine's)."""
 _WHY_LEAST: Final = {
     "address_space": "bytes: a worker's interpreter alone needs about 160 MiB",
     "cpu_seconds": "seconds",
@@ -482,9 +496,13 @@ def _own_mounts(writable: str, hidden: Iterable[str], disk: int) -> bool:
         _write_proc("gid_map", f"{gid} {gid} 1")
     # Nothing done here may reach the parent's mounts.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    for database in hidden:
+    for kept in hidden:
+        if os.path.isdir(kept):
+            # An empty folder in its place: the lock files gategraph keeps there.
+            _mount("tmpfs", kept, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=4k,mode=0500")
+            continue
         for companion in _COMPANIONS:
-            path = database + companion
+            path = kept + companion
             if os.path.isfile(path):
                 _mount("/dev/null", path, None, _MS_BIND)
     attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
@@ -529,14 +547,28 @@ def _mount(
 
 _kept_out: Final[Counter[str]] = Counter()
 _kept_lock: Final = threading.Lock()
+_generation = [0]
+"""Counts what was kept out anew: a worker started before then does not hide it (or
+hides files SQLite has since removed and made again, which it then sees)."""
 
 
 def keep_out(path: str | os.PathLike[str]) -> None:
-    """Hide a database gategraph holds open (and its companion files) from every sandboxed
-    worker started from now on, until :func:`let_in`: a worker could otherwise take a read
-    lock on it, which stalls gategraph's writes."""
+    """Hide a database gategraph holds open (and its companion files), or a folder of its
+    lock files, from every sandboxed worker started from now on, until :func:`let_in`: a
+    worker could otherwise take a lock on it (a read lock will do), which stalls
+    gategraph's writes or refuses its plans."""
     with _kept_lock:
-        _kept_out[os.path.realpath(path)] += 1
+        real = os.path.realpath(path)
+        if not _kept_out[real]:
+            _generation[0] += 1
+        _kept_out[real] += 1
+
+
+def renew() -> None:
+    """Something kept out was made only now (a folder of lock files): workers started
+    before do not hide it."""
+    with _kept_lock:
+        _generation[0] += 1
 
 
 def let_in(path: str | os.PathLike[str]) -> None:
@@ -548,10 +580,11 @@ def let_in(path: str | os.PathLike[str]) -> None:
             del _kept_out[real]
 
 
-def kept_out() -> frozenset[str]:
-    """The databases hidden from workers started now."""
+def kept_out() -> tuple[int, frozenset[str]]:
+    """What workers started now hide, and its generation: a worker may run calls while
+    the generation is the one it started with."""
     with _kept_lock:
-        return frozenset(_kept_out)
+        return _generation[0], frozenset(_kept_out)
 
 
 def _set_limits(limits: SandboxLimits, *, processes: bool) -> None:

@@ -31,6 +31,7 @@ import shutil
 import stat
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path, PurePath
 from types import MappingProxyType
@@ -60,6 +61,8 @@ __all__ = [
 ]
 
 _JOURNAL: Final = ".gategraph-journal"
+_JOURNAL_WAIT: Final = 60.0
+"""Seconds an apply waits for the journal's lock before it gives up, changing nothing."""
 _APPLIED: Final = "applied"
 _LOCK: Final = "lock"
 _CHUNK: Final = 1 << 20
@@ -853,6 +856,28 @@ class DirectoryResource:
             )
         return sandbox
 
+    def _flock(self, fd: int) -> None:
+        """Take the journal's lock, waiting at most :data:`_JOURNAL_WAIT` seconds: another
+        gategraph applying into this folder holds it for moments only, and any process
+        that can read the folder can take it (a read lock would block this forever)."""
+        deadline = time.monotonic() + _JOURNAL_WAIT
+        delay = 0.005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise ApplyConflictError(
+                        f"resource {self.name!r}: its journal's lock "
+                        f"({self._journal / _LOCK}) has been held by another process for "
+                        f"{_JOURNAL_WAIT:.0f} s; nothing was changed",
+                        resource=self.name,
+                    ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the per-folder thread lock and an flock on the journal's lock file."""
@@ -862,7 +887,7 @@ class DirectoryResource:
                 fd = os.open(self._journal / _LOCK, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
                 if sys.platform == "win32":
                     break
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._flock(fd)
                 # `release` removes the journal folder, lock file and all, while holding the
                 # lock: a waiter that then gets a lock on the unlinked file tries again.
                 try:

@@ -71,13 +71,14 @@ _Owner = tuple[str, str | None, str | None, bool]
 
 
 class _Worker:
-    __slots__ = ("answers", "folder", "hidden", "owner", "process")
+    __slots__ = ("answers", "folder", "generation", "owner", "process")
 
-    def __init__(self, process: Process, folder: str, hidden: frozenset[str]) -> None:
+    def __init__(self, process: Process, folder: str, generation: int) -> None:
         self.process = process
         self.folder = folder
-        self.hidden = hidden
-        """The databases it cannot see: it runs no call once gategraph holds another open."""
+        self.generation = generation
+        """Of what it hides (:func:`._kernel.kept_out`): it runs no call once gategraph has
+        opened a database or a lock folder it does not hide."""
         self.owner: _Owner | None = None
         """The validation it loaded (name, entrypoint, code, guarded): it runs no other.
         Each call runs in a child of the worker and ends with it; what the validation's
@@ -138,12 +139,14 @@ class SandboxPool:
         await self._group.__aenter__()
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         assert self._group is not None
         self._closed = True
         self._group.cancel_scope.cancel()
         try:
-            return await self._group.__aexit__(*exc_info)
+            # Its tasks only start workers, and say nothing of what fails: an error of the
+            # block goes on as it is, not wrapped in a group of this pool's.
+            await self._group.__aexit__(None, None, None)
         finally:
             idle, self._idle = self._idle, []
             for worker in idle:
@@ -205,19 +208,25 @@ class SandboxPool:
             folder,
             str(os.getpid()),
             json.dumps(dataclasses.asdict(self.limits)),
-            json.dumps(sorted(hidden := kept_out())),
         ]
-        with unguarded():
-            process = await anyio.open_process(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                cwd=folder,
-                env=environment,
-                start_new_session=True,
-            )
-        worker = _Worker(process, folder, hidden)
+        generation, hidden = kept_out()
+        command.append(json.dumps(sorted(hidden)))
+        try:
+            with unguarded():
+                process = await anyio.open_process(
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    cwd=folder,
+                    env=environment,
+                    start_new_session=True,
+                )
+        except BaseException:
+            with unguarded():
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        worker = _Worker(process, folder, generation)
         try:
             await worker.send(pickle.dumps(list(sys.path)))
             with anyio.fail_after(_START_TIMEOUT):
@@ -238,7 +247,7 @@ class SandboxPool:
                 if worker.owner != wanted:
                     continue
                 del self._idle[index]
-                if worker.process.returncode is None and kept_out() <= worker.hidden:
+                if worker.process.returncode is None and worker.generation == kept_out()[0]:
                     return worker
                 # Died while idle (killed from outside: not this call's), or started
                 # before gategraph opened a database it would see.

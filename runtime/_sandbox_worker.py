@@ -92,27 +92,9 @@ def _send(fd: int, answer: Answer) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _wait(fd: int, watched: int | None) -> None:
-    """Wait until ``fd`` can be read; end the worker's group if gategraph ends first."""
-    if watched is None:
-        return
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    poller.register(watched, select.POLLIN)
-    while True:
-        ready = {found for found, _ in poller.poll()}
-        if watched in ready:
-            from ._context import _kill_self
-
-            _kill_self()  # gategraph is gone: no one waits for an answer
-        if fd in ready:
-            return
-
-
-def _read_exactly(fd: int, size: int, watched: int | None = None) -> bytes | None:
+def _read_exactly(fd: int, size: int) -> bytes | None:
     chunks = bytearray()
     while len(chunks) < size:
-        _wait(fd, watched)
         data = os.read(fd, size - len(chunks))
         if not data:
             return None
@@ -120,23 +102,23 @@ def _read_exactly(fd: int, size: int, watched: int | None = None) -> bytes | Non
     return bytes(chunks)
 
 
-def _receive(fd: int, watched: int | None = None) -> bytes | None:
-    header = _read_exactly(fd, _HEADER.size, watched)
+def _receive(fd: int) -> bytes | None:
+    header = _read_exactly(fd, _HEADER.size)
     if header is None:
         return None
-    return _read_exactly(fd, _HEADER.unpack(header)[0], watched)
+    return _read_exactly(fd, _HEADER.unpack(header)[0])
 
 
-def _tasks() -> set[int]:
-    return {int(tid) for tid in os.listdir("/proc/self/task")}
+def _tasks(pid: int | str = "self") -> set[int]:
+    return {int(tid) for tid in os.listdir(f"/proc/{pid}/task")}
 
 
-def _children() -> set[int]:
+def _children(pid: int | str = "self") -> set[int]:
     found: set[int] = set()
-    for tid in os.listdir("/proc/self/task"):
+    for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as listing:
-                found.update(int(pid) for pid in listing.read().split())
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as listing:
+                found.update(int(child) for child in listing.read().split())
         except OSError:
             continue  # the thread ended meanwhile
     return found
@@ -220,17 +202,46 @@ def main() -> None:
     watched = os.pidfd_open(parent)  # Linux 5.3: the sandbox needs 6.12
     if os.getppid() != parent:
         _context._kill_self()  # gategraph died before this worker started: no one waits
-    worker = _Worker(folder, limits, (requests, answers, watched))
+    sentinel = _sentinel(watched, (requests, answers))
+    os.close(watched)
+    worker = _Worker(folder, limits, (requests, answers), sentinel)
     _send(answers, Answer("ready", str(os.getpid())))
     try:
-        while (frame := _receive(requests, watched)) is not None:
+        while (frame := _receive(requests)) is not None:
             answer = worker.serve(frame)
+            del frame  # nothing of a plan's request stays in the worker
             _send(answers, answer)
             if not answer.keep:
                 return
             worker.idle(requests)
     finally:
-        worker.end_child()
+        worker.end_children()
+
+
+def _sentinel(watched: int, own: tuple[int, ...]) -> int:
+    """Fork the worker's watch on gategraph: a process that waits for gategraph (its pidfd,
+    ``watched``) or the worker to end, and in the first case ends the worker's process
+    group. A process, not a thread: the worker forks, and a fork must not copy a thread;
+    and whatever the worker is busy with (loading the validation's code, waiting for a
+    call), the watch goes on."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # pragma: no cover - in the sentinel, which never returns
+        for fd in own:
+            os.close(fd)
+        worker = os.pidfd_open(os.getppid())
+        poller = select.poll()
+        poller.register(watched, select.POLLIN)
+        poller.register(worker, select.POLLIN)
+        while True:
+            ready = {found for found, _ in poller.poll()}
+            if watched in ready:
+                os.killpg(0, signal.SIGKILL)  # gategraph is gone: no one waits for answers
+            if worker in ready:
+                break
+    finally:
+        os._exit(0)
 
 
 class _Child:
@@ -246,28 +257,33 @@ class _Child:
         self.answers = answers
         self.exited = os.pidfd_open(pid)
 
-    def close(self) -> None:
-        for fd in (self.requests, self.answers, self.exited):
-            os.close(fd)
+    def fds(self) -> tuple[int, int, int]:
+        return self.requests, self.answers, self.exited
+
+    def ended(self) -> bool:
+        poller = select.poll()
+        poller.register(self.exited, select.POLLIN)
+        return bool(poller.poll(0))
 
 
 class _Worker:
     """The worker's side of its calls: the validation's code, loaded once, and a child
-    per plan that runs its calls."""
+    per plan that runs its calls. It trusts nothing a child says about itself: what a
+    child left running, it sees for itself."""
 
-    def __init__(self, folder: str, limits: SandboxLimits, own: tuple[int, int, int]) -> None:
+    def __init__(
+        self, folder: str, limits: SandboxLimits, own: tuple[int, int], sentinel: int
+    ) -> None:
         self.folder = folder
         self.limits = limits
         self.own = own
-        """The worker's requests, answers and gategraph's pidfd: closed in its children."""
-        self.watched = own[2]
+        """The worker's requests and answers: closed in its children."""
+        self.sentinel = sentinel
         self.loaded: Any = None
         self.key: tuple[str, str | None, str | None, bool] | None = None
         self.child: _Child | None = None
         self.spare: _Child | None = None
         """A child forked ahead, while the worker waited, for the next plan."""
-        self.dying: set[int] = set()
-        """Children killed (an earlier plan's) and not yet collected."""
         self.environment = dict(os.environ)
 
     def serve(self, frame: bytes) -> Answer:
@@ -277,7 +293,7 @@ class _Worker:
         if self.key != key:
             # The pool sends a worker one validation's calls only; another's is loaded
             # in place of the first all the same (a call never runs another's code).
-            if not self.end_child():
+            if not self.end_children():
                 return _replaced(name)
             self.key = key
             refused = self._load(request)
@@ -285,20 +301,26 @@ class _Worker:
                 return Answer("done", name, _plain(refused), keep=False)
         if self.child is None or self.child.plan != request.plan:
             if self.child is not None:
-                self._drop(self.child)
+                self._end(self.child)
+                _wipe(self.folder, None)  # nothing of the last plan's files for the next
             if self._strays():
                 return _replaced(name)
+            if self.spare is not None and self.spare.ended():
+                self._end(self.spare)  # killed while it waited: not this call's doing
             self.child, self.spare = self.spare or self._fork(), None
             self.child.plan = request.plan
         child = self.child
+        del request
         try:
             _write_all(child.requests, _HEADER.pack(len(frame)) + frame)
             data = self._answer_of(child)
         except BrokenPipeError:
             data = None  # it ended before it read the request
         answer = _decoded(name, data)
+        if answer is not None and answer.keep:
+            answer = self._checked(name, child, answer)
         if answer is None or not answer.keep:
-            code, ran_on = self._reap(child)
+            code, ran_on = self._end(child, grace=True)
             if answer is None:
                 answer = _died(name, code, ran_on)
         outcome = answer.outcome
@@ -306,32 +328,72 @@ class _Worker:
             return self._left(name, outcome)
         return Answer("done", name, outcome, keep=True)
 
+    def _checked(self, name: str, child: _Child, answer: Answer) -> Answer:
+        """The answer of a child that says it can run its plan's next call, once the
+        worker saw for itself that no thread or process of the call is left in it (the
+        child's own account is the call's to forge)."""
+        from . import _invoke
+        from ._results import ResultError
+
+        deadline = time.monotonic() + _LEFTOVER_GRACE
+        while True:
+            try:
+                threads, children = len(_tasks(child.pid)) - 1, len(_children(child.pid))
+            except OSError:
+                return Answer("done", name, answer.outcome, keep=False)  # it ended
+            if not (threads or children) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.001)  # an ending thread, still listed for a moment
+        if not (threads or children):
+            return answer
+        outcome = msgspec.convert(answer.outcome, _invoke.Outcome)
+        if outcome.ok or outcome.error != ResultError.READ_ONLY_VIOLATION:
+            left = []
+            if threads:
+                left.append(f"{threads} thread{'s' * (threads != 1)}")
+            if children:
+                left.append(f"{children} process{'es' * (children != 1)}")
+            outcome = _violation(
+                outcome,
+                f"{name} left {' and '.join(left)} running after it returned "
+                "(a sandboxed call must end everything it starts)",
+            )
+        return Answer("done", name, _plain(outcome), keep=False)
+
     def idle(self, requests: int) -> None:
-        """Between calls: fork the next plan's child ahead once no request came for a
-        moment (not between the calls of a busy run, where it would only take a core)."""
-        if self.spare is not None or self.key is None:
+        """Between calls, once no request came for a moment (not between the calls of a
+        busy run, where it would only take a core): end the plan's child, so that what it
+        might have left running comes to light (the worker then ends, and with it all of
+        it), and fork the next plan's child ahead."""
+        if self.key is None:
             return
         poller = select.poll()
         poller.register(requests, select.POLLIN)
-        poller.register(self.watched, select.POLLIN)
-        if not poller.poll(_SPARE_AFTER_MS):
+        if poller.poll(_SPARE_AFTER_MS):
+            return
+        if self.child is not None:
+            self._end(self.child)
+            _wipe(self.folder, None)
+        if self._strays():
+            from ._context import _kill_self
+
+            _kill_self()  # the pool finds this worker gone, and starts another
+        if self.spare is None:
             self.spare = self._fork()
 
-    def _drop(self, child: _Child) -> None:
-        """Kill an idle child of an earlier plan without waiting for it: it holds no
-        thread and no process (its last call was judged so), only its memory."""
-        os.kill(child.pid, signal.SIGKILL)
-        self.dying.add(child.pid)
-        child.close()
-        if child is self.child:
-            self.child = None
-
     def _strays(self) -> set[int]:
-        """Processes of earlier calls still running (adopted by the worker), after
-        collecting the children that ended."""
-        self.dying -= _reap()
-        known = {c.pid for c in (self.child, self.spare) if c is not None} | self.dying
-        return _children() - known
+        """Processes of earlier calls still running (adopted by the worker); those that
+        ended are collected."""
+        known = {self.sentinel} | {c.pid for c in (self.child, self.spare) if c is not None}
+        found = set()
+        for pid in _children() - known:
+            try:
+                ended, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue  # collected meanwhile
+            if not ended:
+                found.add(pid)
+        return found
 
     def _left(self, name: str, outcome: Any) -> Answer:
         """The answer when a call left processes running: the call fails for it, and the
@@ -369,8 +431,13 @@ class _Worker:
         finally:
             if state is not None:
                 _readonly.leave(state)
-        threads, children = _leftovers(baseline)
-        if threads or children:
+        # Not `_leftovers`: the worker's sentinel is a child of its own, not the load's.
+        deadline = time.monotonic() + _LEFTOVER_GRACE
+        while (threads := len(_tasks() - baseline)) or self._strays():
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+        if threads or self._strays():
             return _violation(
                 _invoke.Outcome(False),
                 f"{request.name} left threads or processes running when its code was "
@@ -391,7 +458,9 @@ class _Worker:
         if pid == 0:  # pragma: no cover - measured in the child, which never returns
             code = 0
             try:
-                for fd in (*self.own, requests_write, answers_read):
+                # Nothing of the worker's channels, or of another child's, stays open here.
+                others = [c.fds() for c in (self.child, self.spare) if c is not None]
+                for fd in (*self.own, requests_write, answers_read, *sum(others, ())):
                     os.close(fd)
                 _serve_plan(self, requests_read, answers_write)
             except BaseException:
@@ -403,20 +472,16 @@ class _Worker:
         return _Child(pid, requests_write, answers_read)
 
     def _answer_of(self, child: _Child) -> bytes | None:
-        """Read one answer frame from the child, while watching it end and gategraph."""
+        """Read one answer frame from the child, while watching it end."""
         fd = child.answers
         os.set_blocking(fd, False)
         poller = select.poll()
-        for watched in (fd, child.exited, self.watched):
+        for watched in (fd, child.exited):
             poller.register(watched, select.POLLIN)
         data = bytearray()
         need = _HEADER.size
         while True:
             ready = {found for found, _ in poller.poll()}
-            if self.watched in ready:
-                from ._context import _kill_self
-
-                _kill_self()  # gategraph is gone: no one waits for an answer
             while len(data) < need:
                 try:
                     chunk = os.read(fd, need - len(data))
@@ -438,35 +503,40 @@ class _Worker:
             if child.exited in ready:
                 return None  # it ended without a whole answer
 
-    def _reap(self, child: _Child) -> tuple[int, bool]:
-        """Wait for the child to end (killing it if it runs on past the grace); its exit
-        code, and whether it had to be killed."""
-        poller = select.poll()
-        poller.register(child.exited, select.POLLIN)
-        ran_on = not poller.poll(int(_LEFTOVER_GRACE * 1000))
-        if ran_on:
+    def _end(self, child: _Child, *, grace: bool = False) -> tuple[int, bool]:
+        """End a child and collect it: an idle one (a plan's between calls, a spare) is
+        killed at once; with ``grace`` (it just answered that it ends, or gave no
+        answer), it gets the grace to end by itself first. Its exit code, and whether it
+        ran on past the grace."""
+        ran_on = grace and not self._ending(child)
+        if not child.ended():
             os.kill(child.pid, signal.SIGKILL)
-        _, status = os.waitpid(child.pid, 0)
-        child.close()
+        try:
+            _, status = os.waitpid(child.pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            code = -signal.SIGKILL  # collected already
+        for fd in child.fds():
+            os.close(fd)
         if child is self.child:
             self.child = None
-        return os.waitstatus_to_exitcode(status), ran_on
+        if child is self.spare:
+            self.spare = None
+        return code, ran_on
 
-    def end_child(self) -> bool:
+    def _ending(self, child: _Child) -> bool:
+        """Whether a child that is to end does so within the grace."""
+        poller = select.poll()
+        poller.register(child.exited, select.POLLIN)
+        return bool(poller.poll(int(_LEFTOVER_GRACE * 1000)))
+
+    def end_children(self) -> bool:
         """End the children, if any, and empty the folder: whether no process of the
         calls is left (what is left is in the worker's process group; ending the
         worker's group ends it)."""
         for child in (self.child, self.spare):
             if child is not None:
-                os.kill(child.pid, signal.SIGKILL)
-                self._reap(child)
-        self.spare = None
-        for pid in self.dying:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass  # collected meanwhile
-        self.dying.clear()
+                self._end(child)
         _wipe(self.folder, None)
         return not self._strays()
 
@@ -474,7 +544,11 @@ class _Worker:
 def _replaced(name: str) -> Answer:
     """The answer to a call that finds processes of an earlier one still running (started
     after that call was judged): not its fault; the worker goes, with them."""
-    return _died(name, 0, False, "the worker found processes of an earlier call running")
+    return _unavailable(
+        name,
+        f"the sandboxed worker for {name} found processes an earlier call left running, "
+        "and must be replaced",
+    )
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -505,18 +579,18 @@ def _decoded(name: str, data: bytes | None) -> Answer | None:
     return answer
 
 
-def _died(name: str, code: int, ran_on: bool, why: str | None = None) -> Answer:
-    """The answer for a call whose process died (``unavailable``: an infrastructure
-    fault of that call)."""
+def _died(name: str, code: int, ran_on: bool) -> Answer:
+    """The answer for a call whose process died."""
+    why = "it closed its answers and ran on" if ran_on else death(code)
+    return _unavailable(name, f"the sandboxed process running {name} died during the call: {why}")
+
+
+def _unavailable(name: str, message: str) -> Answer:
+    """An infrastructure fault of that call (``unavailable``), and the worker goes."""
     from . import _invoke
     from ._maxn import UNAVAILABLE  # pydantic: only for this rare case
 
-    why = why or ("it closed its answers and ran on" if ran_on else death(code))
-    outcome = _invoke.Outcome(
-        False,
-        error=UNAVAILABLE,
-        message=f"the sandboxed process running {name} died during the call: {why}",
-    )
+    outcome = _invoke.Outcome(False, error=UNAVAILABLE, message=message)
     return Answer("done", name, _plain(outcome), keep=False)
 
 
@@ -528,7 +602,9 @@ def _serve_plan(worker: _Worker, requests: int, answers: int) -> None:  # pragma
 
     # The call's orphans come to this process, so it sees what a call left.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    baseline = _tasks()
+    # Its one thread: any other (one a fork hook of the validation's code started) is the
+    # call's, and left running.
+    baseline = {os.getpid()}
     environment = dict(os.environ)
     while (frame := _receive(requests)) is not None:
         name, outcome, keep = _call(pickle.loads(frame), baseline, worker)

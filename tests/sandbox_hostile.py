@@ -536,3 +536,15 @@ def remembers(root: str, artifact: Any) -> dict[str, Any]:
     into another's verdict would."""
     SEEN.append(artifact)
     return {"passed": True, "data": {"seen": list(SEEN), "loaded_in": LOADED_IN}}
+
+
+def locks_the_leases(root: str, log: str = "") -> dict[str, Any]:
+    """Lock every plan's lease file beside the log (which would refuse other plans)."""
+    import fcntl
+
+    folder = log + ".locks"
+    names = sorted(os.listdir(folder))
+    for name in names:
+        fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    return {"passed": True, "data": {"leases": names}}

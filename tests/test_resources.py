@@ -1119,3 +1119,29 @@ def test_concurrent_memory_applies_of_one_plan_apply_once() -> None:
         thread.join()
     assert sorted(outcomes) == ["applied"] + ["twice"] * 7
     assert len(memory.files) == 1
+
+
+def test_an_apply_waits_for_the_journal_lock_only_so_long(
+    resource: DirectoryResource, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any process that can read the folder can take the journal's lock (a read lock will
+    do): an apply waits a bounded time for it, then refuses, changing nothing."""
+    import fcntl
+
+    from gategraph.runtime import _resources
+
+    monkeypatch.setattr(_resources, "_JOURNAL_WAIT", 0.2)
+    box = open_box(resource, tmp_path)
+    write(box.view, {"new.txt": b"new\n"})
+    journal = root / ".gategraph-journal"
+    journal.mkdir()
+    holder = os.open(journal / "lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_SH)
+        with pytest.raises(ApplyConflictError, match=r"journal's lock .* held by another"):
+            resource.apply(box, box.changeset(), plan_id="p1")
+    finally:
+        os.close(holder)
+    assert not (root / "new.txt").exists()
+    resource.apply(box, box.changeset(), plan_id="p1")  # free again: it applies
+    assert (root / "new.txt").read_bytes() == b"new\n"

@@ -295,6 +295,49 @@ async def test_the_event_log_cannot_be_locked(repo: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
+async def test_a_log_opened_again_is_hidden_again(repo: Path, tmp_path: Path) -> None:
+    """Closing a log removes its -wal and -shm files (and so what hid them in a worker);
+    opened again, workers started before do not run calls: the new files are hidden too."""
+    from gategraph.runtime import SQLiteEventLog
+
+    path = tmp_path / "events.db"
+    arguments = {"locks_the_log": {"log": str(path)}}
+    async with sandbox_pool():
+        for _ in range(2):
+            async with SQLiteEventLog(path) as log:
+                done = await execute_graph(
+                    graph(repo, "locks_the_log", arguments=arguments), event_log=log
+                )
+            seen = result_of(done, "locks_the_log").data
+            assert seen == {"db": "device", "-wal": "device", "-shm": "device"}, seen
+
+
+@pytest.mark.anyio
+async def test_plans_leases_are_out_of_reach(repo: Path, tmp_path: Path) -> None:
+    """A lock on a plan's lease file would refuse that plan to every supervisor: the
+    folder of leases is empty in the sandbox."""
+    from gategraph.runtime import SQLiteEventLog
+
+    path = tmp_path / "events.db"
+    arguments = {"locks_the_leases": {"log": str(path)}}
+    async with SQLiteEventLog(path) as log:
+        with log.lease("another-plan"):
+            done = await execute_graph(
+                graph(repo, "locks_the_leases", arguments=arguments), event_log=log
+            )
+        assert result_of(done, "locks_the_leases").data == {"leases": []}
+        with log.lease("another-plan"):
+            pass  # not held by anyone
+
+
+@pytest.mark.anyio
+async def test_an_error_inside_a_pool_comes_out_as_itself() -> None:
+    with pytest.raises(KeyError, match="mine"):
+        async with sandbox_pool(prewarm=1):
+            raise KeyError("mine")
+
+
+@pytest.mark.anyio
 async def test_a_worker_started_before_a_log_opened_does_not_see_it(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -825,6 +868,63 @@ def test_a_killed_gategraph_takes_its_sandboxed_workers_and_their_processes(
             return
         time.sleep(0.05)
     raise AssertionError(f"left running: {running(marker)}")
+
+
+def _workers_of(parent: int) -> list[int]:
+    """The live sandboxed workers started by gategraph process ``parent``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"_sandbox_worker" in b" ".join(argv) and str(parent).encode() in argv and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def test_a_killed_gategraph_takes_a_worker_that_is_loading_the_code(
+    repo: Path, tmp_path: Path
+) -> None:
+    """gategraph killed while its worker loads the validation's code (an import that
+    takes a minute): the worker ends too."""
+    import signal
+    import subprocess
+    import time
+
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        "version: 1\nname: slow\n"
+        f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
+        "validations:\n"
+        '  - {name: slow, entrypoint: "sandbox_slow_import:check", resource_slots: [root]}\n'
+        "nodes:\n  - {id: slow, validation: slow, isolation: sandbox}\n"
+    )
+    script = (
+        "import sys, anyio\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from gategraph.runtime import execute_graph, load_graph\n"
+        f"anyio.run(execute_graph, load_graph(open({str(path)!r}).read()))\n"
+    )
+    runner = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
+    try:
+        for _ in range(200):
+            if _workers_of(runner.pid):
+                break
+            time.sleep(0.05)
+        assert _workers_of(runner.pid), "no sandboxed worker started"
+        time.sleep(1.0)  # confined and loading by now
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    for _ in range(200):
+        if not _workers_of(runner.pid):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"left running: {_workers_of(runner.pid)}")
 
 
 def test_gategraph_run_never_loads_sandbox_only_code(repo: Path, tmp_path: Path) -> None:

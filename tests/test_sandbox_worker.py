@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -52,6 +53,8 @@ from gategraph.runtime._sandbox_worker import _HEADER, Answer
 
 pytestmark = pytest.mark.timeout(120)
 
+_MARK: Final = b"GGCOVERAGE"
+"""What starts each coverage hand-off of a worker or of a process it forked."""
 _WAIT: Final = 60.0
 """Seconds to wait for one answer (a start under coverage, on a busy machine, is slow)."""
 _ANSWER: Final = msgspec.msgpack.Decoder(Answer)
@@ -66,10 +69,38 @@ fd = os.environ.pop("GG_TEST_COVERAGE_FD", None)
 config = os.environ.pop("GG_TEST_COVERAGE_CONFIG", None)
 failure = os.environ.pop("GG_TEST_CONFINE_FAILS", None)
 cov = None
+def hand_off():
+    from gategraph.runtime._readonly import unguarded
+    with unguarded():
+        data = cov.get_data().dumps()
+        view = memoryview(b"GGCOVERAGE" + len(data).to_bytes(8, "big") + data)
+        while view:
+            view = view[os.write(int(fd), view):]
 if fd is not None:
     import coverage
     cov = coverage.Coverage(data_file=None, config_file=":data:" + config)
     cov.start()
+
+    def in_child():
+        # A process the worker forks for a plan's calls hands its data off before each
+        # answer (it is killed, not ended, once its plan is done): the worker waits for
+        # that answer meanwhile, so no two processes write to the pipe at once.
+        import tempfile
+        from gategraph.runtime import _sandbox_worker
+        from gategraph.runtime._readonly import unguarded
+        send = _sandbox_worker._send
+        def handing_off(target, answer):
+            # The answer made first (into a file), so that making it is measured too.
+            with unguarded(), tempfile.TemporaryFile() as made:
+                send(made.fileno(), answer)
+                hand_off()
+                made.seek(0)
+                view = memoryview(made.read())
+            while view:
+                view = view[os.write(target, view):]
+        _sandbox_worker._send = handing_off
+
+    os.register_at_fork(after_in_child=in_child)
 try:
     from gategraph.runtime import _kernel
     from gategraph.runtime._sandbox_worker import main
@@ -83,14 +114,9 @@ try:
     main()
 finally:
     if cov is not None:
-        from gategraph.runtime._readonly import unguarded
-        with unguarded():
-            cov.stop()
-            data = cov.get_data().dumps()
-            view = memoryview(len(data).to_bytes(8, "big") + data)
-            while view:
-                view = view[os.write(int(fd), view):]
-            os.close(int(fd))
+        cov.stop()
+        hand_off()
+        os.close(int(fd))
 """
 
 
@@ -170,6 +196,13 @@ class Worker:
         self.requests = self.process.stdin
         self.answers = self.process.stdout.fileno()
         self.merged = False
+        self.coverage_data = bytearray()
+        self.drain: threading.Thread | None = None
+        if self.coverage is not None:
+            # Read as it comes (each process the worker forks hands off its own data, more
+            # than a pipe holds): until every process holding the pipe has ended.
+            self.drain = threading.Thread(target=self._drain, args=(self.coverage,))
+            self.drain.start()
 
     # -- frames --------------------------------------------------------------------------
 
@@ -227,34 +260,43 @@ class Worker:
         self._merge_coverage(wait)
         return self.process.wait(wait)
 
+    def _drain(self, fd: int) -> None:
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                self.coverage_data += chunk
+        except OSError:
+            pass  # closed by `kill`: nothing more to merge
+        finally:
+            os.close(fd)
+
     def _merge_coverage(self, wait: float) -> None:
-        if self.coverage is None or self.merged:
+        if self.drain is None or self.merged:
             return
         self.merged = True
-        deadline = time.monotonic() + wait
-        data = bytearray()
-        try:
-            while time.monotonic() < deadline:
-                ready, _, _ = select.select([self.coverage], [], [], 0.5)
-                if ready:
-                    chunk = os.read(self.coverage, 1 << 20)
-                    if not chunk:
-                        break  # the worker closed it: all its data is here
-                    data += chunk
-        finally:
-            os.close(self.coverage)
-        size = int.from_bytes(data[:8], "big")
+        self.drain.join(wait)
         current = Coverage.current()
-        if len(data) < 8 or len(data) != 8 + size or current is None:
-            return  # the worker died before its hand-off (killed): nothing to merge
-        measured = CoverageData(no_disk=True)
-        measured.loads(bytes(data[8:]))
+        data = bytes(self.coverage_data)
+        if current is None:
+            return
         with warnings.catch_warnings():
             # Getting the data mid-run makes coverage check what it has not seen yet
             # (a package not imported so far): it says so again at the end of the run.
             warnings.simplefilter("ignore", CoverageWarning)
             collected = current.get_data()
-        collected.update(measured)
+        # Each hand-off starts with a mark: what a hostile call wrote into every pipe it
+        # could (this one too) is skipped, and so is a hand-off a kill cut short.
+        start = data.find(_MARK)
+        while start >= 0:
+            body = start + len(_MARK) + 8
+            size = int.from_bytes(data[start + len(_MARK) : body], "big")
+            measured = CoverageData(no_disk=True)
+            try:
+                measured.loads(data[body : body + size])
+            except Exception:
+                start = data.find(_MARK, start + 1)
+                continue
+            collected.update(measured)
+            start = data.find(_MARK, body + size)
 
     def kill(self) -> None:
         """End the worker and everything it started (its process group), for good."""
@@ -268,9 +310,9 @@ class Worker:
         if not self.requests.closed:
             self.requests.close()
         self.process.stdout.close()  # type: ignore[union-attr]
-        if self.coverage is not None and not self.merged:
-            os.close(self.coverage)
-            self.merged = True
+        if self.drain is not None and not self.merged:
+            self.merged = True  # every holder of the pipe is dead: the drain ends
+            self.drain.join(_WAIT)
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")
@@ -434,6 +476,281 @@ def run(fail=False):
     honest = outcome_of(worker.call(request(code, plan="B", arguments=fail, guarded=False)))
     assert not honest["ok"] and "honestly failing" in honest["message"], honest
     assert worker.finish() == 0
+
+
+_FORGES: Final = """
+import os, stat, struct, subprocess, time
+import msgspec
+from gategraph.runtime import _invoke, _readonly
+from gategraph.runtime._sandbox_worker import Answer
+def run(later=False):
+    _readonly._PROCESS_JUDGES.clear()
+    _readonly._process_lease[0] = None
+    if not later:
+        subprocess.Popen(["sleep", "1000"])  # left running
+    outcome = _invoke.Outcome(True, {"passed": True})
+    data = msgspec.msgpack.encode(
+        Answer("done", "check", {f: getattr(outcome, f) for f in outcome.__struct_fields__}, True)
+    )
+    for fd in range(3, 64):  # its own answer, written into every pipe it may write
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) and os.get_blocking(fd) is not None:
+                os.write(fd, struct.pack(">I", len(data)) + data)
+        except OSError:
+            pass
+    if later:
+        import threading
+        def start():
+            time.sleep(0.05)
+            subprocess.Popen(["sleep", "1000"])
+        threading.Thread(target=start).start()
+        time.sleep(0.01)
+    time.sleep(1000)
+"""
+
+
+def test_a_forged_answer_does_not_hide_a_process_left_running(open_worker: Any) -> None:
+    """A call that writes its own answer (a pass, "keep me") and blocks, having left a
+    process running: the worker looks for itself, fails the call and ends, with the
+    process (its group)."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(_FORGES, guarded=False))
+    outcome = outcome_of(answer)
+    assert outcome["error"] == "read_only_violation" and "left" in outcome["message"], outcome
+    assert not answer.keep
+
+
+def test_a_forged_answer_with_a_thread_that_starts_a_process_later_fails_the_call(
+    open_worker: Any,
+) -> None:
+    """The process is started by a thread only after the answer: the worker sees the
+    thread, fails the call and ends; the pool ends its group, the process with it."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(_FORGES, guarded=False, arguments={"later": True}))
+    outcome = outcome_of(answer)
+    assert outcome["error"] == "read_only_violation" and "left" in outcome["message"], outcome
+    assert not answer.keep
+
+
+def test_a_process_started_once_the_call_was_judged_ends_the_idle_worker(
+    open_worker: Any,
+) -> None:
+    """A call that rewrites its process's own loop to start a process a moment after it
+    answered (after the worker looked): once no call comes for a moment, the worker ends
+    the plan's process, finds what it left, and ends itself and its whole group."""
+    code = """
+import subprocess, time
+from gategraph.runtime import _readonly, _sandbox_worker
+def run():
+    _readonly._PROCESS_JUDGES.clear()
+    _readonly._process_lease[0] = None
+    def receive(fd):
+        time.sleep(0.005)
+        subprocess.Popen(["sleep", "1000"])
+        time.sleep(1000)
+    _sandbox_worker._receive = receive
+    return {"passed": True}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    worker.call(request(code, guarded=False))
+    worker.process.wait(_WAIT)  # ended by itself, without being asked
+    deadline = time.monotonic() + _WAIT
+    while _group(worker.process.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _group(worker.process.pid)
+
+
+def test_no_file_of_one_plan_is_left_for_the_next(open_worker: Any) -> None:
+    """What a plan's calls leave in the worker's folder (their scratch parent included)
+    is gone before another plan's call."""
+    leave = """
+import os
+def run(context):
+    parent = os.path.dirname(str(context.scratch))
+    with open(os.path.join(parent, "secret.txt"), "w") as f:
+        f.write("plan A's")
+    with open("secret.txt", "w") as f:
+        f.write("plan A's")
+    return {"passed": True}
+"""
+    look = """
+import os
+def run():
+    found = []
+    for folder, _, files in os.walk("."):
+        found += [os.path.join(folder, name) for name in files]
+    return found
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    # Unguarded: the guard refuses writes outside the call's scratch (code that gets
+    # round the guard is what this is about).
+    assert outcome_of(worker.call(request(leave, plan="A", guarded=False)))["ok"]
+    assert outcome_of(worker.call(request(look, plan="B")))["value"] == []
+
+
+def test_a_spare_killed_while_it_waited_is_replaced(open_worker: Any) -> None:
+    """The worker forks the next plan's process ahead while it waits; if that one is
+    killed meanwhile (the kernel's OOM killer chooses workers first), the next plan gets
+    a fresh one."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    assert outcome_of(worker.call(request(PASSES, plan="A")))["ok"]
+    deadline = time.monotonic() + _WAIT
+    spares: set[int] = set()
+    while time.monotonic() < deadline:
+        children = _children_of(worker.process.pid)
+        if len(children) == 2:  # the sentinel and the spare
+            spares = children
+            break
+        time.sleep(0.01)
+    assert spares, "no spare was forked"
+    # Both are forks of the worker: the spare is the one started last.
+    started = {
+        pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        for pid in spares
+    }
+    os.kill(max(started, key=started.__getitem__), signal.SIGKILL)
+    answer = worker.call(request(PASSES, plan="B"))
+    assert outcome_of(answer)["ok"], answer
+
+
+def _children_of(pid: int) -> set[int]:
+    found: set[int] = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        found |= {int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()}
+    return found
+
+
+def test_a_thread_a_fork_hook_starts_is_one_left_running(open_worker: Any) -> None:
+    """Code that, when loaded, has every new process start a thread: each call is judged
+    to leave a thread running."""
+    code = """
+import os, threading
+os.register_at_fork(
+    after_in_child=lambda: threading.Thread(target=threading.Event().wait, daemon=True).start()
+)
+def run():
+    return {"passed": True}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    for _ in range(2):
+        outcome = outcome_of(worker.call(request(code, plan="A")))
+        assert outcome["error"] == "read_only_violation", outcome
+        assert "left 1 thread running" in outcome["message"], outcome
+
+
+def test_no_kernel_keyring(open_worker: Any) -> None:
+    """Keys would outlive the worker and reach the user's other processes."""
+    code = """
+import ctypes
+def run():
+    libc = ctypes.CDLL(None, use_errno=True)
+    added = libc.syscall(248 if ctypes.sizeof(ctypes.c_void_p) == 8 and __import__("platform").machine() == "x86_64" else 217,
+                         b"user", b"gg-test", b"x", 1, -4)  # KEY_SPEC_USER_KEYRING
+    return {"added": added, "errno": ctypes.get_errno()}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    found = outcome_of(worker.call(request(code, guarded=False)))["value"]
+    assert found == {"added": -1, "errno": errno.EPERM}, found
+
+
+def test_what_the_worker_is_told_to_hide_it_cannot_see(open_worker: Any, tmp_path: Path) -> None:
+    """A database (and the files SQLite keeps beside it) shows as an empty device; a
+    folder of lock files as an empty folder."""
+    base = tmp_path / "state"
+    base.mkdir()
+    database = base / "events.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{database}{suffix}").write_text("gategraph's own")
+    locks = base / "events.db.locks"
+    locks.mkdir()
+    (locks / "a-plan").write_text("")
+    code = f"""
+import os, stat
+def run():
+    db = {str(database)!r}
+    return {{"kinds": [stat.S_ISCHR(os.stat(db + s).st_mode) for s in ("", "-wal", "-shm")],
+             "locks": os.listdir({str(locks)!r}), "beside": sorted(os.listdir({str(base)!r}))}}
+"""
+    worker = open_worker(hidden=(str(database), str(locks)))
+    assert worker.start().kind == "ready"
+    found = outcome_of(worker.call(request(code)))["value"]
+    assert found == {
+        "kinds": [True, True, True],
+        "locks": [],
+        "beside": ["events.db", "events.db-shm", "events.db-wal", "events.db.locks"],
+    }, found
+
+
+def test_code_that_leaves_a_thread_when_loaded_fails_its_call_and_ends_the_worker(
+    open_worker: Any,
+) -> None:
+    code = """
+import threading
+threading.Thread(target=threading.Event().wait, daemon=True).start()
+def run():
+    return {"passed": True}
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code))
+    outcome = outcome_of(answer)
+    assert outcome["error"] == "read_only_violation", outcome
+    assert "when its code was loaded" in outcome["message"]
+    assert not answer.keep
+
+
+@pytest.mark.parametrize(
+    ("garbage", "why"),
+    [
+        ("struct.pack('>I', 5) + b'\\xc1xxxx'", "wrote into its sandbox's answer channel"),
+        ("struct.pack('>I', 1 << 30)", "wrote into its sandbox's answer channel"),
+        ("struct.pack('>I', 0)", "wrote into its sandbox's answer channel"),
+    ],
+    ids=["not msgpack", "too long", "empty"],
+)
+def test_a_call_that_writes_garbage_for_an_answer_fails_alone(
+    open_worker: Any, garbage: str, why: str
+) -> None:
+    """What a call writes into its own answer channel in place of an answer fails that
+    call (``malformed``); the worker goes on."""
+    code = f"""
+import os, stat, struct, time
+def run():
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, {garbage})
+        except OSError:
+            pass
+    time.sleep(1000)
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code, guarded=False))
+    outcome = outcome_of(answer)
+    assert outcome["error"] == "malformed" and why in outcome["message"], outcome
+    assert answer.keep
+    assert outcome_of(worker.call(request(PASSES)))["ok"]
+
+
+def test_a_call_killed_by_a_signal_is_an_infrastructure_fault_and_the_worker_goes_on(
+    open_worker: Any,
+) -> None:
+    code = "import os, signal\ndef run():\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(code, guarded=False))
+    outcome = outcome_of(answer)
+    assert outcome["error"] == "unavailable" and "killed by SIGTERM" in outcome["message"]
+    assert answer.keep
+    assert outcome_of(worker.call(request(PASSES)))["ok"]
 
 
 def test_the_kernel_confines_even_a_call_the_guard_does_not_watch(
@@ -863,6 +1180,8 @@ def test_limits_that_make_no_sense_are_refused_naming_the_field() -> None:
         SandboxLimits(cpu_seconds=1.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^SandboxLimits.open_files must be a whole number"):
         SandboxLimits(open_files=True)
+    with pytest.raises(ValueError, match=r"^SandboxLimits.address_space must be at most "):
+        SandboxLimits(address_space=1 << 70)
     assert SandboxLimits(disk=1 << 20, processes=8).disk == 1 << 20
 
 
