@@ -1283,13 +1283,19 @@ class Supervisor:
         # Invariant: reached only from a Passed pipeline outcome.
         ahead = self.journal.peek()
         if isinstance(ahead, PlanFinished) and self.journal.recorded_ahead:
-            return await self._finish(PlanStatus(ahead.status), ahead.message)  # refused then
+            # Refused then, before Apply began (a refusal always fails the plan: a log that
+            # says otherwise does not match, and the resume stops there).
+            return await self._finish(PlanStatus.FAILED, ahead.message)
         refusal = None if self.journal.recorded_ahead else await self._apply_refusal()
         if refusal is not None:
             return await self._finish(PlanStatus.FAILED, refusal)
         names = sorted(self.resources)
         await self.journal.emit(ApplyStarted, resources=names)
         recorded = self.journal.take("apply_completed")
+        refused = self.journal.peek() if recorded is None else None
+        if isinstance(refused, PlanFinished) and self.journal.recorded_ahead:
+            # A resource refused its changeset once Apply had begun, changing nothing.
+            return await self._finish(PlanStatus.FAILED, refused.message)
         if recorded is not None:
             changes = dict(recorded.changes)
         else:

@@ -454,3 +454,14 @@ async def test_an_approved_change_the_folder_no_longer_fits_is_not_applied(
     assert again.outcome.message.startswith("not applied: resource 'repo'")
     assert (repo / "app.py").read_text() == "x = 3\n"
     assert replay_plan(await log.read(gate.plan_id), gate.graph).matches
+    # Resumed once more, it follows its log to the same end (the refusal came after
+    # Apply began), appending nothing and changing nothing.
+    events = await log.read(gate.plan_id)
+    async with resume_gate(gate.plan_id, event_log=log, graph=gate.graph) as third:
+        pass
+    assert third.outcome is not None and third.outcome.status == "failed"
+    assert third.outcome.message == again.outcome.message
+    assert [type(e) for e in await log.read(gate.plan_id)][: len(events)] == [
+        type(e) for e in events
+    ]
+    assert (repo / "app.py").read_text() == "x = 3\n"
