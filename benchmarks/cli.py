@@ -30,6 +30,7 @@ _SCENARIOS = (
     "sandbox",
     "mix",
     "eventlog",
+    "plan",
     "backends",
     "startup",
     "embed",

@@ -82,6 +82,7 @@ _MODULES: Final = {
     "sandbox": "bench_sandbox",
     "mix": "bench_mix",
     "eventlog": "bench_eventlog",
+    "plan": "bench_plan",
     "backends": "bench_backends",
 }
 SCENARIO_ORDER: Final = (*_MODULES, "startup", "embed")
@@ -543,7 +544,7 @@ def _memory_gib() -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One goal (issues 5, 10 and 12): a figure of the report and the bound it should meet."""
+    """One goal (issues 5, 10, 12 and 13): a figure of the report and the bound it should meet."""
 
     id: str
     text: str
@@ -679,6 +680,17 @@ TARGETS: Final = (
         "higher",
         "x",
         "scenario sandbox, on a machine that can sandbox",
+    ),
+    # Issue 13: what the supervisor adds to the engine.
+    Target(
+        "plan-overhead",
+        "the whole lifecycle (run_plan), N=10,000 no-op validations: ≤ 1.5x execute_graph"
+        " alone per validation",
+        _figure("plan", 10_000, lambda c: c["extra"]["plan_vs_engine"]),
+        1.5,
+        "lower",
+        "x",
+        "scenario plan at N=10,000",
     ),
     Target(
         "import",

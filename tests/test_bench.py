@@ -402,3 +402,32 @@ def test_what_a_contender_keeps_spans_its_runs_on_one_loop_and_each_run_across_l
     harness._interleave_across_loops([contender, other], 1, False)
     assert log.count("enter") == log.count("exit") == 2
     assert log[:3] == ["enter", "run", "exit"]
+
+
+def test_the_plan_scenario_checks_every_run_and_compares_with_the_engine() -> None:
+    """A run of the lifecycle that does not apply with every validation passed is an
+    error, not a figure; the ratio is the median walls' (same N on both sides)."""
+    import anyio
+    from gategraph.benchmarks import bench_plan
+    from gategraph.runtime import load_graph
+
+    case = harness.Case("plan", 3, 3)
+    failing = load_graph(
+        {
+            "version": 1,
+            "name": "fails",
+            "resources": {"notes": {"kind": "memory", "files": {"a.md": "x\n"}}},
+            "validations": [{"name": "v", "entrypoint": "gategraph.runtime.testing:failing"}],
+            "nodes": [{"id": "a", "validation": "v"}],
+        }
+    )
+    with pytest.raises(AssertionError, match="the plan ended"):
+        anyio.run(bench_plan.lifecycle(failing, n=1).run)
+    sample = anyio.run(bench_plan.lifecycle(bench_plan.plan_graph(3, 3), n=3).run)
+    assert sample.wall > 0 and len(sample.latencies) == 3
+    samples = {
+        "gategraph": [harness.Sample(wall=3.0), harness.Sample(wall=4.0), harness.Sample(wall=9.0)],
+        "gategraph_engine": [harness.Sample(wall=2.0)],
+    }
+    extra = bench_plan._extra(case, samples)
+    assert extra == {"plan_vs_engine": 2.0, "plan_sqlite_vs_engine": None}
