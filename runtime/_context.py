@@ -271,12 +271,7 @@ def _watch_parent(parent: int, pidfd: int) -> None:
 
 def _kill_self() -> None:
     # Windows has no SIGKILL; there os.kill with SIGTERM ends the process outright.
-    kill = getattr(signal, "SIGKILL", signal.SIGTERM)
-    if hasattr(os, "killpg") and os.getpgid(0) == os.getpid():
-        # A worker that leads its own process group (a sandboxed one, whose processes
-        # cannot leave it) takes every process the call started with it.
-        os.killpg(0, kill)
-    os.kill(os.getpid(), kill)
+    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 class ToolContext:

@@ -282,6 +282,20 @@ def _backend_clock() -> Callable[[], float]:
         return trio.current_time
 
 
+def _keep_journals_out(stack: contextlib.AsyncExitStack, values: Mapping[str, Any]) -> None:
+    """Hide the journal of each folder the run's validations see from its sandboxed
+    workers, for the run: another plan applying into the folder holds its lock, and a
+    sandboxed call that took it too would keep that apply waiting."""
+    from ._kernel import keep_out, let_in
+    from ._resources import JOURNAL
+
+    for value in values.values():
+        if isinstance(value, Path):
+            journal = value / JOURNAL
+            keep_out(journal)
+            stack.callback(let_in, journal)
+
+
 def _resource_values(graph: PlanGraph, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, spec in graph.resources.items():
@@ -1310,6 +1324,7 @@ async def execute_graph(
             # Sandboxed workers started while the run begins: in the pool this runs inside
             # (a plan's, or an embedder's), else in one of the run's own.
             prewarm = min(sandboxed, max_concurrency or graph.policy.max_concurrency)
+            _keep_journals_out(stack, values)
             pool = current_pool()
             if pool is None:
                 await stack.enter_async_context(sandbox_pool(prewarm=prewarm))

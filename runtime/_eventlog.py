@@ -25,7 +25,7 @@ import msgspec
 from ._catalog import _enable_wal
 from ._events import Event, EventBase
 from ._exceptions import ConfigError, PlanBusyError, RuntimeFault
-from ._kernel import keep_out, let_in, renew
+from ._kernel import keep_out, let_in
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -399,9 +399,7 @@ class SQLiteEventLog:
             yield
             return
         folder = self._leases
-        if not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True)
-            renew()  # workers started before it was made do not hide it
+        folder.mkdir(parents=True, exist_ok=True)
         # A digest, not the id itself: any plan id makes a safe file name.
         name = hashlib.sha256(plan_id.encode()).hexdigest()[:32]
         fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)

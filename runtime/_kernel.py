@@ -59,10 +59,11 @@ __all__ = [
     "SandboxLimits",
     "Support",
     "confine",
+    "gone",
+    "hidden_now",
     "keep_out",
     "kept_out",
     "let_in",
-    "renew",
     "sandbox_support",
     "support",
 ]
@@ -547,9 +548,11 @@ def _mount(
 
 _kept_out: Final[Counter[str]] = Counter()
 _kept_lock: Final = threading.Lock()
-_generation = [0]
-"""Counts what was kept out anew: a worker started before then does not hide it (or
-hides files SQLite has since removed and made again, which it then sees)."""
+_epochs: Final[Counter[str]] = Counter()
+"""Per path, how often what was hidden there went away (a database closed: SQLite removes
+the files beside it, and the worker's mounts over them with them): a worker that hid an
+earlier epoch's files does not hide the next ones, though the system may give them the
+same inode numbers."""
 
 
 def keep_out(path: str | os.PathLike[str]) -> None:
@@ -558,17 +561,7 @@ def keep_out(path: str | os.PathLike[str]) -> None:
     worker could otherwise take a lock on it (a read lock will do), which stalls
     gategraph's writes or refuses its plans."""
     with _kept_lock:
-        real = os.path.realpath(path)
-        if not _kept_out[real]:
-            _generation[0] += 1
-        _kept_out[real] += 1
-
-
-def renew() -> None:
-    """Something kept out was made only now (a folder of lock files): workers started
-    before do not hide it."""
-    with _kept_lock:
-        _generation[0] += 1
+        _kept_out[os.path.realpath(path)] += 1
 
 
 def let_in(path: str | os.PathLike[str]) -> None:
@@ -578,13 +571,38 @@ def let_in(path: str | os.PathLike[str]) -> None:
         _kept_out[real] -= 1
         if _kept_out[real] <= 0:
             del _kept_out[real]
+            _epochs[real] += 1
 
 
-def kept_out() -> tuple[int, frozenset[str]]:
-    """What workers started now hide, and its generation: a worker may run calls while
-    the generation is the one it started with."""
+def gone(path: str | os.PathLike[str]) -> None:
+    """What was hidden at ``path`` was removed (a resource's journal, once applied): what
+    is made there next is new to every worker."""
     with _kept_lock:
-        return _generation[0], frozenset(_kept_out)
+        _epochs[os.path.realpath(path)] += 1
+
+
+def kept_out() -> frozenset[str]:
+    """What workers started now hide."""
+    with _kept_lock:
+        return frozenset(_kept_out)
+
+
+def hidden_now(kept: frozenset[str]) -> frozenset[tuple[str, int, int, int]]:
+    """What of ``kept`` exists now (a folder; a database and the files beside it), each by
+    its path, device, inode and epoch: a worker may run calls while all of it is what it
+    hid (a folder of lock files may be made after the worker started, by this process or
+    another; SQLite removes and makes again the files beside a database)."""
+    found: set[tuple[str, int, int, int]] = set()
+    with _kept_lock:
+        epochs = {path: _epochs[path] for path in kept}
+    for path in kept:
+        for candidate in [path] if os.path.isdir(path) else [path + c for c in _COMPANIONS]:
+            try:
+                st = os.stat(candidate)
+            except OSError:
+                continue  # not there: nothing to hide
+            found.add((candidate, st.st_dev, st.st_ino, epochs[path]))
+    return frozenset(found)
 
 
 def _set_limits(limits: SandboxLimits, *, processes: bool) -> None:

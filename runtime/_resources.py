@@ -32,6 +32,7 @@ import stat
 import sys
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path, PurePath
 from types import MappingProxyType
@@ -41,6 +42,7 @@ import msgspec
 
 from ._exceptions import ApplyConflictError, ApplyTwiceError, ConfigError, RuntimeFault
 from ._ids import PLAN_ID_PATTERN
+from ._kernel import gone, keep_out, let_in
 
 if sys.platform != "win32":
     import fcntl
@@ -60,7 +62,8 @@ __all__ = [
     "Sandbox",
 ]
 
-_JOURNAL: Final = ".gategraph-journal"
+JOURNAL: Final = ".gategraph-journal"
+"""The folder, in a directory resource's root, of its apply journal (and its lock)."""
 _JOURNAL_WAIT: Final = 60.0
 """Seconds an apply waits for the journal's lock before it gives up, changing nothing."""
 _APPLIED: Final = "applied"
@@ -272,7 +275,7 @@ def _scan(root: str) -> dict[str, _Digest]:
         folder, prefix = stack.pop()
         with os.scandir(folder) as entries:
             for entry in entries:
-                if not prefix and entry.name == _JOURNAL:
+                if not prefix and entry.name == JOURNAL:
                     continue
                 rel = prefix + entry.name
                 if entry.is_symlink():
@@ -491,7 +494,7 @@ def _path_problem(path: object, *, strict: bool) -> str | None:
         return "escapes the root"
     if strict and any(part in {"", "."} for part in parts):
         return "is not a normalised relative path"
-    if strict and parts[0] == _JOURNAL:
+    if strict and parts[0] == JOURNAL:
         return "is inside the journal folder"
     if strict:
         try:
@@ -635,8 +638,12 @@ class DirectoryResource:
         """Always ``directory``."""
         self.root = Path(os.path.abspath(root))
         """The real folder."""
-        self._journal = self.root / _JOURNAL
+        self._journal = self.root / JOURNAL
         self._lock = _root_lock(self.root)
+        # No sandboxed call may lock the journal (an apply would wait for it): hidden from
+        # workers while it exists, as long as this resource does.
+        keep_out(self._journal)
+        weakref.finalize(self, let_in, self._journal)
 
     def __repr__(self) -> str:
         return f"DirectoryResource({self.name!r}, {os.fspath(self.root)!r})"
@@ -685,7 +692,7 @@ class DirectoryResource:
             return dst
 
         def ignore(folder: str, names: list[str]) -> set[str]:
-            return {_JOURNAL} if folder == source else set()
+            return {JOURNAL} if folder == source else set()
 
         try:
             shutil.copytree(
@@ -757,6 +764,7 @@ class DirectoryResource:
                     os.unlink(self._journal / _LOCK)
                 with contextlib.suppress(OSError):
                     os.rmdir(self._journal)
+                    gone(self._journal)  # made again, it is new to every sandboxed worker
 
     def apply(self, sandbox: Sandbox, changeset: Changeset, *, plan_id: str) -> ApplyReport:
         """Commit ``changeset`` from ``sandbox`` to the real folder: journal first, then rename.
@@ -872,7 +880,7 @@ class DirectoryResource:
                     raise ApplyConflictError(
                         f"resource {self.name!r}: its journal's lock "
                         f"({self._journal / _LOCK}) has been held by another process for "
-                        f"{_JOURNAL_WAIT:.0f} s; nothing was changed",
+                        f"{_JOURNAL_WAIT:.0f} s; gave up without changing the folder",
                         resource=self.name,
                     ) from None
             time.sleep(delay)

@@ -31,7 +31,7 @@ import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._exceptions import ConfigError
-from ._kernel import SandboxLimits, kept_out, support
+from ._kernel import SandboxLimits, hidden_now, kept_out, support
 from ._maxn import UNAVAILABLE
 from ._readonly import unguarded
 from ._results import ResultError
@@ -71,14 +71,16 @@ _Owner = tuple[str, str | None, str | None, bool]
 
 
 class _Worker:
-    __slots__ = ("answers", "folder", "generation", "owner", "process")
+    __slots__ = ("answers", "folder", "hidden", "owner", "process")
 
-    def __init__(self, process: Process, folder: str, generation: int) -> None:
+    def __init__(
+        self, process: Process, folder: str, hidden: frozenset[tuple[str, int, int, int]]
+    ) -> None:
         self.process = process
         self.folder = folder
-        self.generation = generation
-        """Of what it hides (:func:`._kernel.kept_out`): it runs no call once gategraph has
-        opened a database or a lock folder it does not hide."""
+        self.hidden = hidden
+        """What it hides (:func:`._kernel.hidden_now`): it runs no call once something of
+        gategraph's own it must not see exists that it does not hide."""
         self.owner: _Owner | None = None
         """The validation it loaded (name, entrypoint, code, guarded): it runs no other.
         Each call runs in a child of the worker and ends with it; what the validation's
@@ -209,8 +211,9 @@ class SandboxPool:
             str(os.getpid()),
             json.dumps(dataclasses.asdict(self.limits)),
         ]
-        generation, hidden = kept_out()
-        command.append(json.dumps(sorted(hidden)))
+        kept = kept_out()
+        hidden = hidden_now(kept)
+        command.append(json.dumps(sorted(kept)))
         try:
             with unguarded():
                 process = await anyio.open_process(
@@ -226,7 +229,7 @@ class SandboxPool:
             with unguarded():
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        worker = _Worker(process, folder, generation)
+        worker = _Worker(process, folder, hidden)
         try:
             await worker.send(pickle.dumps(list(sys.path)))
             with anyio.fail_after(_START_TIMEOUT):
@@ -247,7 +250,7 @@ class SandboxPool:
                 if worker.owner != wanted:
                     continue
                 del self._idle[index]
-                if worker.process.returncode is None and worker.generation == kept_out()[0]:
+                if worker.process.returncode is None and hidden_now(kept_out()) <= worker.hidden:
                     return worker
                 # Died while idle (killed from outside: not this call's), or started
                 # before gategraph opened a database it would see.

@@ -49,6 +49,8 @@ from ._kernel import SandboxLimits, confine
 _HEADER: Final = struct.Struct(">I")
 _LEFTOVER_GRACE: Final = 0.5
 """Seconds a call's threads and processes get to end once it returned."""
+_CLEARING_ROUNDS: Final = 50
+"""Times the worker kills what earlier calls left running before it gives up."""
 _SPARE_AFTER_MS: Final = 20
 """Milliseconds without a request after which a worker forks its next plan's child."""
 MAX_ANSWER: Final = 64 << 20
@@ -188,6 +190,13 @@ def main() -> None:
     if init is None:
         return
     sys.path[:] = pickle.loads(init)
+    watched = os.pidfd_open(parent)  # Linux 5.3: the sandbox needs 6.12
+    if os.getppid() != parent:
+        os.killpg(0, signal.SIGKILL)  # gategraph died before this worker started: no one waits
+    # Forked before the worker confines itself: outside its Landlock domain, where no call
+    # (and no code the worker loads) can signal or trace it.
+    sentinel = _sentinel(watched, (requests, answers))
+    os.close(watched)
     try:
         confine(folder, limits, hidden)
     except Exception as exc:
@@ -196,14 +205,9 @@ def main() -> None:
         return
     # Everything from here on runs confined: importing only reads. What a call needs is
     # imported now, before the worker says it is ready, not on its first call.
-    from . import _context, _invoke, _readonly, _results  # noqa: F401
+    from . import _invoke, _readonly, _results  # noqa: F401
 
     _readonly.guard_process()
-    watched = os.pidfd_open(parent)  # Linux 5.3: the sandbox needs 6.12
-    if os.getppid() != parent:
-        _context._kill_self()  # gategraph died before this worker started: no one waits
-    sentinel = _sentinel(watched, (requests, answers))
-    os.close(watched)
     worker = _Worker(folder, limits, (requests, answers), sentinel)
     _send(answers, Answer("ready", str(os.getpid())))
     try:
@@ -284,11 +288,15 @@ class _Worker:
         self.child: _Child | None = None
         self.spare: _Child | None = None
         """A child forked ahead, while the worker waited, for the next plan."""
+        self.unfit = False
+        """Processes of an earlier call it could not end: it runs no more calls."""
         self.environment = dict(os.environ)
 
     def serve(self, frame: bytes) -> Answer:
         request = pickle.loads(frame)
         name = request.name
+        if self.unfit:
+            return _replaced(name)
         key = (name, request.entrypoint, request.code, request.guarded)
         if self.key != key:
             # The pool sends a worker one validation's calls only; another's is loaded
@@ -303,7 +311,7 @@ class _Worker:
             if self.child is not None:
                 self._end(self.child)
                 _wipe(self.folder, None)  # nothing of the last plan's files for the next
-            if self._strays():
+            if not self._clear_strays():
                 return _replaced(name)
             if self.spare is not None and self.spare.ended():
                 self._end(self.spare)  # killed while it waited: not this call's doing
@@ -374,12 +382,28 @@ class _Worker:
         if self.child is not None:
             self._end(self.child)
             _wipe(self.folder, None)
-        if self._strays():
-            from ._context import _kill_self
-
-            _kill_self()  # the pool finds this worker gone, and starts another
+        if not self._clear_strays():
+            self.unfit = True  # its next call is answered so, and the pool replaces it
+            return
         if self.spare is None:
             self.spare = self._fork()
+
+    def _clear_strays(self) -> bool:
+        """Kill the processes earlier calls left running (the worker adopts them all: a
+        process of a call cannot leave its group), until none is left; False where they
+        start more than it ends."""
+        for _ in range(_CLEARING_ROUNDS):
+            strays = self._strays()
+            if not strays:
+                return True
+            for pid in strays:
+                os.kill(pid, signal.SIGKILL)
+            for pid in strays:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass  # collected meanwhile
+        return not self._strays()
 
     def _strays(self) -> set[int]:
         """Processes of earlier calls still running (adopted by the worker); those that
@@ -538,7 +562,7 @@ class _Worker:
             if child is not None:
                 self._end(child)
         _wipe(self.folder, None)
-        return not self._strays()
+        return self._clear_strays()
 
 
 def _replaced(name: str) -> Answer:

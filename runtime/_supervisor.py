@@ -20,6 +20,7 @@ import os
 import shutil
 import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self
@@ -1310,8 +1311,16 @@ class Supervisor:
         # The log holds the apply now: the resources' own markers of it may go.
         for name in names:
             release = getattr(self.resources[name], "release", None)
-            if release is not None:
+            if release is None:
+                continue
+            try:
                 await anyio.to_thread.run_sync(functools.partial(release, plan_id=self.plan_id))
+            except ApplyConflictError as kept:
+                # Applied all the same: the markers stay (they keep the plan from being
+                # applied twice), and the next resume of the plan removes them.
+                warnings.warn(
+                    f"plan {self.plan_id}: applied, but {kept}", RuntimeWarning, stacklevel=1
+                )
         return await self._finish(PlanStatus.APPLIED, "applied", changes=changes)
 
     async def _commit(self, names: Sequence[str], *, interrupted: bool) -> dict[str, str]:

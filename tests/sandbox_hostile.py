@@ -548,3 +548,15 @@ def locks_the_leases(root: str, log: str = "") -> dict[str, Any]:
         fd = os.open(os.path.join(folder, name), os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     return {"passed": True, "data": {"leases": names}}
+
+
+def locks_the_journal(root: str) -> dict[str, Any]:
+    """Lock the journal of the resource folder (an apply into it would wait for it)."""
+    import fcntl
+
+    journal = os.path.join(root, ".gategraph-journal")
+    names = sorted(os.listdir(journal))
+    for name in names:
+        fd = os.open(os.path.join(journal, name), os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    return {"passed": True, "data": {"journal": names}}

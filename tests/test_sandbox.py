@@ -331,6 +331,17 @@ async def test_plans_leases_are_out_of_reach(repo: Path, tmp_path: Path) -> None
 
 
 @pytest.mark.anyio
+async def test_a_resource_folders_journal_is_out_of_reach(repo: Path) -> None:
+    """A lock on a folder's journal would keep every apply into it waiting: the journal
+    (here, as another plan's apply leaves it midway) is an empty folder in the sandbox."""
+    journal = repo / ".gategraph-journal"
+    journal.mkdir()
+    (journal / "lock").write_text("")
+    done = await run(repo, "locks_the_journal")
+    assert result_of(done, "locks_the_journal").data == {"journal": []}
+
+
+@pytest.mark.anyio
 async def test_an_error_inside_a_pool_comes_out_as_itself() -> None:
     with pytest.raises(KeyError, match="mine"):
         async with sandbox_pool(prewarm=1):

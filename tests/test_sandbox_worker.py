@@ -534,12 +534,12 @@ def test_a_forged_answer_with_a_thread_that_starts_a_process_later_fails_the_cal
     assert not answer.keep
 
 
-def test_a_process_started_once_the_call_was_judged_ends_the_idle_worker(
+def test_a_process_started_once_the_call_was_judged_is_ended_while_the_worker_waits(
     open_worker: Any,
 ) -> None:
     """A call that rewrites its process's own loop to start a process a moment after it
     answered (after the worker looked): once no call comes for a moment, the worker ends
-    the plan's process, finds what it left, and ends itself and its whole group."""
+    the plan's process, finds what it left, and kills it; the next call runs as ever."""
     code = """
 import subprocess, time
 from gategraph.runtime import _readonly, _sandbox_worker
@@ -555,12 +555,52 @@ def run():
 """
     worker = open_worker()
     assert worker.start().kind == "ready"
-    worker.call(request(code, guarded=False))
-    worker.process.wait(_WAIT)  # ended by itself, without being asked
+    worker.call(request(code, guarded=False, plan="A"))
     deadline = time.monotonic() + _WAIT
-    while _group(worker.process.pid) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        left = [p for p in _group(worker.process.pid) if b"sleep" in _cmdline(p)]
+        if not left:
+            break
         time.sleep(0.01)
-    assert not _group(worker.process.pid)
+    assert not left
+    assert worker.process.poll() is None
+    assert outcome_of(worker.call(request(PASSES, plan="B")))["ok"]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_no_call_can_signal_the_worker_s_watch_on_gategraph(open_worker: Any) -> None:
+    """The sentinel that ends the worker when gategraph dies was started before the worker
+    confined itself: a call cannot kill it (nor anything outside the sandbox)."""
+    code = """
+import os, signal
+def run():
+    refused = []
+    group = os.getpgid(0)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (os.getpid(), os.getppid()):
+            continue
+        try:
+            if os.getpgid(int(entry)) != group:
+                continue
+            os.kill(int(entry), signal.SIGKILL)
+        except PermissionError:
+            refused.append(int(entry))
+        except ProcessLookupError:
+            pass
+    return refused
+"""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    before = set(_group(worker.process.pid)) - {worker.process.pid}
+    refused = outcome_of(worker.call(request(code, guarded=False)))["value"]
+    assert refused and set(refused) <= before, (refused, before)
+    assert set(refused) <= set(_group(worker.process.pid))  # alive
 
 
 def test_no_file_of_one_plan_is_left_for_the_next(open_worker: Any) -> None:
@@ -599,23 +639,29 @@ def test_a_spare_killed_while_it_waited_is_replaced(open_worker: Any) -> None:
     worker = open_worker()
     assert worker.start().kind == "ready"
     assert outcome_of(worker.call(request(PASSES, plan="A")))["ok"]
+    busy = _children_of(worker.process.pid)  # the sentinel, and plan A's process
     deadline = time.monotonic() + _WAIT
-    spares: set[int] = set()
+    spare: set[int] = set()
     while time.monotonic() < deadline:
         children = _children_of(worker.process.pid)
-        if len(children) == 2:  # the sentinel and the spare
-            spares = children
+        if len(children) == 2 and children != busy:  # A's ended, and a spare forked
+            spare = children - busy
             break
         time.sleep(0.01)
-    assert spares, "no spare was forked"
-    # Both are forks of the worker: the spare is the one started last.
-    started = {
-        pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        for pid in spares
-    }
-    os.kill(max(started, key=started.__getitem__), signal.SIGKILL)
+    assert len(spare) == 1, "no spare was forked"
+    [pid] = spare
+    os.kill(pid, signal.SIGKILL)
+    while time.monotonic() < deadline and not _ended(pid):
+        time.sleep(0.01)  # dead before the call comes (a death during a call is that call's)
     answer = worker.call(request(PASSES, plan="B"))
     assert outcome_of(answer)["ok"], answer
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
 
 
 def _children_of(pid: int) -> set[int]:
@@ -973,11 +1019,8 @@ def run():
     assert "left 1 process running" in outcome["message"]
     assert not answer.keep
     assert worker.finish() == 0
-    # It outlived the worker, in the worker's process group (it could not leave it):
-    # ending the group, as the pool does, ends it.
-    [left] = _group(worker.process.pid)
-    assert Path(f"/proc/{left}/cmdline").read_bytes().split(b"\0")[0] == b"sleep"
-    worker.kill()
+    # The worker killed it on its way out (it could not leave the worker's process group,
+    # which the pool ends as well).
     deadline = time.monotonic() + _WAIT
     while _group(worker.process.pid) and time.monotonic() < deadline:
         time.sleep(0.01)  # SIGKILL is delivered; init collects the orphan's status

@@ -399,3 +399,80 @@ def test_an_anyio_worker_process_dies_with_its_killed_parent(tmp_path: Path, bac
     finally:
         parent.kill()
         parent.wait(60)
+
+
+# The same watch, measured in this process: the process it watches is a short-lived child,
+# and "killing this process" is recorded instead.
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX only")
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
+def test_the_watch_ends_its_process_once_the_parent_ended(
+    monkeypatch: pytest.MonkeyPatch, pidfd: bool
+) -> None:
+    import subprocess
+
+    from gategraph.runtime import _context
+
+    killed: list[bool] = []
+    monkeypatch.setattr(_context, "_kill_self", lambda: killed.append(True))
+    parent = subprocess.Popen(["sleep", "0.2"])
+    try:
+        if pidfd:
+            fd = os.pidfd_open(parent.pid)
+            try:
+                _context._watch_parent(parent.pid, fd)
+            finally:
+                os.close(fd)
+        else:
+            # Polling follows this process's parent id: it "changes" on the second look.
+            looks = iter([parent.pid, 1, 1])
+            monkeypatch.setattr(_context.os, "getppid", lambda: next(looks))
+            monkeypatch.setattr(_context.time, "sleep", lambda seconds: None)
+            _context._watch_parent(parent.pid, -1)
+    finally:
+        parent.wait()
+    assert killed == [True]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX only")
+def test_a_worker_whose_parent_is_already_gone_ends_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gategraph.runtime import _context
+
+    class Ended(Exception):
+        pass
+
+    def kill() -> None:
+        raise Ended
+
+    monkeypatch.setattr(_context, "_kill_self", kill)
+    monkeypatch.setattr(_context, "_watched", None)
+    with pytest.raises(Ended):
+        _context.die_with_parent(os.getpid())  # not this process's parent
+    assert _context._watched is None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX only")
+def test_the_watch_starts_once_per_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from gategraph.runtime import _context
+
+    watched: list[tuple[int, int]] = []
+    done = threading.Event()
+
+    def watch(parent: int, pidfd: int) -> None:
+        watched.append((parent, pidfd))
+        if pidfd >= 0:
+            os.close(pidfd)
+        done.set()
+
+    monkeypatch.setattr(_context, "_watch_parent", watch)
+    monkeypatch.setattr(_context, "_watched", None)
+    _context.die_with_parent(os.getppid())
+    _context.die_with_parent(os.getppid())  # once is enough
+    assert done.wait(10)
+    assert [parent for parent, _ in watched] == [os.getppid()]
+    assert _context._watched == os.getppid()

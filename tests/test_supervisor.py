@@ -52,6 +52,26 @@ async def test_happy_path_applies(tmp_path: Path) -> None:
     assert outcome.statistics.rounds == 1 and outcome.statistics.pipeline_completions == 1
 
 
+async def test_an_applied_plan_whose_markers_cannot_go_yet_stays_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once Apply is logged, a resource that cannot clear its own markers (its journal's
+    lock is held elsewhere) leaves them, which keeps the plan from being applied twice: the
+    plan is applied all the same, with a warning saying so."""
+    from gategraph.runtime import ApplyConflictError
+    from gategraph.runtime._resources import DirectoryResource
+
+    def held(self: DirectoryResource, *, plan_id: str) -> None:
+        raise ApplyConflictError("resource 'repo': its journal's lock is held", resource="repo")
+
+    monkeypatch.setattr(DirectoryResource, "release", held)
+    root = repo(tmp_path)
+    with pytest.warns(RuntimeWarning, match=r"applied, but resource 'repo': its journal"):
+        outcome, _, _ = await run(plan(root, [GOOD]))
+    assert outcome.status is PlanStatus.APPLIED
+    assert (root / "src" / "greet.py").exists()
+
+
 async def test_fix_then_revalidate(tmp_path: Path) -> None:
     """A required failure goes to the executor with the rejection, is fixed, revalidated, applied."""
     root = repo(tmp_path)
