@@ -341,7 +341,6 @@ class _Worker:
         worker saw for itself that no thread or process of the call is left in it (the
         child's own account is the call's to forge)."""
         from . import _invoke
-        from ._results import ResultError
 
         deadline = time.monotonic() + _LEFTOVER_GRACE
         while True:
@@ -355,18 +354,7 @@ class _Worker:
         if not (threads or children):
             return answer
         outcome = msgspec.convert(answer.outcome, _invoke.Outcome)
-        if outcome.ok or outcome.error != ResultError.READ_ONLY_VIOLATION:
-            left = []
-            if threads:
-                left.append(f"{threads} thread{'s' * (threads != 1)}")
-            if children:
-                left.append(f"{children} process{'es' * (children != 1)}")
-            outcome = _violation(
-                outcome,
-                f"{name} left {' and '.join(left)} running after it returned "
-                "(a sandboxed call must end everything it starts)",
-            )
-        return Answer("done", name, _plain(outcome), keep=False)
+        return Answer("done", name, _plain(_left_running(outcome, name, threads, children)))
 
     def idle(self, requests: int) -> None:
         """Between calls, once no request came for a moment (not between the calls of a
@@ -423,17 +411,10 @@ class _Worker:
         """The answer when a call left processes running: the call fails for it, and the
         worker goes (with its process group, all of them)."""
         from . import _invoke
-        from ._results import ResultError
 
-        left = len(self._strays())
         call = msgspec.convert(outcome, _invoke.Outcome)
-        if call.ok or call.error != ResultError.READ_ONLY_VIOLATION:
-            call = _violation(
-                call,
-                f"{name} left {left} process{'es' * (left != 1)} running after it returned "
-                "(a sandboxed call must end everything it starts)",
-            )
-        return Answer("done", name, _plain(call), keep=False)
+        left = _left_running(call, name, 0, len(self._strays()))
+        return Answer("done", name, _plain(left), keep=False)
 
     def _load(self, request: Any) -> Any:
         """Load the validation's code into the worker, once, as its call would (under a
@@ -698,17 +679,7 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
         )
     if threads or children:
         keep = False
-        if outcome.ok or outcome.error != ResultError.READ_ONLY_VIOLATION:
-            left = []
-            if threads:
-                left.append(f"{threads} thread{'s' * (threads != 1)}")
-            if children:
-                left.append(f"{children} process{'es' * (children != 1)}")
-            outcome = _violation(
-                outcome,
-                f"{name} left {' and '.join(left)} running after it returned "
-                "(a sandboxed call must end everything it starts)",
-            )
+        outcome = _left_running(outcome, name, threads, children)
     else:
         _readonly.release_process()
     if outcome.ok and _fingerprint(request) != before:
@@ -721,6 +692,25 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     if used > worker.limits.cpu_seconds / 2:
         keep = False  # the next call could run out of CPU seconds midway: a fresh child
     return name, outcome, keep
+
+
+def _left_running(outcome: Any, name: str, threads: int, processes: int) -> Any:
+    """The call's outcome once it is known to have left threads or processes running: a
+    read-only violation, unless it already was one (its first reason is kept)."""
+    from ._results import ResultError
+
+    if not outcome.ok and outcome.error == ResultError.READ_ONLY_VIOLATION:
+        return outcome
+    left = []
+    if threads:
+        left.append(f"{threads} thread{'s' * (threads != 1)}")
+    if processes:
+        left.append(f"{processes} process{'es' * (processes != 1)}")
+    return _violation(
+        outcome,
+        f"{name} left {' and '.join(left)} running after it returned "
+        "(a sandboxed call must end everything it starts)",
+    )
 
 
 def _violation(outcome: Any, message: str) -> Any:

@@ -96,6 +96,22 @@ async def run(repo: Path, *names: str, **kwargs: Any) -> GraphRun:
     return await execute_graph(graph(repo, *names, **kwargs), artifact=artifact)
 
 
+def sandboxed_validation(name: str) -> Any:
+    """The hostile module's ``name``, prepared to run sandboxed, outside any plan."""
+    from gategraph.runtime._invoke import prepare
+    from gategraph.runtime._models import Validation
+
+    validation = Validation.model_validate(
+        {
+            "name": name,
+            "source": "python",
+            "entrypoint": f"{MODULE}:{name}",
+            "resource_slots": ["root"],
+        }
+    )
+    return prepare(validation, lambda name: None, isolation="sandbox")  # type: ignore[arg-type,return-value]
+
+
 def result_of(done: GraphRun, name: str) -> Any:
     [record] = [r for r in done.validations if r.validation == name]
     return record.result
@@ -371,18 +387,9 @@ async def test_a_worker_started_before_a_log_opened_does_not_see_it(
 
 @pytest.mark.anyio
 async def test_the_folder_is_limited_in_size_and_leaves_nothing_on_disk(repo: Path) -> None:
-    from gategraph.runtime._invoke import prepare, to_result
-    from gategraph.runtime._models import Validation
+    from gategraph.runtime._invoke import to_result
 
-    validation = Validation.model_validate(
-        {
-            "name": "fills_the_disk",
-            "source": "python",
-            "entrypoint": f"{MODULE}:fills_the_disk",
-            "resource_slots": ["root"],
-        }
-    )
-    prepared = prepare(validation, lambda name: None, isolation="sandbox")  # type: ignore[arg-type,return-value]
+    prepared = sandboxed_validation("fills_the_disk")
     async with sandbox_pool(limits=SandboxLimits(disk=4 << 20)) as pool:
         outcome = await prepared.call({}, {"root": repo})
         folders = [w.folder for w in pool._idle]
@@ -633,18 +640,9 @@ async def test_memory_is_limited(repo: Path) -> None:
 
 @pytest.mark.anyio
 async def test_file_size_is_limited(repo: Path) -> None:
-    from gategraph.runtime._invoke import prepare, to_result
-    from gategraph.runtime._models import Validation
+    from gategraph.runtime._invoke import to_result
 
-    validation = Validation.model_validate(
-        {
-            "name": "big_file",
-            "source": "python",
-            "entrypoint": f"{MODULE}:big_file",
-            "resource_slots": ["root"],
-        }
-    )
-    prepared = prepare(validation, lambda name: None, isolation="sandbox")  # type: ignore[arg-type,return-value]
+    prepared = sandboxed_validation("big_file")
     async with sandbox_pool(limits=SandboxLimits(file_size=1 << 20)):
         outcome = await prepared.call({}, {"root": repo})
     result = to_result(outcome)
