@@ -277,12 +277,23 @@ class SandboxPool:
                 error=ResultError.EXCEPTION,
                 message=f"{name}: its arguments cannot be copied into the sandbox: {exc}",
             )
-        # Only this validation's calls ever share the worker, each in a child of its own:
-        # what a call leaves behind ends with it, and what the validation's code did when
-        # the worker loaded it reaches no other validation.
+        # Only this validation's calls ever share the worker, each plan's in a process of
+        # its own: what a call leaves behind stays with its plan, and what the validation's
+        # code did when the worker loaded it reaches no other validation.
         owner = (request.name, request.entrypoint, request.code, request.guarded)
         async with self._limiter:
-            worker = await self._take(owner)
+            try:
+                worker = await self._take(owner)
+            except (OSError, _Garbled, anyio.EndOfStream, anyio.IncompleteRead) as exc:
+                # No process to be had (out of processes or memory), or one that died
+                # before it said it was ready: this call's infrastructure fault.
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                return Outcome(
+                    False,
+                    error=UNAVAILABLE,
+                    message=f"no sandboxed worker could be started for {name}: "
+                    f"{why or 'it ended before it was ready'}",
+                )
             if worker.owner is None:
                 self.prewarm(1)  # a fresh one for the next validation, started now
             worker.owner = owner

@@ -999,3 +999,40 @@ def test_nothing_of_sandboxed_code_runs_in_gategraph(
     )
     with pytest.raises(ConfigError, match=words):
         load_graph(text)
+
+
+@pytest.mark.anyio
+async def test_a_worker_that_cannot_be_started_is_an_infrastructure_fault_leaving_nothing(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of processes (the fork fails): that call is ``unavailable``, retried on the
+    plan's budget, and the worker's folder is not left behind."""
+    import errno
+
+    from gategraph.runtime import _context, _sandbox
+    from gategraph.runtime._invoke import to_result
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(_sandbox.anyio, "open_process", refused)
+    parent = _context._scratch_parent()
+    before = set(os.listdir(parent))
+    async with sandbox_pool() as pool:
+        outcome = await sandboxed_validation("honest").call({}, {"root": repo})
+        assert not pool._idle
+    result = to_result(outcome)
+    assert result.data.get("error") == "unavailable", result
+    assert result.message == (
+        "no sandboxed worker could be started for honest: Resource temporarily unavailable"
+    )
+    assert set(os.listdir(parent)) == before
+
+
+@pytest.mark.anyio
+async def test_arguments_that_cannot_be_copied_fail_the_call(repo: Path) -> None:
+    from gategraph.runtime._invoke import to_result
+
+    outcome = await sandboxed_validation("honest").call({}, {"root": lambda: None})
+    result = to_result(outcome)
+    assert not result.passed and "cannot be copied into the sandbox" in result.message, result
