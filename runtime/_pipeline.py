@@ -203,9 +203,14 @@ def applicable_validations(
     for criterion in graph.acceptance:
         for name in criterion.validations:
             by_name.setdefault(name, []).append(criterion.id)
+    modes: dict[str, str] = {}  # one lookup per validation, not per node
     for node in graph.validation_nodes():
-        tool = graph.get_tool(node.target)
-        mode = tool.mode.value if isinstance(tool, Validation) else "required"
+        mode = modes.get(node.target)
+        if mode is None:
+            tool = graph.get_tool(node.target)
+            mode = modes[node.target] = (
+                tool.mode.value if isinstance(tool, Validation) else "required"
+            )
         criteria = tuple(by_name.get(node.id, []) + by_name.get(node.target, []))
         found.append(Applicable(id=node.id, validation=node.target, mode=mode, criteria=criteria))
     if catalog is not None:
