@@ -14,6 +14,7 @@ import sqlite3
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -842,20 +843,17 @@ def test_the_pages_example_runs_as_written(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["example.py"]
 
 
-def test_a_killed_gategraph_takes_its_sandboxed_workers_and_their_processes(
-    repo: Path, tmp_path: Path
-) -> None:
-    """gategraph killed (SIGKILL) mid-call: the worker and the command its call started
-    end too, rather than running on as orphans."""
+def _kill_gategraph_once(
+    graph: str, tmp_path: Path, started: Callable[[int], bool], settle: float = 0.0
+) -> Callable[[], None]:
+    """Run ``graph`` in a gategraph process of its own until ``started(its pid)`` (then
+    ``settle`` seconds more), SIGKILL it, and return what waits for the aftermath."""
     import signal
     import subprocess
     import time
 
-    marker = f"gg-{uuid.uuid4().hex}"
     path = tmp_path / "plan.yaml"
-    path.write_text(
-        graph_text(repo, "starts_and_waits", arguments={"starts_and_waits": {"marker": marker}})
-    )
+    path.write_text(graph)
     script = (
         "import sys, anyio\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
@@ -865,13 +863,36 @@ def test_a_killed_gategraph_takes_its_sandboxed_workers_and_their_processes(
     runner = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
     try:
         for _ in range(200):
-            if running(marker):
+            if started(runner.pid):
                 break
             time.sleep(0.05)
-        assert running(marker), "the sandboxed call never started its command"
+        assert started(runner.pid), "the sandboxed call never started"
+        time.sleep(settle)
     finally:
         runner.send_signal(signal.SIGKILL)
         runner.wait()
+
+    def until(gone: Callable[[], bool], what: Callable[[], Any]) -> None:
+        for _ in range(200):
+            if gone():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"left running: {what()}")
+
+    return lambda: until(lambda: not _workers_of(runner.pid), lambda: _workers_of(runner.pid))
+
+
+def test_a_killed_gategraph_takes_its_sandboxed_workers_and_their_processes(
+    repo: Path, tmp_path: Path
+) -> None:
+    """gategraph killed (SIGKILL) mid-call: the worker and the command its call started
+    end too, rather than running on as orphans."""
+    import time
+
+    marker = f"gg-{uuid.uuid4().hex}"
+    graph = graph_text(repo, "starts_and_waits", arguments={"starts_and_waits": {"marker": marker}})
+    workers_gone = _kill_gategraph_once(graph, tmp_path, lambda pid: bool(running(marker)))
+    workers_gone()
     for _ in range(200):
         if not running(marker):
             return
@@ -900,40 +921,15 @@ def test_a_killed_gategraph_takes_a_worker_that_is_loading_the_code(
 ) -> None:
     """gategraph killed while its worker loads the validation's code (an import that
     takes a minute): the worker ends too."""
-    import signal
-    import subprocess
-    import time
-
-    path = tmp_path / "plan.yaml"
-    path.write_text(
+    graph = (
         "version: 1\nname: slow\n"
         f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
         "validations:\n"
         '  - {name: slow, entrypoint: "sandbox_slow_import:check", resource_slots: [root]}\n'
         "nodes:\n  - {id: slow, validation: slow, isolation: sandbox}\n"
     )
-    script = (
-        "import sys, anyio\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "from gategraph.runtime import execute_graph, load_graph\n"
-        f"anyio.run(execute_graph, load_graph(open({str(path)!r}).read()))\n"
-    )
-    runner = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
-    try:
-        for _ in range(200):
-            if _workers_of(runner.pid):
-                break
-            time.sleep(0.05)
-        assert _workers_of(runner.pid), "no sandboxed worker started"
-        time.sleep(1.0)  # confined and loading by now
-    finally:
-        runner.send_signal(signal.SIGKILL)
-        runner.wait()
-    for _ in range(200):
-        if not _workers_of(runner.pid):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"left running: {_workers_of(runner.pid)}")
+    # Confined and loading a second after the worker appeared.
+    _kill_gategraph_once(graph, tmp_path, lambda pid: bool(_workers_of(pid)), settle=1.0)()
 
 
 def test_gategraph_run_never_loads_sandbox_only_code(repo: Path, tmp_path: Path) -> None:
