@@ -509,26 +509,18 @@ def run(later=False):
 """
 
 
-def test_a_forged_answer_does_not_hide_a_process_left_running(open_worker: Any) -> None:
-    """A call that writes its own answer (a pass, "keep me") and blocks, having left a
-    process running: the worker looks for itself, fails the call and ends, with the
-    process (its group)."""
-    worker = open_worker()
-    assert worker.start().kind == "ready"
-    answer = worker.call(request(_FORGES, guarded=False))
-    outcome = outcome_of(answer)
-    assert outcome["error"] == "read_only_violation" and "left" in outcome["message"], outcome
-    assert not answer.keep
-
-
-def test_a_forged_answer_with_a_thread_that_starts_a_process_later_fails_the_call(
-    open_worker: Any,
+@pytest.mark.parametrize(
+    "later", [False, True], ids=["a process left running", "a thread that starts one later"]
+)
+def test_a_forged_answer_does_not_hide_what_the_call_left_running(
+    open_worker: Any, later: bool
 ) -> None:
-    """The process is started by a thread only after the answer: the worker sees the
-    thread, fails the call and ends; the pool ends its group, the process with it."""
+    """A call that writes its own answer (a pass, "keep me") and blocks, having left a
+    process running, or a thread that starts one only after the answer: the worker looks
+    for itself, fails the call and ends; the pool ends its group, the process with it."""
     worker = open_worker()
     assert worker.start().kind == "ready"
-    answer = worker.call(request(_FORGES, guarded=False, arguments={"later": True}))
+    answer = worker.call(request(_FORGES, guarded=False, arguments={"later": later}))
     outcome = outcome_of(answer)
     assert outcome["error"] == "read_only_violation" and "left" in outcome["message"], outcome
     assert not answer.keep
