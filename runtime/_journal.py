@@ -25,10 +25,11 @@ from ._exceptions import ResumeError
 from ._ids import new_ulid
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
-    from ._engine import GraphRun
+    from ._engine import GraphRun, NodeResult
     from ._eventlog import EventLog
+    from ._pipeline import ValidationOutcome
 
 __all__ = ["ENGINE_TAGS", "PASSING_TAGS", "PlanJournal", "event_tag", "steps_of"]
 
@@ -72,7 +73,14 @@ class PlanJournal:
     Execution actors get one in their request (``request.journal``): a work phase run with
     :func:`execute_graph` logs into the plan's own sequence with :meth:`engine_arguments`
     and :meth:`advance`.
+
+    A replay's journal (``_replay.ReplayJournal``) is one that never turns live: the same
+    supervisor runs against it, and the hooks below (identities here) are where it compares
+    and reports instead of going on.
     """
+
+    offline: bool = False
+    """True for a journal that never appends (a replay): where the log ends, the plan ends."""
 
     def __init__(
         self, log: EventLog, plan_id: str, recorded: Iterable[Event] = (), *, reason: str = ""
@@ -200,6 +208,36 @@ class PlanJournal:
         self._recorded.clear()
         self.replaying = False
         await self._append(PlanResumed, after_seq=self.seq, reason=self.reason)
+
+    # -- where a replay compares (identities for a plan that runs) -------------------------
+
+    def settle(
+        self, layer: str, outcome: ValidationOutcome, artifact: Any, round_number: int
+    ) -> ValidationOutcome:
+        """The outcome of pipeline layer ``layer`` the plan goes on with: its own."""
+        return outcome
+
+    def approval(self, outcome: ValidationOutcome) -> ValidationOutcome:
+        """The approval layer's outcome the plan goes on with: the one it derived."""
+        return outcome
+
+    def check_round(
+        self,
+        round_number: int,
+        events: Sequence[Event],
+        done: Mapping[str, NodeResult],
+        select: Sequence[str],
+        modes: Mapping[str, str],
+        *,
+        retry: bool,
+    ) -> None:
+        """Look over a round's recorded fan-out (``events``, whose results are ``done``)
+        before its results are used; ``select`` is what the round runs."""
+
+    def differs(self, recorded: Event, expected: str, logged: str) -> None:
+        """The log holds ``logged`` at ``recorded`` where the plan now has ``expected``:
+        raises :class:`ResumeError`."""
+        raise self._diverged(recorded, logged, expected)
 
     def _next_step(self) -> Event | None:
         """Skip recorded engine events (a work phase's run) to the next supervisor step."""

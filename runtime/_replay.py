@@ -1,87 +1,73 @@
-"""Replay: re-derive every decision of a plan from its event log, running nothing.
+"""Replay: the supervisor run against a plan's event log, running nothing.
 
 Seed 002 §13: during replay, validation outcomes are read from events, never re-executed,
-so the pipeline's decision is deterministic from history (§5.3). :func:`replay_plan`
-walks one plan's events in ``seq`` order and, with no validation, actor, resource or file
-touched:
+so the pipeline's decision is deterministic from history (§5.3). :func:`replay_plan` runs
+the plan's own :class:`Supervisor` — the one state machine of the lifecycle — with a
+:class:`ReplayJournal`, a journal that never turns live:
 
-* rebuilds each round's semantic outcome from its recorded ``validation_completed``,
-  ``node_completed`` and ``node_skipped`` events (a validator-only retry re-runs the
-  failed nodes and those after them, and merges into the round before, as the supervisor
-  does) and recomputes the round's verdict with :func:`build_verdict`;
-* re-runs the Max-N budget over the rejected rounds, classifying each round's faults as
-  the supervisor does, and compares every ``retry_decided``;
-* follows the failure ladder (fix, strategy revision, a person) and Apply, and flags any
-  step the decisions do not lead to: above all an Apply after a round with a required
-  validation failing.
+* every fact is read from the log: strategies, artifacts, each validation's result, a
+  person's answers, what the approval layer decided;
+* every decision the supervisor takes is compared with the one the log records — a
+  round's outcome and verdict, each Max-N decision, each rung of the failure ladder,
+  Apply — and a difference is reported with its seq, both sides, and the plan goes on as
+  the log does (so one tampered event is one line);
+* where the supervisor would have to run something the log does not hold (a validation,
+  an actor, a person), the replay stops there: a log that ends is a plan running or
+  crashed, a log that holds something else has diverged.
 
-What the log does not hold the inputs of is taken from the log, and the report says so:
-routing and payload rejections (the artifact is not recorded), the approval layer (seed
-002 §19 forbids re-executing approval decisions; auto-approval is not recorded either),
-and a person's escalation decisions.
+Nothing runs: the journal never turns live, so no validation, actor, resource or file is
+reached; the lifecycle's coroutine is stepped to its end without an event loop.
+
+What the log does not hold the inputs of is taken from it, and the report says so:
+routing rejections of validations that could not be prepared, payload rejections of an
+artifact that was not JSON, the approval layer (seed 002 §19 forbids re-executing approval
+decisions) and a person's answers.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import msgspec
 
-from ._engine import NodeResult, ValidationRecord
 from ._events import (
-    WITHDRAWN,
-    ApplyStarted,
-    ApprovalDecided,
     ApprovalRequired,
     ArtifactRejected,
-    ArtifactValidated,
-    ArtifactValidationStarted,
-    EscalationDecided,
-    EscalationRequested,
     Event,
     EventBase,
-    FixRequested,
     NodeCompleted,
     NodeSkipped,
-    PlanFinished,
     PlanResumed,
     PlanStarted,
-    RetryDecided,
-    StrategyProduced,
-    StrategyRevisionRequested,
     ValidationCompleted,
     ValidationStarted,
-    WorkFinished,
 )
 from ._exceptions import CatalogError
-from ._journal import ENGINE_TAGS
-from ._maxn import FaultKind, MaxNPolicy, RetryBudget, RetryDecision, primary_fault
+from ._journal import PlanJournal, event_tag
+from ._maxn import InMemoryAuditLog
 from ._models import Validation, ValidationMode
 from ._pipeline import (
     ATTACHMENT,
     LAYERS,
+    NeedsApproval,
     Passed,
     Reason,
     Rejected,
+    ValidationOutcome,
     applicable_validations,
-    check_payload,
-    logged_result,
-    retry_only_nodes,
-    round_faults,
     routing_reason,
-    semantic_outcome,
-    with_descendants,
-    work_failed_reason,
 )
 from ._protocols import Applicable
+from ._resources import MemoryResource
 
 if TYPE_CHECKING:
     from ._catalog import Catalog
+    from ._engine import NodeResult
     from ._graph import PlanGraph
+    from ._supervisor import PlanOutcome
 
-__all__ = ["ReplayReport", "graph_applicable", "replay_plan"]
+__all__ = ["ReplayJournal", "ReplayReport", "graph_applicable", "replay_plan"]
 
 
 class ReplayReport(msgspec.Struct, kw_only=True):
@@ -102,93 +88,10 @@ class ReplayReport(msgspec.Struct, kw_only=True):
     """What was taken from the log as given, and anything else worth knowing."""
 
 
-# -- the supervisor's rules, shared --------------------------------------------------------
-# The supervisor has its own copies of these (Supervisor._faults, _runtime_error, the end of
-# _semantic, _with_descendants, _retry_only in _decide); it should call these,
-# so that replay and the run cannot drift apart.
-
-
-def _criteria_by_name(graph: PlanGraph) -> dict[str, list[str]]:
-    by_name: dict[str, list[str]] = {}
-    for criterion in graph.acceptance:
-        for name in criterion.validations:
-            by_name.setdefault(name, []).append(criterion.id)
-    return by_name
-
-
 def graph_applicable(graph: PlanGraph) -> list[Applicable]:
     """The graph's validation nodes as :class:`Applicable` (mode, bound criteria)."""
     return applicable_validations(graph, None, "")
 
-
-# -- the replay ----------------------------------------------------------------------------
-
-
-class _Phase(enum.Enum):
-    """Where the plan is, as far as the log got: what it may do next."""
-
-    START = "start"
-    STRATEGIZE = "strategize"
-    WORK = "work"
-    VALIDATE = "validate"
-    ROUND = "round"
-    APPROVAL = "approval"
-    PAUSED_APPROVAL = "paused for approval"
-    APPROVED = "approved"
-    DENIED = "denied"
-    DECIDE = "decide"
-    FIX = "fix"
-    REVISE = "revise"
-    ESCALATE = "escalate"
-    ESCALATED = "escalated"
-    PAUSED_DECISION = "paused for a decision"
-    ABORTED = "aborted"
-    APPLY = "apply"
-    APPLYING = "applying"
-    APPLIED = "applied"
-    FINISHED = "finished"
-
-
-_EXPECTS: Final[Mapping[_Phase, tuple[str, ...]]] = {
-    _Phase.START: ("plan_started",),
-    _Phase.STRATEGIZE: ("strategy_produced",),
-    _Phase.WORK: ("work_finished",),
-    _Phase.VALIDATE: ("artifact_validation_started",),
-    _Phase.ROUND: ("artifact_rejected", "artifact_validated", "approval_required"),
-    _Phase.APPROVAL: ("approval_decided", "plan_finished"),
-    _Phase.PAUSED_APPROVAL: ("approval_decided",),
-    _Phase.APPROVED: ("artifact_validated",),
-    _Phase.DENIED: ("artifact_rejected",),
-    _Phase.DECIDE: ("retry_decided",),
-    _Phase.FIX: ("fix_requested",),
-    _Phase.REVISE: ("strategy_revision_requested",),
-    _Phase.ESCALATE: ("escalation_requested",),
-    _Phase.ESCALATED: ("escalation_decided", "plan_finished"),
-    _Phase.PAUSED_DECISION: ("escalation_decided",),
-    _Phase.ABORTED: ("plan_finished",),
-    # Apply may be refused: the sandboxes changed while validated, or the plan was withdrawn.
-    _Phase.APPLY: ("apply_started", "plan_finished"),
-    _Phase.APPLYING: ("apply_completed", "plan_finished"),  # a resource may refuse
-    _Phase.APPLIED: ("plan_finished",),
-    _Phase.FINISHED: (),
-}
-"""The supervisor's events each phase may be followed by."""
-
-_FINISHED_STATUS: Final[Mapping[_Phase, str]] = {
-    _Phase.APPROVAL: "awaiting_approval",
-    _Phase.ESCALATED: "awaiting_decision",
-    _Phase.ABORTED: "failed",
-    _Phase.APPLY: "failed",
-    _Phase.APPLYING: "failed",
-    _Phase.APPLIED: "applied",
-}
-
-_PAUSES: Final[Mapping[_Phase, _Phase]] = {
-    _Phase.APPROVAL: _Phase.PAUSED_APPROVAL,
-    _Phase.ESCALATED: _Phase.PAUSED_DECISION,
-}
-"""A ``plan_finished`` in these phases pauses the plan for a person; a later run of the
-supervisor (``gategraph decide`` / ``approve``) continues the same log."""
 
 _NOTE_ROUTING: Final = (
     "routing rejections for validations that could not be prepared are taken from the log "
@@ -205,10 +108,34 @@ _NOTE_APPROVAL: Final = (
 _NOTE_PERSON: Final = "a person's escalation decisions are taken from the log"
 _NOTE_APPROVER: Final = "a person's approval decisions are taken from the log"
 _NOTE_BACKOFF: Final = "the waits before validator re-runs are not logged, so not checked"
+_ROUND_ENDS: Final = frozenset({"artifact_rejected", "artifact_validated", "approval_required"})
+_PAUSED: Final = {
+    "awaiting_approval": "paused for approval",
+    "awaiting_decision": "paused for a decision",
+}
 
-
-def _tag(event: EventBase) -> str:
-    return str(type(event).__struct_config__.tag)
+# What a replay compares of each decision the supervisor logs (the rest of an event is a
+# fact, or says when). The field's text in a mismatch line is ``name value``.
+_COMPARED: Final[Mapping[str, tuple[str, ...]]] = {
+    "strategy_produced": ("revision",),
+    "work_finished": ("attempt",),
+    "artifact_rejected": ("round",),
+    "artifact_validated": ("round",),
+    "approval_required": ("round",),
+    "fix_requested": ("attempt", "note"),
+    "strategy_revision_requested": ("revision",),
+    "escalation_requested": ("reason",),
+    "plan_finished": ("status",),
+}
+_DECISION_FIELDS: Final = (
+    "decision",
+    "fault_kind",
+    "classification",
+    "budget_used",
+    "budget_limit",
+    "round",
+    "attempt",
+)
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -243,719 +170,625 @@ def _logged_reasons(layer: str, texts: Sequence[str]) -> tuple[Reason, ...]:
     return tuple(Reason(layer=layer, message=text.removeprefix(f"{layer}: ")) for text in texts)
 
 
-class _Round:
-    """One validation round's engine events, as the log recorded them."""
-
-    __slots__ = ("engine", "nodes", "number", "retry_only", "selected")
-
-    def __init__(self, number: int, retry_only: list[str] | None, selected: set[str]) -> None:
-        self.number = number
-        self.retry_only = retry_only
-        """The nodes whose failure a ``retry-validator`` decision re-runs, if any."""
-        self.selected = selected
-        """What a retry re-runs: those nodes and every node after them."""
-        self.engine: list[Event] = []
-        self.nodes: dict[str, NodeResult] = {}
-        """The run's nodes, validations included, in the order they ended."""
+def _reasons_text(outcome: ValidationOutcome) -> str:
+    return "; ".join(str(r) for r in outcome.reasons) if isinstance(outcome, Rejected) else ""
 
 
-class _Semantic:
-    """A round's semantic layer, re-derived: its records, results, outcome and verdict."""
-
-    __slots__ = ("outcome", "records", "results", "verdict")
-
-    def __init__(
-        self,
-        records: dict[str, ValidationRecord],
-        results: dict[str, NodeResult],
-        outcome: Passed | Rejected,
-        verdict: dict[str, Any],
-    ) -> None:
-        self.records = records
-        self.results = results
-        self.outcome = outcome
-        self.verdict = verdict
-
-    @property
-    def reasons(self) -> tuple[Reason, ...]:
-        return self.outcome.reasons if isinstance(self.outcome, Rejected) else ()
-
-    @property
-    def failing(self) -> str:
-        return "; ".join(str(r) for r in self.reasons)
+class _LogEnds(Exception):
+    """The supervisor needs a step the log does not hold, and the log holds no more."""
 
 
-class _Replayer:
-    def __init__(
-        self, graph: PlanGraph, catalog: Catalog | None, plan_id: str, events: Sequence[Event]
-    ) -> None:
+class _Diverged(Exception):
+    """The supervisor needs a step (``wanted``) where the log holds another (``recorded``)."""
+
+    def __init__(self, recorded: Event, wanted: str) -> None:
+        super().__init__(wanted)
+        self.recorded = recorded
+        self.wanted = wanted
+
+
+class _Nobody:
+    """The actors of a replay: never called, since a replay's journal never turns live."""
+
+    async def _never(self, request: Any) -> NoReturn:  # pragma: no cover
+        raise AssertionError("a replay calls no actor")
+
+    strategize = execute = fix = escalate = _never
+
+
+async def _no_wait(seconds: float) -> None:
+    """A replay does not wait out the backoffs the run waited."""
+
+
+class ReplayJournal(PlanJournal):
+    """A plan's recorded events, walked by the supervisor with nothing appended and nothing
+    run: each difference between what the supervisor decides and what the log says is
+    recorded (``found``), and the plan goes on as the log does."""
+
+    offline = True
+
+    def __init__(self, plan_id: str, recorded: Sequence[Event], graph: PlanGraph) -> None:
+        from ._eventlog import MemoryEventLog
+
+        super().__init__(MemoryEventLog(), plan_id, recorded)
+        self.replaying = True  # also for a log with no step: where it ends, the plan ends
         self.graph = graph
-        self.catalog = catalog
-        self.plan_id = plan_id
         self.found: list[tuple[int, int, str]] = []
+        """(seq, order, line) of each mismatch."""
         self.notes: list[str] = []
         self.decisions = 0
-        self.rounds = 0
-        self.phase = _Phase.START
-        self.budget = RetryBudget(MaxNPolicy(limit=graph.policy.retry_limit))
-        self.revision = 0
-        self.attempt = 0
-        self.round_no = 0
-        self.round: _Round | None = None
-        self.records: dict[str, ValidationRecord] = {}
-        self.results: dict[str, NodeResult] = {}
-        self.retry_only: list[str] | None = None
-        self.last_round: tuple[int, bool, str] | None = None
-        """The last round ended: its number, whether replay says it passed, and why not."""
-        self.pending: tuple[RetryDecision, FaultKind, int] | None = None
-        self.pending_round = 0
-        self.fix_note: str | None = None
-        self.work: WorkFinished | None = None
-        """The last recorded artifact (or execution actor's failure)."""
-        self.denied = False
-        self.finished_at = 0
-        self.modes: dict[str, str] = {}
-        self.applicable = graph_applicable(graph)
-        for item in self.applicable:
-            self.modes[item.id] = item.mode
-        self._attachments(events)
+        """Decisions of the supervisor compared with the log."""
+        self.ended_early = False
+        """Whether the plan ended where the log goes on (its plan_finished missing)."""
+        self._wanted = ""
+        self._end: tuple[int, Event | None, str | None, Event | None] | None = None
+        self._gate_checked = False
+        self._none_ran = False
+        self._round_failing: str | None = None
+        self._last_round: tuple[int, bool, str] | None = None
+        """The last round: its number, whether it passed as replayed, and why not."""
 
     # -- reporting ------------------------------------------------------------------------
 
     def mismatch(self, event: EventBase, expected: str, found: str) -> None:
-        line = f"seq {event.seq} ({_tag(event)}): expected {expected}, log says {found}"
+        """Record one line: ``seq N (tag): expected X, log says Y``."""
+        line = f"seq {event.seq} ({event_tag(event)}): expected {expected}, log says {found}"
         self.found.append((event.seq, len(self.found), line))
 
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
 
-    # -- what applies ---------------------------------------------------------------------
+    def differs(self, recorded: Event, expected: str, logged: str) -> None:
+        self.mismatch(recorded, expected, logged)
 
-    def _attachments(self, events: Sequence[Event]) -> None:
-        """The attachments the log shows running, with their modes (catalog, else graph)."""
-        by_name = _criteria_by_name(self.graph)
-        seen: dict[str, tuple[ValidationStarted | ValidationCompleted, str | None]] = {}
-        for event in events:
-            if not isinstance(event, ValidationStarted | ValidationCompleted):
+    def leftovers(self) -> list[Event]:
+        """What the log holds that the supervisor never reached (markers aside)."""
+        return [e for e in self._recorded if not isinstance(e, PlanResumed)]
+
+    # -- the supervisor's steps -----------------------------------------------------------
+
+    async def emit(self, event_type: type[EventBase], **fields: Any) -> str:
+        want = str(event_type.__struct_config__.tag)
+        self._wanted = want
+        while True:
+            recorded = self._next_step()
+            if recorded is None:
+                raise _LogEnds
+            got = event_tag(recorded)
+            if got == want:
+                break
+            if want == "plan_finished" and any(event_tag(e) == want for e in self._recorded):
+                # The plan ends here; the log goes on to its end: all that is out of place.
+                while event_tag(self._recorded[0]) != want:
+                    extra = self._recorded.popleft()
+                    self._advance(extra)
+                    if not isinstance(extra, PlanResumed):
+                        self.mismatch(extra, want, event_tag(extra))
                 continue
-            if event.attachment_id is None and not event.node.startswith(ATTACHMENT):
+            after = self.peek_after()
+            if after is not None and event_tag(after) == want:
+                # Out of place: the step the supervisor takes comes right after it.
+                self.mismatch(recorded, self._instead(got, want), got)
+                self._recorded.popleft()
+                self._advance(recorded)
                 continue
-            if event.node not in seen:
-                seen[event.node] = (event, event.attachment_id)
-        for node, (event, attachment_id) in seen.items():
-            mode = self._attachment_mode(event.validation)
-            if mode is None:
-                where = (
-                    "neither the catalog nor the graph defines"
-                    if self.catalog is not None
-                    else "the graph does not define, and no catalog was given"
-                )
-                self.mismatch(
-                    event,
-                    f"a validation whose mode is known, for {node}",
-                    f"{event.validation!r}, which {where} (assumed required; replay with the "
-                    "catalog the plan ran with)",
-                )
-                mode = ValidationMode.REQUIRED.value
-            self.modes[node] = mode
-            self.applicable.append(
-                Applicable(
-                    id=node,
-                    validation=event.validation,
-                    mode=mode,
-                    attachment_id=attachment_id or node.removeprefix(ATTACHMENT),
-                    criteria=tuple(by_name.get(event.validation, [])),
-                )
+            # Missing: the supervisor goes on as if the log held it.
+            self.decisions += 1
+            if want == "plan_finished":
+                self.ended_early = True  # what the log holds after this is out of place
+            else:
+                self.mismatch(recorded, self._expected(want), f"{got} ({want} is missing)")
+            return ""
+        self.decisions += 1
+        self._compare(recorded, want, fields)
+        self._recorded.popleft()
+        self._advance(recorded)
+        return recorded.id
+
+    def take(self, tag: str, **expect: Any) -> Any:
+        self._wanted = tag
+        recorded = super().take(tag, **expect)
+        if recorded is not None:
+            self.decisions += 1
+            if tag == "escalation_decided":
+                self.note(_NOTE_PERSON)
+            elif tag == "approval_decided":
+                self.note(_NOTE_APPROVER)
+        return recorded
+
+    async def go_live(self) -> None:
+        recorded = self._next_step()
+        if recorded is None:
+            raise _LogEnds
+        raise _Diverged(recorded, self._wanted)
+
+    def _check(
+        self, recorded: Event, event_type: type[EventBase], fields: Mapping[str, Any]
+    ) -> None:
+        logged = msgspec.structs.asdict(recorded)
+        for name, value in fields.items():
+            if logged.get(name) != value:
+                self.mismatch(recorded, f"{name} {value!r}", f"{name} {logged.get(name)!r}")
+
+    def _expected(self, want: str) -> str:
+        return f"{want} (the round's outcome)" if want in _ROUND_ENDS else want
+
+    def _instead(self, got: str, want: str) -> str:
+        """What the log should show instead of ``got``, where the supervisor takes ``want``."""
+        if got != "apply_started":
+            return self._expected(want)
+        why = "no round has ended yet"
+        if self._last_round is not None:
+            number, passed, failing = self._last_round
+            why = (
+                f"round {number} was rejected: {_short(failing, 100)}"
+                if not passed
+                else f"round {number} passed, but {want} comes first"
             )
-        if seen:
-            self.note(
-                "attachment modes come from the catalog"
-                if self.catalog is not None
-                else "attachment modes come from the graph: no catalog was given"
-            )
-        if self.catalog is not None:
-            current = {
-                f"{ATTACHMENT}{a.id}"
-                for name in self.graph.resources
-                for a in self.catalog.resolve(name, project=self.graph.project, plan=self.plan_id)
-            }
-            if current != set(seen):
-                self.note(
-                    "the catalog's attachments differ from those the log shows running "
-                    "(changed since the run?); replay follows the log"
-                )
+        return (
+            "no apply_started: Apply follows only an artifact_validated round with no "
+            f"required validation failing, and {why}"
+        )
 
-    def _attachment_mode(self, validation: str) -> str | None:
-        tool: Any = None
-        if self.catalog is not None:
-            try:
-                tool = self.catalog.get(validation)
-            except CatalogError:
-                tool = None
-        if tool is None:
-            try:
-                tool = self.graph.get_tool(validation)
-            except KeyError:
-                return None
-        return tool.mode.value if isinstance(tool, Validation) else None
-
-    # -- the walk -------------------------------------------------------------------------
-
-    def run(self, events: Sequence[Event]) -> None:
-        next_seq = 1
-        for event in events:
-            if event.plan_id != self.plan_id:
-                self.mismatch(event, f"an event of plan {self.plan_id}", f"plan {event.plan_id}")
-                continue
-            if event.seq != next_seq:
-                found = (
-                    f"seq {event.seq} (events {next_seq}..{event.seq - 1} are missing)"
-                    if event.seq > next_seq
-                    else f"seq {event.seq} again"
-                )
-                self.mismatch(event, f"seq {next_seq}", found)
-            next_seq = max(next_seq, event.seq + 1)
-            self.step(event)
-        if self.phase in (_Phase.PAUSED_APPROVAL, _Phase.PAUSED_DECISION):
-            self.note(f"the plan is {self.phase.value}: the log ends at its pause")
-        elif self.phase is not _Phase.FINISHED and events:
-            last = events[-1]
-            self.note(
-                f"the log ends at seq {last.seq} ({_tag(last)}) without plan_finished: the "
-                "plan is running or crashed; what is there was replayed"
-            )
-
-    def step(self, event: Event) -> None:
-        tag = _tag(event)
-        if tag in ENGINE_TAGS and self.phase is _Phase.ROUND:
-            self.engine_event(event)
-            return
-        if tag in ENGINE_TAGS and self.phase is _Phase.WORK:
-            return  # the execution actor's own run: its artifact is in work_finished
-        if tag == "plan_resumed":
-            assert isinstance(event, PlanResumed)
-            self.note(
-                f"the plan was resumed after seq {event.after_seq} ({event.reason}); what "
-                "the earlier run left unfinished was taken up, not redone"
-            )
-            return
-        if tag in _EXPECTS[self.phase]:
-            self.apply(tag, event)
-            return
-        # An event missing? If the one expected here would lead to this one, say it is
-        # missing and go on from there; otherwise this one is out of place: skip it.
-        missing = self.main_expected()
-        if missing is not None:
-            after = self.phase_after(missing)
-            if after is not None and (
-                tag in _EXPECTS[after] or (after is _Phase.ROUND and tag in ENGINE_TAGS)
-            ):
-                self.mismatch(event, self.expected_text(None), f"{tag} ({missing} is missing)")
-                self.apply(missing, None)
-                self.step(event)
-                return
-        self.mismatch(event, self.expected_text(tag), tag)
-
-    def expected_text(self, tag: str | None) -> str:
-        """What the log should show here (instead of ``tag``, when given)."""
-        if self.phase is _Phase.FINISHED:
-            return f"nothing after plan_finished (seq {self.finished_at})"
-        if tag == "apply_started":
-            why = "no round has ended yet"
-            if self.phase is _Phase.ROUND and self.round is not None:
-                why = f"round {self.round.number} has no outcome yet"
-            elif self.last_round is not None:
-                number, passed, failing = self.last_round
-                why = (
-                    f"round {number} was rejected: {_short(failing, 100)}"
-                    if not passed
-                    else f"round {number} passed, but {self.phase.value} comes first"
-                )
-            return (
-                "no apply_started: Apply follows only an artifact_validated round with no "
-                f"required validation failing, and {why}"
-            )
-        if self.phase is _Phase.ROUND:
-            return f"{self.main_expected()} (the round's outcome)"
-        return " or ".join(_EXPECTS[self.phase])
-
-    def main_expected(self) -> str | None:
-        """The one event the log should show next, if there is exactly one."""
-        if self.phase is _Phase.ROUND:
-            # What the semantic layer says; a pass may still meet the approval layer, whose
-            # outcome only the log knows.
-            semantic = self.semantic()
-            passed = semantic is not None and isinstance(semantic.outcome, Passed)
-            return "artifact_validated" if passed else "artifact_rejected"
-        expects = _EXPECTS[self.phase]
-        return expects[0] if len(expects) == 1 else None
-
-    def phase_after(self, tag: str) -> _Phase | None:
-        """The phase ``tag`` leads to from here, when it does not depend on its fields."""
-        simple = {
-            "plan_started": _Phase.STRATEGIZE,
-            "strategy_produced": _Phase.WORK,
-            "work_finished": _Phase.VALIDATE,
-            "artifact_validation_started": _Phase.ROUND,
-            "approval_required": _Phase.APPROVAL,
-            "artifact_rejected": _Phase.DECIDE,
-            "artifact_validated": _Phase.APPLY,
-            "fix_requested": _Phase.WORK,
-            "strategy_revision_requested": _Phase.STRATEGIZE,
-            "escalation_requested": _Phase.ESCALATED,
-            "apply_started": _Phase.APPLYING,
-            "apply_completed": _Phase.APPLIED,
-        }
-        if tag == "retry_decided":
-            return self.after_decision()
-        return simple.get(tag)
-
-    def after_decision(self) -> _Phase | None:
-        if self.pending is None:
-            return None
-        decision = self.pending[0]
-        if decision is RetryDecision.FIX:
-            return _Phase.FIX
-        if decision is RetryDecision.RETRY_VALIDATOR:
-            return _Phase.VALIDATE
-        if (
-            decision is RetryDecision.ESCALATE_EXHAUSTED
-            and self.revision < self.graph.policy.strategy_revisions
-        ):
-            return _Phase.REVISE
-        return _Phase.ESCALATE
-
-    def apply(self, tag: str, event: Event | None) -> None:
-        """Take the transition ``tag`` (``event`` is None when the log is missing it)."""
-        handler = getattr(self, f"on_{tag}")
-        handler(event)
-
-    # -- the lifecycle's events -----------------------------------------------------------
-
-    def on_plan_started(self, event: PlanStarted | None) -> None:
-        if event is not None and (event.graph, event.project) != (
-            self.graph.name,
-            self.graph.project,
-        ):
-            self.mismatch(
-                event,
-                f"graph {self.graph.name!r} (project {self.graph.project!r})",
-                f"graph {event.graph!r} (project {event.project!r})",
-            )
-        self.phase = _Phase.STRATEGIZE
-
-    def on_strategy_produced(self, event: StrategyProduced | None) -> None:
-        if event is not None and event.revision != self.revision:
-            self.mismatch(event, f"revision {self.revision}", f"revision {event.revision}")
-        self.attempt += 1  # the execution actor's first attempt on this strategy
-        self.phase = _Phase.WORK
-
-    def on_work_finished(self, event: WorkFinished | None) -> None:
-        if event is not None and event.attempt != self.attempt:
-            self.mismatch(event, f"attempt {self.attempt}", f"attempt {event.attempt}")
-        self.work = event
-        # An execution actor that gave the plan up: the plan ends, nothing is validated.
-        withdrawn = event is not None and event.fault == WITHDRAWN
-        self.phase = _Phase.ABORTED if withdrawn else _Phase.VALIDATE
-
-    def expected_gate(self) -> tuple[str, list[str]] | None:
-        """What the routing and payload layers say about the recorded artifact: the layer
-        that rejects it and why, ``("", [])`` when both pass; None if the log cannot tell
-        (no ``work_finished``, or an artifact that was not JSON and so is not recorded)."""
-        work = self.work
-        if work is None:
-            return None
-        if work.error is not None:
-            return "routing", [str(work_failed_reason(work.error, work.fault))]
-        artifact = work.artifact
-        if isinstance(artifact, Mapping) and set(artifact) == {"unencodable", "repr"}:
-            return None
-        reasons = check_payload(artifact, self.graph.lifecycle.artifact_schema)
-        return ("payload", [str(r) for r in reasons]) if reasons else ("", [])
-
-    def _check_gate(self, layer: str | None, event: Event | None) -> bool:
-        """Compare a round's routing / payload outcome with the recorded artifact's; False
-        when the log cannot tell (the outcome is then taken from the log)."""
-        gate = self.expected_gate()
-        if gate is None or event is None:
-            return False
-        want_layer, want = gate
-        if layer in ("routing", "payload"):
-            assert isinstance(event, ArtifactRejected)
-            if layer == "routing" and want_layer != "routing":
-                # A validation that could not be prepared: its inputs are not in the log.
-                return False
-            if (want_layer, want) != (layer, list(event.reasons)):
-                expected = f"{want_layer} rejection: {_short('; '.join(want), 100)}"
-                self.mismatch(
-                    event,
-                    expected if want_layer else "the artifact to pass routing and payload",
-                    f"{layer} rejection: " + _short("; ".join(event.reasons), 100),
-                )
-            return True
-        if want_layer:
-            self.mismatch(
-                event,
-                f"a {want_layer} rejection: {_short('; '.join(want), 100)}",
-                f"{_tag(event)} (the round went past the {want_layer} layer)",
-            )
-        return True
-
-    def on_approval_required(self, event: ApprovalRequired | None) -> None:
-        """The approval layer wants a person: the semantic layer must have passed."""
-        current = self.round
-        assert current is not None
-        semantic = self.semantic()
-        if event is not None:
-            if event.round != current.number:
-                self.mismatch(event, f"round {current.number}", f"round {event.round}")
-            if semantic is None or not isinstance(semantic.outcome, Passed):
-                failing = semantic.failing if semantic is not None else "no validation ran"
-                self.mismatch(
-                    event,
-                    "artifact_rejected at the semantic layer: " + _short(failing, 120),
-                    "approval_required",
-                )
-        self.note(_NOTE_APPROVAL)
-        self.phase = _Phase.APPROVAL
-
-    def on_approval_decided(self, event: ApprovalDecided | None) -> None:
-        assert event is not None  # a person's decision is never implied
-        self.note(_NOTE_APPROVER)
-        self.denied = not event.approved
-        self.phase = _Phase.APPROVED if event.approved else _Phase.DENIED
-
-    def on_artifact_validation_started(self, event: ArtifactValidationStarted | None) -> None:
-        self.round_no += 1
-        self.rounds += 1
-        if event is not None:
-            want = (self.round_no, self.attempt, self.revision)
-            got = (event.round, event.attempt, event.revision)
+    def _compare(self, recorded: Event, tag: str, fields: Mapping[str, Any]) -> None:
+        """Compare the decision the supervisor logs now with the recorded one."""
+        if tag == "plan_started":
+            want = (fields["graph"], fields["project"])
+            got = (getattr(recorded, "graph", None), getattr(recorded, "project", None))
             if want != got:
                 self.mismatch(
-                    event,
-                    "round {}, attempt {}, revision {}".format(*want),
-                    "round {}, attempt {}, revision {}".format(*got),
+                    recorded,
+                    "graph {!r} (project {!r})".format(*want),
+                    "graph {!r} (project {!r})".format(*got),
                 )
-        retry = self.retry_only
-        selected = set(with_descendants(self.graph, retry)) if retry else set()
-        self.round = _Round(self.round_no, retry, selected)
-        self.phase = _Phase.ROUND
-
-    def engine_event(self, event: Event) -> None:
-        current = self.round
-        assert current is not None
-        current.engine.append(event)
-        node = getattr(event, "node", None)
-        if current.retry_only and node is not None and node not in current.selected:
-            if isinstance(event, ValidationCompleted | NodeCompleted | NodeSkipped):
-                self.mismatch(
-                    event,
-                    "only the failed nodes and those after them to re-run ("
-                    + ", ".join(sorted(current.selected))
-                    + ")",
-                    f"{node} ran too",
-                )
-        if isinstance(event, ValidationCompleted) and event.node not in self.modes:
-            self.mismatch(
-                event,
-                f"a validation node of graph {self.graph.name!r} or an attachment",
-                f"{event.node}, which is neither",
-            )
-        node = getattr(event, "node", None)
-        if node is not None:
-            result = logged_result(event, self._kind(node), self.modes.get(node))
-            if result is not None:
-                current.nodes[node] = result
-
-    def _kind(self, node: str) -> str:
-        try:
-            return self.graph.node(node).kind.value
-        except KeyError:
-            return "validation" if node.startswith(ATTACHMENT) else "work"
-
-    def semantic(self) -> _Semantic | None:
-        """The current round's semantic layer re-derived from its events, as the supervisor
-        derives it; None if it did not run (no engine events though something was to run)."""
-        current = self.round
-        assert current is not None
-        ran_something = bool(current.retry_only) or bool(self.modes)
-        if ran_something and not current.engine:
-            return None
-        if current.retry_only:
-            records, results = dict(self.records), dict(self.results)
-        else:
-            records, results = {}, {}
-        results.update(current.nodes)
-        records.update({n: r for n, r in current.nodes.items() if isinstance(r, ValidationRecord)})
-        outcome, verdict = semantic_outcome(
-            self.plan_id, self.graph, self.applicable, records, results
-        )
-        return _Semantic(records, results, outcome, verdict)
-
-    def _check_verdict(self, event: Event, expected: Mapping[str, Any], logged: Any) -> None:
-        want = _findings(expected)
-        got = _findings(logged if isinstance(logged, Mapping) else None)
-        if want != got:
-            self.mismatch(event, _verdict_text(*want), _verdict_text(*got))
-
-    def _end_round(self, tag: str, event: Event | None) -> None:
-        """The round's outcome: re-derived where the log has its inputs, else taken."""
-        current = self.round
-        assert current is not None
-        self.decisions += 1
-        if isinstance(event, ArtifactRejected | ArtifactValidated) and (
-            event.round != current.number
-        ):
-            self.mismatch(event, f"round {current.number}", f"round {event.round}")
-        layer = event.layer if isinstance(event, ArtifactRejected) else None
-        if tag == "artifact_rejected" and layer is None:  # missing from the log
-            layer = "semantic" if current.engine else "payload"
-        if layer is not None and layer not in LAYERS:
-            assert event is not None
-            self.mismatch(event, "a layer of " + ", ".join(LAYERS), f"layer {layer!r}")
-            layer = "payload"
-        checked = self._check_gate(layer, event)
-        if layer in ("routing", "payload"):
-            assert isinstance(event, ArtifactRejected) or event is None
-            if not checked:
-                self.note(_NOTE_ROUTING if layer == "routing" else _NOTE_PAYLOAD)
-            if current.engine and event is not None:
-                self.mismatch(
-                    event,
-                    f"no validation in round {current.number} (the {layer} layer rejects "
-                    "before the semantic layer runs)",
-                    f"the semantic layer ran from seq {current.engine[0].seq}",
-                )
-            texts = event.reasons if event is not None else []
-            outcome = Rejected(layer, _logged_reasons(layer, texts))
-            self.round = None
-            self.last_round = (current.number, False, "; ".join(texts) or f"{layer} layer")
-            self.decide(outcome)
             return
-        semantic = self.semantic()
-        self.retry_only = None  # the semantic layer was reached: the re-run list is used up
-        if semantic is None:
-            assert event is not None
-            self.mismatch(
-                event,
-                f"the semantic layer's validations in round {current.number} (the "
-                f"{layer or 'semantic'} layer comes after it)",
-                "none ran",
-            )
-            semantic = _Semantic(self.records, self.results, Passed(), {})
-        else:
-            self.records, self.results = semantic.records, semantic.results
-            if not current.retry_only:
-                self._check_full(current, event)
-        self.round = None
-        passed = isinstance(semantic.outcome, Passed)
-        self.last_round = (current.number, passed, semantic.failing)
-        if tag == "artifact_rejected" and layer == "semantic":
-            if event is not None:
-                assert isinstance(event, ArtifactRejected)
-                if passed:
-                    self.mismatch(
-                        event,
-                        "the round to pass the semantic layer (every required validation "
-                        "ran and passed)",
-                        "artifact_rejected at the semantic layer: "
-                        + _short("; ".join(event.reasons), 120),
-                    )
-                elif sorted(str(r) for r in semantic.reasons) != sorted(event.reasons):
-                    self.mismatch(
-                        event,
-                        "reasons " + _short(semantic.failing, 120),
-                        "reasons " + _short("; ".join(event.reasons), 120),
-                    )
-                if semantic.verdict:
-                    self._check_verdict(event, semantic.verdict, event.verdict)
-            rejected = semantic.outcome
-            self.decide(rejected if isinstance(rejected, Rejected) else Rejected("semantic", ()))
+        if tag == "artifact_validation_started":
+            names = ("round", "attempt", "revision")
+            now = [fields[name] for name in names]
+            then = [getattr(recorded, name) for name in names]
+            if now != then:
+                text = "round {}, attempt {}, revision {}"
+                self.mismatch(recorded, text.format(*now), text.format(*then))
             return
-        if event is not None and not passed:
-            self.mismatch(
-                event,
-                "artifact_rejected at the semantic layer: " + _short(semantic.failing, 120),
-                (f"{tag} ({event.status})" if isinstance(event, PlanFinished) else tag)
-                + ("" if layer is None else f" at the {layer} layer"),
-            )
-        if tag == "artifact_rejected":  # the approval layer denied it
-            assert isinstance(event, ArtifactRejected)
-            self.note(_NOTE_APPROVAL)
-            self.last_round = (current.number, False, "; ".join(event.reasons))
-            if self.denied:  # by a person: the plan fails, no retry
-                self.denied = False
-                self.phase = _Phase.ABORTED
-                return
-            self.decide(Rejected("approval", _logged_reasons("approval", event.reasons)))
-            return
-        if tag == "artifact_validated":
-            if isinstance(event, ArtifactValidated) and semantic.verdict:
-                self._check_verdict(event, semantic.verdict, event.verdict)
-            self.note(_NOTE_APPROVAL)
-            self.phase = _Phase.APPLY
-            return
-
-    def _check_full(self, current: _Round, event: Event | None) -> None:
-        """A full round runs every applicable validation (or records why one was skipped)."""
-        if event is None:
-            return
-        ran = set(current.nodes)
-        missing = [a.id for a in self.applicable if a.id not in ran]
-        if missing:
-            self.mismatch(
-                event,
-                f"every applicable validation to run in round {current.number}",
-                "no result for " + ", ".join(missing),
-            )
-
-    def on_artifact_rejected(self, event: ArtifactRejected | None) -> None:
-        self._end_round("artifact_rejected", event)
-
-    def on_artifact_validated(self, event: ArtifactValidated | None) -> None:
-        self._end_round("artifact_validated", event)
-
-    def decide(self, outcome: Rejected) -> None:
-        """Max-N (seed 003): the budget's decision about a rejected round."""
-        faults = round_faults(outcome)
-        decision = self.budget.decide_round(faults)
-        fault = primary_fault(faults) or faults[0]
-        self.pending = (decision, fault, self.budget.used)
-        self.pending_round = self.round_no
-        if decision is RetryDecision.RETRY_VALIDATOR:
-            nodes = retry_only_nodes(outcome)
-            self.retry_only = nodes
-            self.note(_NOTE_BACKOFF)
-        self.phase = _Phase.DECIDE
-
-    def on_retry_decided(self, event: RetryDecided | None) -> None:
-        assert self.pending is not None
-        decision, fault, used = self.pending
-        self.decisions += 1
-        if event is not None:
-            want = {
-                "decision": decision.value,
-                "fault_kind": fault.kind,
-                "classification": fault.classification.value,
-                "budget_used": used,
-                "budget_limit": self.budget.limit,
-                "round": self.pending_round,
-                "attempt": self.attempt,
-            }
-            got = {name: getattr(event, name) for name in want}
-            differ = [name for name in want if want[name] != got[name]]
+        if tag == "retry_decided":
+            differ = [n for n in _DECISION_FIELDS if fields[n] != getattr(recorded, n)]
             if differ:
                 self.mismatch(
-                    event,
-                    " ".join(f"{name}={want[name]}" for name in differ),
-                    " ".join(f"{name}={got[name]}" for name in differ),
+                    recorded,
+                    " ".join(f"{n}={fields[n]}" for n in differ),
+                    " ".join(f"{n}={getattr(recorded, n)}" for n in differ),
                 )
-        after = self.after_decision()
-        assert after is not None
-        self.fix_note = None
-        self.phase = after
-
-    def on_fix_requested(self, event: FixRequested | None) -> None:
-        self.decisions += 1
-        self.attempt += 1
-        if event is not None:
-            if event.attempt != self.attempt:
-                self.mismatch(event, f"attempt {self.attempt}", f"attempt {event.attempt}")
-            if event.note != self.fix_note:
-                self.mismatch(event, f"note {self.fix_note!r}", f"note {event.note!r}")
-        self.fix_note = None
-        self.phase = _Phase.WORK
-
-    def on_strategy_revision_requested(self, event: StrategyRevisionRequested | None) -> None:
-        self.decisions += 1
-        self.revision += 1
-        if event is not None and event.revision != self.revision:
-            self.mismatch(event, f"revision {self.revision}", f"revision {event.revision}")
-        self.budget.reset()  # a revised strategy is new work: a fresh budget
-        self.phase = _Phase.STRATEGIZE
-
-    def on_escalation_requested(self, event: EscalationRequested | None) -> None:
-        self.decisions += 1
-        assert self.pending is not None
-        reason = "permanent" if self.pending[0] is RetryDecision.ESCALATE_PERMANENT else "exhausted"
-        if event is not None and event.reason != reason:
-            self.mismatch(event, f"reason {reason!r}", f"reason {event.reason!r}")
-        self.phase = _Phase.ESCALATED
-
-    def on_escalation_decided(self, event: EscalationDecided | None) -> None:
-        assert event is not None  # a person's decision is never implied
-        self.note(_NOTE_PERSON)
-        if event.action == "retry":
-            self.budget.reset()
-            self.fix_note = event.note
-            self.phase = _Phase.FIX
+            if fields["decision"] == "retry-validator":
+                self.note(_NOTE_BACKOFF)
             return
-        if event.action != "abort":
-            self.mismatch(event, "action 'retry' or 'abort'", f"action {event.action!r}")
-        self.phase = _Phase.ABORTED
-
-    def on_apply_started(self, event: ApplyStarted | None) -> None:
-        self.decisions += 1
-        if event is not None:
-            if self.last_round is not None and not self.last_round[1]:
-                number, _, failing = self.last_round
+        if tag == "apply_started":
+            if self._last_round is not None and not self._last_round[1]:
+                number, _, failing = self._last_round
                 self.mismatch(
-                    event,
+                    recorded,
                     f"no Apply: a required validation is failing in round {number} "
                     f"({_short(failing, 100)})",
                     "apply_started",
                 )
-            resources = sorted(self.graph.resources)
-            if event.resources != resources:
-                self.mismatch(
-                    event, f"resources {resources}", f"resources {sorted(event.resources)}"
-                )
-        self.phase = _Phase.APPLYING
+            logged = sorted(getattr(recorded, "resources", ()))
+            if fields["resources"] != logged:
+                self.mismatch(recorded, f"resources {fields['resources']}", f"resources {logged}")
+            return
+        for name in _COMPARED.get(tag, ()):
+            value, logged_value = fields.get(name), getattr(recorded, name, None)
+            if value != logged_value:
+                self.mismatch(recorded, f"{name} {value!r}", f"{name} {logged_value!r}")
+        verdict = fields.get("verdict")
+        if tag in ("artifact_rejected", "artifact_validated") and verdict and not self._none_ran:
+            want_findings = _findings(verdict)
+            logged_verdict = getattr(recorded, "verdict", None)
+            got_findings = _findings(
+                logged_verdict if isinstance(logged_verdict, Mapping) else None
+            )
+            if want_findings != got_findings:
+                self.mismatch(recorded, _verdict_text(*want_findings), _verdict_text(*got_findings))
 
-    def on_apply_completed(self, event: Event | None) -> None:
-        self.decisions += 1
-        self.phase = _Phase.APPLIED
+    # -- a round --------------------------------------------------------------------------
 
-    def on_plan_finished(self, event: PlanFinished | None) -> None:
-        self.decisions += 1
-        status = _FINISHED_STATUS.get(self.phase)
-        if isinstance(event, PlanFinished):
-            if status is not None and event.status != status:
-                self.mismatch(event, f"status {status!r}", f"status {event.status!r}")
-            self.finished_at = event.seq
-        self.phase = _PAUSES.get(self.phase, _Phase.FINISHED)
+    def _round_end(self, round_number: int) -> tuple[Event | None, str | None, Event | None]:
+        """The round's recorded outcome (not consumed): the event (None if the log's next
+        step is not one), the layer it names, and the first engine event before it."""
+        if self._end is None or self._end[0] != round_number:
+            end: Event | None = None
+            first_engine: Event | None = None
+            for event in self._recorded:
+                tag = event_tag(event)
+                if isinstance(event, PlanResumed):
+                    continue
+                if tag in _ROUND_ENDS:
+                    end = event
+                    break
+                if tag.startswith(("node_", "validation_", "run_", "artifact_produced")):
+                    first_engine = first_engine or event
+                    continue
+                break
+            layer = end.layer if isinstance(end, ArtifactRejected) else None
+            if isinstance(end, ArtifactRejected) and layer not in LAYERS:
+                self.mismatch(end, "a layer of " + ", ".join(LAYERS), f"layer {layer!r}")
+                layer = "payload"
+            self._end = (round_number, end, layer, first_engine)
+        _, end, layer, first_engine = self._end
+        return end, layer, first_engine
 
-    # -- the report -----------------------------------------------------------------------
-
-    def report(self, events: int) -> ReplayReport:
-        mismatches = [line for _, _, line in sorted(self.found)]
-        return ReplayReport(
-            plan_id=self.plan_id,
-            matches=not mismatches,
-            events=events,
-            rounds=self.rounds,
-            decisions_checked=self.decisions,
-            mismatches=mismatches,
-            notes=list(self.notes),
+    def settle(
+        self, layer: str, outcome: ValidationOutcome, artifact: Any, round_number: int
+    ) -> ValidationOutcome:
+        """Compare a layer's outcome with the round's recorded one, and go on with the
+        log's: a rejection where the log has one, else the supervisor's own."""
+        if layer == LAYERS[0]:
+            self._gate_checked = False
+            self._round_failing = None
+        end, logged_layer, first_engine = self._round_end(round_number)
+        settled = outcome
+        if end is not None:
+            if layer in ("routing", "payload"):
+                settled = self._gate(layer, outcome, artifact, end, logged_layer, first_engine)
+            elif layer == "semantic":
+                settled = self._semantic(outcome, end, logged_layer)
+        if isinstance(outcome, Rejected) and self._round_failing is None:
+            self._round_failing = _reasons_text(outcome)
+        failing = self._round_failing
+        self._last_round = (
+            round_number,
+            failing is None,
+            failing if failing is not None else _reasons_text(settled),
         )
+        return settled
+
+    def _gate(
+        self,
+        layer: str,
+        outcome: ValidationOutcome,
+        artifact: Any,
+        end: Event,
+        logged_layer: str | None,
+        first_engine: Event | None,
+    ) -> ValidationOutcome:
+        """Routing and payload: re-derived from the recorded artifact where the log has it."""
+        if self._gate_checked:
+            return outcome
+        rejected = isinstance(outcome, Rejected)
+        stub = isinstance(artifact, Mapping) and set(artifact) == {"unencodable", "repr"}
+        logged = list(end.reasons) if isinstance(end, ArtifactRejected) else []
+        at_gate = logged_layer in ("routing", "payload")
+        if layer == "routing" and not rejected:
+            if logged_layer != "routing":
+                return outcome  # compared at the payload layer
+            # A validation that could not be prepared: its inputs are not in the log.
+            self._gate_checked = True
+            self.note(_NOTE_ROUTING)
+            return self._gate_rejection(end, logged_layer, logged, first_engine)
+        self._gate_checked = True
+        if layer == "payload" and stub:
+            if logged_layer == "payload":
+                self.note(_NOTE_PAYLOAD)
+                return self._gate_rejection(end, logged_layer, logged, first_engine)
+            return Passed()
+        want = _reasons_text(outcome)
+        if at_gate:
+            assert logged_layer is not None
+            mine = [str(r) for r in outcome.reasons] if isinstance(outcome, Rejected) else []
+            if (layer if rejected else "", mine) != (logged_layer, logged):
+                self.mismatch(
+                    end,
+                    f"{layer} rejection: {_short(want, 100)}"
+                    if rejected
+                    else "the artifact to pass routing and payload",
+                    f"{logged_layer} rejection: " + _short("; ".join(logged), 100),
+                )
+            return self._gate_rejection(end, logged_layer, logged, first_engine)
+        if rejected:
+            self.mismatch(
+                end,
+                f"a {layer} rejection: {_short(want, 100)}",
+                f"{event_tag(end)} (the round went past the {layer} layer)",
+            )
+        return Passed()
+
+    def _gate_rejection(
+        self, end: Event, layer: str, logged: list[str], first_engine: Event | None
+    ) -> Rejected:
+        """The log's routing or payload rejection, which no validation may follow."""
+        if first_engine is not None:
+            self.mismatch(
+                end,
+                f"no validation in round {getattr(end, 'round', '?')} (the {layer} layer "
+                "rejects before the semantic layer runs)",
+                f"the semantic layer ran from seq {first_engine.seq}",
+            )
+        return Rejected(layer, _logged_reasons(layer, logged))
+
+    def _semantic(
+        self, outcome: ValidationOutcome, end: Event, logged_layer: str | None
+    ) -> ValidationOutcome:
+        """The semantic layer: re-derived from the round's recorded results."""
+        if self._none_ran:
+            outcome = Passed()
+        failing = _reasons_text(outcome)
+        if isinstance(end, ArtifactRejected) and logged_layer == "semantic":
+            if not isinstance(outcome, Rejected):
+                self.mismatch(
+                    end,
+                    "the round to pass the semantic layer (every required validation ran "
+                    "and passed)",
+                    "artifact_rejected at the semantic layer: "
+                    + _short("; ".join(end.reasons), 120),
+                )
+                return Rejected("semantic", ())
+            if sorted(str(r) for r in outcome.reasons) != sorted(end.reasons):
+                self.mismatch(
+                    end,
+                    "reasons " + _short(failing, 120),
+                    "reasons " + _short("; ".join(end.reasons), 120),
+                )
+            return outcome
+        if isinstance(outcome, Rejected):
+            # The log went past the semantic layer: so does the replay.
+            self.mismatch(
+                end,
+                "artifact_rejected at the semantic layer: " + _short(failing, 120),
+                event_tag(end) + ("" if logged_layer is None else f" at the {logged_layer} layer"),
+            )
+            return Passed()
+        return outcome
+
+    def approval(self, outcome: ValidationOutcome) -> ValidationOutcome:
+        self.note(_NOTE_APPROVAL)
+        end = next((e for e in self._recorded if event_tag(e) in _ROUND_ENDS), None)
+        if isinstance(end, ApprovalRequired):
+            return NeedsApproval(end.tier, end.message)
+        if isinstance(end, ArtifactRejected) and end.layer == "approval":
+            return Rejected("approval", _logged_reasons("approval", end.reasons))
+        return Passed()
+
+    def check_round(
+        self,
+        round_number: int,
+        events: Sequence[Event],
+        done: Mapping[str, NodeResult],
+        select: Sequence[str],
+        modes: Mapping[str, str],
+        *,
+        retry: bool,
+    ) -> None:
+        """A retry re-runs only the failed nodes and those after them; a full round runs
+        every applicable validation; every validation is one of the plan's."""
+        selected = set(select)
+        for event in events:
+            node = getattr(event, "node", None)
+            if (
+                retry
+                and node is not None
+                and node not in selected
+                and isinstance(event, ValidationCompleted | NodeCompleted | NodeSkipped)
+            ):
+                self.mismatch(
+                    event,
+                    "only the failed nodes and those after them to re-run ("
+                    + ", ".join(sorted(selected))
+                    + ")",
+                    f"{node} ran too",
+                )
+            if isinstance(event, ValidationCompleted) and event.node not in modes:
+                self.mismatch(
+                    event,
+                    f"a validation node of graph {self.graph.name!r} or an attachment",
+                    f"{event.node}, which is neither",
+                )
+        end, layer, _ = self._round_end(round_number)
+        self._none_ran = not events and (retry or bool(modes))
+        if end is None:
+            return
+        if self._none_ran:
+            self.mismatch(
+                end,
+                f"the semantic layer's validations in round {round_number} (the "
+                f"{layer or 'semantic'} layer comes after it)",
+                "none ran",
+            )
+        elif not retry:
+            missing = [node for node in modes if node not in done]
+            if missing:
+                self.mismatch(
+                    end,
+                    f"every applicable validation to run in round {round_number}",
+                    "no result for " + ", ".join(missing),
+                )
+
+
+def _attachments(
+    graph: PlanGraph,
+    catalog: Catalog | None,
+    plan_id: str,
+    events: Sequence[Event],
+    journal: ReplayJournal,
+) -> list[Applicable]:
+    """The applicable validations: the graph's, and the attachments the log shows running,
+    with their modes (from the catalog, else the graph)."""
+    by_name: dict[str, list[str]] = {}
+    for criterion in graph.acceptance:
+        for name in criterion.validations:
+            by_name.setdefault(name, []).append(criterion.id)
+    applicable = graph_applicable(graph)
+    seen: dict[str, tuple[ValidationStarted | ValidationCompleted, str | None]] = {}
+    for event in events:
+        if not isinstance(event, ValidationStarted | ValidationCompleted):
+            continue
+        if event.attachment_id is None and not event.node.startswith(ATTACHMENT):
+            continue
+        if event.node not in seen:
+            seen[event.node] = (event, event.attachment_id)
+    for node, (event, attachment_id) in seen.items():
+        mode = _attachment_mode(graph, catalog, event.validation)
+        if mode is None:
+            where = (
+                "neither the catalog nor the graph defines"
+                if catalog is not None
+                else "the graph does not define, and no catalog was given"
+            )
+            journal.mismatch(
+                event,
+                f"a validation whose mode is known, for {node}",
+                f"{event.validation!r}, which {where} (assumed required; replay with the "
+                "catalog the plan ran with)",
+            )
+            mode = ValidationMode.REQUIRED.value
+        applicable.append(
+            Applicable(
+                id=node,
+                validation=event.validation,
+                mode=mode,
+                attachment_id=attachment_id or node.removeprefix(ATTACHMENT),
+                criteria=tuple(by_name.get(event.validation, [])),
+            )
+        )
+    if seen:
+        journal.note(
+            "attachment modes come from the catalog"
+            if catalog is not None
+            else "attachment modes come from the graph: no catalog was given"
+        )
+    if catalog is not None:
+        current = {
+            f"{ATTACHMENT}{a.id}"
+            for name in graph.resources
+            for a in catalog.resolve(name, project=graph.project, plan=plan_id)
+        }
+        if current != set(seen):
+            journal.note(
+                "the catalog's attachments differ from those the log shows running "
+                "(changed since the run?); replay follows the log"
+            )
+    return applicable
+
+
+def _attachment_mode(graph: PlanGraph, catalog: Catalog | None, validation: str) -> str | None:
+    tool: Any = None
+    if catalog is not None:
+        try:
+            tool = catalog.get(validation)
+        except CatalogError:
+            tool = None
+    if tool is None:
+        try:
+            tool = graph.get_tool(validation)
+        except KeyError:
+            return None
+    return tool.mode.value if isinstance(tool, Validation) else None
 
 
 def replay_plan(
     events: Sequence[Event], graph: PlanGraph, *, catalog: Catalog | None = None
 ) -> ReplayReport:
-    """Re-derive every decision of one plan from its events and compare with the log.
+    """Run the plan's supervisor against its events and compare every decision with the log.
 
     ``events`` are the plan's events (any order: they are sorted by ``seq``); ``graph`` is
     the plan graph it ran, ``catalog`` the catalog it ran with, for the modes of attached
     validations. Nothing runs: no validation, actor, resource or file is touched (seed 002
     §13). Raises :class:`ValueError` when there are no events.
     """
+    from ._supervisor import Supervisor
+
     if not events:
         raise ValueError("no events to replay")
     ordered = sorted(events, key=lambda e: e.seq)
     started = next((e for e in ordered if isinstance(e, PlanStarted)), ordered[0])
-    replayer = _Replayer(graph, catalog, started.plan_id, ordered)
-    replayer.run(ordered)
-    return replayer.report(len(ordered))
+    plan_id = started.plan_id
+    journal = ReplayJournal(plan_id, (), graph)
+    mine: list[Event] = []
+    next_seq = 1
+    for event in ordered:
+        if event.plan_id != plan_id:
+            journal.mismatch(event, f"an event of plan {plan_id}", f"plan {event.plan_id}")
+            continue
+        if event.seq != next_seq:
+            found = (
+                f"seq {event.seq} (events {next_seq}..{event.seq - 1} are missing)"
+                if event.seq > next_seq
+                else f"seq {event.seq} again"
+            )
+            journal.mismatch(event, f"seq {next_seq}", found)
+        next_seq = max(next_seq, event.seq + 1)
+        if isinstance(event, PlanResumed):
+            journal.note(
+                f"the plan was resumed after seq {event.after_seq} ({event.reason}); what "
+                "the earlier run left unfinished was taken up, not redone"
+            )
+        mine.append(event)
+    applicable = _attachments(graph, catalog, plan_id, mine, journal)
+    walked = ReplayJournal(plan_id, mine, graph)
+    walked.found, walked.notes = journal.found, journal.notes
+    options = started.options if isinstance(started, PlanStarted) else {}
+    nobody = _Nobody()
+    supervisor = Supervisor(
+        graph,
+        # Stand-ins: a replay touches no resource (its events name the real ones).
+        resources={name: MemoryResource(name) for name in graph.resources},
+        escalation=nobody,
+        audit=InMemoryAuditLog(),
+        auto_approve=bool(options.get("auto_approve", False)),
+        sleep=_no_wait,
+        strategy_actor=nobody,
+        execution_actor=nobody,
+    )
+    supervisor.plan_id = plan_id
+    supervisor.applicable = applicable
+    supervisor.journal = walked
+    outcome = _walk(supervisor, walked, mine)
+    if outcome is not None:
+        pause = _PAUSED.get(outcome.status.value)
+        if pause is not None:
+            walked.note(f"the plan is {pause}: the log ends at its pause")
+        after = (
+            "plan_finished"
+            if walked.ended_early
+            else f"nothing after plan_finished (seq {walked.seq})"
+        )
+        for event in walked.leftovers():
+            walked.mismatch(event, after, event_tag(event))
+    mismatches = [line for _, _, line in sorted(walked.found)]
+    return ReplayReport(
+        plan_id=plan_id,
+        matches=not mismatches,
+        events=len(ordered),
+        rounds=supervisor.round,
+        decisions_checked=walked.decisions,
+        mismatches=mismatches,
+        notes=list(walked.notes),
+    )
+
+
+def _walk(supervisor: Any, journal: ReplayJournal, events: Sequence[Event]) -> PlanOutcome | None:
+    """Step the supervisor's lifecycle to its end: its outcome, or None where the log ends
+    or diverges first. No event loop is needed: nothing it awaits suspends, since the journal
+    never turns live (one that would is a bug, and raises)."""
+    coroutine = supervisor.replay()
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        outcome: PlanOutcome = finished.value
+        return outcome
+    except _LogEnds:
+        if events:
+            last = events[-1]
+            journal.note(
+                f"the log ends at seq {last.seq} ({event_tag(last)}) without plan_finished: "
+                "the plan is running or crashed; what is there was replayed"
+            )
+        return None
+    except _Diverged as diverged:
+        recorded = diverged.recorded
+        journal.mismatch(recorded, diverged.wanted, event_tag(recorded))
+        journal.note(
+            f"replay stops at seq {recorded.seq}: the plan needs {diverged.wanted} there, "
+            "which the log does not hold"
+        )
+        return None
+    coroutine.close()
+    raise RuntimeError("replay awaited something that suspends: a replay runs nothing")

@@ -612,8 +612,18 @@ class Supervisor:
                     f"({lost}); nothing was changed"
                 )
 
+    async def replay(self) -> PlanOutcome:
+        """Run the lifecycle against the log its journal holds, never live (see
+        :func:`replay_plan`): each decision is compared with the log's, each fact is read
+        from it, and nothing runs, since the journal never turns live."""
+        await self.journal.emit(PlanStarted, **self._started_fields(None, None))
+        return await self._lifecycle()
+
     async def _started(self) -> dict[str, Any]:
         path, digest = await anyio.to_thread.run_sync(_graph_file, self.graph)
+        return self._started_fields(path, digest)
+
+    def _started_fields(self, path: str | None, digest: str | None) -> dict[str, Any]:
         resources = {
             name: {"kind": resource.kind, "root": os.fspath(resource.root)}
             if isinstance(resource, DirectoryResource)
@@ -945,7 +955,9 @@ class Supervisor:
         outcome: ValidationOutcome = Passed()
         for layer in LAYERS:  # seed 002 §5.2: a fixed order; the first rejection ends it
             began = time.perf_counter()
-            outcome = await layers[layer](artifact)
+            outcome = self.journal.settle(
+                layer, await layers[layer](artifact), artifact, self.round
+            )
             spent = self.stats.layer_seconds.get(layer, 0.0) + time.perf_counter() - began
             self.stats.layer_seconds[layer] = spent
             if not isinstance(outcome, Passed):
@@ -982,6 +994,10 @@ class Supervisor:
         callable (seed 002 §8: "required capabilities are available")."""
         if isinstance(artifact, _WorkFailed):
             return Rejected("routing", (work_failed_reason(str(artifact), artifact.fault),))
+        if self.journal.offline:
+            # Whether each validation could be prepared then is not recorded (preparing it
+            # now would import its code): a replay takes such a rejection from the log.
+            return Passed()
         reasons = []
         # Once per distinct validation, not per node: a fan-out of 100,000 nodes running one
         # validation prepares it once.
@@ -1050,7 +1066,7 @@ class Supervisor:
             self.results = {}
             self.records = {}
         if self.journal.replaying:
-            select = await self._from_log(select, given)
+            select = await self._from_log(select, given, retry=bool(retry_only))
         if select:
             run: GraphRun = await execute_graph(
                 self.graph,
@@ -1074,12 +1090,15 @@ class Supervisor:
         )
         return outcome
 
-    async def _from_log(self, select: Sequence[str], given: dict[str, Any]) -> list[str]:
+    async def _from_log(
+        self, select: Sequence[str], given: dict[str, Any], *, retry: bool
+    ) -> list[str]:
         """Take the round's results the log holds; return what is left to run (nothing if
         the log shows the round ended). Completed nodes' outputs go into ``given``."""
         modes = {a.id: a.mode for a in self.applicable}
         done: dict[str, NodeResult] = {}
-        for event in self.journal.engine_events():
+        events = self.journal.engine_events()
+        for event in events:
             node = getattr(event, "node", None)
             if node is None:
                 continue
@@ -1092,6 +1111,7 @@ class Supervisor:
         self.results.update(done)
         self.records.update({n: r for n, r in done.items() if isinstance(r, ValidationRecord)})
         if self.journal.peek() is not None:
+            self.journal.check_round(self.round, events, done, select, modes, retry=retry)
             return []  # the log goes on past this round: its fan-out finished
         # The log ends inside this round: the process died mid fan-out.
         await self.journal.go_live()
@@ -1125,7 +1145,9 @@ class Supervisor:
 
     async def _approval(self, artifact: Any) -> ValidationOutcome:
         ran = [*self.work_phase, *self.records]
-        outcome = check_approval(self.graph, ran, auto_approve=self.auto_approve)
+        outcome = self.journal.approval(
+            check_approval(self.graph, ran, auto_approve=self.auto_approve)
+        )
         if not isinstance(outcome, NeedsApproval):
             return outcome
         await self.journal.emit(
@@ -1186,6 +1208,11 @@ class Supervisor:
                 return EscalationDecision(
                     action="approve" if recorded.approved else "deny", note=recorded.note
                 )
+            if recorded.action not in ("retry", "abort"):
+                journal.differs(
+                    recorded, "action 'retry' or 'abort'", f"action {recorded.action!r}"
+                )
+                return EscalationDecision(action="abort", note=recorded.note)
             return EscalationDecision(action=recorded.action, note=recorded.note)
         answer: EscalationDecision
         if self._decision is not None and self._decision.for_approval == approval:
@@ -1241,7 +1268,8 @@ class Supervisor:
     async def _audit(self, decision: RetryDecision, fault: FaultKind | None, detail: str) -> None:
         """One seed 003 audit line per round (the file write blocks: a worker thread)."""
         attempt = Attempt.create(self.plan_id, self.round, decision, fault, detail or None)
-        if not self.journal.recorded_ahead and not await self._audited(attempt):
+        journal = self.journal
+        if not (journal.recorded_ahead or journal.offline) and not await self._audited(attempt):
             await anyio.to_thread.run_sync(self.audit.record, attempt)
         self.attempts.append(attempt.to_audit())
 
@@ -1309,8 +1337,9 @@ class Supervisor:
                 # cannot apply): it refused, changing nothing, before any resource applied.
                 return await self._finish(PlanStatus.FAILED, f"not applied: {refused.error}")
             await self.journal.emit(ApplyCompleted, changes=changes)
-        # The log holds the apply now: the resources' own markers of it may go.
-        for name in names:
+        # The log holds the apply now: the resources' own markers of it may go (a replay's
+        # resources are stand-ins: it touches none).
+        for name in [] if self.journal.offline else names:
             release = getattr(self.resources[name], "release", None)
             if release is None:
                 continue

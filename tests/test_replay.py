@@ -309,6 +309,73 @@ async def test_replay_runs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert_matches(replay_plan(events, graph), events)
 
 
+class _Suspends:
+    """An awaitable that suspends once: what any real I/O or wait does."""
+
+    def __await__(self) -> Any:
+        yield
+
+
+@pytest.mark.anyio
+async def test_replay_is_the_supervisor_and_suspends_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replay runs the supervisor's own lifecycle (each round through its pipeline), and no
+    step of it reaches a thread, a sleep or the event loop: it is stepped to its end."""
+
+    async def person(request: EscalationRequest) -> EscalationDecision:
+        return EscalationDecision(action="abort")
+
+    text = plan(repo(tmp_path), [BAD], retry_limit=2, strategy_revisions=1)
+    _, events, graph = await recorded(text, escalation=person)
+    import anyio
+
+    def refused(*_: Any, **__: Any) -> Any:
+        raise AssertionError("replay reached a thread or a sleep")
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", refused)
+    monkeypatch.setattr(anyio, "sleep", refused)
+    rounds: list[int] = []
+    validate = Supervisor._validate
+
+    async def counted(self: Supervisor, artifact: Any) -> Any:
+        rounds.append(self.round)
+        return await validate(self, artifact)
+
+    monkeypatch.setattr(Supervisor, "_validate", counted)
+    report = replay_plan(events, graph)
+    assert_matches(report, events)
+    assert rounds == list(range(report.rounds)) and report.rounds == 6
+
+
+@pytest.mark.anyio
+async def test_a_replay_that_would_suspend_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that would wait on something live is a bug in the replay, not a pass."""
+    _, events, graph = await recorded(plan(repo(tmp_path), [GOOD]))
+
+    async def waits(self: Supervisor) -> Any:
+        await _Suspends()
+
+    monkeypatch.setattr(Supervisor, "_strategize", waits)
+    with pytest.raises(RuntimeError, match="a replay runs nothing"):
+        replay_plan(events, graph)
+
+
+@pytest.mark.anyio
+async def test_events_after_the_end_are_out_of_place(tmp_path: Path) -> None:
+    """Each event after plan_finished is flagged."""
+    _, events, graph = await recorded(plan(repo(tmp_path), [GOOD]))
+    last = events[-1]
+    extra = msgspec.structs.replace(events[-2], seq=last.seq + 1)
+    report = replay_plan([*events, extra], graph)
+    assert report.mismatches == [
+        f"seq {last.seq + 1} ({tag(extra)}): expected nothing after plan_finished "
+        f"(seq {last.seq}), log says {tag(extra)}"
+    ]
+
+
 # -- tampered logs ------------------------------------------------------------------------
 
 

@@ -30,6 +30,12 @@ def tag(event: Any) -> str:
     return str(type(event).__struct_config__.tag)
 
 
+def renumber(events: list[Any]) -> list[Any]:
+    import msgspec
+
+    return [msgspec.structs.replace(e, seq=i) for i, e in enumerate(events, start=1)]
+
+
 def first(events: list[Any], kind: str) -> Any:
     return next(e for e in events if tag(e) == kind)
 
@@ -208,3 +214,125 @@ async def test_work_that_cannot_be_called_escalates_at_once_and_replays(
     line = replay_plan(changed, graph).mismatches[0]
     assert line.startswith(f"seq {seq} (artifact_rejected): expected routing rejection: ")
     assert line.endswith("log says routing rejection: routing: something else")
+
+
+@pytest.mark.anyio
+async def test_a_log_that_holds_something_else_stops_the_replay_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the supervisor needs a fact the log does not hold (here: the work of a fix the
+    tampered log never asked for), the replay stops, says where, and runs nothing."""
+    _, events, graph = await recorded(misconfigured_plan(tmp_path, monkeypatch))
+    changed, _ = tampered(events, "artifact_rejected", reasons=["routing: something else"])
+    report = replay_plan(changed, graph)
+    escalated = first(events, "escalation_requested").seq
+    assert report.mismatches[-1] == (
+        f"seq {escalated} (escalation_requested): expected work_finished, log says "
+        "escalation_requested"
+    )
+    assert (
+        f"replay stops at seq {escalated}: the plan needs work_finished there, which the log "
+        "does not hold"
+    ) in report.notes
+
+
+@pytest.mark.anyio
+async def test_resume_refuses_an_answer_that_is_neither_retry_nor_abort(tmp_path: Path) -> None:
+    """The supervisor checks a recorded person's answer, resuming as replaying: a log whose
+    escalation_decided says 'shrug' is not followed as a retry."""
+    from gategraph.runtime import ResumeError
+    from gategraph.runtime._supervisor import resume_plan
+
+    outcome, events, graph = await retry_then_abort(tmp_path)
+    changed, seq = tampered(events, "escalation_decided", action="shrug")
+    log = MemoryEventLog()
+    for event in changed:
+        await log.append(event)
+    with pytest.raises(ResumeError, match=f"at seq {seq} the log has action 'shrug'"):
+        await resume_plan(outcome.plan_id, graph, event_log=log, audit=InMemoryAuditLog())
+    assert await log.read(outcome.plan_id) == changed  # nothing appended
+
+
+@pytest.mark.anyio
+async def test_a_plan_that_ends_where_the_log_goes_on(tmp_path: Path) -> None:
+    """An answer read as an abort ends the plan; every step the log holds after it is out
+    of place, up to the log's own plan_finished."""
+    _, events, graph = await retry_then_abort(tmp_path)
+    changed, seq = tampered(events, "escalation_decided", action="shrug")
+    mismatches = replay_plan(changed, graph).mismatches
+    after = [e for e in changed if e.seq > seq]
+    assert mismatches[1:] == [
+        f"seq {e.seq} ({tag(e)}): expected plan_finished, log says {tag(e)}" for e in after[:-1]
+    ]
+    assert tag(after[-1]) == "plan_finished"
+
+
+# -- rounds whose record is incomplete or out of order ------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_round_whose_results_are_gone_or_short(tmp_path: Path) -> None:
+    """A round with no recorded validation ran none; a full round missing one result did
+    not run every applicable validation."""
+    text = plan(repo(tmp_path), [BAD], retry_limit=0, strategy_revisions=0)
+    _, events, graph = await recorded(text)
+    rejected = first(events, "artifact_rejected").seq
+    engine = {"run_started", "run_finished", "validation_started", "validation_completed"}
+    start = first(events, "artifact_validation_started").seq
+    in_round = [e for e in events if start < e.seq < rejected and tag(e) in engine]
+    gone = renumber([e for e in events if e not in in_round])
+    assert replay_plan(gone, graph).mismatches[0] == (
+        f"seq {rejected - len(in_round)} (artifact_rejected): expected the semantic layer's "
+        "validations in round 1 (the semantic layer comes after it), log says none ran"
+    )
+    completed = [e for e in in_round if tag(e) == "validation_completed"]
+    short = renumber([e for e in events if e is not completed[-1]])
+    assert replay_plan(short, graph).mismatches[0] == (
+        f"seq {rejected - 1} (artifact_rejected): expected every applicable validation to run "
+        f"in round 1, log says no result for {completed[-1].node}"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_routing_rejection_the_log_alone_knows(tmp_path: Path) -> None:
+    """A routing rejection of work that was done (a validation that could not be prepared
+    then) is taken from the log; validations recorded after it are flagged."""
+    text = plan(repo(tmp_path), [BAD], retry_limit=0, strategy_revisions=0)
+    _, events, graph = await recorded(text)
+    changed, seq = tampered(events, "artifact_rejected", layer="routing", reasons=["x: gone"])
+    report = replay_plan(changed, graph)
+    ran = next(e for e in events if tag(e) == "run_started" and e.seq > 4)
+    assert report.mismatches[0] == (
+        f"seq {seq} (artifact_rejected): expected no validation in round 1 (the routing "
+        f"layer rejects before the semantic layer runs), log says the semantic layer ran "
+        f"from seq {ran.seq}"
+    )
+    assert any(note.startswith("routing rejections for validations") for note in report.notes)
+
+
+@pytest.mark.anyio
+async def test_work_that_failed_yet_went_past_routing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Work that failed is a routing rejection: a log whose round went on is flagged."""
+    _, events, graph = await recorded(misconfigured_plan(tmp_path, monkeypatch))
+    changed, seq = tampered(events, "artifact_rejected", layer="semantic")
+    line = replay_plan(changed, graph).mismatches[0]
+    assert line.startswith(f"seq {seq} (artifact_rejected): expected a routing rejection: ")
+    assert line.endswith("log says artifact_rejected (the round went past the routing layer)")
+
+
+@pytest.mark.anyio
+async def test_an_artifact_that_was_not_json(tmp_path: Path) -> None:
+    """An artifact recorded only as its repr: its payload rejection is taken from the log."""
+    text = plan(repo(tmp_path), [BAD], retry_limit=0, strategy_revisions=0)
+    _, events, graph = await recorded(text)
+    stub = {"unencodable": True, "repr": "<object>"}
+    changed, _ = tampered(events, "work_finished", artifact=stub)
+    changed, _ = tampered(changed, "artifact_rejected", layer="payload", reasons=["p: no"])
+    engine = {"run_started", "run_finished", "validation_started", "validation_completed"}
+    start = first(events, "artifact_validation_started").seq
+    changed = renumber([e for e in changed if not (e.seq > start and tag(e) in engine)])
+    report = replay_plan(changed, graph)
+    assert report.matches, report.mismatches
+    assert any(note.startswith("payload rejections of an artifact") for note in report.notes)
