@@ -1,5 +1,8 @@
 """The catalog: the registry of tools, validations and attachments, on SQLite.
 
+It also keeps the record of flaky validations: each time a run found that a validation gave
+different outcomes on identical inputs (the same files, the same arguments).
+
 One file holds everything (``.gategraph/gategraph.db`` under the working directory, or
 ``$GATEGRAPH_HOME/gategraph.db``). Every write runs in a ``BEGIN IMMEDIATE`` transaction in
 WAL mode with a busy timeout, so several processes may add and attach at the same time
@@ -17,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self
 
+import msgspec
 from pydantic import ValidationError
 
 from ._builtins import builtin
@@ -45,7 +49,7 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Iterator, Mapping
 
-__all__ = ["Catalog", "default_catalog_path"]
+__all__ = ["Catalog", "FlakeRecord", "default_catalog_path"]
 
 HOME_ENV: Final = "GATEGRAPH_HOME"
 """The environment variable that moves gategraph's folder (catalog, event log)."""
@@ -88,6 +92,21 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
         updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
     );
     """,
+    # 3: flakes, one row per time a validation was found flaky. By name, not a reference to
+    # `tools`: a graph's own validation, or a built-in used by name, can be flaky too. The
+    # unique key makes recording the same flake again (a resumed plan) a no-op.
+    """
+    CREATE TABLE flakes (
+        seq        INTEGER PRIMARY KEY,
+        validation TEXT NOT NULL,
+        plan_id    TEXT NOT NULL,
+        round      INTEGER NOT NULL,
+        node       TEXT NOT NULL,
+        detail     TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+        UNIQUE (validation, plan_id, round, node)
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
@@ -114,6 +133,21 @@ def _enable_wal(connection: sqlite3.Connection) -> str:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+class FlakeRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One time a validation gave different outcomes on identical inputs."""
+
+    plan_id: str
+    """The plan it happened in."""
+    round: int
+    """The plan's validation round (1 for the first)."""
+    node: str
+    """The node the validation checked."""
+    detail: str
+    """What differed, in a few words: "passed, then failed on the same inputs"."""
+    at: str
+    """When it was recorded, ISO 8601 in UTC (``2025-01-31T12:00:00.000Z``)."""
 
 
 def _canonical(arguments: Mapping[str, Any]) -> str:
@@ -761,3 +795,60 @@ class Catalog:
             if kept is None or attachment.specificity > kept[0].specificity:
                 best[key] = (attachment, row[7])
         return [a for a, _ in sorted(best.values(), key=lambda pair: pair[1])]
+
+    # -- flakes ----------------------------------------------------------------------------
+
+    def record_flake(
+        self, validation: str, *, plan_id: str, round: int, node: str, detail: str
+    ) -> None:
+        """Record that ``validation`` gave different outcomes on identical inputs.
+
+        Any name is accepted, registered here or not (a graph's own validation can be
+        flaky too). Recording the same flake again, the same validation at the same
+        ``plan_id``, ``round`` and ``node`` (a resumed plan does), changes nothing: it is
+        counted once, with its first ``detail``. Raises :class:`ConfigError` for an empty
+        name, plan id or node, or a round below 1.
+        """
+        for field, value in (("validation", validation), ("plan_id", plan_id), ("node", node)):
+            if not value.strip():
+                raise ConfigError.at(field, "must not be empty")
+        if isinstance(round, bool) or round < 1:
+            raise ConfigError.at("round", f"must be a round number from 1, not {round!r}")
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO flakes (validation, plan_id, round, node, detail) "
+                "VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (validation, plan_id, round, node) DO NOTHING",
+                (validation, plan_id, round, node, detail),
+            )
+
+    def flakes(self, validation: str) -> int:
+        """How many times ``validation`` was found flaky (0 for a name never recorded)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT count(*) FROM flakes WHERE validation = ?", (validation,)
+            ).fetchone()
+        return int(row[0])
+
+    def flake_counts(self) -> dict[str, int]:
+        """Every validation found flaky at least once, by name, with how many times."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT validation, count(*) FROM flakes GROUP BY validation ORDER BY validation"
+            ).fetchall()
+        return {name: int(count) for name, count in rows}
+
+    def flake_records(self, validation: str, limit: int = 20) -> builtins.list[FlakeRecord]:
+        """The last ``limit`` flakes of ``validation``, the most recent first."""
+        if isinstance(limit, bool) or limit < 0:
+            raise ConfigError.at("limit", f"must be 0 or more, not {limit!r}")
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT plan_id, round, node, detail, created_at FROM flakes "
+                "WHERE validation = ? ORDER BY seq DESC LIMIT ?",
+                (validation, limit),
+            ).fetchall()
+        return [
+            FlakeRecord(plan_id=plan_id, round=int(number), node=node, detail=detail, at=at)
+            for plan_id, number, node, detail, at in rows
+        ]

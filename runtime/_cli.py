@@ -380,15 +380,38 @@ def _table(rows: list[list[str]], header: list[str]) -> None:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
+_FLAKES_SHOWN = 5
+"""How many of a validation's flakes `tool show` lists, the most recent first."""
+
+
+def _validation_flakes(tool: Tool, counts: dict[str, int]) -> int | None:
+    """How many times ``tool`` was found flaky; None for a tool (only validations can be)."""
+    from ._models import ToolType
+
+    return counts.get(tool.name, 0) if tool.tool_type is ToolType.VALIDATION else None
+
+
+def _with_flakes(data: dict[str, Any], count: int | None) -> dict[str, Any]:
+    """``data`` with its ``flakes`` count; left out at 0, as as_cli_dict leaves out defaults."""
+    return {**data, "flakes": count} if count else data
+
+
 def _list_tools(type_: str | None, as_json: bool) -> None:
     with _catalog(create=False) as catalog:
         tools = catalog.list(type_)
+        counts = catalog.flake_counts() if type_ != "tool" else {}
+    flakes = {t.name: _validation_flakes(t, counts) for t in tools}
     if as_json:
-        _json_out([t.as_cli_dict() for t in tools])
+        _json_out([_with_flakes(t.as_cli_dict(), flakes[t.name]) for t in tools])
         return
     from ._builtins import builtin_names
 
     registered = {t.name for t in tools}
+    # Flaky validations the table cannot show: a graph's own, or a built-in used by name.
+    elsewhere = [f"{name} ({count})" for name, count in counts.items() if flakes.get(name) is None]
+    elsewhere_line = (
+        "flaky validations not registered here: " + ", ".join(elsewhere) if elsewhere else ""
+    )
     unlisted = [name for name in builtin_names() if name not in registered]
     builtins_line = (
         "built-in validations, usable by name without registering: " + ", ".join(unlisted)
@@ -397,24 +420,32 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
     )
     if not tools:
         click.echo("no validations" if type_ == "validation" else "no tools")
-        if builtins_line:
-            click.echo(builtins_line)
+        for line in (builtins_line, elsewhere_line):
+            if line:
+                click.echo(line)
         return
+    # The FLAKES column only once a listed validation has been flaky: until then the table
+    # is the one it always was.
+    with_flakes = any(flakes.values())
     rows = []
     for t in tools:
         mode = getattr(t, "mode", None)
+        count = flakes[t.name]
         rows.append(
             [
                 t.name,
                 t.tool_type.value,
                 mode.value if mode is not None else "-",
                 t.source.value,
+                *([str(count) if count is not None else "-"] if with_flakes else []),
                 t.description.splitlines()[0] if t.description else "",
             ]
         )
-    _table(rows, ["NAME", "TYPE", "MODE", "SOURCE", "DESCRIPTION"])
-    if builtins_line:
-        click.echo(builtins_line)
+    columns = ["NAME", "TYPE", "MODE", "SOURCE", *(["FLAKES"] if with_flakes else [])]
+    _table(rows, [*columns, "DESCRIPTION"])
+    for line in (builtins_line, elsewhere_line):
+        if line:
+            click.echo(line)
 
 
 @tool.command("list")
@@ -434,12 +465,19 @@ def tool_list(type_: str | None, as_json: bool) -> None:
 @click.argument("name")
 @_json_option
 def tool_show(name: str, as_json: bool) -> None:
-    """Show one tool or validation, with what a wrapped validation inherits."""
+    """Show one tool or validation, with what a wrapped validation inherits, and how often
+    a validation was flaky."""
+    import msgspec
     import yaml
 
     with _catalog(create=False) as catalog:
         found = catalog.get(name)
-    data = found.as_cli_dict()
+        count = _validation_flakes(found, {name: catalog.flakes(name)})
+        records = catalog.flake_records(name, limit=_FLAKES_SHOWN) if count else []
+    data = _with_flakes(found.as_cli_dict(), count)
+    if records:
+        # The text below is YAML of these same fields.
+        data["flake_records"] = msgspec.to_builtins(records)
     if as_json:
         _json_out(data)
     else:
