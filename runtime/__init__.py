@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ._events import ArtifactRejected as ArtifactRejected
     from ._events import ArtifactValidated as ArtifactValidated
     from ._events import ArtifactValidationStarted as ArtifactValidationStarted
+    from ._events import ConfirmationStarted as ConfirmationStarted
     from ._events import EscalationDecided as EscalationDecided
     from ._events import EscalationRequested as EscalationRequested
     from ._events import Event as Event
@@ -174,6 +175,9 @@ if TYPE_CHECKING:
     from ._results import coerce_result as coerce_result
     from ._sandbox import SandboxPool as SandboxPool
     from ._sandbox import sandbox_pool as sandbox_pool
+    from ._store import ContentStore as ContentStore
+    from ._store import StoreError as StoreError
+    from ._store import StoreRetention as StoreRetention
     from ._supervisor import Executor as Executor
     from ._supervisor import GraphExecutor as GraphExecutor
     from ._supervisor import GraphStrategy as GraphStrategy
@@ -237,6 +241,8 @@ _WHERE: dict[str, str] = {
     "Changeset": "._resources",
     "ConfigError": "._exceptions",
     "ConfigIssue": "._exceptions",
+    "ConfirmationStarted": "._events",
+    "ContentStore": "._store",
     "DEFAULT_RETRY_LIMIT": "._maxn",
     "DirectoryResource": "._resources",
     "DirectorySandbox": "._resources",
@@ -326,6 +332,8 @@ _WHERE: dict[str, str] = {
     "SQLiteEventLog": "._eventlog",
     "Sandbox": "._resources",
     "Scope": "._models",
+    "StoreError": "._store",
+    "StoreRetention": "._store",
     "Strategy": "._protocols",
     "StrategyActor": "._protocols",
     "StrategyProduced": "._events",
@@ -433,6 +441,8 @@ __all__ = [
     "Changeset",
     "ConfigError",
     "ConfigIssue",
+    "ConfirmationStarted",
+    "ContentStore",
     "DirectoryResource",
     "DirectorySandbox",
     "DuplicateError",
@@ -520,6 +530,8 @@ __all__ = [
     "SandboxLimits",
     "SandboxPool",
     "Scope",
+    "StoreError",
+    "StoreRetention",
     "Strategy",
     "StrategyActor",
     "StrategyProduced",

@@ -23,6 +23,7 @@ __all__ = [
     "ArtifactRejected",
     "ArtifactValidated",
     "ArtifactValidationStarted",
+    "ConfirmationStarted",
     "EscalationDecided",
     "EscalationRequested",
     "Event",
@@ -220,6 +221,10 @@ class ArtifactValidationStarted(
     attempt: int
     """The attempt within the current strategy (1, then one more per fix or retry)."""
     revision: int
+    inputs: dict[str, str] | None = None
+    """What each sandbox held as the round's validations saw it, by resource: the digest of
+    its manifest in the plan's content store (``changes:`` and a digest of its changes, for
+    a resource the store cannot hold). None before any sandbox is open."""
 
 
 class ArtifactValidated(EventBase, tag="artifact_validated", kw_only=True, frozen=True, gc=False):
@@ -252,6 +257,18 @@ class RetryDecided(EventBase, tag="retry_decided", kw_only=True, frozen=True, gc
     """``fix``, ``retry-validator``, ``escalate-exhausted`` or ``escalate-permanent``."""
     budget_used: int
     budget_limit: int
+
+
+class ConfirmationStarted(
+    EventBase, tag="confirmation_started", kw_only=True, frozen=True, gc=False
+):
+    """The round's failing required validations run once more on the same inputs before a
+    fix is asked for (``policy.confirm_failures``); their calls follow. One that passes now
+    is flaky: the round fails it as an infrastructure fault, kind ``flaky``."""
+
+    round: int
+    nodes: list[str]
+    """The validation nodes run again, in the order they failed."""
 
 
 class FixRequested(EventBase, tag="fix_requested", kw_only=True, frozen=True, gc=False):
@@ -332,6 +349,7 @@ Event = (
     | ArtifactValidated
     | ArtifactRejected
     | RetryDecided
+    | ConfirmationStarted
     | FixRequested
     | StrategyRevisionRequested
     | EscalationRequested

@@ -321,6 +321,11 @@ class Policy(_Model):
     """Apply a plan that no required validation gates (all of its validations are
     informational, or it has none). Off by default: such a plan is refused as a permanent
     fault, since nothing would stand between its work and Apply."""
+    confirm_failures: bool = False
+    """Run a failing required validation once more, on the same inputs, before the work is
+    sent back to be fixed. One that passes the second time is flaky: its verdict cannot be
+    trusted either way, so the round fails it as an infrastructure fault (kind ``flaky``)
+    and it is re-run on the shared retry budget, then escalated; it is never skipped."""
     require_sandbox: bool = False
     """Run every validation of the plan (its nodes and the attached ones) in the sandbox,
     confined by the kernel (``isolation: sandbox``). A validation node that asks for

@@ -49,8 +49,9 @@ ENGINE_TAGS: Final = frozenset(
 
 # Fields a recorded decision is not compared on: when it happened, envelopes that carry
 # their own timestamps (their findings are compared through the reasons beside them), and
-# where the graph file was (its content is compared, by digest).
-_VOLATILE: Final = frozenset({"id", "seq", "at", "causation_id", "verdict", "graph_path"})
+# where the graph file was (its content is compared, by digest), and the digests of a
+# round's inputs (facts of the files, read again where the plan goes on).
+_VOLATILE: Final = frozenset({"id", "seq", "at", "causation_id", "verdict", "graph_path", "inputs"})
 PASSING_TAGS: Final = frozenset({"plan_resumed"})
 """Recorded events the journal steps over wherever they are: markers, not decisions."""
 _NOT_STEPS: Final = ENGINE_TAGS | PASSING_TAGS

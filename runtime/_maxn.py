@@ -58,6 +58,7 @@ __all__ = [
     "BAD_ARGUMENTS",
     "DEFAULT_RETRY_LIMIT",
     "FAULT_CATALOGUE",
+    "FLAKY",
     "MISCONFIGURED",
     "NO_ACCEPTANCE_CRITERIA",
     "RUNTIME_FAULT",
@@ -252,6 +253,8 @@ MISCONFIGURED: Final = "misconfigured"
 """The fault kind of a validation or work tool that cannot be called as configured."""
 RUNTIME_FAULT: Final = "runtime_fault"
 """The fault kind of a failure inside gategraph itself (a bug, not the plan's fault)."""
+FLAKY: Final = "flaky"
+"""The fault kind of a validation that gave different outcomes on the same inputs."""
 
 # The rows are ours (DESIGN.md, "Decisions"); docs/maxn.md is the table of record, keep both
 # in step. Descriptions are shown to users, so they cite nothing: seed 003 decides that
@@ -339,6 +342,17 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 "validation informational or none at all), so no verdict is possible until "
                 "a person adds one or allows an ungated plan: an empty set of checks is never "
                 "taken as a pass.",
+            ),
+            _row(
+                FLAKY,
+                _INFRA,
+                _TRANSIENT,
+                2,
+                Backoff(),
+                "A required validation failed, then passed when run again on the same files "
+                "and arguments: its verdict cannot be trusted either way. Re-run only the "
+                "validation after a short wait, on the shared budget; one that keeps "
+                "disagreeing goes to a person. It is never skipped.",
             ),
             _row(
                 UNAVAILABLE,

@@ -17,6 +17,7 @@ from ._engine import ATTACHMENT_PREFIX as ATTACHMENT
 from ._engine import NodeResult, NodeStatus, ValidationRecord
 from ._maxn import (
     BAD_ARGUMENTS,
+    FLAKY,
     MISCONFIGURED,
     NO_ACCEPTANCE_CRITERIA,
     RUNTIME_FAULT,
@@ -331,6 +332,8 @@ RUNTIME_ERRORS: Final = frozenset(
         # A validation that cannot be called as configured, found only when it runs (an
         # MCP tool its server no longer has, a sandboxed entrypoint that does not import).
         MISCONFIGURED,
+        # A failure that did not hold when run again on the same inputs.
+        FLAKY,
     }
 )
 """The ``data.error`` kinds gategraph itself gives a failed call: infrastructure faults."""

@@ -122,6 +122,7 @@ _COMPARED: Final[Mapping[str, tuple[str, ...]]] = {
     "artifact_rejected": ("round",),
     "artifact_validated": ("round",),
     "approval_required": ("round",),
+    "confirmation_started": ("round", "nodes"),
     "fix_requested": ("attempt", "note"),
     "strategy_revision_requested": ("revision",),
     "escalation_requested": ("reason",),
@@ -399,8 +400,8 @@ class ReplayJournal(PlanJournal):
             first_engine: Event | None = None
             for event in self._recorded:
                 tag = event_tag(event)
-                if isinstance(event, PlanResumed):
-                    continue
+                if isinstance(event, PlanResumed) or tag == "confirmation_started":
+                    continue  # within the round
                 if tag in _ROUND_ENDS:
                     end = event
                     break

@@ -49,6 +49,7 @@ from ._events import (
     ArtifactRejected,
     ArtifactValidated,
     ArtifactValidationStarted,
+    ConfirmationStarted,
     EscalationDecided,
     EscalationRequested,
     Event,
@@ -76,6 +77,7 @@ from ._invoke import Isolation, prepare, propagates
 from ._journal import PlanJournal, event_tag, steps_of
 from ._maxn import (
     AUDIT_FILE,
+    FLAKY,
     MISCONFIGURED,
     RUNTIME_FAULT,
     Attempt,
@@ -122,9 +124,18 @@ from ._protocols import (
     StrategyActor,
     StrategyRequest,
 )
-from ._resources import DirectoryResource, MemoryResource, Resource, Sandbox
+from ._resources import (
+    DirectoryResource,
+    DirectorySandbox,
+    MemoryResource,
+    MemorySandbox,
+    Resource,
+    Sandbox,
+)
+from ._results import ValidationResult
 from ._roles import as_role, build_role
 from ._spans import current_span
+from ._store import ContentStore, StoreError, StoreRetention
 from ._sync import run_sync
 
 if TYPE_CHECKING:
@@ -178,6 +189,8 @@ class PlanStatistics(msgspec.Struct, kw_only=True):
     validator_retries: int = 0
     revisions: int = 0
     escalations: int = 0
+    flakes: dict[str, int] = msgspec.field(default_factory=dict)
+    """Validations found flaky (failed, then passed on the same inputs), by name: how often."""
 
 
 class PlanOutcome(msgspec.Struct, kw_only=True):
@@ -334,6 +347,14 @@ def _work_phase(graph: PlanGraph) -> list[str]:
     return [node.id for node in graph.nodes if not after_validation(node.id)]
 
 
+def given_outputs(work: Sequence[str], artifact: Any) -> dict[str, Any]:
+    """What the work phase's nodes ``work`` gave a round's validations: the artifact's
+    entry for each node when it has one for every node, else the artifact itself."""
+    if isinstance(artifact, Mapping) and work and set(work) <= set(artifact):
+        return {node: artifact[node] for node in work}
+    return dict.fromkeys(work, artifact)
+
+
 def _role(graph: PlanGraph, given: Any, role: str, default: Any) -> Any:
     """The object playing ``role``: the one passed (an object or an async callable) wins
     over the graph's ``lifecycle:`` import path, which wins over ``default``."""
@@ -377,6 +398,8 @@ class Supervisor:
         sleep: Any = None,
         strategy_actor: StrategyActor | Callable[[StrategyRequest], Awaitable[Any]] | None = None,
         execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
+        store: ContentStore | None = None,
+        store_retention: StoreRetention | None = None,
     ) -> None:
         self.graph = graph
         self.catalog = catalog
@@ -396,6 +419,10 @@ class Supervisor:
                 else InMemoryAuditLog()
             )
         self.audit: AuditRecorder = audit
+        self.store = store or ContentStore(log_folder / "store" if log_folder else None)
+        """Where each round's inputs are kept (beside the event log), so a round can be
+        rebuilt and its validations run again."""
+        self.store_retention = store_retention or StoreRetention()
         self.auto_approve = auto_approve
         self.sleep = sleep or anyio.sleep
         self.resources: dict[str, Resource] = dict(resources or {})
@@ -445,7 +472,7 @@ class Supervisor:
         self._denied = False
         self._decision: EscalationDecision | None = None
         self._withdrawal: str | None = None
-        self._validated: str | None = None
+        self._validated: dict[str, str] | None = None
         self._fix_number = 0
         self._audit_lines: set[tuple[int, RetryDecision]] | None = None
 
@@ -654,7 +681,16 @@ class Supervisor:
             # continues on them when resumed.
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._discard_sandboxes, True)
+                await anyio.to_thread.run_sync(self._collect)
         return outcome
+
+    def _collect(self) -> None:
+        """Let the store go of what its retention no longer keeps (the plans before)."""
+        try:
+            self.store.collect(self.store_retention)
+        except StoreError as exc:
+            # The plan's outcome stands; what could not be collected waits for the next one.
+            warnings.warn(f"plan {self.plan_id}: {exc}", RuntimeWarning, stacklevel=1)
 
     async def _lifecycle(self) -> PlanOutcome:
         note: str | None = None
@@ -911,15 +947,28 @@ class Supervisor:
         under way is not applied, and the plan fails at its next step, saying ``reason``."""
         self._withdrawal = reason
 
-    async def _sandbox_digest(self) -> str | None:
-        """A digest of what the sandboxes hold, or None before any is open."""
+    async def _round_inputs(self, *, pin: bool) -> dict[str, str] | None:
+        """What each sandbox holds now, by resource: the digest of its manifest in the
+        store (``pin``: kept for this plan), or None before any sandbox is open."""
         if not self._sandboxes_ready:
             return None
-        parts = []
+        return await anyio.to_thread.run_sync(self._snapshot, pin)
+
+    def _snapshot(self, pin: bool) -> dict[str, str]:
+        plan = self.plan_id if pin else None
+        inputs: dict[str, str] = {}
         for name in sorted(self.sandboxes):
-            changeset = await anyio.to_thread.run_sync(self.sandboxes[name].changeset)
-            parts.append([name, [[c.path, c.sha256] for c in changeset.changes]])
-        return hashlib.sha256(msgspec.json.encode(parts)).hexdigest()
+            sandbox = self.sandboxes[name]
+            if isinstance(sandbox, DirectorySandbox):
+                inputs[name] = self.store.snapshot_folder(sandbox.root, plan_id=plan)
+            elif isinstance(sandbox, MemorySandbox):
+                inputs[name] = self.store.snapshot_texts(sandbox.view, plan_id=plan)
+            else:
+                # A resource of its own kind: its changes stand for it (not rebuildable).
+                changes = [[c.path, c.sha256] for c in sandbox.changeset().changes]
+                digest = hashlib.sha256(msgspec.json.encode(changes)).hexdigest()
+                inputs[name] = f"changes:{digest}"
+        return inputs
 
     async def _apply_refusal(self) -> str | None:
         """Why the round that passed must not be applied, or None: the plan was withdrawn,
@@ -927,7 +976,7 @@ class Supervisor:
         handed over). Invariant: only what the validations saw is applied."""
         if self._withdrawal is not None:
             return f"withdrawn before Apply: {self._withdrawal}"
-        if self._validated is not None and await self._sandbox_digest() != self._validated:
+        if self._validated is not None and await self._round_inputs(pin=False) != self._validated:
             return (
                 "the sandboxes changed while they were being validated (written after the "
                 "work was handed over): nothing applied"
@@ -937,7 +986,8 @@ class Supervisor:
     async def _validate(self, artifact: Any) -> ValidationOutcome:
         """One pipeline round: routing → payload → semantic → approval (seed 002 §6)."""
         # What the round validates; Apply commits only that (see _apply_refusal).
-        self._validated = None if self.journal.recorded_ahead else await self._sandbox_digest()
+        inputs = None if self.journal.recorded_ahead else await self._round_inputs(pin=True)
+        self._validated = inputs
         self.round += 1
         self.stats.rounds += 1
         await self.journal.emit(
@@ -945,6 +995,7 @@ class Supervisor:
             round=self.round,
             attempt=self.attempt,
             revision=self.revision,
+            inputs=inputs,
         )
         layers = {
             "routing": self._routing,
@@ -1035,10 +1086,7 @@ class Supervisor:
         return Rejected("payload", reasons) if reasons else Passed()
 
     def _given(self, artifact: Any) -> dict[str, Any]:
-        work = self.work_phase
-        if isinstance(artifact, Mapping) and work and set(work) <= set(artifact):
-            return {node: artifact[node] for node in work}
-        return dict.fromkeys(work, artifact)
+        return given_outputs(self.work_phase, artifact)
 
     async def _semantic(self, artifact: Any) -> ValidationOutcome:
         """The attached and graph validations, fanned out concurrently (seed 000, Execute).
@@ -1065,8 +1113,24 @@ class Supervisor:
             ]
             self.results = {}
             self.records = {}
+        done = await self._fan_out(select, given, artifact, retry=bool(retry_only))
+        self.results.update(done)
+        self.records.update({n: r for n, r in done.items() if isinstance(r, ValidationRecord)})
+        outcome, self.verdict = semantic_outcome(
+            self.plan_id, self.graph, self.applicable, self.records, self.results
+        )
+        if isinstance(outcome, Rejected) and self.graph.policy.confirm_failures:
+            return await self._confirm(outcome, artifact)
+        return outcome
+
+    async def _fan_out(
+        self, select: Sequence[str], given: dict[str, Any], artifact: Any, *, retry: bool
+    ) -> dict[str, NodeResult]:
+        """Run the validation nodes ``select`` concurrently: what the log holds of them is
+        taken from it (resuming), the rest runs. Returns every node that ended, by id."""
+        done: dict[str, NodeResult] = {}
         if self.journal.replaying:
-            select = await self._from_log(select, given, retry=bool(retry_only))
+            done, select = await self._from_log(select, given, retry=retry)
         if select:
             run: GraphRun = await execute_graph(
                 self.graph,
@@ -1081,20 +1145,73 @@ class Supervisor:
                 **self.journal.engine_arguments(),
             )
             self.journal.advance(run)
-            self.stats.semantic_invocations += len(run.validations)
-            self.results.update(run.nodes)
-            self.records.update({r.node: r for r in run.validations})
-        # The same decision replay re-derives from the log (shared, so they cannot drift).
-        outcome, self.verdict = semantic_outcome(
+            done.update(run.nodes)
+        self.stats.semantic_invocations += sum(
+            isinstance(r, ValidationRecord) for r in done.values()
+        )
+        return done
+
+    async def _confirm(self, outcome: Rejected, artifact: Any) -> Passed | Rejected:
+        """Run the failing required validations once more on the same inputs before a fix
+        is asked for (seed 000, Risks: flaky validations). One that passes now is flaky:
+        its failure becomes an infrastructure fault (kind ``flaky``), re-run on the shared
+        budget; one that fails again is confirmed. Neither is ever skipped."""
+        failing = [
+            r.node
+            for r in outcome.reasons
+            if r.node is not None
+            and r.error is None
+            and isinstance(self.records.get(r.node), ValidationRecord)
+            and self.records[r.node].blocking
+        ]
+        if not failing:
+            return outcome
+        await self.journal.emit(ConfirmationStarted, round=self.round, nodes=failing)
+        given = self._given(artifact)
+        given.update({n: r.output for n, r in self.results.items() if r.status is NodeStatus.OK})
+        again = await self._fan_out(failing, given, artifact, retry=True)
+        flaky = [
+            node
+            for node in failing
+            if isinstance(record := again.get(node), ValidationRecord) and record.result.passed
+        ]
+        if not flaky:
+            return outcome
+        for node in flaky:
+            first = self.records[node]
+            marked = msgspec.structs.replace(
+                first,
+                result=ValidationResult.failure(
+                    FLAKY,
+                    f"failed ({first.result.message or 'no message'}), then passed when "
+                    "run again on the same inputs",
+                ),
+            )
+            self.records[node] = marked
+            self.results[node] = marked
+            self.stats.flakes[first.validation] = self.stats.flakes.get(first.validation, 0) + 1
+            if self.catalog is not None and not self.journal.offline:
+                await anyio.to_thread.run_sync(
+                    functools.partial(
+                        self.catalog.record_flake,
+                        first.validation,
+                        plan_id=self.plan_id,
+                        round=self.round,
+                        node=node,
+                        detail="failed, then passed when run again on the same inputs",
+                    )
+                )
+        outcome_now, self.verdict = semantic_outcome(
             self.plan_id, self.graph, self.applicable, self.records, self.results
         )
-        return outcome
+        return outcome_now
 
     async def _from_log(
         self, select: Sequence[str], given: dict[str, Any], *, retry: bool
-    ) -> list[str]:
-        """Take the round's results the log holds; return what is left to run (nothing if
-        the log shows the round ended). Completed nodes' outputs go into ``given``."""
+    ) -> tuple[dict[str, NodeResult], list[str]]:
+        """Take the round's results the log holds; return them, and what is left to run
+        (nothing if the log shows the round ended). Completed nodes' outputs go into
+        ``given``."""
         modes = {a.id: a.mode for a in self.applicable}
         done: dict[str, NodeResult] = {}
         events = self.journal.engine_events()
@@ -1105,14 +1222,9 @@ class Supervisor:
             result = logged_result(event, self._kind(node), modes.get(node))
             if result is not None:
                 done[node] = result
-        self.stats.semantic_invocations += sum(
-            isinstance(r, ValidationRecord) for r in done.values()
-        )
-        self.results.update(done)
-        self.records.update({n: r for n, r in done.items() if isinstance(r, ValidationRecord)})
         if self.journal.peek() is not None:
             self.journal.check_round(self.round, events, done, select, modes, retry=retry)
-            return []  # the log goes on past this round: its fan-out finished
+            return done, []  # the log goes on past this round: its fan-out finished
         # The log ends inside this round: the process died mid fan-out.
         await self.journal.go_live()
         given.update({n: r.output for n, r in done.items() if r.status is NodeStatus.OK})
@@ -1124,14 +1236,14 @@ class Supervisor:
                 cause = next(n for n in failed if node in with_descendants(self.graph, [n]))
                 reason = f"skipped: {cause} {done[cause].status.value}"
                 await self.journal.emit(NodeSkipped, node=node, reason=reason)
-                self.results[node] = NodeResult(
+                done[node] = NodeResult(
                     node=node,
                     kind=self._kind(node),
                     status=NodeStatus.SKIPPED,
                     error=reason,
                     attempt=self.attempt,
                 )
-        return [n for n in select if n not in done and n not in doomed]
+        return done, [n for n in select if n not in done and n not in doomed]
 
     def _kind(self, node: str) -> str:
         try:
@@ -1483,6 +1595,8 @@ async def run_plan(
     auto_approve: bool = False,
     strategy_actor: StrategyActor | Callable[[StrategyRequest], Awaitable[Any]] | None = None,
     execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
+    store: ContentStore | None = None,
+    store_retention: StoreRetention | None = None,
 ) -> PlanOutcome:
     """Run ``graph`` as a plan: Strategize → Execute (validated) → Apply.
 
@@ -1495,6 +1609,11 @@ async def run_plan(
     may return a :class:`Strategy`, a summary or a mapping; an execution callable is called
     for the work and for each fix). They win over the graph's ``lifecycle:`` import paths.
     Resuming the plan needs the same actors passed again to :func:`resume_plan`.
+
+    Each round's inputs (what every sandbox held as its validations saw it) are kept in
+    ``store``, by default a :class:`ContentStore` in the folder ``store`` beside a file event
+    log, in memory beside an in-memory one; ``store_retention`` says how many plans' inputs
+    it keeps (default: the last 100 plans).
     """
     supervisor = Supervisor(
         graph,
@@ -1508,6 +1627,8 @@ async def run_plan(
         auto_approve=auto_approve,
         strategy_actor=strategy_actor,
         execution_actor=execution_actor,
+        store=store,
+        store_retention=store_retention,
     )
     return await supervisor.run()
 
@@ -1527,6 +1648,8 @@ async def resume_plan(
     home: Path | None = None,
     strategy_actor: StrategyActor | Callable[[StrategyRequest], Awaitable[Any]] | None = None,
     execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
+    store: ContentStore | None = None,
+    store_retention: StoreRetention | None = None,
 ) -> PlanOutcome:
     """Continue plan ``plan_id`` from its log in ``event_log`` (see :meth:`Supervisor.resume`).
 
@@ -1563,6 +1686,8 @@ async def resume_plan(
         home=home,
         strategy_actor=strategy_actor,
         execution_actor=execution_actor,
+        store=store,
+        store_retention=store_retention,
     )
     return await supervisor.resume(decision=decision)
 

@@ -74,6 +74,7 @@ EXPECTED_ROWS = {
     "read_only_violation": ("infra", "permanent"),
     "no_acceptance_criteria": ("infra", "permanent"),
     "unavailable": ("infra", "transient"),
+    "flaky": ("infra", "transient"),
     "event_log": ("infra", "permanent"),
     "misconfigured": ("infra", "permanent"),
     "bad_arguments": ("infra", "permanent"),

@@ -1,0 +1,251 @@
+"""Each round's inputs are kept in the content store beside the event log, and a round can
+be rebuilt from them and its validations run again (the second replay mode)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from _helpers import fake_module
+from _plans import BAD, GOOD, plan, repo
+from gategraph.runtime import (
+    ContentStore,
+    MemoryEventLog,
+    SQLiteEventLog,
+    StoreRetention,
+    load_graph,
+)
+from gategraph.runtime._events import ArtifactValidationStarted, WorkFinished
+from gategraph.runtime._maxn import InMemoryAuditLog
+from gategraph.runtime._rerun import rerun_rounds
+from gategraph.runtime._supervisor import PlanStatus, Supervisor
+
+
+async def run(text: str, log: Any, **options: Any) -> tuple[Any, list[Any], Any, Supervisor]:
+    graph = load_graph(text)
+    supervisor = Supervisor(graph, event_log=log, audit=InMemoryAuditLog(), **options)
+    outcome = await supervisor.run()
+    return outcome, await log.read(outcome.plan_id), graph, supervisor
+
+
+def started(events: list[Any]) -> list[ArtifactValidationStarted]:
+    return [e for e in events if isinstance(e, ArtifactValidationStarted)]
+
+
+def objects(store: Path) -> set[Path]:
+    return {p for p in (store / "objects").rglob("*") if p.is_file()}
+
+
+@pytest.mark.anyio
+async def test_each_round_keeps_its_inputs_beside_the_log(tmp_path: Path) -> None:
+    """A file log's rounds record a manifest per sandbox, kept in ``store`` beside the log;
+    the fix's round stores only what the fix changed (one file and one manifest)."""
+    async with SQLiteEventLog(tmp_path / "state" / "events.db") as log:
+        outcome, events, _, supervisor = await run(plan(repo(tmp_path), [BAD, GOOD]), log)
+    assert outcome.status is PlanStatus.APPLIED
+    first, second = (e.inputs for e in started(events))
+    assert first is not None and second is not None and first != second
+    store = tmp_path / "state" / "store"
+    assert supervisor.store.root == store
+    kept = ContentStore(store)
+    # Round 1 saw the broken file, round 2 the fixed one: exactly what the sandbox held.
+    only_first = {e.path for e in kept.manifest(first["repo"])}
+    assert only_first == {"src/app.py", "src/greet.py"}
+    files = {e.path: e.sha256 for e in kept.manifest(first["repo"])}
+    fixed = {e.path: e.sha256 for e in kept.manifest(second["repo"])}
+    assert files["src/app.py"] == fixed["src/app.py"]
+    assert kept.get(files["src/greet.py"]) == b"def greet(name:\n"
+    # Objects: app.py, both greet.py texts, two manifests; nothing stored twice.
+    assert len(objects(store)) == 5
+    assert kept.pinned(outcome.plan_id) == {first["repo"], second["repo"]}
+
+
+@pytest.mark.anyio
+async def test_rounds_rerun_on_their_inputs_give_their_outcomes(tmp_path: Path) -> None:
+    """Each round rebuilt and re-run gives the outcome it recorded: round 1 on the broken
+    file fails again although the repository now holds the fixed one."""
+    root = repo(tmp_path)
+    log = MemoryEventLog()
+    outcome, events, graph, supervisor = await run(plan(root, [BAD, GOOD]), log)
+    assert outcome.status is PlanStatus.APPLIED
+    assert "(name)" in (root / "src" / "greet.py").read_text()  # applied: the fixed file
+    report = await rerun_rounds(events, graph, store=supervisor.store)
+    assert report.matches and report.differences == []
+    assert report.rounds == [1, 2] and report.validations == 4 and report.skipped == []
+    only = await rerun_rounds(events, graph, store=supervisor.store, rounds=[1])
+    assert only.rounds == [1] and only.matches
+    with pytest.raises(ValueError, match="has no round 7 \\(it has 2\\)"):
+        await rerun_rounds(events, graph, store=supervisor.store, rounds=[7])
+
+
+def _coin_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> str:
+    """A plan with a required validation that fails its first call only, whatever it sees."""
+    calls = {"n": 0}
+
+    def coin(**_: Any) -> dict[str, Any]:
+        calls["n"] += 1
+        return {"passed": calls["n"] > 1, "message": f"call {calls['n']}"}
+
+    fake_module(monkeypatch, name, coin=coin)
+    return plan(repo(tmp_path), [GOOD, GOOD]).replace(
+        "nodes:\n",
+        f'  - {{name: coin, entrypoint: "{name}:coin"}}\nnodes:\n  - {{id: coin, validation: coin}}\n',
+    )
+
+
+@pytest.mark.anyio
+async def test_a_validation_that_changes_its_mind_is_flaky(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-run on the very inputs it failed, the validation passes: a flake, reported with
+    both outcomes; the recorded outcome is the one that decided."""
+    text = _coin_plan(tmp_path, monkeypatch, "gg_rerun_coin")
+    outcome, events, graph, supervisor = await run(text, MemoryEventLog())
+    assert outcome.status is PlanStatus.APPLIED and len(outcome.rounds) == 2
+    report = await rerun_rounds(events, graph, store=supervisor.store)
+    assert not report.matches
+    [difference] = report.differences
+    assert (difference.round, difference.node, difference.recorded, difference.now) == (
+        1,
+        "coin",
+        "failed",
+        "passed",
+    )
+    assert difference.flaky and report.flaky == ["coin"]
+
+
+@pytest.mark.anyio
+async def test_rounds_that_cannot_be_rebuilt_say_why(tmp_path: Path) -> None:
+    """Inputs the store let go (its retention), or a round that validated no artifact,
+    are skipped with the reason; nothing is re-run for them."""
+    state = tmp_path / "state"
+    async with SQLiteEventLog(state / "events.db") as log:
+        first, events, graph, _ = await run(
+            plan(repo(tmp_path / "a"), [GOOD]), log, store_retention=StoreRetention(keep_plans=1)
+        )
+        other = repo(tmp_path / "b")
+        (other / "src" / "app.py").write_text("x = 2\n")  # other content: nothing shared
+        await run(plan(other, [GOOD]), log, store_retention=StoreRetention(keep_plans=1))
+    store = ContentStore(state / "store")
+    assert store.pinned(first.plan_id) == frozenset()
+    report = await rerun_rounds(events, graph, store=store)
+    assert report.rounds == [] and report.validations == 0
+    [line] = report.skipped
+    assert line.startswith("round 1: its inputs are no longer kept (content store ")
+    assert line.endswith(" is missing)")
+    # The same log, with the work of round 1 failed.
+    failed = [
+        msgspec.structs.replace(e, artifact=None, error="it broke")
+        if isinstance(e, WorkFinished)
+        else e
+        for e in events
+    ]
+    report = await rerun_rounds(failed, graph, store=store)
+    assert report.skipped == ["round 1: it validated no artifact (the work failed)"]
+
+
+# -- confirming a failure before a fix is asked for -------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_failure_that_does_not_hold_is_a_flake_on_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``confirm_failures``, a failing required validation runs once more on the same
+    inputs; passing then, it is flaky: an infrastructure fault on the shared budget (the
+    validation is re-run, not skipped, and no fix is asked for), counted in the statistics;
+    the log replays to a match."""
+    from gategraph.runtime import replay_plan
+
+    text = _coin_plan(tmp_path, monkeypatch, "gg_confirm_coin").replace(
+        "policy:\n", "policy:\n  confirm_failures: true\n"
+    )
+    if "policy:" not in text:
+        text += "policy:\n  confirm_failures: true\n"
+    outcome, events, graph, _ = await run(text, MemoryEventLog(), sleep=_no_sleep)
+    assert outcome.status is PlanStatus.APPLIED
+    assert [(a["faultKind"], a["retryDecision"]) for a in outcome.attempts] == [
+        ("flaky", "retry-validator"),
+        (None, "attested"),
+    ]
+    assert outcome.statistics.flakes == {"coin": 1} and outcome.statistics.fixes == 0
+    confirmations = [e for e in events if type(e).__name__ == "ConfirmationStarted"]
+    assert [(c.round, c.nodes) for c in confirmations] == [(1, ["coin"])]
+    report = replay_plan(events, graph)
+    assert report.matches, report.mismatches
+
+
+@pytest.mark.anyio
+async def test_a_failure_that_holds_goes_back_to_be_fixed(tmp_path: Path) -> None:
+    """A failure confirmed on the same inputs is a real finding: the work is fixed."""
+    from gategraph.runtime import replay_plan
+
+    text = plan(repo(tmp_path), [BAD, GOOD], confirm_failures="true")
+    outcome, events, graph, _ = await run(text, MemoryEventLog())
+    assert outcome.status is PlanStatus.APPLIED
+    assert [a["retryDecision"] for a in outcome.attempts] == ["fix", "attested"]
+    assert outcome.statistics.flakes == {} and outcome.statistics.fixes == 1
+    calls = [e for e in events if type(e).__name__ == "ValidationCompleted" and e.node == "syntax"]
+    assert len(calls) == 3  # round 1, its confirmation, round 2
+    assert replay_plan(events, graph).matches
+
+
+async def _no_sleep(seconds: float) -> None:
+    pass
+
+
+@pytest.mark.anyio
+async def test_a_forged_confirmation_does_not_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The confirmation's recorded call decides the flake: one turned into a failure no
+    longer leads to the recorded infrastructure fault, and replay says where."""
+    from gategraph.runtime import replay_plan
+    from gategraph.runtime._results import ValidationResult
+
+    text = _coin_plan(tmp_path, monkeypatch, "gg_confirm_forged") + (
+        "policy:\n  confirm_failures: true\n"
+    )
+    _, events, graph, _ = await run(text, MemoryEventLog(), sleep=_no_sleep)
+    confirmation = next(e for e in events if type(e).__name__ == "ConfirmationStarted")
+    again = next(
+        e for e in events if e.seq > confirmation.seq and type(e).__name__ == "ValidationCompleted"
+    )
+    forged = [
+        msgspec.structs.replace(e, result=ValidationResult(False, "call 2")) if e is again else e
+        for e in events
+    ]
+    report = replay_plan(forged, graph)
+    rejected = next(e for e in events if type(e).__name__ == "ArtifactRejected")
+    assert report.mismatches[0].startswith(
+        f"seq {rejected.seq} (artifact_rejected): expected reasons semantic: coin: call 1, "
+    )
+
+
+@pytest.mark.anyio
+async def test_each_flake_found_is_counted_in_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that finds a flake counts it in its catalog, once; so does a re-run that finds
+    one (the same flake found again is not counted twice)."""
+    from gategraph.runtime import Catalog
+
+    text = _coin_plan(tmp_path, monkeypatch, "gg_counted_coin")
+    catalog = Catalog.in_memory()
+    _, events, graph, supervisor = await run(text, MemoryEventLog(), catalog=catalog)
+    assert catalog.flakes("coin") == 0  # no confirmation asked for: a plain fix
+    report = await rerun_rounds(events, graph, store=supervisor.store, catalog=catalog)
+    assert report.flaky == ["coin"] and catalog.flakes("coin") == 1
+    await rerun_rounds(events, graph, store=supervisor.store, catalog=catalog, rounds=[1])
+    assert catalog.flakes("coin") == 1
+    [record] = catalog.flake_records("coin")
+    assert (record.plan_id, record.round, record.node) == (report.plan_id, 1, "coin")
+
+    confirmed = _coin_plan(tmp_path / "again", monkeypatch, "gg_counted_coin2") + (
+        "policy:\n  confirm_failures: true\n"
+    )
+    outcome, *_ = await run(confirmed, MemoryEventLog(), catalog=catalog, sleep=_no_sleep)
+    assert outcome.statistics.flakes == {"coin": 1}
+    assert catalog.flakes("coin") == 2
