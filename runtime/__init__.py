@@ -161,6 +161,9 @@ if TYPE_CHECKING:
     from ._readonly import ReadOnlyViolationError as ReadOnlyViolationError
     from ._replay import ReplayReport as ReplayReport
     from ._replay import replay_plan as replay_plan
+    from ._rerun import RerunDifference as RerunDifference
+    from ._rerun import RerunReport as RerunReport
+    from ._rerun import rerun_rounds as rerun_rounds
     from ._resources import ApplyReport as ApplyReport
     from ._resources import Change as Change
     from ._resources import Changeset as Changeset
@@ -317,6 +320,9 @@ _WHERE: dict[str, str] = {
     "Reason": "._pipeline",
     "Rejected": "._pipeline",
     "ReplayReport": "._replay",
+    "rerun_rounds": "._rerun",
+    "RerunDifference": "._rerun",
+    "RerunReport": "._rerun",
     "Resource": "._resources",
     "ResourceSlot": "._models",
     "ResourceSpec": "._graph",
@@ -513,6 +519,8 @@ __all__ = [
     "Reason",
     "Rejected",
     "ReplayReport",
+    "RerunDifference",
+    "RerunReport",
     "Resource",
     "ResourceSlot",
     "ResourceSpec",
@@ -583,6 +591,7 @@ __all__ = [
     "read_events",
     "record_statistics",
     "replay_plan",
+    "rerun_rounds",
     "resume_gate",
     "resume_plan",
     "resume_plan_sync",

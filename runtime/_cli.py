@@ -1062,11 +1062,28 @@ def _drive_plan(
             raise
         finally:
             _sweep_scratch()
+        if catalog.path is None and outcome.statistics.flakes:
+            _keep_flakes(catalog)
     if tracing is not None:
         tracing.finish(outcome)
         # Exported before the outcome is printed (and before a pause's exit code).
         setup.flush()
     return outcome
+
+
+def _keep_flakes(found: Catalog) -> None:
+    """Count the flakes a run found in the catalog file, made for them if there is none
+    yet (the run used an empty catalog in memory)."""
+    with _catalog(create=True) as catalog:
+        for name in found.flake_counts():
+            for record in found.flake_records(name, limit=1_000):
+                catalog.record_flake(
+                    name,
+                    plan_id=record.plan_id,
+                    round=record.round,
+                    node=record.node,
+                    detail=record.detail,
+                )
 
 
 def _show_outcome(
@@ -1093,6 +1110,11 @@ def _show_outcome(
             f"{outcome.statistics.revisions} revision(s)"
             + (f", {_plural(warnings, 'warning', 'warnings')}" if warnings else "")
         )
+        if outcome.statistics.flakes:
+            found = ", ".join(f"{n} ({c})" for n, c in sorted(outcome.statistics.flakes.items()))
+            click.echo(
+                f"flaky (failed, then passed on the same inputs; re-run, never skipped): {found}"
+            )
         if outcome.message and outcome.status is not PlanStatus.APPLIED:
             click.echo(outcome.message)
         if outcome.status is PlanStatus.AWAITING_DECISION:
@@ -1348,14 +1370,27 @@ def demo(folder: Path, as_json: bool) -> None:
 @cli.command("replay")
 @click.argument("plan_id", shell_complete=_complete_plan_id)
 @click.argument("graph", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--rerun",
+    "rerun",
+    metavar="ROUNDS",
+    default=None,
+    help="Also run the validations of these rounds again, on the inputs each round saw "
+    "(kept beside the event log): 'all', or round numbers such as '1,3'.",
+)
 @_json_option
-def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
+def replay(plan_id: str, graph: Path | None, rerun: str | None, as_json: bool) -> None:
     """Re-derive every decision of the plan PLAN_ID from its event log, running nothing.
 
     GRAPH is the plan graph file the plan ran (by default the file its log names). No
     validation, actor or resource is touched: validation outcomes are read from
-    the log. Exit codes: 0 every decision matches the log, 1 a decision
-    differs, 2 usage error (unknown plan, bad or wrong graph).
+    the log. With --rerun, the chosen rounds are rebuilt from the inputs kept for them
+    and their validations run again; each one whose outcome now differs is listed (a
+    validation that passed one time and failed the other is flaky, and counted in the
+    catalog). The recorded outcomes stay the ones that decided. Exit codes: 0 every
+    decision matches the log (and every re-run outcome the recorded one), 1 a decision
+    or a re-run outcome differs, 2 usage error (unknown plan, bad or wrong graph, bad
+    ROUNDS).
     """
     import msgspec
 
@@ -1364,6 +1399,7 @@ def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
     from ._graph import load_graph
     from ._replay import replay_plan
 
+    rounds = _rounds_option(rerun)
     log_path = _event_log_path()
     found = read_events(log_path, plan_id)
     if not found:
@@ -1379,13 +1415,25 @@ def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
         )
     if not graph.is_file():
         _fail(f"{graph}: no such graph file; pass the graph file plan {plan_id} ran")
-    with _catalog(create=False) as catalog:
+    # A re-run counts the flakes it finds in the catalog: it is created for them.
+    with _catalog(create=rerun is not None) as catalog:
         plan = load_graph(graph, catalog=catalog)
         if ran is not None and plan.name != ran:
             _fail(f"{graph} is graph {plan.name!r}, but plan {plan_id} ran graph {ran!r}")
         report = replay_plan(found, plan, catalog=catalog)
+        rerun_report = (
+            _rerun(found, plan, catalog, Path(log_path).parent / "store", rounds)
+            if rerun is not None
+            else None
+        )
     if as_json:
-        _json_out(msgspec.to_builtins(report))
+        data = msgspec.to_builtins(report)
+        if rerun_report is not None:
+            data["rerun"] = msgspec.to_builtins(rerun_report) | {
+                "matches": rerun_report.matches,
+                "flaky": rerun_report.flaky,
+            }
+        _json_out(data)
     else:
         for line in report.mismatches:
             click.echo(line)
@@ -1400,8 +1448,62 @@ def replay(plan_id: str, graph: Path | None, as_json: bool) -> None:
             f"replayed {_plural(report.events, 'event', 'events')}, "
             f"{_plural(report.decisions_checked, 'decision', 'decisions')}: {verdict}"
         )
-    if not report.matches:
+        if rerun_report is not None:
+            for d in rerun_report.differences:
+                click.echo(
+                    f"round {d.round}: {d.node} ({d.validation}) recorded {d.recorded}, "
+                    f"now {d.now}" + (": flaky" if d.flaky else "")
+                )
+            for line in rerun_report.skipped:
+                click.echo(f"note: not re-run: {line}")
+            differ = (
+                "all as recorded"
+                if rerun_report.matches
+                else f"{len(rerun_report.differences)} differ"
+            )
+            click.echo(
+                f"re-ran {_plural(rerun_report.validations, 'validation', 'validations')} "
+                f"in {_plural(len(rerun_report.rounds), 'round', 'rounds')}: {differ}"
+            )
+    if not report.matches or (rerun_report is not None and not rerun_report.matches):
         click.get_current_context().exit(EXIT_REFUSED)
+
+
+def _rounds_option(text: str | None) -> list[int] | None:
+    """``--rerun ROUNDS``: None for 'all' (or no option), else the round numbers."""
+    if text is None or text.strip() == "all":
+        return None
+    numbers: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            _fail(f"--rerun: {text!r} is not 'all' or round numbers such as '1,3'")
+        numbers.append(int(part))
+    return numbers
+
+
+def _rerun(
+    events: Any, plan: Any, catalog: Any, store_folder: Path, rounds: list[int] | None
+) -> Any:
+    """Re-run the plan's rounds on the inputs kept in ``store_folder``."""
+    import functools
+
+    import anyio
+
+    from ._rerun import rerun_rounds
+    from ._store import ContentStore
+
+    if not store_folder.is_dir():
+        _fail(f"no inputs are kept for this plan: {store_folder} does not exist")
+    store = ContentStore(store_folder)
+    try:
+        return anyio.run(
+            functools.partial(
+                rerun_rounds, events, plan, store=store, rounds=rounds, catalog=catalog
+            )
+        )
+    except ValueError as exc:
+        _fail(f"--rerun: {exc}")
 
 
 @cli.command("resume")

@@ -591,6 +591,26 @@ def test_cli_replay_matches(tmp_path: Path) -> None:
     assert report["plan_id"] == plan_id and report["mismatches"] == []
 
 
+def test_cli_replay_reruns_rounds_on_their_kept_inputs(tmp_path: Path) -> None:
+    """`replay --rerun` rebuilds rounds from the store beside the log and runs their
+    validations again; bad round lists are usage errors."""
+    graph, plan_id = run_demo(tmp_path)
+    assert (tmp_path / "store" / "objects").is_dir()
+    code, out, err = invoke(tmp_path, "replay", plan_id, str(graph), "--rerun", "all")
+    assert code == 0, (out, err)
+    assert out.rstrip().endswith("in 2 rounds: all as recorded")
+    code, out, _ = invoke(tmp_path, "replay", plan_id, str(graph), "--rerun", "2", "--json")
+    rerun = json.loads(out)["rerun"]
+    assert code == 0 and rerun["rounds"] == [2] and rerun["matches"] is True
+    assert rerun["flaky"] == [] and rerun["validations"] > 0
+    for rounds, message in [
+        ("x", "--rerun: 'x' is not 'all' or round numbers such as '1,3'"),
+        ("9", f"--rerun: plan {plan_id} has no round 9 (it has 2)"),
+    ]:
+        code, out, err = invoke(tmp_path, "replay", plan_id, str(graph), "--rerun", rounds)
+        assert (code, err.strip()) == (2, f"error: {message}")
+
+
 def test_cli_replay_tampered_log_exits_1(tmp_path: Path) -> None:
     """A segment of the SQLite log rewritten to another decision: replay exits 1 naming it."""
     graph, plan_id = run_demo(tmp_path)

@@ -249,3 +249,26 @@ async def test_each_flake_found_is_counted_in_the_catalog(
     outcome, *_ = await run(confirmed, MemoryEventLog(), catalog=catalog, sleep=_no_sleep)
     assert outcome.statistics.flakes == {"coin": 1}
     assert catalog.flakes("coin") == 2
+
+
+def test_the_run_summary_names_the_flaky_validations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gategraph run` says which validations were flaky; `tool list` counts them."""
+    from click.testing import CliRunner
+    from gategraph.runtime._cli import cli
+
+    text = _coin_plan(tmp_path, monkeypatch, "gg_cli_coin") + (
+        "policy:\n  confirm_failures: true\n"
+    )
+    graph = tmp_path / "plan.yaml"
+    graph.write_text(text)
+    catalog = ["--catalog", str(tmp_path / "c.db")]
+    result = CliRunner().invoke(cli, [*catalog, "run", str(graph)])
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert (
+        "flaky (failed, then passed on the same inputs; re-run, never skipped): coin (1)"
+        in result.stdout
+    )
+    listed = CliRunner().invoke(cli, [*catalog, "tool", "list"])
+    assert "flaky validations not registered here: coin (1)" in listed.stdout
