@@ -264,12 +264,11 @@ def _relative(path: str, root: str) -> str:
     return PurePath(os.path.relpath(path, root)).as_posix()
 
 
-def _scan(root: str) -> dict[str, _Digest]:
-    """Digest every file and symbolic link below ``root``, never entering a link.
-
-    The journal folder at the top is left out; so are FIFOs, sockets and devices.
-    """
-    found: dict[str, _Digest] = {}
+def _walk(root: str) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
+    """Every file and symbolic link below ``root`` (its relative path, its entry, whether
+    it is a link), never entering a link: what a sandbox holds, for a changeset and for a
+    snapshot alike. The journal folder at the top is left out; so are FIFOs, sockets and
+    devices."""
     stack = [(root, "")]
     while stack:
         folder, prefix = stack.pop()
@@ -279,12 +278,19 @@ def _scan(root: str) -> dict[str, _Digest]:
                     continue
                 rel = prefix + entry.name
                 if entry.is_symlink():
-                    found[rel] = _link_digest(os.readlink(entry.path))
+                    yield rel, entry, True
                 elif entry.is_dir(follow_symlinks=False):
                     stack.append((entry.path, rel + "/"))
                 elif entry.is_file(follow_symlinks=False):
-                    found[rel] = _file_digest(entry.path)
-    return found
+                    yield rel, entry, False
+
+
+def _scan(root: str) -> dict[str, _Digest]:
+    """Digest every file and symbolic link below ``root`` (see :func:`_walk`)."""
+    return {
+        rel: _link_digest(os.readlink(entry.path)) if link else _file_digest(entry.path)
+        for rel, entry, link in _walk(root)
+    }
 
 
 def _diff(resource: str, base: Mapping[str, _Digest], now: Mapping[str, _Digest]) -> Changeset:

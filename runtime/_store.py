@@ -76,10 +76,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Final, Literal, Protocol
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from ._exceptions import GategraphError
 from ._ids import PLAN_ID_PATTERN, check_plan_id
+from ._maxn import _Frozen
 from ._resources import (
     _CHUNK,
     _CLOEXEC,
@@ -92,6 +93,7 @@ from ._resources import (
     _fsync_folder,
     _make_folder,
     _open_folder,
+    _walk,
     _write_all,
 )
 
@@ -190,17 +192,9 @@ class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
     """Plans with pinned manifests."""
 
 
-class StoreRetention(BaseModel):
+class StoreRetention(_Frozen):
     """Which plans' snapshots :meth:`ContentStore.collect` keeps: a plan is kept when both
     limits keep it. ``StoreRetention(keep_plans=None)`` keeps every plan."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
-        validate_default=True,
-        allow_inf_nan=False,
-    )
 
     keep_plans: Annotated[int, Field(strict=True)] | None = 100
     """Keep the most recent this many plans (by the time in their ULID); ``None``: no limit
@@ -806,25 +800,16 @@ class ContentStore:
         base = os.fspath(root)
         with self._writing() as batch:
             entries: list[ManifestEntry] = []
-            # The walk of _resources._scan, so a snapshot lists exactly what a changeset diffs.
-            stack = [(base, "")]
-            while stack:
-                folder, prefix = stack.pop()
-                with os.scandir(folder) as listing:
-                    for entry in listing:
-                        if not prefix and entry.name == JOURNAL:
-                            continue
-                        rel = prefix + entry.name
-                        field = _path_field(os.fsencode(rel))
-                        if entry.is_symlink():
-                            target = os.fsencode(os.readlink(entry.path))
-                            digest = self._backend.store(_LINK_PREFIX + target, batch)
-                            entries.append(ManifestEntry(field, "link", digest, len(target)))
-                        elif entry.is_dir(follow_symlinks=False):
-                            stack.append((entry.path, rel + "/"))
-                        elif entry.is_file(follow_symlinks=False):
-                            found = self._file(entry, known.get(rel) if known else None, batch)
-                            entries.append(ManifestEntry(field, "file", found.sha256, found.size))
+            # The walk of a changeset, so a snapshot lists exactly what a changeset diffs.
+            for rel, entry, link in _walk(base):
+                field = _path_field(os.fsencode(rel))
+                if link:
+                    target = os.fsencode(os.readlink(entry.path))
+                    digest = self._backend.store(_LINK_PREFIX + target, batch)
+                    entries.append(ManifestEntry(field, "link", digest, len(target)))
+                else:
+                    found = self._file(entry, known.get(rel) if known else None, batch)
+                    entries.append(ManifestEntry(field, "file", found.sha256, found.size))
             return self._finish(entries, batch, plan_id)
 
     def _file(self, entry: os.DirEntry[str], known: str | None, batch: set[str]) -> _Digest:
