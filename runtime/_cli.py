@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ._sync import run_sync
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -859,7 +860,6 @@ def execute(
     configuration error. This runs the nodes only: the plan lifecycle (fix, revalidate,
     apply) is `gategraph run`.
     """
-    import anyio
     import msgspec
 
     from ._engine import execute_graph
@@ -893,7 +893,7 @@ def execute(
 
             with _stdout_for_json(as_json):
                 try:
-                    run = anyio.run(go)
+                    run = run_sync(go)
                 finally:
                     _sweep_scratch()
             changes = {name: box.changeset() for name, box in boxes.items()}
@@ -1020,7 +1020,6 @@ def _drive_plan(
     """Run ``start(catalog, event_log)`` on the embedded SQLite log, showing progress (live
     on a terminal, plain lines otherwise; failed ``informational`` validations as warnings)
     and, with ``otel``, tracing it."""
-    import anyio
 
     from ._eventlog import SQLiteEventLog
     from ._observe import ObservedEventLog, progress_for
@@ -1054,7 +1053,7 @@ def _drive_plan(
         try:
             # The live panel owns the terminal while the plan runs: print after it stops.
             with progress, _stdout_for_json(as_json):
-                outcome = anyio.run(go)
+                outcome = run_sync(go)
         except BaseException:
             if tracing is not None:
                 tracing.close()  # what was open ends, marked incomplete

@@ -434,6 +434,7 @@ class PlanGraph(_Model):
     _digraph: Any = PrivateAttr(default=None)
     _by_id: dict[str, Node] | None = PrivateAttr(default=None)
     _order: tuple[str, ...] | None = PrivateAttr(default=None)
+    _work: tuple[str, ...] | None = PrivateAttr(default=None)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PlanGraph):
@@ -446,7 +447,7 @@ class PlanGraph(_Model):
         """Return a copy; what is derived from changed fields is worked out again."""
         copied = super().model_copy(update=update, deep=deep)
         if update:
-            copied._by_id = copied._order = copied._digraph = None
+            copied._by_id = copied._order = copied._digraph = copied._work = None
             if {"tools", "validations"} & set(update):
                 copied._registry = None
             if "mcp_servers" in update:
@@ -523,6 +524,26 @@ class PlanGraph(_Model):
             except nx.NetworkXUnfeasible:
                 raise ConfigError.at("nodes", "the graph has a cycle") from None
         return list(self._order)
+
+    def work_phase(self) -> list[str]:
+        """The nodes that come before any validation (not validations, and not after one),
+        in the file's order: the execution actor's part of a plan. Worked out once."""
+        if self._work is None:
+            after: dict[str, bool] = {}
+            by_id = {node.id: node for node in self.nodes}
+
+            def after_validation(node_id: str) -> bool:
+                known = after.get(node_id)
+                if known is None:
+                    node = by_id[node_id]
+                    after[node_id] = False  # the graph is acyclic; this only guards the walk
+                    known = after[node_id] = node.kind.value == "validation" or any(
+                        after_validation(need) for need in node.needs
+                    )
+                return known
+
+            self._work = tuple(node.id for node in self.nodes if not after_validation(node.id))
+        return list(self._work)
 
     def dependents(self, node_id: str) -> tuple[str, ...]:
         """Return the ids of the nodes that need ``node_id``, in the file's order."""

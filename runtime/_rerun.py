@@ -115,9 +115,9 @@ def _rounds(events: Sequence[Event]) -> list[_Round]:
 
 
 def _given(graph: PlanGraph, artifact: Any) -> dict[str, Any]:
-    from ._supervisor import _work_phase, given_outputs
+    from ._supervisor import given_outputs
 
-    return given_outputs(_work_phase(graph), artifact)
+    return given_outputs(graph.work_phase(), artifact)
 
 
 async def rerun_rounds(

@@ -329,22 +329,8 @@ class GraphExecutor:
 
 
 def _work_phase(graph: PlanGraph) -> list[str]:
-    """Nodes that come before any validation (not validations, and not after one), in the
-    file's order. A walk over ``needs``; no topological sort, no networkx."""
-    after: dict[str, bool] = {}
-    by_id = {node.id: node for node in graph.nodes}  # graph.node costs a model lookup
-
-    def after_validation(node_id: str) -> bool:
-        known = after.get(node_id)
-        if known is None:
-            node = by_id[node_id]
-            after[node_id] = False  # the graph is acyclic; this only guards the walk
-            known = after[node_id] = node.kind.value == "validation" or any(
-                after_validation(need) for need in node.needs
-            )
-        return known
-
-    return [node.id for node in graph.nodes if not after_validation(node.id)]
+    """The graph's work phase (:meth:`PlanGraph.work_phase`, worked out once per graph)."""
+    return graph.work_phase()
 
 
 def given_outputs(work: Sequence[str], artifact: Any) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -54,12 +53,18 @@ def run_sync(function: Callable[..., Awaitable[_T]], /, *args: Any, **kwargs: An
     from ._eventlog import SQLiteEventLog
 
     log = kwargs.get("event_log")
-    if isinstance(log, SQLiteEventLog) and not log._open:
+    found: list[_T] = []
 
-        async def with_log() -> _T:
+    async def call() -> None:
+        # The result is kept here, not returned: asyncio's runner formats its main task
+        # (result included) while it restores the signal handlers, and a plan's outcome
+        # with 10,000 validations takes tens of milliseconds to format.
+        if isinstance(log, SQLiteEventLog) and not log._open:
             # A SQLite log belongs to the loop that opened it: this call's own.
             async with log:
-                return await function(*args, **kwargs)
+                found.append(await function(*args, **kwargs))
+        else:
+            found.append(await function(*args, **kwargs))
 
-        return anyio.run(with_log)
-    return anyio.run(functools.partial(function, *args, **kwargs))
+    anyio.run(call)
+    return found[0]

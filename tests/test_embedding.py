@@ -399,3 +399,23 @@ def test_a_sync_twin_opens_a_sqlite_log_for_the_call(tmp_path: Path) -> None:
     assert read_events(db, "sync-1")[0].plan_id == "sync-1"
     outcome = run_plan_sync(_graph(tmp_path), event_log=SQLiteEventLog(db))
     assert outcome.status == "applied"
+
+
+def test_a_sync_call_never_formats_its_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync twins keep the result out of the event loop's main task: asyncio's runner
+    formats that task while it restores the signal handlers, which for a large plan's
+    outcome would cost tens of milliseconds."""
+    from gategraph.runtime import PlanOutcome, run_plan_sync
+
+    formatted: list[int] = []
+
+    def counted(self: Any) -> str:
+        formatted.append(1)
+        return "PlanOutcome(...)"
+
+    monkeypatch.setattr(PlanOutcome, "__repr__", counted)
+    outcome = run_plan_sync(_graph(tmp_path))
+    assert outcome.status.value == "applied"
+    assert formatted == []
