@@ -1475,7 +1475,7 @@ def _rounds_option(text: str | None) -> list[int] | None:
     numbers: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit() or int(part) < 1:
+        if not (part.isascii() and part.isdigit()) or int(part) < 1:
             _fail(f"--rerun: {text!r} is not 'all' or round numbers such as '1,3'")
         numbers.append(int(part))
     return numbers

@@ -20,8 +20,9 @@ reached; the lifecycle's coroutine is stepped to its end without an event loop.
 
 What the log does not hold the inputs of is taken from it, and the report says so:
 routing rejections of validations that could not be prepared, payload rejections of an
-artifact that was not JSON, the approval layer (seed 002 §19 forbids re-executing approval
-decisions) and a person's answers.
+artifact that was not JSON, and a person's answers (seed 002 §19: a replay never asks
+again). The approval layer is derived from the graph's policy and the run's recorded
+``auto_approve``, as the run derived it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from ._events import (
     ValidationStarted,
 )
 from ._exceptions import CatalogError
-from ._journal import PlanJournal, event_tag
+from ._journal import ENGINE_TAGS, PlanJournal, event_tag
 from ._maxn import InMemoryAuditLog
 from ._models import Validation, ValidationMode
 from ._pipeline import (
@@ -101,10 +102,6 @@ _NOTE_PAYLOAD: Final = (
     "payload rejections of an artifact that was not JSON are taken from the log (such an "
     "artifact is not recorded)"
 )
-_NOTE_APPROVAL: Final = (
-    "approval outcomes are taken from the log: a replay never re-executes approval "
-    "decisions, and whether the run auto-approved is not recorded"
-)  # seed 002 §19
 _NOTE_PERSON: Final = "a person's escalation decisions are taken from the log"
 _NOTE_APPROVER: Final = "a person's approval decisions are taken from the log"
 _NOTE_BACKOFF: Final = "the waits before validator re-runs are not logged, so not checked"
@@ -171,6 +168,14 @@ def _logged_reasons(layer: str, texts: Sequence[str]) -> tuple[Reason, ...]:
     return tuple(Reason(layer=layer, message=text.removeprefix(f"{layer}: ")) for text in texts)
 
 
+def _approval_text(outcome: ValidationOutcome) -> str:
+    if isinstance(outcome, NeedsApproval):
+        return f"approval_required ({outcome.message})"
+    if isinstance(outcome, Rejected):
+        return "artifact_rejected at the approval layer: " + _short(_reasons_text(outcome), 120)
+    return "the approval layer to pass"
+
+
 def _reasons_text(outcome: ValidationOutcome) -> str:
     return "; ".join(str(r) for r in outcome.reasons) if isinstance(outcome, Rejected) else ""
 
@@ -219,6 +224,8 @@ class ReplayJournal(PlanJournal):
         self.notes: list[str] = []
         self.decisions = 0
         """Decisions of the supervisor compared with the log."""
+        self._flagged = False
+        """Whether the engine events before the round's outcome were reported already."""
         self.ended_early = False
         """Whether the plan ended where the log goes on (its plan_finished missing)."""
         self._wanted = ""
@@ -242,6 +249,20 @@ class ReplayJournal(PlanJournal):
 
     def differs(self, recorded: Event, expected: str, logged: str) -> None:
         self.mismatch(recorded, expected, logged)
+
+    def _next_step(self) -> Event | None:
+        """The next step, as for a resumed plan; an engine event skipped on the way is one
+        no run accounts for (the work's own are before its ``work_finished``)."""
+        while self._recorded:
+            event = self._recorded[0]
+            tag = event_tag(event)
+            if tag not in ENGINE_TAGS and not isinstance(event, PlanResumed):
+                return event
+            self._recorded.popleft()
+            self._advance(event)
+            if tag in ENGINE_TAGS and self._wanted != "work_finished" and not self._flagged:
+                self.mismatch(event, f"{self._wanted or 'a step'} (no run is under way)", tag)
+        return None
 
     def leftovers(self) -> list[Event]:
         """What the log holds that the supervisor never reached (markers aside)."""
@@ -424,6 +445,7 @@ class ReplayJournal(PlanJournal):
         log's: a rejection where the log has one, else the supervisor's own."""
         if layer == LAYERS[0]:
             self._gate_checked = False
+            self._flagged = False
             self._round_failing = None
         end, logged_layer, first_engine = self._round_end(round_number)
         settled = outcome
@@ -497,6 +519,7 @@ class ReplayJournal(PlanJournal):
     ) -> Rejected:
         """The log's routing or payload rejection, which no validation may follow."""
         if first_engine is not None:
+            self._flagged = True
             self.mismatch(
                 end,
                 f"no validation in round {getattr(end, 'round', '?')} (the {layer} layer "
@@ -540,13 +563,22 @@ class ReplayJournal(PlanJournal):
         return outcome
 
     def approval(self, outcome: ValidationOutcome) -> ValidationOutcome:
-        self.note(_NOTE_APPROVAL)
+        """The approval layer, derived from the graph's policy and the run's recorded
+        ``auto_approve`` as the run derived it, and compared with the round's outcome."""
         end = next((e for e in self._recorded if event_tag(e) in _ROUND_ENDS), None)
+        if end is None:
+            return outcome
         if isinstance(end, ApprovalRequired):
-            return NeedsApproval(end.tier, end.message)
-        if isinstance(end, ArtifactRejected) and end.layer == "approval":
-            return Rejected("approval", _logged_reasons("approval", end.reasons))
-        return Passed()
+            logged: ValidationOutcome = NeedsApproval(end.tier, end.message)
+        elif isinstance(end, ArtifactRejected) and end.layer == "approval":
+            logged = Rejected("approval", _logged_reasons("approval", end.reasons))
+        else:
+            logged = Passed()
+        if type(logged) is not type(outcome):
+            self.mismatch(end, _approval_text(outcome), event_tag(end))
+            if not isinstance(outcome, Passed) and self._round_failing is None:
+                self._round_failing = _approval_text(outcome)
+        return logged
 
     def check_round(
         self,
@@ -561,8 +593,18 @@ class ReplayJournal(PlanJournal):
         """A retry re-runs only the failed nodes and those after them; a full round runs
         every applicable validation; every validation is one of the plan's."""
         selected = set(select)
+        ended: set[str] = set()
         for event in events:
             node = getattr(event, "node", None)
+            if isinstance(event, ValidationCompleted | NodeCompleted | NodeSkipped):
+                if event.node in ended:
+                    self.mismatch(
+                        event,
+                        f"one result for {event.node} in round {round_number} (a node that "
+                        "ended does not run again)",
+                        f"{event.node} ended again",
+                    )
+                ended.add(event.node)
             if (
                 retry
                 and node is not None

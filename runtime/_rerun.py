@@ -25,11 +25,14 @@ import msgspec
 from ._eventlog import MemoryEventLog
 from ._events import (
     ArtifactValidationStarted,
+    ConfirmationStarted,
     Event,
+    NodeCompleted,
     PlanStarted,
     ValidationCompleted,
     WorkFinished,
 )
+from ._exceptions import CatalogError, ConfigError
 from ._journal import event_tag
 
 if TYPE_CHECKING:
@@ -94,6 +97,9 @@ class _Round(msgspec.Struct, kw_only=True):
     inputs: dict[str, str] | None
     work: WorkFinished | None
     results: dict[str, ValidationCompleted]
+    outputs: dict[str, Any]
+    """What the round's other nodes (not validations) gave, by node."""
+    confirming: bool = False
 
 
 def _rounds(events: Sequence[Event]) -> list[_Round]:
@@ -105,12 +111,20 @@ def _rounds(events: Sequence[Event]) -> list[_Round]:
         if isinstance(event, WorkFinished):
             work = event
         elif isinstance(event, ArtifactValidationStarted):
-            current = _Round(number=event.round, inputs=event.inputs, work=work, results={})
+            current = _Round(
+                number=event.round, inputs=event.inputs, work=work, results={}, outputs={}
+            )
             found.append(current)
-        elif isinstance(event, ValidationCompleted) and current is not None:
-            current.results[event.node] = event  # a resumed round's later call wins
         elif event_tag(event) in _ROUND_ENDS:
             current = None
+        elif current is None or current.confirming:
+            continue
+        elif isinstance(event, ConfirmationStarted):
+            current.confirming = True  # the calls after it confirm; the round's are before
+        elif isinstance(event, ValidationCompleted):
+            current.results.setdefault(event.node, event)
+        elif isinstance(event, NodeCompleted) and event.ok:
+            current.outputs[event.node] = event.output
     return found
 
 
@@ -156,7 +170,7 @@ async def rerun_rounds(
     for current in recorded:
         if wanted is not None and current.number not in wanted:
             continue
-        why = _cannot_rebuild(current, graph)
+        why = _cannot_rebuild(current, graph, store)
         if why is not None:
             report.skipped.append(f"round {current.number}: {why}")
             continue
@@ -173,17 +187,28 @@ async def rerun_rounds(
                 )
                 continue
             artifact = current.work.artifact
-            run = await execute_graph(
-                graph,
-                catalog=catalog,
-                resources=views,
-                select=list(current.results),
-                given=_given(graph, artifact),
-                artifact=artifact,
-                event_log=MemoryEventLog(),
-                plan_id=started.plan_id,
-                attempt=current.work.attempt,
-            )
+            given = _given(graph, artifact) | {
+                node: output
+                for node, output in current.outputs.items()
+                if node not in current.results
+            }
+            try:
+                run = await execute_graph(
+                    graph,
+                    catalog=catalog,
+                    resources=views,
+                    select=list(current.results),
+                    given=given,
+                    artifact=artifact,
+                    event_log=MemoryEventLog(),
+                    plan_id=started.plan_id,
+                    attempt=current.work.attempt,
+                )
+            except (ConfigError, CatalogError) as exc:
+                # The graph or the catalog no longer has what the round ran (a validation
+                # removed, an attachment detached): that round cannot be run again as it was.
+                report.skipped.append(f"round {current.number}: cannot be run again: {exc}")
+                continue
         report.rounds.append(current.number)
         report.validations += len(run.validations)
         for record in run.validations:
@@ -218,7 +243,7 @@ async def rerun_rounds(
     return report
 
 
-def _cannot_rebuild(current: _Round, graph: PlanGraph) -> str | None:
+def _cannot_rebuild(current: _Round, graph: PlanGraph, store: ContentStore) -> str | None:
     if current.inputs is None:
         return "its inputs were not kept (no sandbox was open, or the log predates them)"
     held = [name for name, digest in current.inputs.items() if digest.startswith("changes:")]
@@ -231,6 +256,14 @@ def _cannot_rebuild(current: _Round, graph: PlanGraph) -> str | None:
     missing = sorted(set(graph.resources) - set(current.inputs))
     if missing:
         return f"its inputs do not include resource {missing[0]!r}"
+    folders = [
+        n for n in current.inputs if n in graph.resources and graph.resources[n].kind != "memory"
+    ]
+    if store.root is None and folders:
+        return (
+            f"resource {folders[0]!r} is a folder, and an in-memory store keeps only its "
+            "digest (run the plan with a file event log, or a store on disk, to re-run it)"
+        )
     return None
 
 

@@ -111,6 +111,7 @@ __all__ = [
     "StoreError",
     "StoreRetention",
     "StoreStatistics",
+    "folder_digest",
 ]
 
 _LOCK_WAIT: Final = 60.0
@@ -397,6 +398,8 @@ class _DiskBackend:
         if not self.root.is_dir():
             self.root.parent.mkdir(parents=True, exist_ok=True)
             _make_folder(self.root)
+            # Copies of the sandboxes' files, private ones too: for this user alone.
+            os.chmod(self.root, 0o700)
         fd = os.open(self.root / _LOCK, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
         try:
             _flock(fd, exclusive=exclusive, where=self.where)
@@ -444,7 +447,7 @@ class _DiskBackend:
         """Write a new temporary file in ``folder`` with ``fill``, fsynced; never left behind
         on an error."""
         path = folder / f".{secrets.token_hex(8)}.tmp"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o444)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o400)
         try:
             try:
                 digest = fill(fd)
@@ -688,6 +691,28 @@ class _MemoryBackend:
 
 
 # --- the store ---------------------------------------------------------------------------
+
+
+def folder_digest(root: str | os.PathLike[str]) -> str:
+    """The digest of the manifest :meth:`ContentStore.snapshot_folder` would make of the
+    folder ``root``, storing nothing: what an in-memory store records of a folder, whose
+    content it does not copy."""
+    entries: list[ManifestEntry] = []
+    for rel, entry, link in _walk(os.fspath(root)):
+        field = _path_field(os.fsencode(rel))
+        if link:
+            target = os.fsencode(os.readlink(entry.path))
+            digest = hashlib.sha256(_LINK_PREFIX + target).hexdigest()
+            entries.append(ManifestEntry(field, "link", digest, len(target)))
+        else:
+            fd = os.open(entry.path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+            try:
+                found = _digest_fd(fd)
+            finally:
+                os.close(fd)
+            entries.append(ManifestEntry(field, "file", found.sha256, found.size))
+    entries.sort(key=lambda entry: entry.path)
+    return hashlib.sha256(_MANIFEST_ENCODER.encode(entries)).hexdigest()
 
 
 class ContentStore:
@@ -1028,6 +1053,22 @@ class ContentStore:
             objects_removed=removed,
             bytes_freed=freed,
         )
+
+    def collect_due(self, retention: StoreRetention, *, now: float | None = None) -> bool:
+        """Whether a :meth:`collect` would be worth its cost now: more plans are pinned than
+        ``retention`` keeps, by a tenth (a collect reads every kept manifest, so it runs
+        for a batch of plans, not for each), or a plan is a day past its age limit."""
+        if not self._backend.exists():
+            return False
+        pins = self._backend.pins()
+        if retention.keep_plans is not None:
+            if len(pins) > retention.keep_plans + max(1, retention.keep_plans // 10):
+                return True
+        if retention.max_age_days is not None and pins:
+            clock = time.time() if now is None else now
+            oldest = min(_plan_time(plan, at) for plan, (_, at) in pins.items())
+            return clock - oldest > (retention.max_age_days + 1) * _DAY
+        return False
 
     def statistics(self) -> StoreStatistics:
         """Count the objects stored, their size, and the plans with pins."""

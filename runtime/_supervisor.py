@@ -135,7 +135,7 @@ from ._resources import (
 from ._results import ValidationResult
 from ._roles import as_role, build_role
 from ._spans import current_span
-from ._store import ContentStore, StoreError, StoreRetention
+from ._store import ContentStore, StoreError, StoreRetention, folder_digest
 from ._sync import run_sync
 
 if TYPE_CHECKING:
@@ -671,10 +671,12 @@ class Supervisor:
         return outcome
 
     def _collect(self) -> None:
-        """Let the store go of what its retention no longer keeps (the plans before)."""
+        """Let the store go of what its retention no longer keeps (the plans before): for a
+        batch of plans at a time, since a collect reads every manifest it keeps."""
         try:
-            self.store.collect(self.store_retention)
-        except StoreError as exc:
+            if self.store.collect_due(self.store_retention):
+                self.store.collect(self.store_retention)
+        except (StoreError, OSError) as exc:
             # The plan's outcome stands; what could not be collected waits for the next one.
             warnings.warn(f"plan {self.plan_id}: {exc}", RuntimeWarning, stacklevel=1)
 
@@ -941,14 +943,31 @@ class Supervisor:
         return await anyio.to_thread.run_sync(self._snapshot, pin)
 
     def _snapshot(self, pin: bool) -> dict[str, str]:
-        plan = self.plan_id if pin else None
+        try:
+            return self._snapshots(self.plan_id if pin else None)
+        except OSError as exc:
+            raise StoreError(
+                os.fspath(self.store.root) if self.store.root else "in memory",
+                f"cannot keep the round's inputs: {exc.strerror or exc}"
+                + (f": {exc.filename}" if exc.filename else ""),
+            ) from None
+
+    def _snapshots(self, plan: str | None) -> dict[str, str]:
         inputs: dict[str, str] = {}
         for name in sorted(self.sandboxes):
             sandbox = self.sandboxes[name]
             if isinstance(sandbox, DirectorySandbox):
-                inputs[name] = self.store.snapshot_folder(sandbox.root, plan_id=plan)
+                # An in-memory store keeps no copy of a folder (it could be any size): the
+                # digest alone, which is all Apply's check needs.
+                inputs[name] = (
+                    self.store.snapshot_folder(sandbox.root, plan_id=plan)
+                    if self.store.root is not None
+                    else folder_digest(sandbox.root)
+                )
             elif isinstance(sandbox, MemorySandbox):
-                inputs[name] = self.store.snapshot_texts(sandbox.view, plan_id=plan)
+                # A copy first: a program may change its sandbox while the round runs.
+                files = dict(list(sandbox.view.items()))
+                inputs[name] = self.store.snapshot_texts(files, plan_id=plan)
             else:
                 # A resource of its own kind: its changes stand for it (not rebuildable).
                 changes = [[c.path, c.sha256] for c in sandbox.changeset().changes]
@@ -962,7 +981,10 @@ class Supervisor:
         handed over). Invariant: only what the validations saw is applied."""
         if self._withdrawal is not None:
             return f"withdrawn before Apply: {self._withdrawal}"
-        if self._validated is not None and await self._round_inputs(pin=False) != self._validated:
+        if self._validated is None or self.journal.offline:
+            return None  # nothing recorded to compare with (a replay has no sandboxes)
+        await self._ensure_sandboxes()  # resuming, Apply may be the first live step
+        if await self._round_inputs(pin=False) != self._validated:
             return (
                 "the sandboxes changed while they were being validated (written after the "
                 "work was handed over): nothing applied"
@@ -972,7 +994,18 @@ class Supervisor:
     async def _validate(self, artifact: Any) -> ValidationOutcome:
         """One pipeline round: routing → payload → semantic → approval (seed 002 §6)."""
         # What the round validates; Apply commits only that (see _apply_refusal).
-        inputs = None if self.journal.recorded_ahead else await self._round_inputs(pin=True)
+        recorded = self.journal.peek()
+        if isinstance(recorded, ArtifactValidationStarted):
+            inputs = recorded.inputs  # what the round saw when it ran (resuming or replaying)
+        elif recorded is None and not self.journal.offline:
+            await self._ensure_sandboxes()  # resuming, the round may be the first live step
+            inputs = await self._round_inputs(pin=True)
+        else:
+            inputs = None  # the log holds something else here: the emit below says what
+        if self._retry_only is not None and inputs != self._validated:
+            # The sandboxes changed since the round this one re-runs part of: what the other
+            # validations saw is not what is there now, so every validation runs again.
+            self._retry_only = None
         self._validated = inputs
         self.round += 1
         self.stats.rounds += 1

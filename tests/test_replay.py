@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from gategraph.runtime import Catalog, MemoryEventLog, Validation, load_graph
 from gategraph.runtime._cli import cli
 from gategraph.runtime._eventlog import read_events
-from gategraph.runtime._events import ApplyStarted, ValidationCompleted
+from gategraph.runtime._events import ApplyStarted, ArtifactValidated, ValidationCompleted
 from gategraph.runtime._ids import new_ulid
 from gategraph.runtime._maxn import InMemoryAuditLog
 from gategraph.runtime._pipeline import Reason, Rejected, round_faults
@@ -248,13 +248,32 @@ async def test_payload_rejection_matches(tmp_path: Path) -> None:
     ],
 )
 async def test_approval_outcomes_match(tmp_path: Path, rule: str, status: PlanStatus) -> None:
-    """An approval pause or denial is taken from the log and replays to a match."""
+    """An approval pause or denial is derived from the graph's policy, as the run derived
+    it, and replays to a match; a log whose round got past a denial does not."""
     text = plan(repo(tmp_path), [GOOD], retry_limit=0, strategy_revisions=0)
     outcome, events, graph = await recorded(text + f"  approval: {{rules: [{rule}]}}\n")
     assert outcome.status is status
     report = replay_plan(events, graph)
     assert_matches(report, events)
-    assert any(note.startswith("approval outcomes are taken from the log") for note in report.notes)
+    end = next(e for e in events if tag(e) in ("approval_required", "artifact_rejected"))
+    forged = [
+        ArtifactValidated(
+            id=new_ulid(), plan_id=end.plan_id, seq=end.seq, at=end.at, round=1, verdict={}
+        )
+        if e is end
+        else e
+        for e in events
+        if e.seq <= end.seq
+    ]
+    expected = (
+        "approval_required (syntax needs approval (tier high))"
+        if "require" in rule
+        else "artifact_rejected at the approval layer: approval: denied by policy: 'syn*' "
+        "matches syntax"
+    )
+    assert replay_plan(forged, graph).mismatches[0] == (
+        f"seq {end.seq} (artifact_validated): expected {expected}, log says artifact_validated"
+    )
 
 
 @pytest.mark.anyio

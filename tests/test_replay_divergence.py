@@ -336,3 +336,29 @@ async def test_an_artifact_that_was_not_json(tmp_path: Path) -> None:
     report = replay_plan(changed, graph)
     assert report.matches, report.mismatches
     assert any(note.startswith("payload rejections of an artifact") for note in report.notes)
+
+
+@pytest.mark.anyio
+async def test_a_node_that_ends_twice_or_a_run_outside_a_round(tmp_path: Path) -> None:
+    """A validation completed twice in one round (a failure hidden under a pass), or a
+    validation's result where no run is under way, does not replay."""
+    import msgspec
+
+    _, events, graph = await recorded(plan(repo(tmp_path), [GOOD]))
+    passed = next(e for e in events if tag(e) == "validation_completed" and e.node == "syntax")
+    from gategraph.runtime._results import ValidationResult
+
+    failed = msgspec.structs.replace(passed, result=ValidationResult(False, "no"))
+    at = events.index(passed)
+    twice = renumber([*events[:at], failed, *events[at:]])
+    assert replay_plan(twice, graph).mismatches == [
+        f"seq {passed.seq + 1} (validation_completed): expected one result for syntax in "
+        "round 1 (a node that ended does not run again), log says syntax ended again"
+    ]
+    applying = first(events, "apply_started")
+    at = events.index(applying) + 1
+    outside = renumber([*events[:at], failed, *events[at:]])
+    assert replay_plan(outside, graph).mismatches == [
+        f"seq {applying.seq + 1} (validation_completed): expected apply_completed (no run "
+        "is under way), log says validation_completed"
+    ]

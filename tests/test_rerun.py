@@ -68,7 +68,8 @@ async def test_rounds_rerun_on_their_inputs_give_their_outcomes(tmp_path: Path) 
     file fails again although the repository now holds the fixed one."""
     root = repo(tmp_path)
     log = MemoryEventLog()
-    outcome, events, graph, supervisor = await run(plan(root, [BAD, GOOD]), log)
+    kept = ContentStore(tmp_path / "store")
+    outcome, events, graph, supervisor = await run(plan(root, [BAD, GOOD]), log, store=kept)
     assert outcome.status is PlanStatus.APPLIED
     assert "(name)" in (root / "src" / "greet.py").read_text()  # applied: the fixed file
     report = await rerun_rounds(events, graph, store=supervisor.store)
@@ -102,7 +103,8 @@ async def test_a_validation_that_changes_its_mind_is_flaky(
     """Re-run on the very inputs it failed, the validation passes: a flake, reported with
     both outcomes; the recorded outcome is the one that decided."""
     text = _coin_plan(tmp_path, monkeypatch, "gg_rerun_coin")
-    outcome, events, graph, supervisor = await run(text, MemoryEventLog())
+    store = ContentStore(tmp_path / "store")
+    outcome, events, graph, supervisor = await run(text, MemoryEventLog(), store=store)
     assert outcome.status is PlanStatus.APPLIED and len(outcome.rounds) == 2
     report = await rerun_rounds(events, graph, store=supervisor.store)
     assert not report.matches
@@ -125,9 +127,11 @@ async def test_rounds_that_cannot_be_rebuilt_say_why(tmp_path: Path) -> None:
         first, events, graph, _ = await run(
             plan(repo(tmp_path / "a"), [GOOD]), log, store_retention=StoreRetention(keep_plans=1)
         )
-        other = repo(tmp_path / "b")
-        (other / "src" / "app.py").write_text("x = 2\n")  # other content: nothing shared
-        await run(plan(other, [GOOD]), log, store_retention=StoreRetention(keep_plans=1))
+        # A store collects for a batch of plans: with one plan kept, once three are there.
+        for number in (2, 3):
+            other = repo(tmp_path / f"p{number}")
+            (other / "src" / "app.py").write_text(f"x = {number}\n")  # nothing shared
+            await run(plan(other, [GOOD]), log, store_retention=StoreRetention(keep_plans=1))
     store = ContentStore(state / "store")
     assert store.pinned(first.plan_id) == frozenset()
     report = await rerun_rounds(events, graph, store=store)
@@ -234,7 +238,8 @@ async def test_each_flake_found_is_counted_in_the_catalog(
 
     text = _coin_plan(tmp_path, monkeypatch, "gg_counted_coin")
     catalog = Catalog.in_memory()
-    _, events, graph, supervisor = await run(text, MemoryEventLog(), catalog=catalog)
+    store = ContentStore(tmp_path / "store")
+    _, events, graph, supervisor = await run(text, MemoryEventLog(), catalog=catalog, store=store)
     assert catalog.flakes("coin") == 0  # no confirmation asked for: a plain fix
     report = await rerun_rounds(events, graph, store=supervisor.store, catalog=catalog)
     assert report.flaky == ["coin"] and catalog.flakes("coin") == 1
@@ -272,3 +277,129 @@ def test_the_run_summary_names_the_flaky_validations(
     )
     listed = CliRunner().invoke(cli, [*catalog, "tool", "list"])
     assert "flaky validations not registered here: coin (1)" in listed.stdout
+
+
+@pytest.mark.anyio
+async def test_an_in_memory_log_keeps_no_copy_of_a_folder(tmp_path: Path) -> None:
+    """Beside an in-memory log, a folder's rounds record its digest only (Apply's check
+    needs no more), and a re-run says why it cannot rebuild them."""
+    outcome, events, graph, supervisor = await run(plan(repo(tmp_path), [GOOD]), MemoryEventLog())
+    assert outcome.status is PlanStatus.APPLIED and supervisor.store.root is None
+    [inputs] = [e.inputs for e in started(events)]
+    assert inputs is not None and not supervisor.store.has(inputs["repo"])
+    assert supervisor.store.statistics().objects == 0
+    report = await rerun_rounds(events, graph, store=supervisor.store)
+    assert report.skipped == [
+        "round 1: resource 'repo' is a folder, and an in-memory store keeps only its digest "
+        "(run the plan with a file event log, or a store on disk, to re-run it)"
+    ]
+
+
+# -- what a round validated is what is applied --------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_retry_round_whose_inputs_changed_runs_every_validation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A validator-only retry keeps the other validations' results only while the sandboxes
+    hold what those validations saw; changed, every validation runs again."""
+    text = _coin_plan(tmp_path, monkeypatch, "gg_changed_coin") + (
+        "policy:\n  confirm_failures: true\n"
+    )
+    rounds = iter([{"repo": "a" * 64}, {"repo": "b" * 64}])
+
+    async def inputs(self: Supervisor, *, pin: bool) -> dict[str, str] | None:
+        return next(rounds) if pin else {"repo": "b" * 64}
+
+    monkeypatch.setattr(Supervisor, "_round_inputs", inputs)
+    outcome, events, _, _ = await run(text, MemoryEventLog(), sleep=_no_sleep)
+    assert outcome.status is PlanStatus.APPLIED
+    second = started(events)[1].seq
+    ran = {e.node for e in events if e.seq > second and type(e).__name__ == "ValidationCompleted"}
+    assert ran == {"coin", "syntax", "advice"}  # not coin alone
+
+
+@pytest.mark.anyio
+async def test_a_resumed_plan_refuses_a_sandbox_changed_after_its_round(tmp_path: Path) -> None:
+    """A plan that died after its round passed is resumed: its sandbox was written since,
+    so what the round validated is no longer there, and nothing is applied."""
+    from test_resume import Crash, DyingLog
+
+    root = repo(tmp_path)
+    graph = load_graph(plan(root, [GOOD]))
+    log, home = MemoryEventLog(), tmp_path / "home"
+    first = Supervisor(graph, event_log=DyingLog(log, 11), audit=InMemoryAuditLog(), home=home)
+    with pytest.raises(Crash):
+        await first.run()
+    assert type(list(log._events.values())[-1][-1]).__name__ == "ArtifactValidated"
+    box = home / "sandboxes" / first.plan_id / "r0" / "repo" / "src" / "greet.py"
+    box.write_text("def greet(name:\n")
+    second = Supervisor(
+        graph, event_log=log, plan_id=first.plan_id, audit=InMemoryAuditLog(), home=home
+    )
+    outcome = await second.resume()
+    assert outcome.status is PlanStatus.FAILED
+    assert outcome.message.startswith("the sandboxes changed while they were being validated")
+    assert not (root / "src" / "greet.py").exists()
+
+
+@pytest.mark.anyio
+async def test_a_store_that_cannot_be_written_says_so(tmp_path: Path) -> None:
+    """A store folder that is a file: the round cannot keep its inputs, and says where."""
+    from gategraph.runtime import StoreError
+
+    (tmp_path / "store").write_text("not a folder")
+    with pytest.raises(StoreError, match=r"cannot keep the round's inputs: .*store"):
+        await run(
+            plan(repo(tmp_path), [GOOD]),
+            MemoryEventLog(),
+            store=ContentStore(tmp_path / "store"),
+        )
+
+
+def test_the_store_is_for_its_user_alone(tmp_path: Path) -> None:
+    """Its folder is the user's alone and its objects read-only: copies of private files
+    stay private."""
+    store = ContentStore(tmp_path / "store")
+    digest = store.snapshot_texts({".env": "TOKEN=1"})
+    assert (tmp_path / "store").stat().st_mode & 0o777 == 0o700
+    [entry] = store.manifest(digest)
+    obj = tmp_path / "store" / "objects" / entry.sha256[:2] / entry.sha256[2:]
+    assert obj.stat().st_mode & 0o777 == 0o400
+
+
+@pytest.mark.anyio
+async def test_a_round_that_cannot_run_again_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A validation the graph no longer has: that round is skipped with the reason."""
+    text = _coin_plan(tmp_path, monkeypatch, "gg_gone_coin")
+    store = ContentStore(tmp_path / "store")
+    _, events, _, _ = await run(text, MemoryEventLog(), store=store)
+    without = load_graph(plan(repo(tmp_path / "other"), [GOOD]))
+    report = await rerun_rounds(events, without, store=store)
+    assert report.rounds == [] and len(report.skipped) == 2
+    assert report.skipped[0].startswith("round 1: cannot be run again: ")
+    assert "coin" in report.skipped[0]
+
+
+def test_rerun_rounds_must_be_plain_numbers(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from gategraph.runtime._cli import cli
+
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--catalog",
+            str(tmp_path / "c.db"),
+            "replay",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            "--rerun",
+            "²",
+        ],
+    )
+    assert result.exit_code == 2
+    assert (
+        result.stderr.strip() == "error: --rerun: '²' is not 'all' or round numbers such as '1,3'"
+    )

@@ -989,3 +989,21 @@ def test_a_lock_held_too_long_is_an_error(
     )
     with pytest.raises(StoreError, match="gave up"):
         held.collect(KEEP_ALL)
+
+
+def test_a_collect_is_due_for_a_batch_of_plans_or_an_aged_one(tmp_path: Path) -> None:
+    """collect_due: more plans pinned than kept by a tenth (at least one), or a plan a day
+    past the age limit; never for an empty store."""
+    from gategraph.runtime._ids import new_ulid
+
+    store = ContentStore(tmp_path / "s")
+    keep = StoreRetention(keep_plans=10)
+    assert not store.collect_due(keep)
+    plans = [new_ulid() for _ in range(12)]
+    for number, plan_id in enumerate(plans):
+        store.snapshot_texts({"a": str(number)}, plan_id=plan_id)
+        assert store.collect_due(keep) is (number + 1 > 11)
+    aged = StoreRetention(keep_plans=None, max_age_days=1.0)
+    now = time.time()
+    assert not store.collect_due(aged, now=now)
+    assert store.collect_due(aged, now=now + 2.5 * 86_400)
