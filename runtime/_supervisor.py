@@ -17,7 +17,6 @@ import enum
 import functools
 import hashlib
 import os
-import shutil
 import threading
 import time
 import warnings
@@ -52,7 +51,6 @@ from ._events import (
     ConfirmationStarted,
     EscalationDecided,
     EscalationRequested,
-    Event,
     FixRequested,
     NodeSkipped,
     PlanFinished,
@@ -110,6 +108,7 @@ from ._pipeline import (
     with_descendants,
     work_failed_reason,
 )
+from ._plan_sandboxes import PlanSandboxes
 from ._protocols import (
     Applicable,
     EscalationDecision,
@@ -126,16 +125,13 @@ from ._protocols import (
 )
 from ._resources import (
     DirectoryResource,
-    DirectorySandbox,
     MemoryResource,
-    MemorySandbox,
     Resource,
-    Sandbox,
 )
 from ._results import ValidationResult
 from ._roles import as_role, build_role
 from ._spans import current_span
-from ._store import ContentStore, StoreError, StoreRetention, folder_digest
+from ._store import ContentStore, StoreError, StoreRetention
 from ._sync import run_sync
 
 if TYPE_CHECKING:
@@ -438,6 +434,10 @@ class Supervisor:
         """The graph's nodes before any validation: the execution actor's part."""
         self.journal = PlanJournal(self.log, self.plan_id)
         """Where the plan's events go (and, resuming, what the log holds for the steps ahead)."""
+        self.boxes = PlanSandboxes(
+            self.resources, plan_id=self.plan_id, home=lambda: self.home, store=self.store
+        )
+        """The plan's sandboxes."""
         self.round = 0
         self.revision = 0
         self.attempt = 0
@@ -445,7 +445,6 @@ class Supervisor:
         self.stats = PlanStatistics()
         self.rounds: list[RoundSummary] = []
         self.attempts: list[dict[str, Any]] = []
-        self.sandboxes: dict[str, Sandbox] = {}
         self.records: dict[str, ValidationRecord] = {}
         self.results: dict[str, NodeResult] = {}
         self.verdict: dict[str, Any] | None = None
@@ -453,8 +452,6 @@ class Supervisor:
         """The last round's pipeline outcome."""
         self.applicable = self._applicable()
         self._retry_only: list[str] | None = None
-        self._sandboxes_ready = False
-        self._work_from_log = False
         self._denied = False
         self._decision: EscalationDecision | None = None
         self._withdrawal: str | None = None
@@ -586,7 +583,7 @@ class Supervisor:
                 decision is None or decision.action in ("retry", "approve")
             )
             if needs_sandboxes:
-                await self._check_sandboxes(steps)
+                await self.boxes.check_kept(steps)
             reason = "crashed"
             if decision is not None:
                 reason = "approval" if decision.for_approval else "decision"
@@ -595,35 +592,10 @@ class Supervisor:
             async with opened:
                 await anyio.to_thread.run_sync(self.executor.connect)
                 self.journal = PlanJournal(self.log, self.plan_id, mine, reason=reason)
+                self.boxes.resumed = True
                 self._decision = decision
                 await self.journal.emit(PlanStarted, **await self._started())
                 return await self._drive()
-
-    async def _check_sandboxes(self, steps: Sequence[Event]) -> None:
-        """Refuse, before anything is appended, a resume whose work the log records in
-        sandboxes that are gone: going on would validate or apply something else."""
-        revision = sum(isinstance(e, StrategyRevisionRequested) for e in steps)
-        start = max((i for i, e in enumerate(steps) if isinstance(e, StrategyProduced)), default=0)
-        since = steps[start:]
-        if any(isinstance(e, ApplyCompleted) for e in since) or not any(
-            isinstance(e, WorkFinished) for e in since
-        ):
-            return  # nothing worked in them yet, or nothing is left to do with them
-        for name, resource in self.resources.items():
-            folder = self._sandbox_folder(name, revision)
-            reopen = getattr(resource, "reopen_sandbox", None)
-            found = await anyio.to_thread.run_sync(reopen, folder) if reopen is not None else None
-            if found is None:
-                lost = (
-                    "a memory resource's sandbox lives only as long as its process"
-                    if resource.kind == "memory"
-                    else f"no sandbox at {folder}"
-                )
-                raise ResumeError(
-                    f"cannot resume plan {self.plan_id}: the log shows work done in the "
-                    f"sandbox of resource {name!r} (revision {revision}), and it is gone "
-                    f"({lost}); nothing was changed"
-                )
 
     async def replay(self) -> PlanOutcome:
         """Run the lifecycle against the log its journal holds, never live (see
@@ -666,7 +638,7 @@ class Supervisor:
             # Only a finished plan lets its sandboxes go: a paused, crashed or cancelled one
             # continues on them when resumed.
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._discard_sandboxes, True)
+                await anyio.to_thread.run_sync(self.boxes.discard, True)
                 await anyio.to_thread.run_sync(self._collect)
         return outcome
 
@@ -684,7 +656,7 @@ class Supervisor:
         note: str | None = None
         while True:
             strategy = await self._strategize()
-            await self._open_sandboxes()
+            await self.boxes.open(self.revision, replaying=self.journal.replaying)
             artifact = await self._work(strategy, None, note)
             while True:
                 if _withdrawn(artifact):
@@ -766,81 +738,6 @@ class Supervisor:
         )
         return strategy
 
-    # -- sandboxes ------------------------------------------------------------------------
-
-    def _sandbox_folder(self, name: str, revision: int | None = None) -> Path:
-        number = self.revision if revision is None else revision
-        return self.home / "sandboxes" / self.plan_id / f"r{number}" / name
-
-    async def _open_sandboxes(self) -> None:
-        """Fresh sandboxes for a (revised) strategy; resuming, those the log's work used."""
-        self._work_from_log = False
-        self._sandboxes_ready = False
-        if self.journal.replaying:
-            self.sandboxes = {}  # reopened when the plan goes live, if it needs them
-            return
-        await anyio.to_thread.run_sync(self._discard_sandboxes, False)
-        await self._ensure_sandboxes()
-
-    async def _ensure_sandboxes(self, *, fresh: bool = False) -> None:
-        """Open (or, resuming, reopen) the current revision's sandboxes. ``fresh`` throws
-        away what a crashed first Execute left in them: Execute starts on a clean copy."""
-        if self._sandboxes_ready:
-            return
-        for name, resource in self.resources.items():
-            folder = self._sandbox_folder(name)
-            sandbox: Sandbox | None = None
-            if self.journal.resumed and not fresh:
-                reopen = getattr(resource, "reopen_sandbox", None)
-                if reopen is not None:
-                    sandbox = await anyio.to_thread.run_sync(reopen, folder)
-                if sandbox is None and self._work_from_log:
-                    raise ResumeError(
-                        f"cannot resume plan {self.plan_id}: the sandbox of resource {name!r} "
-                        f"(revision {self.revision}) is gone, and the log shows work done in it"
-                        + (
-                            "; a memory resource's sandbox lives only as long as its process"
-                            if resource.kind == "memory"
-                            else ""
-                        )
-                    )
-            if sandbox is None:
-                # Nothing worked in it yet, or only a crashed first Execute: start clean.
-                stale = getattr(resource, "reopen_sandbox", None)
-                old = await anyio.to_thread.run_sync(stale, folder) if stale else None
-                if old is not None:
-                    await anyio.to_thread.run_sync(old.discard)
-                await anyio.to_thread.run_sync(
-                    functools.partial(shutil.rmtree, folder, ignore_errors=True)
-                )
-                sandbox = await anyio.to_thread.run_sync(resource.open_sandbox, folder)
-            self.sandboxes[name] = sandbox
-        self._sandboxes_ready = True
-        await anyio.to_thread.run_sync(self._drop_other_revisions)
-
-    def _drop_other_revisions(self) -> None:
-        plan_dir = self.home / "sandboxes" / self.plan_id
-        keep = f"r{self.revision}"
-        if plan_dir.is_dir():
-            for entry in plan_dir.iterdir():
-                if entry.name != keep:
-                    shutil.rmtree(entry, ignore_errors=True)
-
-    def _discard_sandboxes(self, everything: bool) -> None:
-        for sandbox in self.sandboxes.values():
-            sandbox.discard()
-        self.sandboxes.clear()
-        self._sandboxes_ready = False
-        if everything:
-            plan_dir = self.home / "sandboxes" / self.plan_id
-            shutil.rmtree(plan_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                plan_dir.parent.rmdir()  # only when no other plan's sandboxes are there
-
-    async def _views(self) -> dict[str, Any]:
-        await self._ensure_sandboxes()
-        return {name: sandbox.view for name, sandbox in self.sandboxes.items()}
-
     # -- Execute --------------------------------------------------------------------------
 
     async def _work(
@@ -859,19 +756,19 @@ class Supervisor:
             await self.journal.emit(FixRequested, attempt=self.attempt, note=note)
         recorded = self.journal.take("work_finished", attempt=self.attempt)
         if recorded is not None:
-            self._work_from_log = True
+            self.boxes.work_from_log = True
             if recorded.error is not None:
                 return _WorkFailed(recorded.error, recorded.fault)
             return recorded.artifact
         await self.journal.go_live()
         if not fix:
             # A first Execute always starts on a fresh copy, also after a crash midway.
-            await self._ensure_sandboxes(fresh=True)
+            await self.boxes.ensure(fresh=True)
         request = ExecuteRequest(
             plan_id=self.plan_id,
             graph=self.graph,
             strategy=strategy,
-            resources=await self._views(),
+            resources=await self.boxes.views(),
             attempt=self.attempt,
             revision=self.revision,
             journal=self.journal,
@@ -935,46 +832,6 @@ class Supervisor:
         under way is not applied, and the plan fails at its next step, saying ``reason``."""
         self._withdrawal = reason
 
-    async def _round_inputs(self, *, pin: bool) -> dict[str, str] | None:
-        """What each sandbox holds now, by resource: the digest of its manifest in the
-        store (``pin``: kept for this plan), or None before any sandbox is open."""
-        if not self._sandboxes_ready:
-            return None
-        return await anyio.to_thread.run_sync(self._snapshot, pin)
-
-    def _snapshot(self, pin: bool) -> dict[str, str]:
-        try:
-            return self._snapshots(self.plan_id if pin else None)
-        except OSError as exc:
-            raise StoreError(
-                os.fspath(self.store.root) if self.store.root else "in memory",
-                f"cannot keep the round's inputs: {exc.strerror or exc}"
-                + (f": {exc.filename}" if exc.filename else ""),
-            ) from None
-
-    def _snapshots(self, plan: str | None) -> dict[str, str]:
-        inputs: dict[str, str] = {}
-        for name in sorted(self.sandboxes):
-            sandbox = self.sandboxes[name]
-            if isinstance(sandbox, DirectorySandbox):
-                # An in-memory store keeps no copy of a folder (it could be any size): the
-                # digest alone, which is all Apply's check needs.
-                inputs[name] = (
-                    self.store.snapshot_folder(sandbox.root, plan_id=plan)
-                    if self.store.root is not None
-                    else folder_digest(sandbox.root)
-                )
-            elif isinstance(sandbox, MemorySandbox):
-                # A copy first: a program may change its sandbox while the round runs.
-                files = dict(list(sandbox.view.items()))
-                inputs[name] = self.store.snapshot_texts(files, plan_id=plan)
-            else:
-                # A resource of its own kind: its changes stand for it (not rebuildable).
-                changes = [[c.path, c.sha256] for c in sandbox.changeset().changes]
-                digest = hashlib.sha256(msgspec.json.encode(changes)).hexdigest()
-                inputs[name] = f"changes:{digest}"
-        return inputs
-
     async def _apply_refusal(self) -> str | None:
         """Why the round that passed must not be applied, or None: the plan was withdrawn,
         or its sandboxes changed while they were validated (a write after the artifact was
@@ -983,8 +840,8 @@ class Supervisor:
             return f"withdrawn before Apply: {self._withdrawal}"
         if self._validated is None or self.journal.offline:
             return None  # nothing recorded to compare with (a replay has no sandboxes)
-        await self._ensure_sandboxes()  # resuming, Apply may be the first live step
-        if await self._round_inputs(pin=False) != self._validated:
+        await self.boxes.ensure()  # resuming, Apply may be the first live step
+        if await self.boxes.inputs(pin=False) != self._validated:
             return (
                 "the sandboxes changed while they were being validated (written after the "
                 "work was handed over): nothing applied"
@@ -998,8 +855,8 @@ class Supervisor:
         if isinstance(recorded, ArtifactValidationStarted):
             inputs = recorded.inputs  # what the round saw when it ran (resuming or replaying)
         elif recorded is None and not self.journal.offline:
-            await self._ensure_sandboxes()  # resuming, the round may be the first live step
-            inputs = await self._round_inputs(pin=True)
+            await self.boxes.ensure()  # resuming, the round may be the first live step
+            inputs = await self.boxes.inputs(pin=True)
         else:
             inputs = None  # the log holds something else here: the emit below says what
         if self._retry_only is not None and inputs != self._validated:
@@ -1154,7 +1011,7 @@ class Supervisor:
             run: GraphRun = await execute_graph(
                 self.graph,
                 catalog=self.catalog,
-                resources=await self._views(),
+                resources=await self.boxes.views(),
                 max_concurrency=self.executor.max_concurrency,
                 isolation=self.executor.isolation,
                 select=select,
@@ -1497,9 +1354,9 @@ class Supervisor:
                 await anyio.to_thread.run_sync(
                     functools.partial(resource.recover, plan_id=self.plan_id)
                 )
-        await self._ensure_sandboxes()
+        await self.boxes.ensure()
         for name in names:
-            sandbox = self.sandboxes[name]
+            sandbox = self.boxes.held[name]
             resource = self.resources[name]
             changeset = await anyio.to_thread.run_sync(sandbox.changeset)
             if resumed and await anyio.to_thread.run_sync(resource.applied, self.plan_id):

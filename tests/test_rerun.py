@@ -19,6 +19,7 @@ from gategraph.runtime import (
 )
 from gategraph.runtime._events import ArtifactValidationStarted, WorkFinished
 from gategraph.runtime._maxn import InMemoryAuditLog
+from gategraph.runtime._plan_sandboxes import PlanSandboxes
 from gategraph.runtime._rerun import rerun_rounds
 from gategraph.runtime._supervisor import PlanStatus, Supervisor
 
@@ -309,10 +310,10 @@ async def test_a_retry_round_whose_inputs_changed_runs_every_validation(
     )
     rounds = iter([{"repo": "a" * 64}, {"repo": "b" * 64}])
 
-    async def inputs(self: Supervisor, *, pin: bool) -> dict[str, str] | None:
+    async def inputs(self: PlanSandboxes, *, pin: bool) -> dict[str, str] | None:
         return next(rounds) if pin else {"repo": "b" * 64}
 
-    monkeypatch.setattr(Supervisor, "_round_inputs", inputs)
+    monkeypatch.setattr(PlanSandboxes, "inputs", inputs)
     outcome, events, _, _ = await run(text, MemoryEventLog(), sleep=_no_sleep)
     assert outcome.status is PlanStatus.APPLIED
     second = started(events)[1].seq

@@ -1,0 +1,206 @@
+"""The sandboxes of one plan: a private copy of each resource per strategy revision.
+
+Opened for a (revised) strategy, reopened when a resumed plan goes live, snapshotted into
+the content store for each validation round, and discarded when the plan ends (a paused,
+crashed or cancelled plan keeps them: it continues on them). Folders are
+``HOME/sandboxes/PLAN/rN/NAME``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from ._events import ApplyCompleted, StrategyProduced, StrategyRevisionRequested, WorkFinished
+from ._exceptions import ResumeError
+from ._resources import DirectorySandbox, MemorySandbox
+from ._store import StoreError, folder_digest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
+
+    from ._events import Event
+    from ._resources import Resource, Sandbox
+    from ._store import ContentStore
+
+__all__ = ["PlanSandboxes"]
+
+
+class PlanSandboxes:
+    """The sandboxes of plan ``plan_id`` on ``resources``, below the folder ``home()``
+    (a callable: the folder is made only when a sandbox needs it); each round's inputs
+    go to ``store``."""
+
+    def __init__(
+        self,
+        resources: Mapping[str, Resource],
+        *,
+        plan_id: str,
+        home: Callable[[], Path],
+        store: ContentStore,
+    ) -> None:
+        self.resources = resources
+        self.plan_id = plan_id
+        self._home = home
+        self.store = store
+        self.held: dict[str, Sandbox] = {}
+        """The open sandboxes, by resource."""
+        self.revision = 0
+        """The strategy revision they are for."""
+        self.ready = False
+        """Whether every resource's sandbox is open."""
+        self.resumed = False
+        """Whether the plan resumes: its sandboxes are reopened, not made afresh."""
+        self.work_from_log = False
+        """Whether the log shows work done in them (resuming): gone, they cannot be made
+        again."""
+
+    def folder(self, name: str, revision: int | None = None) -> Path:
+        number = self.revision if revision is None else revision
+        return self._home() / "sandboxes" / self.plan_id / f"r{number}" / name
+
+    async def open(self, revision: int, *, replaying: bool) -> None:
+        """Fresh sandboxes for strategy revision ``revision``; while ``replaying`` a log,
+        none (reopened when the plan goes live, if it needs them)."""
+        self.revision = revision
+        self.work_from_log = False
+        self.ready = False
+        if replaying:
+            self.held = {}  # reopened when the plan goes live, if it needs them
+            return
+        await anyio.to_thread.run_sync(self.discard, False)
+        await self.ensure()
+
+    async def ensure(self, *, fresh: bool = False) -> None:
+        """Open (or, resuming, reopen) the current revision's sandboxes. ``fresh`` throws
+        away what a crashed first Execute left in them: Execute starts on a clean copy."""
+        if self.ready:
+            return
+        for name, resource in self.resources.items():
+            folder = self.folder(name)
+            sandbox: Sandbox | None = None
+            if self.resumed and not fresh:
+                reopen = getattr(resource, "reopen_sandbox", None)
+                if reopen is not None:
+                    sandbox = await anyio.to_thread.run_sync(reopen, folder)
+                if sandbox is None and self.work_from_log:
+                    raise ResumeError(
+                        f"cannot resume plan {self.plan_id}: the sandbox of resource {name!r} "
+                        f"(revision {self.revision}) is gone, and the log shows work done in it"
+                        + (
+                            "; a memory resource's sandbox lives only as long as its process"
+                            if resource.kind == "memory"
+                            else ""
+                        )
+                    )
+            if sandbox is None:
+                # Nothing worked in it yet, or only a crashed first Execute: start clean.
+                stale = getattr(resource, "reopen_sandbox", None)
+                old = await anyio.to_thread.run_sync(stale, folder) if stale else None
+                if old is not None:
+                    await anyio.to_thread.run_sync(old.discard)
+                await anyio.to_thread.run_sync(
+                    functools.partial(shutil.rmtree, folder, ignore_errors=True)
+                )
+                sandbox = await anyio.to_thread.run_sync(resource.open_sandbox, folder)
+            self.held[name] = sandbox
+        self.ready = True
+        await anyio.to_thread.run_sync(self._drop_other_revisions)
+
+    def _drop_other_revisions(self) -> None:
+        plan_dir = self._home() / "sandboxes" / self.plan_id
+        keep = f"r{self.revision}"
+        if plan_dir.is_dir():
+            for entry in plan_dir.iterdir():
+                if entry.name != keep:
+                    shutil.rmtree(entry, ignore_errors=True)
+
+    def discard(self, everything: bool) -> None:
+        for sandbox in self.held.values():
+            sandbox.discard()
+        self.held.clear()
+        self.ready = False
+        if everything:
+            plan_dir = self._home() / "sandboxes" / self.plan_id
+            shutil.rmtree(plan_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                plan_dir.parent.rmdir()  # only when no other plan's sandboxes are there
+
+    async def views(self) -> dict[str, Any]:
+        await self.ensure()
+        return {name: sandbox.view for name, sandbox in self.held.items()}
+
+    async def check_kept(self, steps: Sequence[Event]) -> None:
+        """Refuse, before anything is appended, a resume whose work the log records in
+        sandboxes that are gone: going on would validate or apply something else."""
+        revision = sum(isinstance(e, StrategyRevisionRequested) for e in steps)
+        start = max((i for i, e in enumerate(steps) if isinstance(e, StrategyProduced)), default=0)
+        since = steps[start:]
+        if any(isinstance(e, ApplyCompleted) for e in since) or not any(
+            isinstance(e, WorkFinished) for e in since
+        ):
+            return  # nothing worked in them yet, or nothing is left to do with them
+        for name, resource in self.resources.items():
+            folder = self.folder(name, revision)
+            reopen = getattr(resource, "reopen_sandbox", None)
+            found = await anyio.to_thread.run_sync(reopen, folder) if reopen is not None else None
+            if found is None:
+                lost = (
+                    "a memory resource's sandbox lives only as long as its process"
+                    if resource.kind == "memory"
+                    else f"no sandbox at {folder}"
+                )
+                raise ResumeError(
+                    f"cannot resume plan {self.plan_id}: the log shows work done in the "
+                    f"sandbox of resource {name!r} (revision {revision}), and it is gone "
+                    f"({lost}); nothing was changed"
+                )
+
+    async def inputs(self, *, pin: bool) -> dict[str, str] | None:
+        """What each sandbox holds now, by resource: the digest of its manifest in the
+        store (``pin``: kept for this plan), or None before any sandbox is open."""
+        if not self.ready:
+            return None
+        return await anyio.to_thread.run_sync(self._snapshot, pin)
+
+    def _snapshot(self, pin: bool) -> dict[str, str]:
+        try:
+            return self._snapshots(self.plan_id if pin else None)
+        except OSError as exc:
+            raise StoreError(
+                os.fspath(self.store.root) if self.store.root else "in memory",
+                f"cannot keep the round's inputs: {exc.strerror or exc}"
+                + (f": {exc.filename}" if exc.filename else ""),
+            ) from None
+
+    def _snapshots(self, plan: str | None) -> dict[str, str]:
+        inputs: dict[str, str] = {}
+        for name in sorted(self.held):
+            sandbox = self.held[name]
+            if isinstance(sandbox, DirectorySandbox):
+                # An in-memory store keeps no copy of a folder (it could be any size): the
+                # digest alone, which is all Apply's check needs.
+                inputs[name] = (
+                    self.store.snapshot_folder(sandbox.root, plan_id=plan)
+                    if self.store.root is not None
+                    else folder_digest(sandbox.root)
+                )
+            elif isinstance(sandbox, MemorySandbox):
+                # A copy first: a program may change its sandbox while the round runs.
+                files = dict(list(sandbox.view.items()))
+                inputs[name] = self.store.snapshot_texts(files, plan_id=plan)
+            else:
+                # A resource of its own kind: its changes stand for it (not rebuildable).
+                changes = [[c.path, c.sha256] for c in sandbox.changeset().changes]
+                digest = hashlib.sha256(msgspec.json.encode(changes)).hexdigest()
+                inputs[name] = f"changes:{digest}"
+        return inputs

@@ -1,0 +1,99 @@
+"""The sandboxes of one plan, on their own: opened per strategy revision, reopened when a
+plan resumes, snapshotted for each round, discarded when the plan ends."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gategraph.runtime import ContentStore, DirectoryResource, MemoryResource, ResumeError
+from gategraph.runtime._events import StrategyProduced, WorkFinished
+from gategraph.runtime._ids import new_ulid
+from gategraph.runtime._plan_sandboxes import PlanSandboxes
+
+
+def boxes(tmp_path: Path, plan_id: str | None = None, *, memory: bool = True) -> PlanSandboxes:
+    folder = tmp_path / "repo"
+    folder.mkdir(exist_ok=True)
+    (folder / "a.txt").write_text("one\n")
+    resources: dict[str, Any] = {"repo": DirectoryResource("repo", folder)}
+    if memory:
+        resources["notes"] = MemoryResource("notes", {"n.md": "hi"})
+    return PlanSandboxes(
+        resources,
+        plan_id=plan_id or new_ulid(),
+        home=lambda: tmp_path / "home",
+        store=ContentStore(tmp_path / "store"),
+    )
+
+
+@pytest.mark.anyio
+async def test_open_snapshot_and_discard(tmp_path: Path) -> None:
+    """Fresh copies per revision below the plan's folder; a snapshot pins each sandbox's
+    manifest; discarding everything leaves no folder of the plan."""
+    plan = boxes(tmp_path)
+    await plan.open(0, replaying=False)
+    assert plan.ready and set(plan.held) == {"repo", "notes"}
+    views = await plan.views()
+    assert views["repo"] == tmp_path / "home" / "sandboxes" / plan.plan_id / "r0" / "repo"
+    assert (views["repo"] / "a.txt").read_text() == "one\n" and views["notes"] == {"n.md": "hi"}
+    first = await plan.inputs(pin=True)
+    assert first is not None and set(first) == {"repo", "notes"}
+    assert plan.store.pinned(plan.plan_id) == set(first.values())
+    views["notes"]["n.md"] = "changed"
+    second = await plan.inputs(pin=False)
+    assert second is not None and second["notes"] != first["notes"]
+    assert second["repo"] == first["repo"]
+    await plan.open(1, replaying=False)  # a revised strategy: fresh copies, r0 dropped
+    assert (await plan.views())["notes"] == {"n.md": "hi"}
+    assert sorted(p.name for p in (tmp_path / "home" / "sandboxes" / plan.plan_id).iterdir()) == [
+        "r1"
+    ]
+    plan.discard(True)
+    assert not plan.ready and plan.held == {}
+    assert not (tmp_path / "home" / "sandboxes").exists()
+
+
+@pytest.mark.anyio
+async def test_replaying_opens_nothing(tmp_path: Path) -> None:
+    plan = boxes(tmp_path)
+    await plan.open(0, replaying=True)
+    assert not plan.ready and plan.held == {}
+    assert await plan.inputs(pin=True) is None
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.anyio
+async def test_a_resumed_plan_reopens_its_sandboxes_or_says_they_are_gone(
+    tmp_path: Path,
+) -> None:
+    """Reopened as the earlier run left them; gone while the log shows work in them, the
+    resume is refused saying which, and before anything is appended (check_kept)."""
+    plan_id = new_ulid()
+    earlier = boxes(tmp_path, plan_id)
+    await earlier.open(0, replaying=False)
+    (await earlier.views())["repo"].joinpath("a.txt").write_text("worked\n")
+    later = boxes(tmp_path, plan_id, memory=False)
+    later.resumed = True
+    await later.open(0, replaying=True)
+    later.work_from_log = True
+    views = await later.views()
+    assert (views["repo"] / "a.txt").read_text() == "worked\n"
+    # A memory resource's sandbox lives only in the process (the object) that made it.
+    steps: list[Any] = [
+        StrategyProduced(id=new_ulid(), plan_id=plan_id, seq=2, at=time.time(), revision=0),
+        WorkFinished(id=new_ulid(), plan_id=plan_id, seq=3, at=time.time(), attempt=1),
+    ]
+    with pytest.raises(ResumeError, match="resource 'notes' \\(revision 0\\), and it is gone"):
+        await boxes(tmp_path, plan_id).check_kept(steps)
+    earlier.discard(True)
+    gone = boxes(tmp_path, plan_id, memory=False)
+    gone.resumed = True
+    await gone.open(0, replaying=True)
+    gone.work_from_log = True
+    with pytest.raises(
+        ResumeError, match="the sandbox of resource 'repo' \\(revision 0\\) is gone"
+    ):
+        await gone.ensure()
