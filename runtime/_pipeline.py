@@ -245,7 +245,8 @@ def build_verdict(
     criterion ``inconclusive`` rather than ``fail``: nothing was decided.
     """
     now = _now()
-    required = [a for a in applicable if a.mode == ValidationMode.REQUIRED.value]
+    required_mode = ValidationMode.REQUIRED.value
+    required = [a for a in applicable if a.mode == required_mode]
     criteria: list[tuple[str, list[Applicable]]] = []
     if graph.acceptance:
         for criterion in graph.acceptance:
@@ -255,6 +256,21 @@ def build_verdict(
         criteria = [(a.id, [a]) for a in required]
     findings: list[dict[str, Any]] = []
     for criterion_id, bound in criteria:
+        if len(bound) == 1 and (one := records.get(bound[0].id)) is not None and (
+            one.result.passed
+        ):
+            # The common case, worked out without the general case's lists: a plan of
+            # 100,000 validations has as many criteria when it declares none.
+            findings.append(
+                {
+                    "acId": criterion_id,
+                    "status": "pass",
+                    "reasoning": f"{one.node}: {one.result.message or 'passed'}",
+                    "evidenceRefs": [f"validation:{one.node}"],
+                    "checkedAt": now,
+                }
+            )
+            continue
         failed = [
             records[a.id] for a in bound if a.id in records and not records[a.id].result.passed
         ]
