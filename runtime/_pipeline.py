@@ -256,8 +256,10 @@ def build_verdict(
         criteria = [(a.id, [a]) for a in required]
     findings: list[dict[str, Any]] = []
     for criterion_id, bound in criteria:
-        if len(bound) == 1 and (one := records.get(bound[0].id)) is not None and (
-            one.result.passed
+        if (
+            len(bound) == 1
+            and (one := records.get(bound[0].id)) is not None
+            and (one.result.passed)
         ):
             # The common case, worked out without the general case's lists: a plan of
             # 100,000 validations has as many criteria when it declares none.
