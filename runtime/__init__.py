@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._actors import ActorScope as ActorScope
     from ._actors import open_actor_scope as open_actor_scope
     from ._catalog import Catalog as Catalog
+    from ._catalog import FlakeRecord as FlakeRecord
     from ._catalog import default_catalog_path as default_catalog_path
     from ._context import ToolContext as ToolContext
     from ._engine import GraphRun as GraphRun
@@ -178,9 +179,12 @@ if TYPE_CHECKING:
     from ._results import coerce_result as coerce_result
     from ._sandbox import SandboxPool as SandboxPool
     from ._sandbox import sandbox_pool as sandbox_pool
+    from ._store import CollectReport as CollectReport
     from ._store import ContentStore as ContentStore
+    from ._store import ManifestEntry as ManifestEntry
     from ._store import StoreError as StoreError
     from ._store import StoreRetention as StoreRetention
+    from ._store import StoreStatistics as StoreStatistics
     from ._supervisor import Executor as Executor
     from ._supervisor import GraphExecutor as GraphExecutor
     from ._supervisor import GraphStrategy as GraphStrategy
@@ -242,6 +246,7 @@ _WHERE: dict[str, str] = {
     "CatalogError": "._exceptions",
     "Change": "._resources",
     "Changeset": "._resources",
+    "CollectReport": "._store",
     "ConfigError": "._exceptions",
     "ConfigIssue": "._exceptions",
     "ConfirmationStarted": "._events",
@@ -269,6 +274,7 @@ _WHERE: dict[str, str] = {
     "FaultKind": "._maxn",
     "FixRequest": "._protocols",
     "FixRequested": "._events",
+    "FlakeRecord": "._catalog",
     "Gate": "._gate",
     "GateClosedError": "._gate",
     "GategraphError": "._exceptions",
@@ -282,6 +288,7 @@ _WHERE: dict[str, str] = {
     "LiveProgress": "._observe",
     "LocalExecutor": "._supervisor",
     "Executor": "._supervisor",
+    "ManifestEntry": "._store",
     "RayExecutor": "._supervisor",
     "MaxNPolicy": "._maxn",
     "McpServer": "._mcp",
@@ -340,6 +347,7 @@ _WHERE: dict[str, str] = {
     "Scope": "._models",
     "StoreError": "._store",
     "StoreRetention": "._store",
+    "StoreStatistics": "._store",
     "Strategy": "._protocols",
     "StrategyActor": "._protocols",
     "StrategyProduced": "._events",
@@ -445,6 +453,7 @@ __all__ = [
     "CatalogError",
     "Change",
     "Changeset",
+    "CollectReport",
     "ConfigError",
     "ConfigIssue",
     "ConfirmationStarted",
@@ -471,6 +480,7 @@ __all__ = [
     "FaultKind",
     "FixRequest",
     "FixRequested",
+    "FlakeRecord",
     "Gate",
     "GateClosedError",
     "GategraphError",
@@ -482,6 +492,7 @@ __all__ = [
     "Lifecycle",
     "LiveProgress",
     "LocalExecutor",
+    "ManifestEntry",
     "MaxNPolicy",
     "McpServer",
     "McpSessions",
@@ -540,6 +551,7 @@ __all__ = [
     "Scope",
     "StoreError",
     "StoreRetention",
+    "StoreStatistics",
     "Strategy",
     "StrategyActor",
     "StrategyProduced",
