@@ -129,7 +129,7 @@ def _rounds(events: Sequence[Event]) -> list[_Round]:
 
 
 def _given(graph: PlanGraph, artifact: Any) -> dict[str, Any]:
-    from ._supervisor import given_outputs
+    from ._plan_round import given_outputs
 
     return given_outputs(graph.work_phase(), artifact)
 

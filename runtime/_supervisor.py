@@ -13,16 +13,14 @@ Invariant: no path reaches Apply while a required validation is failing.
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import hashlib
 import os
 import threading
-import time
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.to_thread
@@ -30,9 +28,6 @@ import msgspec
 
 from ._context import private_folder
 from ._engine import (
-    GraphRun,
-    NodeResult,
-    NodeStatus,
     ValidationRecord,
     _jsonable,
     execute_graph,
@@ -41,29 +36,13 @@ from ._engine import (
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
     WITHDRAWN,
-    ApplyCompleted,
-    ApplyStarted,
-    ApprovalDecided,
-    ApprovalRequired,
-    ArtifactRejected,
-    ArtifactValidated,
-    ArtifactValidationStarted,
-    ConfirmationStarted,
-    EscalationDecided,
-    EscalationRequested,
     FixRequested,
-    NodeSkipped,
     PlanFinished,
     PlanStarted,
-    RetryDecided,
     StrategyProduced,
-    StrategyRevisionRequested,
     WorkFinished,
 )
 from ._exceptions import (
-    ApplyConflictError,
-    ApplyTwiceError,
-    CatalogError,
     ConfigError,
     ConfigIssue,
     ResumeError,
@@ -71,49 +50,34 @@ from ._exceptions import (
     WorkWithdrawn,
 )
 from ._ids import check_plan_id, new_ulid
-from ._invoke import Isolation, prepare, propagates
-from ._journal import PlanJournal, event_tag, steps_of
+from ._invoke import Isolation, propagates
+from ._journal import PlanJournal, steps_of
 from ._maxn import (
     AUDIT_FILE,
-    FLAKY,
     MISCONFIGURED,
     RUNTIME_FAULT,
-    Attempt,
     AuditLog,
     AuditRecorder,
-    FaultKind,
     InMemoryAuditLog,
-    MaxNPolicy,
     RetryBudget,
     RetryDecision,
-    primary_fault,
-    wait_backoff,
 )
 from ._pipeline import (
-    ATTACHMENT,
-    LAYERS,
     NeedsApproval,
     Passed,
-    Reason,
     Rejected,
     ValidationOutcome,
     applicable_validations,
-    check_approval,
-    check_payload,
-    logged_result,
-    retry_only_nodes,
-    round_faults,
-    semantic_outcome,
-    uncallable_reason,
-    with_descendants,
-    work_failed_reason,
 )
+from ._plan import PlanContext, PlanStatistics, PlanStatus, WorkFailed
+from ._plan_apply import PlanApply
+from ._plan_ladder import FailureLadder, failure_text
+from ._plan_round import RoundPipeline, callable_problem
 from ._plan_sandboxes import PlanSandboxes
 from ._protocols import (
     Applicable,
     EscalationDecision,
     EscalationHandler,
-    EscalationRequest,
     Escalator,
     ExecuteRequest,
     ExecutionActor,
@@ -128,7 +92,6 @@ from ._resources import (
     MemoryResource,
     Resource,
 )
-from ._results import ValidationResult
 from ._roles import as_role, build_role
 from ._spans import current_span
 from ._store import ContentStore, StoreError, StoreRetention
@@ -156,37 +119,6 @@ __all__ = [
     "run_plan",
     "run_plan_sync",
 ]
-
-
-class PlanStatus(enum.StrEnum):
-    """Where a plan ended (or paused)."""
-
-    APPLIED = "applied"
-    FAILED = "failed"
-    AWAITING_DECISION = "awaiting_decision"
-    AWAITING_APPROVAL = "awaiting_approval"
-
-
-class PlanStatistics(msgspec.Struct, kw_only=True):
-    """What a plan cost and what it ran into (seed 002 §16)."""
-
-    rounds: int = 0
-    """Validation rounds (pipeline runs)."""
-    pipeline_completions: int = 0
-    """Rounds that got through every layer."""
-    semantic_invocations: int = 0
-    """Validation calls made by the semantic layer."""
-    layer_seconds: dict[str, float] = msgspec.field(default_factory=dict)
-    """Time spent in each pipeline layer, summed over the rounds."""
-    rejection_reasons: dict[str, int] = msgspec.field(default_factory=dict)
-    """How often each layer (and fault kind) rejected."""
-    approval_wait_seconds: float = 0.0
-    fixes: int = 0
-    validator_retries: int = 0
-    revisions: int = 0
-    escalations: int = 0
-    flakes: dict[str, int] = msgspec.field(default_factory=dict)
-    """Validations found flaky (failed, then passed on the same inputs), by name: how often."""
 
 
 class PlanOutcome(msgspec.Struct, kw_only=True):
@@ -329,14 +261,6 @@ def _work_phase(graph: PlanGraph) -> list[str]:
     return graph.work_phase()
 
 
-def given_outputs(work: Sequence[str], artifact: Any) -> dict[str, Any]:
-    """What the work phase's nodes ``work`` gave a round's validations: the artifact's
-    entry for each node when it has one for every node, else the artifact itself."""
-    if isinstance(artifact, Mapping) and work and set(work) <= set(artifact):
-        return {node: artifact[node] for node in work}
-    return dict.fromkeys(work, artifact)
-
-
 def _role(graph: PlanGraph, given: Any, role: str, default: Any) -> Any:
     """The object playing ``role``: the one passed (an object or an async callable) wins
     over the graph's ``lifecycle:`` import path, which wins over ``default``."""
@@ -362,7 +286,13 @@ _ROLE_ARGUMENTS: Final = {
 
 class Supervisor:
     """Drives one plan through its lifecycle. Most callers want :func:`run_plan` or
-    :func:`resume_plan`."""
+    :func:`resume_plan`.
+
+    The lifecycle (:meth:`_lifecycle`) is the ADR's sequence; its parts each do one thing
+    on the plan's :class:`PlanContext`: :attr:`boxes` (the sandboxes), :attr:`pipeline`
+    (a validation round's four layers), :attr:`ladder` (what a rejected round leads to)
+    and :attr:`applier` (Apply).
+    """
 
     def __init__(
         self,
@@ -387,7 +317,7 @@ class Supervisor:
         self.catalog = catalog
         self.log: EventLog = event_log if event_log is not None else MemoryEventLog()
         self.executor = executor or LocalExecutor()
-        self.plan_id = check_plan_id(plan_id or new_ulid())
+        plan_id = check_plan_id(plan_id or new_ulid())
         # Sandboxes and the audit follow the event log: beside a log file, in the temporary
         # folder (sandboxes) and in memory (audit) for an in-memory log. An embedding
         # program that did not ask for files in its working folder gets none there.
@@ -406,7 +336,6 @@ class Supervisor:
         rebuilt and its validations run again."""
         self.store_retention = store_retention or StoreRetention()
         self.auto_approve = auto_approve
-        self.sleep = sleep or anyio.sleep
         self.resources: dict[str, Resource] = dict(resources or {})
         for name, spec in graph.resources.items():
             if name in self.resources:
@@ -427,37 +356,109 @@ class Supervisor:
             graph, execution_actor, "executor", GraphExecutor()
         )
         handler = _role(graph, escalation, "escalation", None)
-        self.escalation: EscalationHandler | None = (
-            handler.escalate if handler is not None else None
-        )
-        self.work_phase = _work_phase(graph)
-        """The graph's nodes before any validation: the execution actor's part."""
-        self.journal = PlanJournal(self.log, self.plan_id)
-        """Where the plan's events go (and, resuming, what the log holds for the steps ahead)."""
         self.boxes = PlanSandboxes(
-            self.resources, plan_id=self.plan_id, home=lambda: self.home, store=self.store
+            self.resources, plan_id=plan_id, home=lambda: self.home, store=self.store
         )
         """The plan's sandboxes."""
-        self.round = 0
-        self.revision = 0
-        self.attempt = 0
-        self.budget = RetryBudget(MaxNPolicy(limit=graph.policy.retry_limit))
-        self.stats = PlanStatistics()
-        self.rounds: list[RoundSummary] = []
-        self.attempts: list[dict[str, Any]] = []
-        self.records: dict[str, ValidationRecord] = {}
-        self.results: dict[str, NodeResult] = {}
-        self.verdict: dict[str, Any] | None = None
-        self.outcome: ValidationOutcome | None = None
-        """The last round's pipeline outcome."""
-        self.applicable = self._applicable()
-        self._retry_only: list[str] | None = None
-        self._denied = False
-        self._decision: EscalationDecision | None = None
-        self._withdrawal: str | None = None
-        self._validated: dict[str, str] | None = None
+        self.context = PlanContext(
+            plan_id=plan_id,
+            graph=graph,
+            catalog=catalog,
+            log=self.log,
+            journal=PlanJournal(self.log, plan_id),
+            boxes=self.boxes,
+            executor=self.executor,
+            applicable=applicable_validations(graph, catalog, plan_id),
+            work_phase=_work_phase(graph),
+        )
+        """What the parts of the lifecycle share: where the plan is, and what it cost."""
+        self.ladder = FailureLadder(
+            self.context,
+            audit=audit,
+            escalation=handler.escalate if handler is not None else None,
+            sleep=sleep or anyio.sleep,
+        )
+        """What a rejected round leads to: the budget, a revised strategy, a person."""
+        self.pipeline = RoundPipeline(
+            self.context, ask=self.ladder.ask, attest=self.ladder.attest, auto_approve=auto_approve
+        )
+        """The validation rounds: routing → payload → semantic → approval."""
+        self.applier = PlanApply(self.context, self.resources)
+        """Apply: the changesets of a round that passed, committed at most once."""
         self._fix_number = 0
-        self._audit_lines: set[tuple[int, RetryDecision]] | None = None
+
+    # The plan's state, as the parts keep it (read by gates, replays and tests).
+
+    @property
+    def plan_id(self) -> str:
+        return self.context.plan_id
+
+    @plan_id.setter
+    def plan_id(self, value: str) -> None:
+        self.context.plan_id = self.boxes.plan_id = value
+
+    @property
+    def journal(self) -> PlanJournal:
+        """Where the plan's events go (and, resuming, what the log holds for the steps
+        ahead)."""
+        return self.context.journal
+
+    @journal.setter
+    def journal(self, value: PlanJournal) -> None:
+        self.context.journal = value
+
+    @property
+    def applicable(self) -> list[Applicable]:
+        return self.context.applicable
+
+    @applicable.setter
+    def applicable(self, value: list[Applicable]) -> None:
+        self.context.applicable = value
+
+    @property
+    def work_phase(self) -> list[str]:
+        return self.context.work_phase
+
+    @property
+    def stats(self) -> PlanStatistics:
+        return self.context.stats
+
+    @property
+    def round(self) -> int:
+        return self.context.round
+
+    @property
+    def revision(self) -> int:
+        return self.context.revision
+
+    @property
+    def attempt(self) -> int:
+        return self.context.attempt
+
+    @property
+    def budget(self) -> RetryBudget:
+        return self.ladder.budget
+
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        return self.ladder.attempts
+
+    @property
+    def rounds(self) -> list[RoundSummary]:
+        return self.pipeline.summaries
+
+    @property
+    def records(self) -> dict[str, ValidationRecord]:
+        return self.pipeline.records
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        return self.pipeline.verdict
+
+    @property
+    def outcome(self) -> ValidationOutcome | None:
+        """The last round's pipeline outcome."""
+        return self.pipeline.outcome
 
     @property
     def home(self) -> Path:
@@ -470,11 +471,6 @@ class Supervisor:
     def seq(self) -> int:
         """The seq of the plan's last event."""
         return self.journal.seq
-
-    # -- what applies ---------------------------------------------------------------------
-
-    def _applicable(self) -> list[Applicable]:
-        return applicable_validations(self.graph, self.catalog, self.plan_id)
 
     # -- the lifecycle --------------------------------------------------------------------
 
@@ -527,7 +523,7 @@ class Supervisor:
             if key in seen:
                 continue
             seen.add(key)
-            problem = self._callable_problem(*key)
+            problem = callable_problem(self.context, *key)
             if problem is None:
                 continue
             if item.attachment_id is not None:
@@ -540,7 +536,7 @@ class Supervisor:
             node = self.graph.node(node_id)
             if node.tool is None:
                 continue
-            problem = self._callable_problem(False, node.tool)
+            problem = callable_problem(self.context, False, node.tool)
             if problem is not None:
                 issues.append(ConfigIssue(problem, f"nodes[{index[node_id]}].tool"))
         if issues:
@@ -593,7 +589,7 @@ class Supervisor:
                 await anyio.to_thread.run_sync(self.executor.connect)
                 self.journal = PlanJournal(self.log, self.plan_id, mine, reason=reason)
                 self.boxes.resumed = True
-                self._decision = decision
+                self.ladder.decision = decision
                 await self.journal.emit(PlanStarted, **await self._started())
                 return await self._drive()
 
@@ -653,6 +649,9 @@ class Supervisor:
             warnings.warn(f"plan {self.plan_id}: {exc}", RuntimeWarning, stacklevel=1)
 
     async def _lifecycle(self) -> PlanOutcome:
+        """Strategize → Execute (its last step a validation round) → Apply, with the
+        failure ladder between a rejected round and the next (seed 000)."""
+        pipeline, ladder = self.pipeline, self.ladder
         note: str | None = None
         while True:
             strategy = await self._strategize()
@@ -661,50 +660,41 @@ class Supervisor:
             while True:
                 if _withdrawn(artifact):
                     return await self._finish(PlanStatus.FAILED, str(artifact))
-                outcome = await self._validate(artifact)
+                outcome = await pipeline.run(artifact)
                 if isinstance(outcome, Passed):
-                    return await self._apply()
+                    applied, message, changes = await self.applier.apply(pipeline.validated)
+                    status = PlanStatus.APPLIED if applied else PlanStatus.FAILED
+                    return await self._finish(status, message, changes=changes)
                 if isinstance(outcome, NeedsApproval):
                     return await self._finish(PlanStatus.AWAITING_APPROVAL, outcome.message)
-                if self._denied:
+                assert isinstance(outcome, Rejected)
+                if pipeline.denied:
                     return await self._finish(
-                        PlanStatus.FAILED, f"denied at approval: {self._failure_text(outcome)}"
+                        PlanStatus.FAILED, f"denied at approval: {failure_text(outcome)}"
                     )
-                decision, fault = await self._decide(outcome)
+                decision, fault = await ladder.decide(outcome)
                 if decision is RetryDecision.FIX:
                     artifact = await self._work(strategy, outcome, None, previous=artifact)
                     continue
                 if decision is RetryDecision.RETRY_VALIDATOR:
-                    self.stats.validator_retries += 1
-                    if not self.journal.recorded_ahead:  # a recorded retry waited then
-                        await wait_backoff(fault, self.budget.used_by(fault.kind), sleep=self.sleep)
+                    pipeline.rerun_failed(outcome)
+                    await ladder.wait(fault)
                     continue
                 # The budget is spent, or the fault is permanent: up the ladder.
-                if (
-                    decision is RetryDecision.ESCALATE_EXHAUSTED
-                    and self.revision < self.graph.policy.strategy_revisions
-                ):
-                    self.revision += 1
-                    self.stats.revisions += 1
-                    await self.journal.emit(
-                        StrategyRevisionRequested,
-                        revision=self.revision,
-                        reason=f"{self.budget.used} attempts spent: {self._failure_text(outcome)}",
-                    )
-                    self.budget.reset()
+                if await ladder.revise(decision, outcome):
                     break
-                escalated = await self._escalate(decision, outcome)
-                if escalated is None:
+                answer = await ladder.escalate(
+                    decision, outcome, verdict=pipeline.verdict, history=pipeline.summaries
+                )
+                if answer is None:
                     return await self._finish(
                         PlanStatus.AWAITING_DECISION, "waiting for a person's decision"
                     )
-                if escalated.action == "abort":
+                if answer.action == "abort":
                     return await self._finish(
-                        PlanStatus.FAILED,
-                        f"aborted after escalation: {escalated.note or 'no note'}",
+                        PlanStatus.FAILED, f"aborted after escalation: {answer.note or 'no note'}"
                     )
-                self.budget.reset()
-                note = escalated.note
+                note = answer.note
                 artifact = await self._work(strategy, outcome, note, previous=artifact)
 
     async def _strategize(self) -> Strategy:
@@ -748,7 +738,7 @@ class Supervisor:
         *,
         previous: Any = None,
     ) -> Any:
-        self.attempt += 1
+        self.context.attempt += 1
         fix = rejection is not None or previous is not None
         self._fix_number = self._fix_number + 1 if fix else 0
         if fix:
@@ -758,7 +748,7 @@ class Supervisor:
         if recorded is not None:
             self.boxes.work_from_log = True
             if recorded.error is not None:
-                return _WorkFailed(recorded.error, recorded.fault)
+                return WorkFailed(recorded.error, recorded.fault)
             return recorded.artifact
         await self.journal.go_live()
         if not fix:
@@ -775,605 +765,52 @@ class Supervisor:
         )
         artifact: Any
         try:
-            if self._withdrawal is not None:
-                raise WorkWithdrawn(self._withdrawal)  # given up from outside: no more work
+            if self.context.withdrawal is not None:
+                raise WorkWithdrawn(self.context.withdrawal)  # given up from outside: no more work
             if not fix:
                 with current_span(self.log, self.plan_id, "work"):
                     artifact = await self.execution_actor.execute(request)
             else:
-                failures = tuple(
-                    {
-                        "node": r.node,
-                        "validation": r.validation,
-                        "message": r.result.message,
-                        "data": r.result.data,
-                    }
-                    for r in self.records.values()
-                    if r.blocking
-                )
                 with current_span(self.log, self.plan_id, "work"):
                     artifact = await self.execution_actor.fix(
                         FixRequest(
                             **msgspec.structs.asdict(request),
                             artifact=previous,
                             rejection=self.verdict or {},
-                            failures=failures,
+                            failures=self.pipeline.failures(),
                             note=note,
                             fix=self._fix_number,
                         )
                     )
         except WorkWithdrawn as exc:
-            artifact = _WorkFailed(f"withdrawn: {exc}", WITHDRAWN)
+            artifact = WorkFailed(f"withdrawn: {exc}", WITHDRAWN)
         except ConfigError as exc:
             # A work tool that cannot be called: no fix of the work changes that.
-            artifact = _WorkFailed(str(exc), MISCONFIGURED)
+            artifact = WorkFailed(str(exc), MISCONFIGURED)
         except RuntimeFault as exc:
-            artifact = _WorkFailed(f"{type(exc).__name__}: {exc}", RUNTIME_FAULT)
+            artifact = WorkFailed(f"{type(exc).__name__}: {exc}", RUNTIME_FAULT)
         except Exception as exc:
-            artifact = _WorkFailed(f"{type(exc).__name__}: {exc}")
+            artifact = WorkFailed(f"{type(exc).__name__}: {exc}")
         except BaseException as exc:
             if not _actor_failure(exc):
                 raise
             # From the execution actor: its failure; the program goes on (exit code 3 means
             # "waiting for a person" to our CLI, and a plan must not end as that silently).
-            artifact = _WorkFailed(f"the execution actor raised {exc!r}")
-        failed = isinstance(artifact, _WorkFailed)
+            artifact = WorkFailed(f"the execution actor raised {exc!r}")
+        failed = isinstance(artifact, WorkFailed)
         await self.journal.emit(
             WorkFinished,
             attempt=self.attempt,
             artifact=None if failed else _jsonable(artifact),
             error=str(artifact) if failed else None,
-            fault=artifact.fault if isinstance(artifact, _WorkFailed) else None,
+            fault=artifact.fault if isinstance(artifact, WorkFailed) else None,
         )
         return artifact
 
     def withdraw(self, reason: str) -> None:
         """Give the plan up from outside (a gate's program left, or was cancelled): a round
         under way is not applied, and the plan fails at its next step, saying ``reason``."""
-        self._withdrawal = reason
-
-    async def _apply_refusal(self) -> str | None:
-        """Why the round that passed must not be applied, or None: the plan was withdrawn,
-        or its sandboxes changed while they were validated (a write after the artifact was
-        handed over). Invariant: only what the validations saw is applied."""
-        if self._withdrawal is not None:
-            return f"withdrawn before Apply: {self._withdrawal}"
-        if self._validated is None or self.journal.offline:
-            return None  # nothing recorded to compare with (a replay has no sandboxes)
-        await self.boxes.ensure()  # resuming, Apply may be the first live step
-        if await self.boxes.inputs(pin=False) != self._validated:
-            return (
-                "the sandboxes changed while they were being validated (written after the "
-                "work was handed over): nothing applied"
-            )
-        return None
-
-    async def _validate(self, artifact: Any) -> ValidationOutcome:
-        """One pipeline round: routing → payload → semantic → approval (seed 002 §6)."""
-        # What the round validates; Apply commits only that (see _apply_refusal).
-        recorded = self.journal.peek()
-        if isinstance(recorded, ArtifactValidationStarted):
-            inputs = recorded.inputs  # what the round saw when it ran (resuming or replaying)
-        elif recorded is None and not self.journal.offline:
-            await self.boxes.ensure()  # resuming, the round may be the first live step
-            inputs = await self.boxes.inputs(pin=True)
-        else:
-            inputs = None  # the log holds something else here: the emit below says what
-        if self._retry_only is not None and inputs != self._validated:
-            # The sandboxes changed since the round this one re-runs part of: what the other
-            # validations saw is not what is there now, so every validation runs again.
-            self._retry_only = None
-        self._validated = inputs
-        self.round += 1
-        self.stats.rounds += 1
-        await self.journal.emit(
-            ArtifactValidationStarted,
-            round=self.round,
-            attempt=self.attempt,
-            revision=self.revision,
-            inputs=inputs,
-        )
-        layers = {
-            "routing": self._routing,
-            "payload": self._payload,
-            "semantic": self._semantic,
-            "approval": self._approval,
-        }
-        outcome: ValidationOutcome = Passed()
-        for layer in LAYERS:  # seed 002 §5.2: a fixed order; the first rejection ends it
-            began = time.perf_counter()
-            outcome = self.journal.settle(
-                layer, await layers[layer](artifact), artifact, self.round
-            )
-            spent = self.stats.layer_seconds.get(layer, 0.0) + time.perf_counter() - began
-            self.stats.layer_seconds[layer] = spent
-            if not isinstance(outcome, Passed):
-                break
-        summary = RoundSummary(
-            revision=self.revision,
-            attempt=self.attempt,
-            passed=isinstance(outcome, Passed),
-            failures=tuple(str(r) for r in outcome.reasons)
-            if isinstance(outcome, Rejected)
-            else (),
-        )
-        self.rounds.append(summary)
-        self.outcome = outcome
-        if isinstance(outcome, Rejected):
-            self.stats.rejection_reasons[outcome.layer] = (
-                self.stats.rejection_reasons.get(outcome.layer, 0) + 1
-            )
-            await self.journal.emit(
-                ArtifactRejected,
-                round=self.round,
-                layer=outcome.layer,
-                reasons=[str(r) for r in outcome.reasons],
-                verdict=self.verdict if outcome.layer == "semantic" else None,
-            )
-        elif isinstance(outcome, Passed):
-            self.stats.pipeline_completions += 1
-            await self._audit(RetryDecision.ATTESTED, None, "")
-            await self.journal.emit(ArtifactValidated, round=self.round, verdict=self.verdict or {})
-        return outcome
-
-    async def _routing(self, artifact: Any) -> ValidationOutcome:
-        """The transition Execute → Apply needs an artifact, and every applicable validation
-        callable (seed 002 §8: "required capabilities are available")."""
-        if isinstance(artifact, _WorkFailed):
-            return Rejected("routing", (work_failed_reason(str(artifact), artifact.fault),))
-        if self.journal.offline:
-            # Whether each validation could be prepared then is not recorded (preparing it
-            # now would import its code): a replay takes such a rejection from the log.
-            return Passed()
-        reasons = []
-        # Once per distinct validation, not per node: a fan-out of 100,000 nodes running one
-        # validation prepares it once.
-        problems: dict[tuple[bool, str], str | None] = {}
-        for item in self.applicable:
-            key = (item.attachment_id is not None, item.validation)
-            if key not in problems:
-                problems[key] = self._callable_problem(*key)
-            problem = problems[key]
-            if problem is not None:
-                reasons.append(uncallable_reason(item.id, problem))
-        return Rejected("routing", tuple(reasons)) if reasons else Passed()
-
-    def _callable_problem(self, attached: bool, name: str) -> str | None:
-        """Why the validation cannot be called now (removed or broken since the plan
-        started: a missing capability), or None."""
-        getter = self.catalog.get if attached and self.catalog else self.graph.get_tool
-        # Code that only runs sandboxed is checked without being loaded here.
-        runs = {n.isolation for n in self.graph.nodes if n.target == name} or {None}
-        isolation = self.executor.isolation if runs == {None} else None
-        sandboxed_only = runs == {"sandbox"} or isolation == "sandbox"
-        try:
-            prepare(
-                getter(name),
-                getter,
-                isolation="sandbox" if sandboxed_only else None,
-                sandboxed=self.graph.policy.require_sandbox,
-            )
-        except (ConfigError, CatalogError, KeyError) as exc:
-            return str(exc)
-        return None
-
-    async def _payload(self, artifact: Any) -> ValidationOutcome:
-        reasons = check_payload(artifact, self.graph.lifecycle.artifact_schema)
-        return Rejected("payload", reasons) if reasons else Passed()
-
-    def _given(self, artifact: Any) -> dict[str, Any]:
-        return given_outputs(self.work_phase, artifact)
-
-    async def _semantic(self, artifact: Any) -> ValidationOutcome:
-        """The attached and graph validations, fanned out concurrently (seed 000, Execute).
-
-        A validator-only retry (an infrastructure fault) re-runs the failed nodes and every
-        node after them; the rest of the round's outputs are given. Resuming, what the log
-        shows completed in this round is taken from it and only the rest runs.
-        """
-        given = self._given(artifact)
-        retry_only = self._retry_only
-        self._retry_only = None
-        if retry_only:
-            select: Sequence[str] = with_descendants(self.graph, retry_only)
-            given.update(
-                {
-                    node: result.output
-                    for node, result in self.results.items()
-                    if node not in select and result.status.value == "ok"
-                }
-            )
-        else:
-            select = list(self._validation_phase()) + [
-                a.id for a in self.applicable if a.attachment_id
-            ]
-            self.results = {}
-            self.records = {}
-        done = await self._fan_out(select, given, artifact, retry=bool(retry_only))
-        self.results.update(done)
-        self.records.update({n: r for n, r in done.items() if isinstance(r, ValidationRecord)})
-        outcome, self.verdict = semantic_outcome(
-            self.plan_id, self.graph, self.applicable, self.records, self.results
-        )
-        if isinstance(outcome, Rejected) and self.graph.policy.confirm_failures:
-            return await self._confirm(outcome, artifact)
-        return outcome
-
-    async def _fan_out(
-        self, select: Sequence[str], given: dict[str, Any], artifact: Any, *, retry: bool
-    ) -> dict[str, NodeResult]:
-        """Run the validation nodes ``select`` concurrently: what the log holds of them is
-        taken from it (resuming), the rest runs. Returns every node that ended, by id."""
-        done: dict[str, NodeResult] = {}
-        if self.journal.replaying:
-            done, select = await self._from_log(select, given, retry=retry)
-        if select:
-            run: GraphRun = await execute_graph(
-                self.graph,
-                catalog=self.catalog,
-                resources=await self.boxes.views(),
-                max_concurrency=self.executor.max_concurrency,
-                isolation=self.executor.isolation,
-                select=select,
-                given=given,
-                artifact=artifact,
-                attempt=self.attempt,
-                **self.journal.engine_arguments(),
-            )
-            self.journal.advance(run)
-            done.update(run.nodes)
-        self.stats.semantic_invocations += sum(
-            isinstance(r, ValidationRecord) for r in done.values()
-        )
-        return done
-
-    async def _confirm(self, outcome: Rejected, artifact: Any) -> Passed | Rejected:
-        """Run the failing required validations once more on the same inputs before a fix
-        is asked for (seed 000, Risks: flaky validations). One that passes now is flaky:
-        its failure becomes an infrastructure fault (kind ``flaky``), re-run on the shared
-        budget; one that fails again is confirmed. Neither is ever skipped."""
-        failing = [
-            r.node
-            for r in outcome.reasons
-            if r.node is not None
-            and r.error is None
-            and isinstance(self.records.get(r.node), ValidationRecord)
-            and self.records[r.node].blocking
-        ]
-        if not failing:
-            return outcome
-        await self.journal.emit(ConfirmationStarted, round=self.round, nodes=failing)
-        given = self._given(artifact)
-        given.update({n: r.output for n, r in self.results.items() if r.status is NodeStatus.OK})
-        again = await self._fan_out(failing, given, artifact, retry=True)
-        flaky = [
-            node
-            for node in failing
-            if isinstance(record := again.get(node), ValidationRecord) and record.result.passed
-        ]
-        if not flaky:
-            return outcome
-        for node in flaky:
-            first = self.records[node]
-            marked = msgspec.structs.replace(
-                first,
-                result=ValidationResult.failure(
-                    FLAKY,
-                    f"failed ({first.result.message or 'no message'}), then passed when "
-                    "run again on the same inputs",
-                ),
-            )
-            self.records[node] = marked
-            self.results[node] = marked
-            self.stats.flakes[first.validation] = self.stats.flakes.get(first.validation, 0) + 1
-            if self.catalog is not None and not self.journal.offline:
-                await anyio.to_thread.run_sync(
-                    functools.partial(
-                        self.catalog.record_flake,
-                        first.validation,
-                        plan_id=self.plan_id,
-                        round=self.round,
-                        node=node,
-                        detail="failed, then passed when run again on the same inputs",
-                    )
-                )
-        outcome_now, self.verdict = semantic_outcome(
-            self.plan_id, self.graph, self.applicable, self.records, self.results
-        )
-        return outcome_now
-
-    async def _from_log(
-        self, select: Sequence[str], given: dict[str, Any], *, retry: bool
-    ) -> tuple[dict[str, NodeResult], list[str]]:
-        """Take the round's results the log holds; return them, and what is left to run
-        (nothing if the log shows the round ended). Completed nodes' outputs go into
-        ``given``."""
-        modes = {a.id: a.mode for a in self.applicable}
-        done: dict[str, NodeResult] = {}
-        events = self.journal.engine_events()
-        for event in events:
-            node = getattr(event, "node", None)
-            if node is None:
-                continue
-            result = logged_result(event, self._kind(node), modes.get(node))
-            if result is not None:
-                done[node] = result
-        if self.journal.peek() is not None:
-            self.journal.check_round(self.round, events, done, select, modes, retry=retry)
-            return done, []  # the log goes on past this round: its fan-out finished
-        # The log ends inside this round: the process died mid fan-out.
-        await self.journal.go_live()
-        given.update({n: r.output for n, r in done.items() if r.status is NodeStatus.OK})
-        failed = [n for n, r in done.items() if r.status is not NodeStatus.OK]
-        doomed = set(with_descendants(self.graph, failed)) - set(done) if failed else set()
-        for node in select:
-            if node in doomed:
-                # Its skip was not logged before the crash: log it now, as the engine would.
-                cause = next(n for n in failed if node in with_descendants(self.graph, [n]))
-                reason = f"skipped: {cause} {done[cause].status.value}"
-                await self.journal.emit(NodeSkipped, node=node, reason=reason)
-                done[node] = NodeResult(
-                    node=node,
-                    kind=self._kind(node),
-                    status=NodeStatus.SKIPPED,
-                    error=reason,
-                    attempt=self.attempt,
-                )
-        return done, [n for n in select if n not in done and n not in doomed]
-
-    def _kind(self, node: str) -> str:
-        try:
-            return self.graph.node(node).kind.value
-        except KeyError:
-            return "validation" if node.startswith(ATTACHMENT) else "work"
-
-    def _validation_phase(self) -> list[str]:
-        work = set(self.work_phase)
-        return [n.id for n in self.graph.nodes if n.id not in work]
-
-    async def _approval(self, artifact: Any) -> ValidationOutcome:
-        ran = [*self.work_phase, *self.records]
-        outcome = self.journal.approval(
-            check_approval(self.graph, ran, auto_approve=self.auto_approve)
-        )
-        if not isinstance(outcome, NeedsApproval):
-            return outcome
-        await self.journal.emit(
-            ApprovalRequired, round=self.round, tier=outcome.tier, message=outcome.message
-        )
-        asked_at = self.journal.last_at
-        answer = await self._person(
-            EscalationRequest(
-                plan_id=self.plan_id,
-                reason="approval",
-                message=outcome.message,
-                verdict=self.verdict,
-                history=tuple(self.rounds),
-                tier=outcome.tier,
-            ),
-            asked_at=asked_at,
-        )
-        if answer is None:
-            return outcome  # nobody to ask: the plan pauses, durably
-        if answer.action == "approve":
-            return Passed()
-        self._denied = True
-        return Rejected(
-            "approval",
-            (
-                Reason(
-                    layer="approval",
-                    message=f"denied by a person: {answer.note or 'no note'}",
-                ),
-            ),
-        )
-
-    async def _person(
-        self, request: EscalationRequest, *, asked_at: float = 0.0
-    ) -> EscalationDecision | None:
-        """A person's answer to an escalation or an approval: from the log (resuming), from
-        the decision given to :meth:`resume`, or from the escalation handler; None when
-        there is nobody to ask, and the plan pauses."""
-        approval = request.reason == "approval"
-        tag = "approval_decided" if approval else "escalation_decided"
-        pause = (PlanStatus.AWAITING_APPROVAL if approval else PlanStatus.AWAITING_DECISION).value
-        journal = self.journal
-        recorded = journal.take(tag)
-        if recorded is None:
-            ahead = journal.peek()
-            if isinstance(ahead, PlanFinished) and ahead.status == pause:
-                after = journal.peek_after()
-                if after is not None and event_tag(after) == tag:
-                    journal.take("plan_finished")  # the pause, answered by a later run
-                    recorded = journal.take(tag)
-                elif after is None and self._decision is not None:
-                    journal.take("plan_finished")
-                else:
-                    return None  # still paused: the pause is the log's next step
-        if recorded is not None:
-            if isinstance(recorded, ApprovalDecided):
-                self.stats.approval_wait_seconds += recorded.waited
-                return EscalationDecision(
-                    action="approve" if recorded.approved else "deny", note=recorded.note
-                )
-            if recorded.action not in ("retry", "abort"):
-                journal.differs(
-                    recorded, "action 'retry' or 'abort'", f"action {recorded.action!r}"
-                )
-                return EscalationDecision(action="abort", note=recorded.note)
-            return EscalationDecision(action=recorded.action, note=recorded.note)
-        answer: EscalationDecision
-        if self._decision is not None and self._decision.for_approval == approval:
-            answer, self._decision = self._decision, None
-            await journal.go_live()
-        elif self.escalation is not None:
-            await journal.go_live()
-            with current_span(self.log, self.plan_id, "approval" if approval else "escalation"):
-                answer = await self.escalation(request)
-            if not isinstance(answer, EscalationDecision) or answer.for_approval != approval:
-                wanted = "'approve' or 'deny'" if approval else "'retry' or 'abort'"
-                raise RuntimeFault(
-                    f"the escalation handler answered {answer!r} to "
-                    f"{'an approval' if approval else 'an escalation'}; expected {wanted}"
-                )
-        else:
-            return None
-        if approval:
-            waited = max(0.0, time.time() - asked_at)
-            self.stats.approval_wait_seconds += waited
-            await journal.emit(
-                ApprovalDecided,
-                approved=answer.action == "approve",
-                note=answer.note,
-                waited=waited,
-            )
-        else:
-            await journal.emit(EscalationDecided, action=answer.action, note=answer.note)
-        return answer
-
-    # -- the failure ladder ---------------------------------------------------------------
-
-    async def _decide(self, outcome: Rejected) -> tuple[RetryDecision, FaultKind]:
-        """Max-N (seed 003): one shared budget across rejections and infrastructure faults."""
-        faults = round_faults(outcome)
-        decision = self.budget.decide_round(faults)
-        fault = primary_fault(faults) or faults[0]
-        await self._audit(decision, fault, self._failure_text(outcome))
-        await self.journal.emit(
-            RetryDecided,
-            round=self.round,
-            attempt=self.attempt,
-            fault_kind=fault.kind,
-            classification=fault.classification.value,
-            decision=decision.value,
-            budget_used=self.budget.used,
-            budget_limit=self.budget.limit,
-        )
-        if decision is RetryDecision.RETRY_VALIDATOR:
-            self._retry_only = retry_only_nodes(outcome)
-        return decision, fault
-
-    async def _audit(self, decision: RetryDecision, fault: FaultKind | None, detail: str) -> None:
-        """One seed 003 audit line per round (the file write blocks: a worker thread)."""
-        attempt = Attempt.create(self.plan_id, self.round, decision, fault, detail or None)
-        journal = self.journal
-        if not (journal.recorded_ahead or journal.offline) and not await self._audited(attempt):
-            await anyio.to_thread.run_sync(self.audit.record, attempt)
-        self.attempts.append(attempt.to_audit())
-
-    async def _audited(self, attempt: Attempt) -> bool:
-        """Whether an earlier run wrote this round's line before it died (resuming only:
-        the line is written before the event that follows it, so a crash between leaves
-        the line and not the event)."""
-        if not self.journal.resumed:
-            return False
-        if self._audit_lines is None:
-            found = await anyio.to_thread.run_sync(self.audit.read, self.plan_id)
-            self._audit_lines = {(a.attempt, a.decision) for a in found}
-        return (attempt.attempt, attempt.decision) in self._audit_lines
-
-    def _failure_text(self, outcome: ValidationOutcome) -> str:
-        if isinstance(outcome, Rejected):
-            return "; ".join(str(r) for r in outcome.reasons)[:500]
-        return ""
-
-    async def _escalate(
-        self, decision: RetryDecision, outcome: Rejected
-    ) -> EscalationDecision | None:
-        reason = "permanent" if decision is RetryDecision.ESCALATE_PERMANENT else "exhausted"
-        message = self._failure_text(outcome)
-        self.stats.escalations += 1
-        await self.journal.emit(EscalationRequested, reason=reason, message=message)
-        return await self._person(
-            EscalationRequest(
-                plan_id=self.plan_id,
-                reason=reason,  # type: ignore[arg-type]
-                message=message,
-                verdict=self.verdict,
-                history=tuple(self.rounds),
-            )
-        )
-
-    # -- Apply ----------------------------------------------------------------------------
-
-    async def _apply(self) -> PlanOutcome:
-        """Commit every sandbox's changeset (seed 000: Apply is never validated)."""
-        # Invariant: reached only from a Passed pipeline outcome.
-        ahead = self.journal.peek()
-        if isinstance(ahead, PlanFinished) and self.journal.recorded_ahead:
-            # Refused then, before Apply began (a refusal always fails the plan: a log that
-            # says otherwise does not match, and the resume stops there).
-            return await self._finish(PlanStatus.FAILED, ahead.message)
-        refusal = None if self.journal.recorded_ahead else await self._apply_refusal()
-        if refusal is not None:
-            return await self._finish(PlanStatus.FAILED, refusal)
-        names = sorted(self.resources)
-        await self.journal.emit(ApplyStarted, resources=names)
-        recorded = self.journal.take("apply_completed")
-        refused = self.journal.peek() if recorded is None else None
-        if isinstance(refused, PlanFinished) and self.journal.recorded_ahead:
-            # A resource refused its changeset once Apply had begun, changing nothing.
-            return await self._finish(PlanStatus.FAILED, refused.message)
-        if recorded is not None:
-            changes = dict(recorded.changes)
-        else:
-            await self.journal.go_live()
-            try:
-                changes = await self._commit(names, interrupted=isinstance(ahead, ApplyStarted))
-            except _Refused as refused:
-                # The real resource changed since the sandbox was taken (or the changeset
-                # cannot apply): it refused, changing nothing, before any resource applied.
-                return await self._finish(PlanStatus.FAILED, f"not applied: {refused.error}")
-            await self.journal.emit(ApplyCompleted, changes=changes)
-        # The log holds the apply now: the resources' own markers of it may go (a replay's
-        # resources are stand-ins: it touches none).
-        for name in [] if self.journal.offline else names:
-            release = getattr(self.resources[name], "release", None)
-            if release is None:
-                continue
-            try:
-                await anyio.to_thread.run_sync(functools.partial(release, plan_id=self.plan_id))
-            except ApplyConflictError as kept:
-                # Applied all the same: the markers stay (they keep the plan from being
-                # applied twice), and the next resume of the plan removes them.
-                warnings.warn(
-                    f"plan {self.plan_id}: applied, but {kept}", RuntimeWarning, stacklevel=1
-                )
-        return await self._finish(PlanStatus.APPLIED, "applied", changes=changes)
-
-    async def _commit(self, names: Sequence[str], *, interrupted: bool) -> dict[str, str]:
-        """Apply each resource's changeset; ``interrupted``: a crash during an earlier
-        Apply (its log holds ``apply_started``), which each resource recovers first."""
-        changes: dict[str, str] = {}
-        resumed = self.journal.resumed
-        if resumed:
-            # A crash during Apply: each resource finishes (or drops) its own interrupted
-            # apply; one that passed its point of no return is done, never applied again.
-            for name in names:
-                resource = self.resources[name]
-                await anyio.to_thread.run_sync(
-                    functools.partial(resource.recover, plan_id=self.plan_id)
-                )
-        await self.boxes.ensure()
-        for name in names:
-            sandbox = self.boxes.held[name]
-            resource = self.resources[name]
-            changeset = await anyio.to_thread.run_sync(sandbox.changeset)
-            if resumed and await anyio.to_thread.run_sync(resource.applied, self.plan_id):
-                changes[name] = changeset.summary()
-                continue
-            # Applied even when empty: the resource then records the plan as applied, so
-            # Apply stays at most once.
-            try:
-                await anyio.to_thread.run_sync(
-                    functools.partial(resource.apply, sandbox, changeset, plan_id=self.plan_id)
-                )
-            except ApplyConflictError as exc:
-                if changes or interrupted or isinstance(exc, ApplyTwiceError):
-                    raise  # another resource applied already: resume recovers, never half
-                raise _Refused(exc) from exc
-            changes[name] = changeset.summary()
-        return changes
+        self.context.withdrawal = reason
 
     async def _finish(
         self, status: PlanStatus, message: str, *, changes: dict[str, str] | None = None
@@ -1431,31 +868,7 @@ def _graph_file(graph: PlanGraph) -> tuple[str | None, str | None]:
 
 def _withdrawn(artifact: Any) -> bool:
     """Whether the execution actor gave the plan up (the plan fails; nothing validates)."""
-    return isinstance(artifact, _WorkFailed) and artifact.fault == WITHDRAWN
-
-
-class _Refused(Exception):
-    """The first resource refused its changeset (:class:`ApplyConflictError`): nothing was
-    applied anywhere."""
-
-    def __init__(self, error: ApplyConflictError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-class _WorkFailed(str):
-    """The execution actor raised: the pipeline's routing layer rejects its non-artifact.
-
-    ``fault`` is the fault kind when the work cannot fix it (``misconfigured``,
-    ``runtime_fault``); ``None`` sends it back to the execution actor as a fix.
-    """
-
-    fault: str | None
-
-    def __new__(cls, text: str, fault: str | None = None) -> Self:
-        failed = super().__new__(cls, text)
-        failed.fault = fault
-        return failed
+    return isinstance(artifact, WorkFailed) and artifact.fault == WITHDRAWN
 
 
 async def run_plan(

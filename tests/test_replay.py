@@ -22,6 +22,7 @@ from gategraph.runtime._events import ApplyStarted, ArtifactValidated, Validatio
 from gategraph.runtime._ids import new_ulid
 from gategraph.runtime._maxn import InMemoryAuditLog
 from gategraph.runtime._pipeline import Reason, Rejected, round_faults
+from gategraph.runtime._plan_round import RoundPipeline
 from gategraph.runtime._protocols import EscalationDecision, EscalationRequest
 from gategraph.runtime._replay import ReplayReport, replay_plan
 from gategraph.runtime._results import ValidationResult
@@ -355,13 +356,13 @@ async def test_replay_is_the_supervisor_and_suspends_nothing(
     monkeypatch.setattr(anyio.to_thread, "run_sync", refused)
     monkeypatch.setattr(anyio, "sleep", refused)
     rounds: list[int] = []
-    validate = Supervisor._validate
+    validate = RoundPipeline.run
 
-    async def counted(self: Supervisor, artifact: Any) -> Any:
-        rounds.append(self.round)
+    async def counted(self: RoundPipeline, artifact: Any) -> Any:
+        rounds.append(self.context.round)
         return await validate(self, artifact)
 
-    monkeypatch.setattr(Supervisor, "_validate", counted)
+    monkeypatch.setattr(RoundPipeline, "run", counted)
     report = replay_plan(events, graph)
     assert_matches(report, events)
     assert rounds == list(range(report.rounds)) and report.rounds == 6
