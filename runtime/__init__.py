@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from ._events import ArtifactRejected as ArtifactRejected
     from ._events import ArtifactValidated as ArtifactValidated
     from ._events import ArtifactValidationStarted as ArtifactValidationStarted
+    from ._events import AttestationRequired as AttestationRequired
+    from ._events import AttestationsReceived as AttestationsReceived
     from ._events import ConfirmationStarted as ConfirmationStarted
     from ._events import EscalationDecided as EscalationDecided
     from ._events import EscalationRequested as EscalationRequested
@@ -65,6 +67,11 @@ if TYPE_CHECKING:
     from ._events import WorkFinished as WorkFinished
     from ._events import decode_event as decode_event
     from ._events import encode_event as encode_event
+    from ._evidence import Coverage as Coverage
+    from ._evidence import EvidenceStore as EvidenceStore
+    from ._evidence import MemoryEvidence as MemoryEvidence
+    from ._evidence import PlanCriterion as PlanCriterion
+    from ._evidence import PlanRoster as PlanRoster
     from ._exceptions import ApplyConflictError as ApplyConflictError
     from ._exceptions import ApplyTwiceError as ApplyTwiceError
     from ._exceptions import CatalogError as CatalogError
@@ -204,9 +211,16 @@ if TYPE_CHECKING:
     from ._validate import Verdict as Verdict
     from ._validate import validate as validate
     from ._validate import validate_sync as validate_sync
+    from ._validator_tools import validator_ac_pull as validator_ac_pull
+    from ._validator_tools import validator_attest as validator_attest
+    from ._validator_tools import validator_reject as validator_reject
+    from ._verdicts import AGENT_ROLES as AGENT_ROLES
+    from ._verdicts import AgentRole as AgentRole
     from ._verdicts import ValidatorAttestation as ValidatorAttestation
     from ._verdicts import ValidatorFinding as ValidatorFinding
     from ._verdicts import ValidatorRejection as ValidatorRejection
+    from ._verdicts import ValidatorVerdict as ValidatorVerdict
+    from ._verdicts import is_agent_role as is_agent_role
     from ._verdicts import is_validator_attestation as is_validator_attestation
     from ._verdicts import is_validator_rejection as is_validator_rejection
     from ._verdicts import is_validator_verdict as is_validator_verdict
@@ -214,6 +228,7 @@ if TYPE_CHECKING:
     from ._version import __version__ as __version__
 
 _WHERE: dict[str, str] = {
+    "AGENT_ROLES": "._verdicts",
     "AUDIT_FILE": "._maxn",
     "AcceptanceCriterion": "._graph",
     "Actor": "._actors",
@@ -221,6 +236,7 @@ _WHERE: dict[str, str] = {
     "ActorRef": "._actors",
     "ActorScope": "._actors",
     "ActorSpec": "._graph",
+    "AgentRole": "._verdicts",
     "Applicable": "._protocols",
     "ApplyCompleted": "._events",
     "ApplyConflictError": "._exceptions",
@@ -238,6 +254,8 @@ _WHERE: dict[str, str] = {
     "Attachment": "._models",
     "AttachmentId": "._models",
     "Attempt": "._maxn",
+    "AttestationRequired": "._events",
+    "AttestationsReceived": "._events",
     "AuditLog": "._maxn",
     "AuditRecorder": "._maxn",
     "Backoff": "._maxn",
@@ -251,6 +269,7 @@ _WHERE: dict[str, str] = {
     "ConfigIssue": "._exceptions",
     "ConfirmationStarted": "._events",
     "ContentStore": "._store",
+    "Coverage": "._evidence",
     "DEFAULT_RETRY_LIMIT": "._maxn",
     "DirectoryResource": "._resources",
     "DirectorySandbox": "._resources",
@@ -266,8 +285,10 @@ _WHERE: dict[str, str] = {
     "EventId": "._ids",
     "EventLog": "._eventlog",
     "EventObserver": "._observe",
+    "EvidenceStore": "._evidence",
     "ExecuteRequest": "._protocols",
     "ExecutionActor": "._protocols",
+    "Executor": "._supervisor",
     "FAULT_CATALOGUE": "._maxn",
     "FaultClass": "._maxn",
     "FaultFamily": "._maxn",
@@ -287,13 +308,12 @@ _WHERE: dict[str, str] = {
     "Lifecycle": "._graph",
     "LiveProgress": "._observe",
     "LocalExecutor": "._supervisor",
-    "Executor": "._supervisor",
     "ManifestEntry": "._store",
-    "RayExecutor": "._supervisor",
     "MaxNPolicy": "._maxn",
     "McpServer": "._mcp",
     "McpSessions": "._mcp",
     "MemoryEventLog": "._eventlog",
+    "MemoryEvidence": "._evidence",
     "MemoryResource": "._resources",
     "MemorySandbox": "._resources",
     "NAME_PATTERN": "._models",
@@ -312,22 +332,24 @@ _WHERE: dict[str, str] = {
     "Passed": "._pipeline",
     "PlainProgress": "._observe",
     "PlanBusyError": "._exceptions",
+    "PlanCriterion": "._evidence",
     "PlanFinished": "._events",
     "PlanGraph": "._graph",
     "PlanId": "._ids",
     "PlanJournal": "._journal",
     "PlanOutcome": "._supervisor",
     "PlanResumed": "._events",
+    "PlanRoster": "._evidence",
     "PlanStarted": "._events",
     "PlanStatistics": "._supervisor",
     "PlanStatus": "._supervisor",
     "Policy": "._graph",
     "ProgressState": "._observe",
+    "RayExecutor": "._supervisor",
     "ReadOnlyViolationError": "._readonly",
     "Reason": "._pipeline",
     "Rejected": "._pipeline",
     "ReplayReport": "._replay",
-    "rerun_rounds": "._rerun",
     "RerunDifference": "._rerun",
     "RerunReport": "._rerun",
     "Resource": "._resources",
@@ -344,6 +366,8 @@ _WHERE: dict[str, str] = {
     "RuntimeFault": "._exceptions",
     "SQLiteEventLog": "._eventlog",
     "Sandbox": "._resources",
+    "SandboxLimits": "._kernel",
+    "SandboxPool": "._sandbox",
     "Scope": "._models",
     "StoreError": "._store",
     "StoreRetention": "._store",
@@ -367,9 +391,10 @@ _WHERE: dict[str, str] = {
     "ValidationResult": "._results",
     "ValidationStarted": "._events",
     "ValidatorAttestation": "._verdicts",
-    "Verdict": "._validate",
     "ValidatorFinding": "._verdicts",
     "ValidatorRejection": "._verdicts",
+    "ValidatorVerdict": "._verdicts",
+    "Verdict": "._validate",
     "WorkFinished": "._events",
     "WorkWithdrawn": "._exceptions",
     "__version__": "._version",
@@ -383,6 +408,7 @@ _WHERE: dict[str, str] = {
     "encode_event": "._events",
     "execute_graph": "._engine",
     "execute_graph_sync": "._engine",
+    "is_agent_role": "._verdicts",
     "is_validator_attestation": "._verdicts",
     "is_validator_rejection": "._verdicts",
     "is_validator_verdict": "._verdicts",
@@ -391,10 +417,6 @@ _WHERE: dict[str, str] = {
     "open_actor_scope": "._actors",
     "open_gate": "._gate",
     "open_plan_mcp_sessions": "._engine",
-    "sandbox_pool": "._sandbox",
-    "sandbox_support": "._kernel",
-    "SandboxLimits": "._kernel",
-    "SandboxPool": "._sandbox",
     "parse_verdict": "._verdicts",
     "primary_fault": "._maxn",
     "progress_for": "._observe",
@@ -403,20 +425,27 @@ _WHERE: dict[str, str] = {
     "read_events": "._eventlog",
     "record_statistics": "._telemetry",
     "replay_plan": "._replay",
+    "rerun_rounds": "._rerun",
     "resume_gate": "._gate",
     "resume_plan": "._supervisor",
     "resume_plan_sync": "._supervisor",
     "run_plan": "._supervisor",
     "run_plan_sync": "._supervisor",
+    "sandbox_pool": "._sandbox",
+    "sandbox_support": "._kernel",
     "telemetry_available": "._telemetry",
     "tool_from_config": "._models",
     "validate": "._validate",
     "validate_sync": "._validate",
+    "validator_ac_pull": "._validator_tools",
+    "validator_attest": "._validator_tools",
+    "validator_reject": "._validator_tools",
     "wait_backoff": "._maxn",
 }
 """Each public name and the private module it lives in."""
 
 __all__ = [
+    "AGENT_ROLES",
     "AUDIT_FILE",
     "DEFAULT_RETRY_LIMIT",
     "FAULT_CATALOGUE",
@@ -428,6 +457,7 @@ __all__ = [
     "ActorRef",
     "ActorScope",
     "ActorSpec",
+    "AgentRole",
     "Applicable",
     "ApplyCompleted",
     "ApplyConflictError",
@@ -445,6 +475,8 @@ __all__ = [
     "Attachment",
     "AttachmentId",
     "Attempt",
+    "AttestationRequired",
+    "AttestationsReceived",
     "AuditLog",
     "AuditRecorder",
     "Backoff",
@@ -458,6 +490,7 @@ __all__ = [
     "ConfigIssue",
     "ConfirmationStarted",
     "ContentStore",
+    "Coverage",
     "DirectoryResource",
     "DirectorySandbox",
     "DuplicateError",
@@ -472,6 +505,7 @@ __all__ = [
     "EventId",
     "EventLog",
     "EventObserver",
+    "EvidenceStore",
     "ExecuteRequest",
     "ExecutionActor",
     "Executor",
@@ -497,6 +531,7 @@ __all__ = [
     "McpServer",
     "McpSessions",
     "MemoryEventLog",
+    "MemoryEvidence",
     "MemoryResource",
     "MemorySandbox",
     "NeedsApproval",
@@ -514,12 +549,14 @@ __all__ = [
     "Passed",
     "PlainProgress",
     "PlanBusyError",
+    "PlanCriterion",
     "PlanFinished",
     "PlanGraph",
     "PlanId",
     "PlanJournal",
     "PlanOutcome",
     "PlanResumed",
+    "PlanRoster",
     "PlanStarted",
     "PlanStatistics",
     "PlanStatus",
@@ -573,6 +610,7 @@ __all__ = [
     "ValidatorAttestation",
     "ValidatorFinding",
     "ValidatorRejection",
+    "ValidatorVerdict",
     "Verdict",
     "WorkFinished",
     "WorkWithdrawn",
@@ -587,6 +625,7 @@ __all__ = [
     "encode_event",
     "execute_graph",
     "execute_graph_sync",
+    "is_agent_role",
     "is_validator_attestation",
     "is_validator_rejection",
     "is_validator_verdict",
@@ -615,6 +654,9 @@ __all__ = [
     "tool_from_config",
     "validate",
     "validate_sync",
+    "validator_ac_pull",
+    "validator_attest",
+    "validator_reject",
     "wait_backoff",
 ]
 

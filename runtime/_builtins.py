@@ -1,9 +1,12 @@
-"""Built-in validations by name: usable in a graph or the catalog without registering them.
+"""Built-in validations and tools by name: usable in a graph or the catalog without
+registering them.
 
 ``gategraph.validators`` ships each built-in with a ready configuration (its entrypoint,
 argument schema and resource slots). A graph that writes ``validation: python_syntax`` and a
 ``gategraph validation attach src/ regex`` both find them here when neither the graph nor the
-catalog defines that name itself: what a user defines always wins over a built-in.
+catalog defines that name itself: what a user defines always wins over a built-in. The
+built-in tools are the validator tools (``validator.ac-pull``, ``validator.attest``,
+``validator.reject``): how a validator outside a plan reviews it.
 """
 
 from __future__ import annotations
@@ -14,25 +17,30 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ._models import Validation
+    from ._models import Tool
 
 __all__ = ["builtin", "builtin_names"]
 
 
 @functools.cache
-def _builtins() -> Mapping[str, Validation]:
+def _builtins() -> Mapping[str, Tool]:
     # Imported on first use: the validators use the runtime's public names, and most runs
     # of the runtime never ask for a built-in by name.
     from gategraph.validators import builtin_validations
 
-    return {validation.name: validation for validation in builtin_validations()}
+    from ._models import Tool
+    from ._validator_tools import VALIDATOR_TOOLS
+
+    found: dict[str, Tool] = {v.name: v for v in builtin_validations()}
+    found.update({name: Tool.from_config(config) for name, config in VALIDATOR_TOOLS.items()})
+    return found
 
 
-def builtin(name: str) -> Validation | None:
-    """The built-in validation called ``name``, or ``None``."""
+def builtin(name: str) -> Tool | None:
+    """The built-in validation or tool called ``name``, or ``None``."""
     return _builtins().get(name)
 
 
 def builtin_names() -> tuple[str, ...]:
-    """The names of the built-in validations, sorted."""
+    """The names of the built-in validations and tools, sorted."""
     return tuple(sorted(_builtins()))

@@ -24,6 +24,7 @@ import msgspec
 from pydantic import ValidationError
 
 from ._builtins import builtin
+from ._evidence import COVERAGE, Coverage, PlanCriterion, atom_id, binding_id
 from ._exceptions import (
     CatalogError,
     ConfigError,
@@ -47,7 +48,9 @@ from ._yaml import format_path
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from ._evidence import PlanRoster
 
 __all__ = ["Catalog", "FlakeRecord", "default_catalog_path"]
 
@@ -106,6 +109,38 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
         created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
         UNIQUE (validation, plan_id, round, node)
     );
+    """,
+    # 4: evidence (seed 003). A plan's roster of acceptance criteria, registered when it
+    # starts so a validator outside the plan can pull it by the plan's id; and the
+    # bindings of evidence to criteria, unique per (atom, criterion, type) so binding again
+    # collapses into the row there (its time is updated: coverage counts from a moment).
+    """
+    CREATE TABLE evidence_plans (
+        plan_id    TEXT PRIMARY KEY,
+        criteria   INTEGER NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
+    CREATE TABLE acceptance_criteria (
+        id          TEXT PRIMARY KEY,
+        plan_id     TEXT NOT NULL REFERENCES evidence_plans (plan_id),
+        ordinal     INTEGER NOT NULL,
+        alias       TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        text        TEXT NOT NULL,
+        validations TEXT NOT NULL,
+        UNIQUE (plan_id, ordinal)
+    );
+    CREATE TABLE evidence_ac_bindings (
+        id               TEXT PRIMARY KEY,
+        evidence_atom_id TEXT NOT NULL,
+        ac_id            TEXT NOT NULL REFERENCES acceptance_criteria (id),
+        binding_type     TEXT NOT NULL,
+        plan_id          TEXT NOT NULL,
+        validator_id     TEXT NOT NULL,
+        bound_at         REAL NOT NULL,
+        UNIQUE (evidence_atom_id, ac_id, binding_type)
+    );
+    CREATE INDEX evidence_ac_bindings_plan ON evidence_ac_bindings (plan_id);
     """,
 )
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -795,6 +830,104 @@ class Catalog:
             if kept is None or attachment.specificity > kept[0].specificity:
                 best[key] = (attachment, row[7])
         return [a for a, _ in sorted(best.values(), key=lambda pair: pair[1])]
+
+    # -- evidence (seed 003) ---------------------------------------------------------------
+
+    def register_roster(self, roster: PlanRoster) -> None:
+        """Keep the acceptance criteria of ``roster``'s plan, for validators that pull
+        them by the plan's id. Registering a plan again changes nothing."""
+        with self._write() as db:
+            added = db.execute(
+                "INSERT INTO evidence_plans (plan_id, criteria) VALUES (?, ?) "
+                "ON CONFLICT (plan_id) DO NOTHING",
+                (roster.plan_id, len(roster)),
+            ).rowcount
+            if added:
+                db.executemany(
+                    "INSERT INTO acceptance_criteria "
+                    "(id, plan_id, ordinal, alias, key, text, validations) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            c.id,
+                            roster.plan_id,
+                            c.ordinal,
+                            c.alias,
+                            c.key,
+                            c.text,
+                            json.dumps(c.validations),
+                        )
+                        for c in roster.criteria
+                    ],
+                )
+
+    def roster(self, plan_id: str) -> builtins.list[PlanCriterion] | None:
+        """The acceptance criteria of plan ``plan_id`` in order, or None for a plan this
+        catalog never registered."""
+        with self._lock:
+            known = self._db.execute(
+                "SELECT 1 FROM evidence_plans WHERE plan_id = ?", (plan_id,)
+            ).fetchone()
+            rows = self._db.execute(
+                "SELECT id, ordinal, alias, key, text, validations FROM acceptance_criteria "
+                "WHERE plan_id = ? ORDER BY ordinal",
+                (plan_id,),
+            ).fetchall()
+        if known is None:
+            return None
+        return [
+            PlanCriterion(
+                id=id_,
+                ordinal=int(ordinal),
+                alias=alias,
+                key=key,
+                text=text,
+                validations=tuple(json.loads(validations)),
+            )
+            for id_, ordinal, alias, key, text, validations in rows
+        ]
+
+    def bind_coverage(
+        self, plan_id: str, validator_id: str, criteria: Sequence[str] | None = None
+    ) -> None:
+        """Write one coverage binding per criterion id of plan ``plan_id`` for
+        ``validator_id``'s attestation (None: every criterion of the plan's roster), in one
+        transaction; binding again changes nothing but when it happened."""
+        atom = atom_id(validator_id, plan_id)
+        now = time.time()
+        with self._write() as db:
+            if criteria is None:
+                criteria = [
+                    row[0]
+                    for row in db.execute(
+                        "SELECT id FROM acceptance_criteria WHERE plan_id = ? ORDER BY ordinal",
+                        (plan_id,),
+                    )
+                ]
+            db.executemany(
+                "INSERT INTO evidence_ac_bindings (id, evidence_atom_id, ac_id, binding_type, "
+                "plan_id, validator_id, bound_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (evidence_atom_id, ac_id, binding_type) "
+                "DO UPDATE SET bound_at = excluded.bound_at",
+                [
+                    (binding_id(atom, c), atom, c, COVERAGE, plan_id, validator_id, now)
+                    for c in criteria
+                ],
+            )
+
+    def coverage(self, plan_id: str, *, since: float = 0.0) -> Coverage:
+        """The coverage bindings of plan ``plan_id`` written at ``since`` (seconds since
+        the epoch) or after."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT ac_id, validator_id FROM evidence_ac_bindings "
+                "WHERE plan_id = ? AND binding_type = ? AND bound_at >= ?",
+                (plan_id, COVERAGE, since),
+            ).fetchall()
+        by: dict[str, set[str]] = {}
+        for criterion, validator in rows:
+            by.setdefault(criterion, set()).add(validator)
+        return Coverage(by={c: frozenset(v) for c, v in by.items()}, complete=frozenset())
 
     # -- flakes ----------------------------------------------------------------------------
 

@@ -405,7 +405,7 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
     if as_json:
         _json_out([_with_flakes(t.as_cli_dict(), flakes[t.name]) for t in tools])
         return
-    from ._builtins import builtin_names
+    from ._builtins import builtin, builtin_names
 
     registered = {t.name for t in tools}
     # Flaky validations the table cannot show: a graph's own, or a built-in used by name.
@@ -413,15 +413,19 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
     elsewhere_line = (
         "flaky validations not registered here: " + ", ".join(elsewhere) if elsewhere else ""
     )
-    unlisted = [name for name in builtin_names() if name not in registered]
-    builtins_line = (
-        "built-in validations, usable by name without registering: " + ", ".join(unlisted)
-        if unlisted and type_ != "tool"
-        else ""
-    )
+    unlisted: dict[str, list[str]] = {"validation": [], "tool": []}
+    for name in builtin_names():
+        found = builtin(name)
+        if name not in registered and found is not None:
+            unlisted[found.tool_type.value].append(name)
+    builtin_lines = [
+        f"built-in {kind}s, usable by name without registering: " + ", ".join(names)
+        for kind, names in unlisted.items()
+        if names and type_ in (None, kind)
+    ]
     if not tools:
         click.echo("no validations" if type_ == "validation" else "no tools")
-        for line in (builtins_line, elsewhere_line):
+        for line in (*builtin_lines, elsewhere_line):
             if line:
                 click.echo(line)
         return
@@ -444,7 +448,7 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
         )
     columns = ["NAME", "TYPE", "MODE", "SOURCE", *(["FLAKES"] if with_flakes else [])]
     _table(rows, [*columns, "DESCRIPTION"])
-    for line in (builtins_line, elsewhere_line):
+    for line in (*builtin_lines, elsewhere_line):
         if line:
             click.echo(line)
 
@@ -1044,7 +1048,9 @@ def _drive_plan(
     stream = sys.stderr if as_json else sys.stdout
     progress = progress_for(stream.isatty(), err=as_json, informational=informational)
     observers = [progress] if tracing is None else [progress, tracing]
-    with _catalog(create=False) as catalog:
+    # Made if there is none yet, beside the event log: what the plan leaves there (its
+    # acceptance criteria for outside validators, the flakes it found) must outlast it.
+    with _catalog(create=True) as catalog:
 
         async def go() -> Any:
             async with SQLiteEventLog(_event_log_path()) as log:
@@ -1061,28 +1067,11 @@ def _drive_plan(
             raise
         finally:
             _sweep_scratch()
-        if catalog.path is None and outcome.statistics.flakes:
-            _keep_flakes(catalog)
     if tracing is not None:
         tracing.finish(outcome)
         # Exported before the outcome is printed (and before a pause's exit code).
         setup.flush()
     return outcome
-
-
-def _keep_flakes(found: Catalog) -> None:
-    """Count the flakes a run found in the catalog file, made for them if there is none
-    yet (the run used an empty catalog in memory)."""
-    with _catalog(create=True) as catalog:
-        for name in found.flake_counts():
-            for record in found.flake_records(name, limit=1_000):
-                catalog.record_flake(
-                    name,
-                    plan_id=record.plan_id,
-                    round=record.round,
-                    node=record.node,
-                    detail=record.detail,
-                )
 
 
 def _show_outcome(
@@ -1123,6 +1112,12 @@ def _show_outcome(
         elif outcome.status is PlanStatus.AWAITING_APPROVAL:
             click.echo(
                 f"approve with: gategraph approve {outcome.plan_id} --approve | --deny [--note TEXT]"
+            )
+        elif outcome.status is PlanStatus.AWAITING_ATTESTATION:
+            click.echo(
+                "outside validators pull its acceptance criteria with validator.ac-pull and "
+                "attest them with validator.attest (served by: gategraph mcp serve); "
+                f"then continue it with: gategraph resume {outcome.plan_id}"
             )
     if report is not None:
         # Written after the outcome is shown: a report that cannot be written must not

@@ -23,6 +23,8 @@ __all__ = [
     "ArtifactRejected",
     "ArtifactValidated",
     "ArtifactValidationStarted",
+    "AttestationRequired",
+    "AttestationsReceived",
     "ConfirmationStarted",
     "EscalationDecided",
     "EscalationRequested",
@@ -312,6 +314,29 @@ class ApprovalRequired(EventBase, tag="approval_required", kw_only=True, frozen=
     message: str
 
 
+class AttestationRequired(
+    EventBase, tag="attestation_required", kw_only=True, frozen=True, gc=False
+):
+    """The round passed, and the plan waits for outside validators to attest every one of
+    its acceptance criteria before it is applied (``policy.outside_validators``)."""
+
+    round: int
+    needed: int
+    """How many validators besides gategraph's own round must attest each criterion."""
+    criteria: int
+    """How many acceptance criteria the plan has."""
+
+
+class AttestationsReceived(
+    EventBase, tag="attestations_received", kw_only=True, frozen=True, gc=False
+):
+    """Every acceptance criterion is attested by enough outside validators: on to Apply."""
+
+    round: int
+    validators: list[str]
+    """The outside validators whose attestations cover the plan, sorted."""
+
+
 class ApprovalDecided(EventBase, tag="approval_decided", kw_only=True, frozen=True, gc=False):
     """A person's answer to :class:`ApprovalRequired` (seed 002: ApprovalDecision)."""
 
@@ -338,7 +363,8 @@ class PlanFinished(EventBase, tag="plan_finished", kw_only=True, frozen=True, gc
     """The plan ended, or paused waiting for a person."""
 
     status: str
-    """``applied``, ``failed``, ``awaiting_decision`` or ``awaiting_approval``."""
+    """``applied``, ``failed``, ``awaiting_decision``, ``awaiting_approval`` or
+    ``awaiting_attestation``."""
     message: str = ""
 
 
@@ -356,6 +382,8 @@ Event = (
     | EscalationDecided
     | ApprovalRequired
     | ApprovalDecided
+    | AttestationRequired
+    | AttestationsReceived
     | ApplyStarted
     | ApplyCompleted
     | PlanFinished

@@ -326,6 +326,11 @@ class Policy(_Model):
     sent back to be fixed. One that passes the second time is flaky: its verdict cannot be
     trusted either way, so the round fails it as an infrastructure fault (kind ``flaky``)
     and it is re-run on the shared retry budget, then escalated; it is never skipped."""
+    outside_validators: Annotated[int, Field(ge=0, le=100)] = 0
+    """How many validators besides gategraph's own validation round must attest every
+    acceptance criterion before the plan is applied. Above 0, a plan whose round passed
+    waits (status ``awaiting_attestation``) until that many outside validators attested it
+    (``validator.attest``), and applies when resumed after."""
     require_sandbox: bool = False
     """Run every validation of the plan (its nodes and the attached ones) in the sandbox,
     confined by the kernel (``isolation: sandbox``). A validation node that asks for
@@ -435,6 +440,7 @@ class PlanGraph(_Model):
     _by_id: dict[str, Node] | None = PrivateAttr(default=None)
     _order: tuple[str, ...] | None = PrivateAttr(default=None)
     _work: tuple[str, ...] | None = PrivateAttr(default=None)
+    _isolations: dict[str, frozenset[str | None]] | None = PrivateAttr(default=None)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PlanGraph):
@@ -551,9 +557,20 @@ class PlanGraph(_Model):
         # Edges are added node by node in the file's order, so successors keep it.
         return tuple(self.digraph.successors(node_id))
 
+    def isolations_of(self, target: str) -> frozenset[str | None]:
+        """The isolations the nodes calling ``target`` (a tool or validation) ask for
+        (None: the executor's); empty when no node calls it. Worked out once."""
+        if self._isolations is None:
+            found: dict[str, set[str | None]] = {}
+            for node in self.nodes:
+                found.setdefault(node.target, set()).add(node.isolation)
+            self._isolations = {name: frozenset(kinds) for name, kinds in found.items()}
+        return self._isolations.get(target, frozenset())
+
     def validation_nodes(self) -> list[Node]:
         """Return the validation nodes, in the file's order."""
-        return [n for n in self.nodes if n.kind is NodeKind.VALIDATION]
+        # `validation is not None` is `kind is VALIDATION` without the property, per node.
+        return [n for n in self.nodes if n.validation is not None]
 
     def criteria_for(self, node_id: str) -> list[AcceptanceCriterion]:
         """Return the acceptance criteria naming this node's id or its validation's name."""

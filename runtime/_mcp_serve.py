@@ -33,6 +33,7 @@ build and run a server.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import inspect
 import ipaddress
@@ -51,6 +52,8 @@ import msgspec
 from ._exceptions import ConfigError, GategraphError
 from ._invoke import _INJECTED as _INVOKE_INJECTED
 from ._models import ResourceSlot, Tool, ToolSource, Validation
+from ._plan import PlanStatus
+from ._validator_tools import AC_PULL, ATTEST, VALIDATOR_TOOLS
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -130,7 +133,7 @@ RUN_PLAN: Final = "gategraph.run_plan"
 PLANS_WAITING: Final = "gategraph.plans_waiting"
 PLAN_TOOLS: Final = (RUN_PLAN, PLANS_WAITING)
 """The names of the plan tools served with ``plans=True``."""
-_WAITING: Final = frozenset({"awaiting_decision", "awaiting_approval"})
+_WAITING: Final = frozenset(s.value for s in PlanStatus if s.waiting)
 
 # The arguments of the built-in validations that name paths inside the folder they check,
 # by entrypoint: a glob or path ("path"), a list of them ("paths"), or pytest's command-line
@@ -812,7 +815,7 @@ def _plan_tools() -> list[dict[str, Any]]:
                     "plan_id": {"type": "string"},
                     "status": {
                         "type": "string",
-                        "enum": ["applied", "failed", "awaiting_decision", "awaiting_approval"],
+                        "enum": [s.value for s in PlanStatus],
                     },
                     "message": {"type": "string"},
                     "verdict": {"type": ["object", "null"]},
@@ -828,8 +831,9 @@ def _plan_tools() -> list[dict[str, Any]]:
         },
         {
             "name": PLANS_WAITING,
-            "description": "List the plans of the event log that wait for a person: status "
-            "awaiting_decision (an escalation) or awaiting_approval.",
+            "description": "List the plans of the event log that wait: for a person "
+            "(status awaiting_decision, an escalation, or awaiting_approval) or for outside "
+            "validators to attest them (awaiting_attestation: see validator.ac-pull).",
             "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
             "outputSchema": {
                 "type": "object",
@@ -856,9 +860,71 @@ def _plan_tools() -> list[dict[str, Any]]:
     ]
 
 
+def _served_schema(name: str) -> dict[str, Any]:
+    """A validator tool's arguments on MCP: those of the tool, but a project root (a call
+    works on the server's catalog, never on another folder's)."""
+    schema = dict(VALIDATOR_TOOLS[name]["input_schema"])
+    schema["properties"] = {k: v for k, v in schema["properties"].items() if k != "project_root"}
+    if name == AC_PULL:
+        # No calling plan to default to: the plan must be named.
+        schema["properties"]["task_id"] = {"type": "string", "description": "The plan's id."}
+        schema["required"] = ["task_id"]
+    return schema
+
+
+def _validator_tool_listing() -> list[dict[str, Any]]:
+    """The validator tools as MCP lists them."""
+    return [
+        {
+            "name": name,
+            "description": config["description"],
+            "inputSchema": _served_schema(name),
+            "annotations": {
+                "readOnlyHint": config.get("capability", {}).get("read_only", False),
+                "destructiveHint": False,
+                "idempotentHint": True,
+                "openWorldHint": False,
+            },
+        }
+        for name, config in VALIDATOR_TOOLS.items()
+    ]
+
+
+async def call_validator_tool(
+    name: str, arguments: Mapping[str, Any], catalog: Catalog
+) -> ToolReply:
+    """Call validator tool ``name`` on the server's catalog; the seed's ``{ok: false}``
+    answers are errors on MCP."""
+    import anyio.to_thread
+
+    from ._validator_tools import validator_ac_pull, validator_attest, validator_reject
+
+    allowed = set(_served_schema(name)["properties"])
+    unknown = sorted(set(arguments) - allowed)
+    if unknown:
+        return ToolReply.error(
+            f"{name}: unknown argument {', '.join(unknown)} (it takes {', '.join(sorted(allowed))})"
+        )
+    # Checked by the tools themselves: anything a client sends gets an {ok: false} answer.
+    given: dict[str, Any] = {key: arguments.get(key) for key in allowed}
+    call: Callable[[], dict[str, Any]]
+    if name == AC_PULL:
+        call = functools.partial(validator_ac_pull, given["task_id"], evidence=catalog)
+    elif name == ATTEST:
+        call = functools.partial(
+            validator_attest, given["caller"], given["attestation"], evidence=catalog
+        )
+    else:
+        call = functools.partial(
+            validator_reject, given["caller"], given["rejection"], evidence=catalog
+        )
+    answer = await anyio.to_thread.run_sync(call)
+    return ToolReply(structured=answer, text=_json(answer), is_error=not answer["ok"])
+
+
 def plans_waiting(log_path: Path) -> list[dict[str, Any]]:
-    """The plans of the SQLite event log at ``log_path`` that wait for a person, oldest
-    first (none when there is no log yet)."""
+    """The plans of the SQLite event log at ``log_path`` that wait (for a person, or for
+    outside validators), oldest first (none when there is no log yet)."""
     from ._eventlog import list_plans, read_events
     from ._events import PlanFinished, PlanResumed, PlanStarted
 
@@ -1017,6 +1083,8 @@ class _Tools:
         entries = {tool.name: tool for tool in self.catalog.list() if _servable(tool)}
         if self.builtins:
             for name in builtin_names():
+                if name in VALIDATOR_TOOLS:
+                    continue  # served as themselves, on the server's catalog (see _call)
                 if name not in entries and not self.catalog.registered(name):
                     found = builtin(name)
                     if found is not None:
@@ -1121,6 +1189,7 @@ def create_mcp_server(
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         listed = [served.describe() for served in tools.listing()]
+        listed += _validator_tool_listing()
         if plans:
             listed += _plan_tools()
         return types.ListToolsResult.model_validate({"tools": listed})
@@ -1140,6 +1209,8 @@ def create_mcp_server(
             waiting = await anyio.to_thread.run_sync(plans_waiting, log_path)
             listed = {"plans": waiting}
             return ToolReply(structured=listed, text=_json(listed))
+        if name in VALIDATOR_TOOLS:
+            return await call_validator_tool(name, arguments or {}, catalog)
         served = tools.find(name)
         if served is None:
             return ToolReply.error(f"Unknown tool: {name}")

@@ -15,6 +15,7 @@ import msgspec
 
 from ._engine import ATTACHMENT_PREFIX as ATTACHMENT
 from ._engine import NodeResult, NodeStatus, ValidationRecord
+from ._evidence import PlanRoster
 from ._maxn import (
     BAD_ARGUMENTS,
     FLAKY,
@@ -212,7 +213,7 @@ def applicable_validations(
             mode = modes[node.target] = (
                 tool.mode.value if isinstance(tool, Validation) else "required"
             )
-        criteria = tuple(by_name.get(node.id, []) + by_name.get(node.target, []))
+        criteria = tuple(by_name.get(node.id, []) + by_name.get(node.target, [])) if by_name else ()
         found.append(Applicable(id=node.id, validation=node.target, mode=mode, criteria=criteria))
     if catalog is not None:
         for name in graph.resources:
@@ -236,8 +237,10 @@ def build_verdict(
     graph: PlanGraph,
     applicable: Sequence[Applicable],
     records: Mapping[str, ValidationRecord],
+    roster: PlanRoster | None = None,
 ) -> dict[str, Any]:
-    """The round's seed 003 envelope: one finding per acceptance criterion.
+    """The round's seed 003 envelope: one finding per acceptance criterion of ``roster``
+    (the plan's, by default), each named by the criterion's UUID.
 
     With no criteria declared, each required validation is its own criterion. Informational
     results never count against a criterion (seed 000). A required validation that failed
@@ -245,17 +248,12 @@ def build_verdict(
     criterion ``inconclusive`` rather than ``fail``: nothing was decided.
     """
     now = _now()
-    required_mode = ValidationMode.REQUIRED.value
-    required = [a for a in applicable if a.mode == required_mode]
-    criteria: list[tuple[str, list[Applicable]]] = []
-    if graph.acceptance:
-        for criterion in graph.acceptance:
-            bound = [a for a in required if criterion.id in a.criteria]
-            criteria.append((criterion.id, bound))
-    else:
-        criteria = [(a.id, [a]) for a in required]
+    roster = roster or PlanRoster(plan_id, graph, applicable)
     findings: list[dict[str, Any]] = []
-    for criterion_id, bound in criteria:
+    failing_names: list[str] = []
+    prefix = roster.id_prefix
+    for ordinal, (key, bound) in enumerate(roster.keys(), start=1):
+        criterion_id = f"{prefix}{ordinal:012x}"  # roster.id_of(ordinal), without the call
         if (
             len(bound) == 1
             and (one := records.get(bound[0].id)) is not None
@@ -289,6 +287,8 @@ def build_verdict(
             parts = [f"{r.node}: {r.result.message or 'failed'}" for r in failed]
             parts += [f"{m}: did not run" for m in missing]
             reasoning = "; ".join(parts)
+            alias = f"AC{ordinal}"
+            failing_names.append(alias if key == alias else f"{alias} ({key})")
         findings.append(
             {
                 "acId": criterion_id,
@@ -301,6 +301,7 @@ def build_verdict(
     if not findings:
         # seed 003: an empty roster is never auto-attested, unless the plan says so.
         ungated = graph.policy.allow_ungated
+        failing_names = [] if ungated else ["plan"]
         findings.append(
             {
                 "acId": "plan",
@@ -328,7 +329,7 @@ def build_verdict(
         "findings": findings,
         "summary": (
             f"{len(failing)} of {len(findings)} acceptance criteria do not pass: "
-            + ", ".join(f["acId"] for f in failing)
+            + ", ".join(failing_names)
         ),
         "remediationHints": [f["reasoning"] for f in failing][:10],
         "rejectedAt": now,
@@ -394,10 +395,11 @@ def semantic_reasons(
         if n.status is not NodeStatus.OK
     ]
     seen = {n.node for n in results}
+    required = ValidationMode.REQUIRED.value
     reasons += [
         Reason(layer="semantic", node=a.id, message="did not run", error="exception")
         for a in applicable
-        if a.mode == ValidationMode.REQUIRED.value and a.id not in records and a.id not in seen
+        if a.mode == required and a.id not in records and a.id not in seen
     ]
     return tuple(reasons)
 

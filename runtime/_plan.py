@@ -33,6 +33,13 @@ class PlanStatus(enum.StrEnum):
     FAILED = "failed"
     AWAITING_DECISION = "awaiting_decision"
     AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_ATTESTATION = "awaiting_attestation"
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the plan is paused (for a person, or for outside validators): resumed,
+        it goes on."""
+        return self not in (PlanStatus.APPLIED, PlanStatus.FAILED)
 
 
 class PlanStatistics(msgspec.Struct, kw_only=True):

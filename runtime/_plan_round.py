@@ -78,7 +78,7 @@ def callable_problem(context: PlanContext, attached: bool, name: str) -> str | N
     graph = context.graph
     getter = context.catalog.get if attached and context.catalog else graph.get_tool
     # Code that only runs sandboxed is checked without being loaded here.
-    runs = {n.isolation for n in graph.nodes if n.target == name} or {None}
+    runs = graph.isolations_of(name) or {None}
     isolation = context.executor.isolation if runs == {None} else None
     sandboxed_only = runs == {"sandbox"} or isolation == "sandbox"
     try:

@@ -109,6 +109,7 @@ _ROUND_ENDS: Final = frozenset({"artifact_rejected", "artifact_validated", "appr
 _PAUSED: Final = {
     "awaiting_approval": "paused for approval",
     "awaiting_decision": "paused for a decision",
+    "awaiting_attestation": "paused for outside validators' attestations",
 }
 
 # What a replay compares of each decision the supervisor logs (the rest of an event is a
@@ -123,6 +124,8 @@ _COMPARED: Final[Mapping[str, tuple[str, ...]]] = {
     "fix_requested": ("attempt", "note"),
     "strategy_revision_requested": ("revision",),
     "escalation_requested": ("reason",),
+    "attestation_required": ("round", "needed", "criteria"),
+    "attestations_received": ("round",),
     "plan_finished": ("status",),
 }
 _DECISION_FIELDS: Final = (

@@ -42,6 +42,7 @@ from ._events import (
     StrategyProduced,
     WorkFinished,
 )
+from ._evidence import EvidenceStore, MemoryEvidence, PlanRoster
 from ._exceptions import (
     ConfigError,
     ConfigIssue,
@@ -71,6 +72,7 @@ from ._pipeline import (
 )
 from ._plan import PlanContext, PlanStatistics, PlanStatus, WorkFailed
 from ._plan_apply import PlanApply
+from ._plan_coverage import CoverageGate
 from ._plan_ladder import FailureLadder, failure_text
 from ._plan_round import RoundPipeline, callable_problem
 from ._plan_sandboxes import PlanSandboxes
@@ -96,6 +98,7 @@ from ._roles import as_role, build_role
 from ._spans import current_span
 from ._store import ContentStore, StoreError, StoreRetention
 from ._sync import run_sync
+from ._validator_tools import current_evidence
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -312,6 +315,7 @@ class Supervisor:
         execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
         store: ContentStore | None = None,
         store_retention: StoreRetention | None = None,
+        evidence: EvidenceStore | None = None,
     ) -> None:
         self.graph = graph
         self.catalog = catalog
@@ -383,6 +387,13 @@ class Supervisor:
             self.context, ask=self.ladder.ask, attest=self.ladder.attest, auto_approve=auto_approve
         )
         """The validation rounds: routing → payload → semantic → approval."""
+        if evidence is None:
+            evidence = catalog if catalog is not None else MemoryEvidence()
+        self.evidence: EvidenceStore = evidence
+        """Where the plan's acceptance criteria and the evidence bound to them are kept:
+        the catalog's, where validators outside the plan reach them."""
+        self.gate = CoverageGate(self.context, self.evidence, self._roster())
+        """The coverage gate before Apply: every acceptance criterion attested."""
         self.applier = PlanApply(self.context, self.resources)
         """Apply: the changesets of a round that passed, committed at most once."""
         self._fix_number = 0
@@ -396,6 +407,7 @@ class Supervisor:
     @plan_id.setter
     def plan_id(self, value: str) -> None:
         self.context.plan_id = self.boxes.plan_id = value
+        self.gate.roster = self._roster()
 
     @property
     def journal(self) -> PlanJournal:
@@ -414,6 +426,16 @@ class Supervisor:
     @applicable.setter
     def applicable(self, value: list[Applicable]) -> None:
         self.context.applicable = value
+        self.gate.roster = self._roster()
+
+    @property
+    def roster(self) -> PlanRoster:
+        """The plan's acceptance criteria, each with its UUID and alias."""
+        return self.gate.roster
+
+    def _roster(self) -> PlanRoster:
+        context = self.context
+        return PlanRoster(context.plan_id, context.graph, context.applicable)
 
     @property
     def work_phase(self) -> list[str]:
@@ -483,6 +505,7 @@ class Supervisor:
             async with self._mcp_sessions():
                 await anyio.to_thread.run_sync(self.executor.connect)
                 await self.journal.emit(PlanStarted, **await self._started())
+                await self.gate.register()
                 return await self._drive()
 
     @contextlib.asynccontextmanager
@@ -591,6 +614,7 @@ class Supervisor:
                 self.boxes.resumed = True
                 self.ladder.decision = decision
                 await self.journal.emit(PlanStarted, **await self._started())
+                await self.gate.register()  # a plan started before rosters were kept
                 return await self._drive()
 
     async def replay(self) -> PlanOutcome:
@@ -629,7 +653,9 @@ class Supervisor:
         return lease(self.plan_id) if lease is not None else contextlib.nullcontext()
 
     async def _drive(self) -> PlanOutcome:
-        outcome = await self._lifecycle()
+        # The plan's own nodes that call the validator tools work on the plan's evidence.
+        with current_evidence(self.evidence):
+            outcome = await self._lifecycle()
         if outcome.status in (PlanStatus.APPLIED, PlanStatus.FAILED):
             # Only a finished plan lets its sandboxes go: a paused, crashed or cancelled one
             # continues on them when resumed.
@@ -662,6 +688,9 @@ class Supervisor:
                     return await self._finish(PlanStatus.FAILED, str(artifact))
                 outcome = await pipeline.run(artifact)
                 if isinstance(outcome, Passed):
+                    held = await self.gate.check()
+                    if held is not None:
+                        return await self._finish(*held)
                     applied, message, changes = await self.applier.apply(pipeline.validated)
                     status = PlanStatus.APPLIED if applied else PlanStatus.FAILED
                     return await self._finish(status, message, changes=changes)
@@ -886,6 +915,7 @@ async def run_plan(
     execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
     store: ContentStore | None = None,
     store_retention: StoreRetention | None = None,
+    evidence: EvidenceStore | None = None,
 ) -> PlanOutcome:
     """Run ``graph`` as a plan: Strategize → Execute (validated) → Apply.
 
@@ -903,6 +933,12 @@ async def run_plan(
     ``store``, by default a :class:`ContentStore` in the folder ``store`` beside a file event
     log, in memory beside an in-memory one; ``store_retention`` says how many plans' inputs
     it keeps (default: the last 100 plans).
+
+    ``evidence`` keeps the plan's acceptance criteria and the attestations bound to them:
+    by default the ``catalog`` (where validators outside the plan reach them with
+    ``validator.ac-pull`` and ``validator.attest``), else a :class:`MemoryEvidence`. A
+    plan whose ``policy.outside_validators`` is above 0 waits there for their attestations
+    (``awaiting_attestation``) and is applied when resumed after they arrived.
     """
     supervisor = Supervisor(
         graph,
@@ -918,6 +954,7 @@ async def run_plan(
         execution_actor=execution_actor,
         store=store,
         store_retention=store_retention,
+        evidence=evidence,
     )
     return await supervisor.run()
 
@@ -939,6 +976,7 @@ async def resume_plan(
     execution_actor: ExecutionActor | Callable[[ExecuteRequest], Awaitable[Any]] | None = None,
     store: ContentStore | None = None,
     store_retention: StoreRetention | None = None,
+    evidence: EvidenceStore | None = None,
 ) -> PlanOutcome:
     """Continue plan ``plan_id`` from its log in ``event_log`` (see :meth:`Supervisor.resume`).
 
@@ -947,7 +985,9 @@ async def resume_plan(
 
     Use it after the plan's process died, or with ``decision`` to answer a plan paused for a
     person: ``EscalationDecision(action="retry" | "abort")`` for ``awaiting_decision``,
-    ``EscalationDecision(action="approve" | "deny")`` for ``awaiting_approval``. ``graph``
+    ``EscalationDecision(action="approve" | "deny")`` for ``awaiting_approval``. A plan
+    ``awaiting_attestation`` needs no decision: resumed, it is applied when its outside
+    validators attested every acceptance criterion, and waits on otherwise. ``graph``
     and ``catalog`` must be those the plan ran with; ``resources`` and ``auto_approve``
     default to what the log records (the folders of its directory resources). The log's
     decisions and options are checked against them: :class:`ResumeError` when they differ.
@@ -977,6 +1017,7 @@ async def resume_plan(
         execution_actor=execution_actor,
         store=store,
         store_retention=store_retention,
+        evidence=evidence,
     )
     return await supervisor.resume(decision=decision)
 

@@ -29,7 +29,7 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -50,13 +50,16 @@ if TYPE_CHECKING:
     from typing_extensions import TypeIs
 
 __all__ = [
+    "AGENT_ROLES",
     "VALIDATOR_ID_PATTERN",
     "VALIDATOR_VERDICT_ADAPTER",
+    "AgentRole",
     "FindingStatus",
     "ValidatorAttestation",
     "ValidatorFinding",
     "ValidatorRejection",
     "ValidatorVerdict",
+    "is_agent_role",
     "is_validator_attestation",
     "is_validator_rejection",
     "is_validator_verdict",
@@ -68,6 +71,19 @@ VALIDATOR_ID_PATTERN = r"^validator-[a-z0-9][a-z0-9-]*$"
 
 FindingStatus = Literal["pass", "fail", "inconclusive"]
 """The outcome of checking one acceptance criterion."""
+
+AgentRole = Literal["orchestrator", "lead", "worker", "validator"]
+"""Who calls a validator tool: the orchestrator plans, a lead dispatches and decides, a
+worker produces the change, a validator checks it (and is never the worker)."""
+
+AGENT_ROLES: Final[tuple[AgentRole, ...]] = ("orchestrator", "lead", "worker", "validator")
+"""Every :data:`AgentRole`, in order of the hierarchy."""
+
+
+def is_agent_role(value: object) -> TypeIs[AgentRole]:
+    """True if ``value`` is one of :data:`AGENT_ROLES` (exactly: no other case, no blanks)."""
+    return isinstance(value, str) and value in AGENT_ROLES
+
 
 _VERDICTS = ("attest", "reject")
 _TIMESTAMP_MESSAGE = "must be an ISO-8601 timestamp with a timezone"

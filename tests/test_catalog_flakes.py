@@ -31,9 +31,15 @@ from gategraph.runtime._cli import cli
 
 CODE = "def run(**kw):\n    return {'passed': True}"
 PASSED_THEN_FAILED = "passed, then failed on the same inputs"
+TOOLS_LINE = (
+    "built-in tools, usable by name without registering: validator.ac-pull, "
+    "validator.attest, validator.reject\n"
+)
 BUILTINS_LINE = (
     "built-in validations, usable by name without registering: json_schema, paths_exist, "
-    "pytest_suite, python_syntax, regex, unittest_suite, unsafe_command"
+    "pytest_suite, python_syntax, regex, unittest_suite, unsafe_command\n"
+    "built-in tools, usable by name without registering: validator.ac-pull, "
+    "validator.attest, validator.reject"
 )
 # The schema version that added the flakes table: a catalog file one version older is what
 # an earlier gategraph left behind.
@@ -330,7 +336,7 @@ def test_tool_list_shows_the_flakes_column(flaky: Path) -> None:
 def test_tool_list_of_tools_has_no_flakes(flaky: Path) -> None:
     """tool list --type tool shows no FLAKES column: a tool cannot be flaky."""
     assert invoke(flaky, "tool", "list", "--type", "tool").stdout == (
-        "NAME    TYPE  MODE  SOURCE  DESCRIPTION\npytest  tool  -     code    Run it\n"
+        "NAME    TYPE  MODE  SOURCE  DESCRIPTION\npytest  tool  -     code    Run it\n" + TOOLS_LINE
     )
 
 
@@ -346,7 +352,7 @@ def test_tool_list_names_flaky_validations_it_has_no_row_for(flaky: Path) -> Non
     assert lines[-1] == (
         "flaky validations not registered here: graph-local (2), pytest (1), python_syntax (1)"
     )
-    assert lines[-2] == BUILTINS_LINE
+    assert "\n".join(lines[-3:-1]) == BUILTINS_LINE
     assert lines[2].split() == ["pytest", "tool", "-", "code", "-", "Run", "it"]
 
 
@@ -358,7 +364,7 @@ def test_an_empty_catalog_still_names_its_flaky_validations(tmp_path: Path) -> N
     assert invoke(path, "tool", "list").stdout == (
         f"no tools\n{BUILTINS_LINE}\nflaky validations not registered here: graph-local (1)\n"
     )
-    assert invoke(path, "tool", "list", "--type", "tool").stdout == "no tools\n"
+    assert invoke(path, "tool", "list", "--type", "tool").stdout == "no tools\n" + TOOLS_LINE
 
 
 def test_tool_list_json_adds_flakes_to_flaky_validations(flaky: Path) -> None:

@@ -363,7 +363,7 @@ def test_tool_list_text(populated: Path) -> None:
     assert_ok(result)
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["NAME", "TYPE", "MODE", "SOURCE", "DESCRIPTION"]
-    rows = [line.split()[:4] for line in lines[1:-1]]
+    rows = [line.split()[:4] for line in lines[1:-2]]
     assert rows == [
         ["deploy", "tool", "-", "code"],
         ["lint", "validation", "informational", "code"],
@@ -371,7 +371,8 @@ def test_tool_list_text(populated: Path) -> None:
         ["pytest", "tool", "-", "code"],
         ["tests-pass", "validation", "required", "wrapped"],
     ]
-    assert lines[-1].startswith("built-in validations, usable by name without registering: ")
+    assert lines[-2].startswith("built-in validations, usable by name without registering: ")
+    assert lines[-1].startswith("built-in tools, usable by name without registering: validator.")
 
 
 @pytest.mark.parametrize(
@@ -394,13 +395,18 @@ def test_tool_list_json(populated: Path, args: list[str], names: list[str]) -> N
 def test_empty_lists(catalog: Path) -> None:
     """Listing an empty (or missing) catalog says so, names the built-ins that are usable
     all the same, and creates nothing."""
-    builtins = (
+    validations = (
         "built-in validations, usable by name without registering: json_schema, paths_exist, "
         "pytest_suite, python_syntax, regex, unittest_suite, unsafe_command\n"
     )
+    tools = (
+        "built-in tools, usable by name without registering: validator.ac-pull, "
+        "validator.attest, validator.reject\n"
+    )
+    builtins = validations
     for args, text in [
-        (["tool", "list"], "no tools\n" + builtins),
-        (["tool", "list", "--type", "tool"], "no tools\n"),
+        (["tool", "list"], "no tools\n" + validations + tools),
+        (["tool", "list", "--type", "tool"], "no tools\n" + tools),
         (["tool", "list", "--type", "validation"], "no validations\n" + builtins),
         (["validation", "list"], "no validations\n" + builtins),
         (["validation", "attachments"], "no attachments\n"),

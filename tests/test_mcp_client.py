@@ -827,12 +827,15 @@ def test_the_catalog_holds_servers() -> None:
 def test_an_old_catalog_gains_the_servers_table(tmp_path: Path) -> None:
     import sqlite3
 
+    from gategraph.runtime import _catalog
+
     path = tmp_path / "old.db"
-    Catalog.open(path).close()
-    with sqlite3.connect(path) as db:  # as the previous schema left it
-        db.execute("DROP TABLE mcp_servers")
-        db.execute("DROP TABLE flakes")  # a later migration's table
-        db.execute("UPDATE schema_version SET version = 1")
+    with sqlite3.connect(path) as db:  # as the first schema left it
+        db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for statement in _catalog._MIGRATIONS[0].split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute("INSERT INTO schema_version (version) VALUES (1)")
     with Catalog.open(path) as catalog:
         assert catalog.schema_version == SCHEMA_VERSION
         catalog.add_server(McpServer(name="s", command="x"))

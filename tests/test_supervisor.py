@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,9 @@ async def test_fix_then_revalidate(tmp_path: Path) -> None:
     assert kinds.count("artifact_rejected") == 1 and kinds.count("fix_requested") == 1
     rejected = next(e for e in events if type(e).__struct_config__.tag == "artifact_rejected")
     assert rejected.layer == "semantic" and rejected.verdict["verdict"] == "reject"
-    assert rejected.verdict["findings"][0]["acId"] == "AC1"
+    # Named by the criterion's UUID (the plan's roster), its alias in the summary.
+    assert uuid.UUID(rejected.verdict["findings"][0]["acId"])
+    assert rejected.verdict["summary"].endswith("do not pass: AC1")
     assert (
         "parse" in (root / "src" / "greet.py").read_text() or (root / "src" / "greet.py").exists()
     )

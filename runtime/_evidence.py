@@ -1,0 +1,232 @@
+"""Acceptance criteria with identity, and the evidence bound to them (seed 003).
+
+A plan plays the seed's *task*. Each of its acceptance criteria has a stable UUID, an
+alias ``AC<ordinal>``, a 1-based ordinal and its text: the criteria the graph declares,
+in order, or — when it declares none — one per required validation that applies. The
+roster of a plan is registered when the plan starts, so that a validator outside the
+plan can pull it by the plan's id alone.
+
+Evidence is bound to a criterion by a *binding*: ``(evidence atom id, criterion id,
+binding type)``, unique, so binding the same evidence again changes nothing. A validator's
+attestation writes one ``coverage`` binding per criterion with the atom id
+``validator:<validatorId>:<planId>``; a rejection writes nothing (rejection is the
+absence of a binding). A plan is applied only when every one of its criteria is covered.
+
+Two stores keep them: a :class:`~gategraph.runtime.Catalog` (in its SQLite file, shared
+by every process that opens it) and :class:`MemoryEvidence` (a plan run without one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import TYPE_CHECKING, Final, Literal, Protocol
+
+import msgspec
+
+from ._models import ValidationMode
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from ._graph import PlanGraph
+    from ._protocols import Applicable
+
+__all__ = [
+    "COVERAGE",
+    "BindingStatus",
+    "Coverage",
+    "EvidenceStore",
+    "MemoryEvidence",
+    "PlanCriterion",
+    "PlanRoster",
+    "atom_id",
+    "binding_id",
+]
+
+_REQUIRED: Final = ValidationMode.REQUIRED.value
+
+COVERAGE: Final = "coverage"
+"""The binding type a validator's attestation writes, one per criterion."""
+
+BindingStatus = Literal["satisfied", "unsatisfied"]
+"""Whether a criterion has a coverage binding."""
+
+# Ids are name-based: the same plan always has the same ids, in every process, without
+# a lookup. The plan's part is hashed once; the ordinal fills the last 48 bits. The
+# version nibble says 8 (RFC 9562's custom layout), the variant bits are RFC 4122's.
+_ID_SALT: Final = b"gategraph acceptance criterion\x00"
+
+
+def atom_id(validator_id: str, plan_id: str) -> str:
+    """The evidence atom of ``validator_id``'s attestation of plan ``plan_id``."""
+    return f"validator:{validator_id}:{plan_id}"
+
+
+class PlanCriterion(msgspec.Struct, frozen=True, kw_only=True):
+    """One acceptance criterion of a plan, as a validator sees it."""
+
+    id: str
+    """Its UUID: stable for the plan, the same in every process."""
+    alias: str
+    """``AC<ordinal>``."""
+    ordinal: int
+    """Its place in the plan's roster, from 1."""
+    text: str
+    """What must hold."""
+    key: str
+    """The graph's own name for it: a declared criterion's id, or the node (or
+    attachment) id of the required validation it stands for."""
+    validations: tuple[str, ...] = ()
+    """The applicable validations (node and attachment ids) bound to it."""
+
+
+class PlanRoster:
+    """The acceptance criteria of plan ``plan_id`` on ``graph`` with the validations
+    ``applicable`` to it, worked out on first use (a plan of 100,000 validations that
+    declares no criterion has 100,000, and most plans never list them)."""
+
+    def __init__(self, plan_id: str, graph: PlanGraph, applicable: Sequence[Applicable]) -> None:
+        self.plan_id = plan_id
+        self._graph = graph
+        self._applicable = applicable
+        digest = hashlib.sha1(_ID_SALT + plan_id.encode(), usedforsecurity=False).hexdigest()
+        variant = "89ab"[int(digest[16], 16) & 3]
+        self._prefix = f"{digest[:8]}-{digest[8:12]}-8{digest[13:16]}-{variant}{digest[17:20]}-"
+        self._criteria: list[PlanCriterion] | None = None
+
+    @property
+    def id_prefix(self) -> str:
+        """What every criterion's UUID of this plan starts with (then 12 hex digits)."""
+        return self._prefix
+
+    def id_of(self, ordinal: int) -> str:
+        """The UUID of the criterion at ``ordinal`` (from 1)."""
+        return f"{self._prefix}{ordinal:012x}"
+
+    def keys(self) -> Iterator[tuple[str, Sequence[Applicable]]]:
+        """Each criterion's key with the required validations bound to it, in order."""
+        required = [a for a in self._applicable if a.mode == _REQUIRED]
+        if self._graph.acceptance:
+            for criterion in self._graph.acceptance:
+                yield criterion.id, [a for a in required if criterion.id in a.criteria]
+        else:
+            for a in required:
+                yield a.id, (a,)
+
+    @property
+    def criteria(self) -> list[PlanCriterion]:
+        """Every criterion, in order (empty when nothing gates the plan)."""
+        if self._criteria is None:
+            texts = {c.id: c.text for c in self._graph.acceptance}
+            self._criteria = [
+                PlanCriterion(
+                    id=self.id_of(ordinal),
+                    alias=f"AC{ordinal}",
+                    ordinal=ordinal,
+                    text=texts.get(key) or _implicit_text(bound),
+                    key=key,
+                    validations=tuple(a.id for a in bound),
+                )
+                for ordinal, (key, bound) in enumerate(self.keys(), start=1)
+            ]
+        return self._criteria
+
+    def __len__(self) -> int:
+        if self._criteria is not None:
+            return len(self._criteria)
+        if self._graph.acceptance:
+            return len(self._graph.acceptance)
+        return sum(a.mode == _REQUIRED for a in self._applicable)
+
+
+def _implicit_text(bound: Sequence[Applicable]) -> str:
+    one = bound[0]
+    where = f"attachment {one.attachment_id}" if one.attachment_id else f"node {one.id}"
+    return f"The required validation {one.validation!r} passes ({where})."
+
+
+class Coverage(msgspec.Struct, frozen=True, kw_only=True):
+    """Who covers which criteria of a plan."""
+
+    by: dict[str, frozenset[str]]
+    """Criterion id → the validators (``validator-...``) with a coverage binding for it."""
+    complete: frozenset[str]
+    """Validators that covered every criterion of the plan in one attestation."""
+
+    def validators_of(self, criterion_id: str) -> frozenset[str]:
+        """The validators covering ``criterion_id``."""
+        return self.complete | self.by.get(criterion_id, frozenset())
+
+
+class EvidenceStore(Protocol):
+    """Where rosters and bindings are kept: a catalog's, or one in memory."""
+
+    def register_roster(self, roster: PlanRoster) -> None:
+        """Keep ``roster`` (its plan's criteria) for validators that pull it by plan id.
+        Registering a plan again changes nothing."""
+
+    def roster(self, plan_id: str) -> list[PlanCriterion] | None:
+        """The criteria of plan ``plan_id`` in order, or None for a plan never registered."""
+
+    def bind_coverage(
+        self, plan_id: str, validator_id: str, criteria: Sequence[str] | None = None
+    ) -> None:
+        """Write one coverage binding per criterion id for ``validator_id``'s attestation
+        (None: every criterion of the plan's roster), in one transaction; binding again
+        changes nothing but when it happened (see :func:`binding_id`)."""
+
+    def coverage(self, plan_id: str, *, since: float = 0.0) -> Coverage:
+        """The coverage bindings of plan ``plan_id`` written at ``since`` (seconds since
+        the epoch) or after."""
+
+
+def binding_id(atom: str, criterion_id: str) -> str:
+    """A binding's id: named by what it binds, so binding again gives the same id."""
+    return hashlib.sha1(
+        f"{atom}\x00{criterion_id}\x00{COVERAGE}".encode(), usedforsecurity=False
+    ).hexdigest()[:32]
+
+
+class MemoryEvidence:
+    """An evidence store in memory, for plans run without a catalog. A complete attestation
+    is kept as one entry, not one per criterion: the same coverage, at any size."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rosters: dict[str, PlanRoster] = {}
+        self._bindings: dict[str, dict[tuple[str, str], float]] = {}
+        self._complete: dict[str, dict[str, float]] = {}
+
+    def register_roster(self, roster: PlanRoster) -> None:
+        with self._lock:
+            self._rosters.setdefault(roster.plan_id, roster)
+
+    def roster(self, plan_id: str) -> list[PlanCriterion] | None:
+        with self._lock:
+            roster = self._rosters.get(plan_id)
+        return None if roster is None else roster.criteria
+
+    def bind_coverage(
+        self, plan_id: str, validator_id: str, criteria: Sequence[str] | None = None
+    ) -> None:
+        now = time.time()
+        with self._lock:
+            if criteria is None:
+                self._complete.setdefault(plan_id, {})[validator_id] = now
+            else:
+                kept = self._bindings.setdefault(plan_id, {})
+                for criterion in criteria:
+                    kept[criterion, validator_id] = now
+
+    def coverage(self, plan_id: str, *, since: float = 0.0) -> Coverage:
+        with self._lock:
+            complete = frozenset(
+                v for v, at in self._complete.get(plan_id, {}).items() if at >= since
+            )
+            by: dict[str, set[str]] = {}
+            for (criterion, validator), at in self._bindings.get(plan_id, {}).items():
+                if at >= since:
+                    by.setdefault(criterion, set()).add(validator)
+        return Coverage(by={c: frozenset(v) for c, v in by.items()}, complete=complete)

@@ -1,0 +1,128 @@
+"""The coverage gate: a plan is applied only when every acceptance criterion is covered.
+
+Seed 003's AC-coverage gate, before Apply. When a round passes, gategraph's own round
+attests every criterion (its verdict did: one coverage binding each, validator
+``validator-gategraph``). A plan whose policy asks for outside validators
+(``policy.outside_validators``) then waits, durably, until that many other validators
+attested every criterion with ``validator.attest`` after the round passed; resumed once
+they have, it goes on to Apply. A rejection writes nothing: the criteria it leaves
+uncovered keep the plan from being applied.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+
+from ._events import AttestationRequired, AttestationsReceived, PlanFinished
+from ._journal import event_tag
+from ._pipeline import VALIDATOR_ID
+from ._plan import PlanStatus
+
+if TYPE_CHECKING:
+    from ._evidence import Coverage, EvidenceStore, PlanRoster
+    from ._plan import PlanContext
+
+__all__ = ["CoverageGate"]
+
+_PAUSE = PlanStatus.AWAITING_ATTESTATION.value
+
+
+class CoverageGate:
+    """The coverage gate of the plan of ``context``, on ``evidence``, for its ``roster``."""
+
+    def __init__(self, context: PlanContext, evidence: EvidenceStore, roster: PlanRoster) -> None:
+        self.context = context
+        self.evidence = evidence
+        self.roster = roster
+
+    async def register(self) -> None:
+        """Keep the plan's roster where validators pull it (a replay touches nothing)."""
+        if not self.context.journal.offline:
+            await anyio.to_thread.run_sync(self.evidence.register_roster, self.roster)
+
+    async def check(self) -> tuple[PlanStatus, str] | None:
+        """After a round passed: None when every criterion is covered (on to Apply), else
+        how the plan ends for now — waiting for outside validators, or failed."""
+        context = self.context
+        journal = context.journal
+        needed = context.graph.policy.outside_validators
+        since = journal.last_at  # when the round passed: only what was attested since counts
+        if not journal.offline:
+            # The round that passed attested every criterion: gategraph's own attestation.
+            bind = self.evidence.bind_coverage
+            await anyio.to_thread.run_sync(bind, context.plan_id, VALIDATOR_ID)
+        if needed == 0:
+            if journal.offline:
+                return None  # what was covered then is not recorded: Apply, as the log shows
+            missing = self._missing(await self._coverage(since), 0)
+            if not missing:
+                return None
+            # Only a store that lost what the round wrote gets here.
+            return PlanStatus.FAILED, (
+                f"not applied: {len(missing)} acceptance criteria have no coverage binding "
+                f"({', '.join(missing[:5])})"
+            )
+        received = journal.take("attestations_received")
+        if received is not None:
+            return None  # attested then (resuming, or replaying): the log says by whom
+        if not isinstance(journal.peek(), AttestationRequired):
+            validators = await self._covering(since, needed)
+            if validators is not None:
+                await journal.emit(AttestationsReceived, round=context.round, validators=validators)
+                return None
+        await journal.emit(
+            AttestationRequired, round=context.round, needed=needed, criteria=len(self.roster)
+        )
+        ahead = journal.peek()
+        if isinstance(ahead, PlanFinished) and ahead.status == _PAUSE:
+            after = journal.peek_after()
+            if after is not None and event_tag(after) == "attestations_received":
+                journal.take("plan_finished")  # the pause, and the attestations that ended it
+                journal.take("attestations_received")
+                return None
+            if after is None and not journal.offline:
+                validators = await self._covering(since, needed)
+                if validators is not None:
+                    journal.take("plan_finished")  # attested while the plan waited
+                    await journal.emit(
+                        AttestationsReceived, round=context.round, validators=validators
+                    )
+                    return None
+        who = "validator" if needed == 1 else "validators"
+        return PlanStatus.AWAITING_ATTESTATION, (
+            f"waiting for {needed} outside {who} to attest each of its "
+            f"{len(self.roster)} acceptance criteria"
+        )
+
+    async def _coverage(self, since: float) -> Coverage:
+        coverage = functools.partial(self.evidence.coverage, self.context.plan_id, since=since)
+        return await anyio.to_thread.run_sync(coverage)
+
+    async def _covering(self, since: float, needed: int) -> list[str] | None:
+        """The outside validators covering the plan, sorted, when every criterion has
+        ``needed`` of them; else None."""
+        coverage = await self._coverage(since)
+        if self._missing(coverage, needed):
+            return None
+        outside = set(coverage.complete)
+        for validators in coverage.by.values():
+            outside.update(validators)
+        outside.discard(VALIDATOR_ID)
+        return sorted(outside)
+
+    def _missing(self, coverage: Coverage, needed: int) -> list[str]:
+        """The aliases of the criteria with fewer than ``needed`` outside validators (at
+        least one validator of any kind)."""
+        if needed == 0 and coverage.complete:
+            return []  # one attestation covers all of them: no need to look at each
+        missing = []
+        for ordinal in range(1, len(self.roster) + 1):
+            validators = coverage.validators_of(self.roster.id_of(ordinal))
+            outside = len(validators - {VALIDATOR_ID})
+            if not validators or outside < needed:
+                missing.append(f"AC{ordinal}")
+        return missing

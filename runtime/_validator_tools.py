@@ -1,0 +1,367 @@
+"""The validator tools of seed 003: how a validator outside a plan reviews it.
+
+``validator.ac-pull`` lists a plan's acceptance criteria with whether each is covered;
+``validator.attest`` binds a validator's attestation to the criteria it covers (one
+``coverage`` binding each, in one transaction); ``validator.reject`` checks a rejection
+and writes nothing (a rejection is the absence of a binding: the criteria it leaves
+uncovered keep the plan from being applied). A plan plays the seed's *task*: its id is
+the ``task_id``.
+
+Each returns the seed's shapes: ``{"ok": True, ...}``, or ``{"ok": False, "code": ...,
+"message": ...}`` with the seed's error codes; bad input never raises. They are built-in
+tools of the catalog's namespace (a plan's node can call them), Python functions
+(:func:`validator_ac_pull`, :func:`validator_attest`, :func:`validator_reject`) and tools
+of ``gategraph mcp serve``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import datetime as dt
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ._exceptions import ConfigError
+from ._verdicts import (
+    AGENT_ROLES,
+    ValidatorAttestation,
+    ValidatorRejection,
+    parse_verdict,
+)
+
+if TYPE_CHECKING:
+    from ._evidence import EvidenceStore
+
+__all__ = [
+    "AC_PULL",
+    "ATTEST",
+    "E_INVALID_INPUT",
+    "E_NOT_FOUND",
+    "E_VALIDATOR_AC_NOT_FOUND",
+    "E_VALIDATOR_ATTESTATION_INVALID",
+    "E_VALIDATOR_AUTH_ROLE",
+    "E_VALIDATOR_REJECTION_INVALID",
+    "REJECT",
+    "VALIDATOR_TOOLS",
+    "current_evidence",
+    "validator_ac_pull",
+    "validator_attest",
+    "validator_reject",
+]
+
+AC_PULL: Final = "validator.ac-pull"
+ATTEST: Final = "validator.attest"
+REJECT: Final = "validator.reject"
+
+E_VALIDATOR_AUTH_ROLE: Final = "E_VALIDATOR_AUTH_ROLE"
+"""The caller's role may not do this (only a ``validator`` attests or rejects)."""
+E_VALIDATOR_ATTESTATION_INVALID: Final = "E_VALIDATOR_ATTESTATION_INVALID"
+E_VALIDATOR_REJECTION_INVALID: Final = "E_VALIDATOR_REJECTION_INVALID"
+E_VALIDATOR_AC_NOT_FOUND: Final = "E_VALIDATOR_AC_NOT_FOUND"
+"""A finding names a criterion the plan does not have (or the plan is unknown here)."""
+E_INVALID_INPUT: Final = "E_INVALID_INPUT"
+E_NOT_FOUND: Final = "E_NOT_FOUND"
+"""No plan of that id is known to this store."""
+
+_evidence: contextvars.ContextVar[EvidenceStore | None] = contextvars.ContextVar(
+    "gategraph_evidence", default=None
+)
+
+
+@contextlib.contextmanager
+def current_evidence(store: EvidenceStore) -> Iterator[None]:
+    """Make ``store`` the evidence the validator tools use when given neither a store nor
+    a project root (a plan's own nodes call them with their plan's store)."""
+    token = _evidence.set(store)
+    try:
+        yield
+    finally:
+        _evidence.reset(token)
+
+
+def _fail(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "code": code, "message": message}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.reply = _fail(code, message)
+
+
+@contextlib.contextmanager
+def _store(
+    evidence: EvidenceStore | None, project_root: str | os.PathLike[str] | None
+) -> Iterator[EvidenceStore]:
+    """The store a call works on: the one given, else the project's catalog, else the one
+    of the plan calling, else the default catalog. A catalog file that is not there is
+    never made: nothing is known of a plan there."""
+    if evidence is not None:
+        yield evidence
+        return
+    from ._catalog import CATALOG_FILE, DEFAULT_FOLDER, Catalog, default_catalog_path
+
+    if project_root is None and (current := _evidence.get()) is not None:
+        yield current
+        return
+    if project_root is not None:
+        if not isinstance(project_root, str | os.PathLike) or not os.fspath(project_root):
+            raise _Refused(E_INVALID_INPUT, "project_root must be a folder's path")
+        path = Path(project_root) / DEFAULT_FOLDER / CATALOG_FILE
+    else:
+        path = default_catalog_path()
+    if not path.is_file():
+        raise _Refused(E_NOT_FOUND, f"no gategraph catalog at {path}: no plan is known there")
+    try:
+        catalog = Catalog.open(path)
+    except ConfigError as exc:
+        raise _Refused(E_NOT_FOUND, str(exc)) from None
+    with catalog:
+        yield catalog
+
+
+def _check_role(caller: Any, what: str) -> None:
+    role = caller.get("role") if isinstance(caller, Mapping) else None
+    if role not in AGENT_ROLES:
+        raise _Refused(
+            E_VALIDATOR_AUTH_ROLE,
+            f"caller.role must be one of {', '.join(AGENT_ROLES)}, not {role!r}",
+        )
+    if role != "validator":
+        raise _Refused(E_VALIDATOR_AUTH_ROLE, f"only a validator may {what}, not a {role}")
+
+
+def _parse(envelope: Any, kind: str, code: str) -> ValidatorAttestation | ValidatorRejection:
+    if isinstance(envelope, ValidatorAttestation | ValidatorRejection):
+        envelope = envelope.to_json_dict()
+    if not isinstance(envelope, Mapping | str | bytes):
+        raise _Refused(code, f"the {kind} must be a JSON object")
+    try:
+        parsed = parse_verdict(envelope)
+    except ConfigError as exc:
+        problems = "; ".join(
+            f"{i.field}: {i.message}" if i.field else i.message for i in exc.issues
+        )
+        raise _Refused(code, f"the {kind} is not valid: {problems}") from None
+    return parsed
+
+
+def validator_ac_pull(
+    task_id: str,
+    *,
+    project_root: str | os.PathLike[str] | None = None,
+    evidence: EvidenceStore | None = None,
+) -> dict[str, Any]:
+    """The acceptance criteria of plan ``task_id``: each one's ``id`` (a UUID), ``alias``
+    (``AC<ordinal>``), ``ordinal``, ``text`` and ``bindingStatus`` (``satisfied`` when a
+    validator's attestation covers it). Read-only; any caller may pull. An empty list is
+    a plan with nothing to check: no validator may attest it."""
+    if not isinstance(task_id, str) or not task_id.strip():
+        return _fail(E_INVALID_INPUT, "task_id must be a plan's id")
+    try:
+        with _store(evidence, project_root) as store:
+            roster = store.roster(task_id)
+            if roster is None:
+                return _fail(E_NOT_FOUND, f"no plan {task_id} is known here")
+            coverage = store.coverage(task_id)
+    except _Refused as refused:
+        return refused.reply
+    return {
+        "ok": True,
+        "taskId": task_id,
+        "acs": [
+            {
+                "id": c.id,
+                "alias": c.alias,
+                "ordinal": c.ordinal,
+                "text": c.text,
+                "bindingStatus": "satisfied" if coverage.validators_of(c.id) else "unsatisfied",
+            }
+            for c in roster
+        ],
+    }
+
+
+def validator_attest(
+    caller: Mapping[str, Any],
+    attestation: Mapping[str, Any] | ValidatorAttestation | str,
+    *,
+    project_root: str | os.PathLike[str] | None = None,
+    evidence: EvidenceStore | None = None,
+) -> dict[str, Any]:
+    """Bind ``attestation`` (a seed 003 ``ValidatorAttestation``: every finding passes) to
+    the criteria its findings name: one coverage binding each, in one transaction, with the
+    atom id ``validator:<validatorId>:<taskId>``. Attesting again changes nothing; several
+    validators give several bindings. Only a caller whose ``role`` is ``validator`` may."""
+    from ._evidence import atom_id, binding_id
+
+    try:
+        _check_role(caller, "attest")
+        parsed = _parse(attestation, "attestation", E_VALIDATOR_ATTESTATION_INVALID)
+        if not isinstance(parsed, ValidatorAttestation):
+            raise _Refused(
+                E_VALIDATOR_ATTESTATION_INVALID,
+                "the attestation's verdict must be 'attest' (send a rejection with "
+                "validator.reject)",
+            )
+        with _store(evidence, project_root) as store:
+            roster = store.roster(parsed.task_id)
+            if roster is None:
+                raise _Refused(E_VALIDATOR_AC_NOT_FOUND, f"no plan {parsed.task_id} is known here")
+            known = {c.id for c in roster}
+            named = list(dict.fromkeys(f.ac_id for f in parsed.findings))
+            unknown = [ac for ac in named if ac not in known]
+            if unknown:
+                raise _Refused(
+                    E_VALIDATOR_AC_NOT_FOUND,
+                    f"plan {parsed.task_id} has no acceptance criterion {', '.join(unknown)} "
+                    "(findings name criteria by the id validator.ac-pull gives)",
+                )
+            store.bind_coverage(parsed.task_id, parsed.validator_id, named)
+    except _Refused as refused:
+        return refused.reply
+    atom = atom_id(parsed.validator_id, parsed.task_id)
+    return {
+        "ok": True,
+        "bindingsWritten": len(named),
+        "bindingIds": [binding_id(atom, ac) for ac in named],
+        "processedAt": _now(),
+    }
+
+
+def validator_reject(
+    caller: Mapping[str, Any],
+    rejection: Mapping[str, Any] | ValidatorRejection | str,
+    *,
+    project_root: str | os.PathLike[str] | None = None,
+    evidence: EvidenceStore | None = None,
+) -> dict[str, Any]:
+    """Check ``rejection`` (a seed 003 ``ValidatorRejection``: at least one finding fails
+    or is inconclusive) and return its failing findings. Writes nothing: the criteria it
+    leaves uncovered keep the plan from being applied. Only a ``validator`` may reject."""
+    try:
+        _check_role(caller, "reject")
+        parsed = _parse(rejection, "rejection", E_VALIDATOR_REJECTION_INVALID)
+        if not isinstance(parsed, ValidatorRejection):
+            raise _Refused(
+                E_VALIDATOR_REJECTION_INVALID,
+                "the rejection's verdict must be 'reject' (send an attestation with "
+                "validator.attest)",
+            )
+    except _Refused as refused:
+        return refused.reply
+    failing = [f.ac_id for f in parsed.findings if f.status != "pass"]
+    return {
+        "ok": True,
+        "rejection": parsed.to_json_dict(),
+        "failingFindingCount": len(failing),
+        "failingAcIds": failing,
+        "processedAt": _now(),
+    }
+
+
+# -- as tools: a plan's nodes, the catalog's namespace, MCP ------------------------------
+
+
+def ac_pull(
+    task_id: str | None = None,
+    project_root: str | None = None,
+    context: Any = None,
+) -> dict[str, Any]:
+    """``validator.ac-pull`` as a tool: ``task_id`` defaults to the calling plan's."""
+    if task_id is None and context is not None:
+        task_id = context.plan_id
+    return validator_ac_pull(task_id, project_root=project_root)  # type: ignore[arg-type]
+
+
+def attest(
+    caller: Any = None, attestation: Any = None, project_root: str | None = None
+) -> dict[str, Any]:
+    """``validator.attest`` as a tool."""
+    return validator_attest(caller, attestation, project_root=project_root)
+
+
+def reject(
+    caller: Any = None, rejection: Any = None, project_root: str | None = None
+) -> dict[str, Any]:
+    """``validator.reject`` as a tool."""
+    return validator_reject(caller, rejection, project_root=project_root)
+
+
+_CALLER: Final = {
+    "type": "object",
+    "properties": {"role": {"type": "string", "enum": list(AGENT_ROLES)}},
+    "required": ["role"],
+}
+_ROOT: Final = {
+    "type": "string",
+    "description": "A project folder: its .gategraph catalog holds the plan. Default: the "
+    "catalog the tool is served from, or the calling plan's.",
+}
+
+VALIDATOR_TOOLS: Final[Mapping[str, dict[str, Any]]] = {
+    AC_PULL: {
+        "name": AC_PULL,
+        "description": "List a plan's acceptance criteria (id, alias, ordinal, text) and "
+        "whether a validator's attestation covers each one. Read-only.",
+        "entrypoint": "gategraph.runtime._validator_tools:ac_pull",
+        "capability": {"read_only": True},
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "task_id": {
+                    "type": "string",
+                    "description": "The plan's id (for a node of a plan: its own plan, "
+                    "by default).",
+                },
+                "project_root": _ROOT,
+            },
+            "additionalProperties": False,
+        },
+    },
+    ATTEST: {
+        "name": ATTEST,
+        "description": "Attest a plan's acceptance criteria as an independent validator: "
+        "a ValidatorAttestation (every finding passes) binds one coverage record per "
+        "criterion it names. A plan is applied only when every criterion is covered.",
+        "entrypoint": "gategraph.runtime._validator_tools:attest",
+        "idempotent": True,
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "caller": _CALLER,
+                "attestation": {"type": "object"},
+                "project_root": _ROOT,
+            },
+            "required": ["caller", "attestation"],
+            "additionalProperties": False,
+        },
+    },
+    REJECT: {
+        "name": REJECT,
+        "description": "Reject a plan as an independent validator: a ValidatorRejection "
+        "(at least one finding fails or is inconclusive) is checked and its failing "
+        "criteria returned. Nothing is written: uncovered criteria keep the plan from "
+        "being applied.",
+        "entrypoint": "gategraph.runtime._validator_tools:reject",
+        "capability": {"read_only": True},
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "caller": _CALLER,
+                "rejection": {"type": "object"},
+                "project_root": _ROOT,
+            },
+            "required": ["caller", "rejection"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""The validator tools' configurations, by name (built-in tools of the catalog)."""

@@ -1,0 +1,191 @@
+"""An outside validator reviews a waiting plan over MCP: it finds the plan, pulls its
+acceptance criteria, rejects (the plan stays unapplied) or attests (the plan applies when
+resumed) — real processes: `gategraph run`, `gategraph mcp serve`, `gategraph resume`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from _plans import GOOD, plan, repo
+from gategraph.runtime import Catalog, MemoryEventLog, PlanStatus, Supervisor, load_graph
+from gategraph.runtime._maxn import InMemoryAuditLog
+from gategraph.runtime._mcp_serve import create_mcp_server
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from test_mcp_serve import call, session_with
+
+pytestmark = pytest.mark.timeout(180)
+
+VALIDATOR = {"role": "validator"}
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def envelope(plan_id: str, acs: list[dict[str, Any]], *, failing: bool) -> dict[str, Any]:
+    findings = [
+        {
+            "acId": ac["id"],
+            "status": "fail" if failing and ac["ordinal"] == 1 else "pass",
+            "reasoning": f"read the candidate for {ac['alias']}",
+            "evidenceRefs": ["file:src/greet.py"],
+            "checkedAt": now(),
+        }
+        for ac in acs
+    ]
+    if failing:
+        return {
+            "verdict": "reject",
+            "taskId": plan_id,
+            "validatorId": "validator-reviewer",
+            "findings": findings,
+            "summary": "AC1 does not hold",
+            "rejectedAt": now(),
+            "schemaVersion": "1",
+        }
+    return {
+        "verdict": "attest",
+        "taskId": plan_id,
+        "validatorId": "validator-reviewer",
+        "findings": findings,
+        "attestedAt": now(),
+        "schemaVersion": "1",
+    }
+
+
+def gategraph(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
+    env["GATEGRAPH_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "gategraph.runtime", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.anyio
+async def test_listed_with_their_arguments_and_refusals_are_errors() -> None:
+    with Catalog.in_memory() as catalog:
+        async with session_with(create_mcp_server(catalog)) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            pull = tools["validator.ac-pull"]
+            assert pull.input_schema["required"] == ["task_id"]
+            assert "project_root" not in pull.input_schema["properties"]
+            assert pull.annotations is not None and pull.annotations.read_only_hint is True
+            assert tools["validator.attest"].annotations.read_only_hint is False  # type: ignore[union-attr]
+            result, text = await call(session, "validator.ac-pull", {"task_id": "01NOPE"})
+            assert result.is_error and json.loads(text)["code"] == "E_NOT_FOUND"
+            result, text = await call(
+                session, "validator.attest", {"caller": {"role": "worker"}, "attestation": {}}
+            )
+            assert result.is_error and json.loads(text)["code"] == "E_VALIDATOR_AUTH_ROLE"
+            result, text = await call(
+                session, "validator.ac-pull", {"task_id": "x", "project_root": "/"}
+            )
+            assert result.is_error and "unknown argument project_root" in text
+
+
+@pytest.mark.anyio
+async def test_an_attestation_over_mcp_lets_the_plan_of_the_same_catalog_apply(
+    tmp_path: Path,
+) -> None:
+    """In one process: the server's catalog is the plan's."""
+    text = plan(repo(tmp_path), [GOOD], outside_validators=1)
+    graph = load_graph(text)
+    log = MemoryEventLog()
+    with Catalog.open(tmp_path / "gategraph.db") as catalog:
+        first = Supervisor(graph, catalog=catalog, event_log=log, audit=InMemoryAuditLog())
+        waiting = await first.run()
+        assert waiting.status is PlanStatus.AWAITING_ATTESTATION
+        async with session_with(create_mcp_server(catalog)) as session:
+            result, _ = await call(session, "validator.ac-pull", {"task_id": waiting.plan_id})
+            acs = result.structured_content["acs"]
+            result, _ = await call(
+                session,
+                "validator.attest",
+                {"caller": VALIDATOR, "attestation": envelope(waiting.plan_id, acs, failing=False)},
+            )
+            assert result.structured_content["ok"] is True
+        again = Supervisor(
+            graph,
+            catalog=catalog,
+            event_log=log,
+            audit=InMemoryAuditLog(),
+            plan_id=waiting.plan_id,
+        )
+        assert (await again.resume()).status is PlanStatus.APPLIED
+
+
+@pytest.mark.anyio
+async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
+    tmp_path: Path,
+) -> None:
+    root = repo(tmp_path)
+    graph_file = tmp_path / "plan.yaml"
+    graph_file.write_text(plan(root, [GOOD], outside_validators=1))
+    home = tmp_path / "home"
+    ran = gategraph(home, "run", str(graph_file), cwd=tmp_path)
+    assert ran.returncode == 3, ran.stdout + ran.stderr
+    assert "awaiting_attestation" in ran.stdout and "validator.attest" in ran.stdout
+    assert not (root / "src" / "greet.py").exists()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
+    env["GATEGRAPH_HOME"] = str(home)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gategraph.runtime", "mcp", "serve", "--plans"],
+        env=env,
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "stderr.txt").open("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                # The agent finds the plan that waits for it, and its criteria.
+                result, _ = await call(session, "gategraph.plans_waiting", {})
+                [waiting] = result.structured_content["plans"]
+                assert waiting["status"] == "awaiting_attestation"
+                plan_id = waiting["plan_id"]
+                result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})
+                acs = result.structured_content["acs"]
+                assert [a["alias"] for a in acs] == ["AC1"]
+                # A rejection: nothing is written, the plan cannot apply.
+                result, _ = await call(
+                    session,
+                    "validator.reject",
+                    {"caller": VALIDATOR, "rejection": envelope(plan_id, acs, failing=True)},
+                )
+                assert result.structured_content["failingAcIds"] == [acs[0]["id"]]
+                still = gategraph(home, "resume", plan_id, cwd=tmp_path)
+                assert still.returncode == 3, still.stdout + still.stderr
+                assert not (root / "src" / "greet.py").exists()
+                # The attestation: the plan applies when resumed.
+                result, _ = await call(
+                    session,
+                    "validator.attest",
+                    {"caller": VALIDATOR, "attestation": envelope(plan_id, acs, failing=False)},
+                )
+                assert result.structured_content["bindingsWritten"] == 1
+                result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})
+                assert result.structured_content["acs"][0]["bindingStatus"] == "satisfied"
+    done = gategraph(home, "resume", plan_id, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"plan {plan_id}: applied" in done.stdout
+    assert (root / "src" / "greet.py").exists()
+    replayed = gategraph(home, "replay", plan_id, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
