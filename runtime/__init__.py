@@ -211,6 +211,12 @@ if TYPE_CHECKING:
     from ._validate import Verdict as Verdict
     from ._validate import validate as validate
     from ._validate import validate_sync as validate_sync
+    from ._validator_runtime import ValidatorFault as ValidatorFault
+    from ._validator_runtime import ValidatorRuntimeDeps as ValidatorRuntimeDeps
+    from ._validator_runtime import ValidatorRuntimeOptions as ValidatorRuntimeOptions
+    from ._validator_runtime import ValidatorRuntimeResult as ValidatorRuntimeResult
+    from ._validator_runtime import ValidatorSpawnRequest as ValidatorSpawnRequest
+    from ._validator_runtime import run_validator_max_n as run_validator_max_n
     from ._validator_tools import validator_ac_pull as validator_ac_pull
     from ._validator_tools import validator_attest as validator_attest
     from ._validator_tools import validator_reject as validator_reject
@@ -391,8 +397,13 @@ _WHERE: dict[str, str] = {
     "ValidationResult": "._results",
     "ValidationStarted": "._events",
     "ValidatorAttestation": "._verdicts",
+    "ValidatorFault": "._validator_runtime",
     "ValidatorFinding": "._verdicts",
     "ValidatorRejection": "._verdicts",
+    "ValidatorRuntimeDeps": "._validator_runtime",
+    "ValidatorRuntimeOptions": "._validator_runtime",
+    "ValidatorRuntimeResult": "._validator_runtime",
+    "ValidatorSpawnRequest": "._validator_runtime",
     "ValidatorVerdict": "._verdicts",
     "Verdict": "._validate",
     "WorkFinished": "._events",
@@ -431,6 +442,7 @@ _WHERE: dict[str, str] = {
     "resume_plan_sync": "._supervisor",
     "run_plan": "._supervisor",
     "run_plan_sync": "._supervisor",
+    "run_validator_max_n": "._validator_runtime",
     "sandbox_pool": "._sandbox",
     "sandbox_support": "._kernel",
     "telemetry_available": "._telemetry",
@@ -608,8 +620,13 @@ __all__ = [
     "ValidationResult",
     "ValidationStarted",
     "ValidatorAttestation",
+    "ValidatorFault",
     "ValidatorFinding",
     "ValidatorRejection",
+    "ValidatorRuntimeDeps",
+    "ValidatorRuntimeOptions",
+    "ValidatorRuntimeResult",
+    "ValidatorSpawnRequest",
     "ValidatorVerdict",
     "Verdict",
     "WorkFinished",
@@ -648,6 +665,7 @@ __all__ = [
     "resume_plan_sync",
     "run_plan",
     "run_plan_sync",
+    "run_validator_max_n",
     "sandbox_pool",
     "sandbox_support",
     "telemetry_available",

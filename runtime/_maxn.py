@@ -74,6 +74,7 @@ __all__ = [
     "RetryBudget",
     "RetryDecision",
     "classify",
+    "decide_attempt",
     "default_audit_path",
     "primary_fault",
     "read_audit",
@@ -616,6 +617,27 @@ class Attempt(msgspec.Struct, frozen=True, kw_only=True):
         if self.detail is not None:
             line["detail"] = self.detail
         return line
+
+
+def decide_attempt(
+    budget: RetryBudget,
+    plan_id: str,
+    number: int,
+    faults: Sequence[FaultKind],
+    detail: str | None = None,
+    *,
+    now: Callable[[], datetime] | None = None,
+) -> tuple[RetryDecision, FaultKind | None, Attempt]:
+    """Decide round ``number`` of ``plan_id`` from its ``faults`` on ``budget``: the
+    decision, the fault that decides it (:func:`primary_fault`) and the round's audit line.
+    The supervisor's failure ladder and the standalone runtime both decide through here."""
+    decision = budget.decide_round(faults)
+    fault = primary_fault(faults)
+    return (
+        decision,
+        fault,
+        Attempt.create(plan_id, number, decision, fault, detail or None, now=now),
+    )
 
 
 class _AuditLine(msgspec.Struct, frozen=True, rename="camel"):

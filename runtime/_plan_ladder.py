@@ -28,11 +28,10 @@ from ._events import (
 from ._exceptions import RuntimeFault
 from ._journal import event_tag
 from ._maxn import (
-    Attempt,
     MaxNPolicy,
     RetryBudget,
     RetryDecision,
-    primary_fault,
+    decide_attempt,
     wait_backoff,
 )
 from ._pipeline import Rejected, round_faults
@@ -43,7 +42,7 @@ from ._spans import current_span
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from ._maxn import AuditRecorder, FaultKind
+    from ._maxn import Attempt, AuditRecorder, FaultKind
     from ._pipeline import ValidationOutcome
     from ._plan import PlanContext
     from ._protocols import RoundSummary
@@ -94,9 +93,11 @@ class FailureLadder:
         rejections and infrastructure faults; audited and logged."""
         context = self.context
         faults = round_faults(outcome)
-        decision = self.budget.decide_round(faults)
-        fault = primary_fault(faults) or faults[0]
-        await self.record(decision, fault, failure_text(outcome))
+        decision, fault, attempt = decide_attempt(
+            self.budget, context.plan_id, context.round, faults, failure_text(outcome)
+        )
+        assert fault is not None  # Invariant: a rejected round has a fault (round_faults).
+        await self._keep(attempt)
         await context.journal.emit(
             RetryDecided,
             round=context.round,
@@ -111,13 +112,12 @@ class FailureLadder:
 
     async def attest(self) -> None:
         """Record a round that passed (its audit line)."""
-        await self.record(RetryDecision.ATTESTED, None, "")
+        _, _, attempt = decide_attempt(self.budget, self.context.plan_id, self.context.round, [])
+        await self._keep(attempt)
 
-    async def record(self, decision: RetryDecision, fault: FaultKind | None, detail: str) -> None:
+    async def _keep(self, attempt: Attempt) -> None:
         """One seed 003 audit line per round (the file write blocks: a worker thread)."""
-        context = self.context
-        attempt = Attempt.create(context.plan_id, context.round, decision, fault, detail or None)
-        journal = context.journal
+        journal = self.context.journal
         if not (journal.recorded_ahead or journal.offline) and not await self._audited(attempt):
             await anyio.to_thread.run_sync(self.audit.record, attempt)
         self.attempts.append(attempt.to_audit())

@@ -78,9 +78,9 @@ def callable_problem(context: PlanContext, attached: bool, name: str) -> str | N
     graph = context.graph
     getter = context.catalog.get if attached and context.catalog else graph.get_tool
     # Code that only runs sandboxed is checked without being loaded here.
-    runs = graph.isolations_of(name) or {None}
+    runs: frozenset[str | None] = graph.isolations_of(name) or frozenset({None})
     isolation = context.executor.isolation if runs == {None} else None
-    sandboxed_only = runs == {"sandbox"} or isolation == "sandbox"
+    sandboxed_only = runs == frozenset({"sandbox"}) or isolation == "sandbox"
     try:
         prepare(
             getter(name),
