@@ -166,6 +166,7 @@ if TYPE_CHECKING:
     from ._protocols import Strategy as Strategy
     from ._protocols import StrategyActor as StrategyActor
     from ._protocols import StrategyRequest as StrategyRequest
+    from ._protocols import ValidatorRequest as ValidatorRequest
     from ._readonly import ReadOnlyViolationError as ReadOnlyViolationError
     from ._replay import ReplayReport as ReplayReport
     from ._replay import replay_plan as replay_plan
@@ -217,6 +218,8 @@ if TYPE_CHECKING:
     from ._validator_runtime import ValidatorRuntimeResult as ValidatorRuntimeResult
     from ._validator_runtime import ValidatorSpawnRequest as ValidatorSpawnRequest
     from ._validator_runtime import run_validator_max_n as run_validator_max_n
+    from ._validator_spawn import RerunValidator as RerunValidator
+    from ._validator_spawn import validator_spawn as validator_spawn
     from ._validator_tools import validator_ac_pull as validator_ac_pull
     from ._validator_tools import validator_attest as validator_attest
     from ._validator_tools import validator_reject as validator_reject
@@ -358,6 +361,7 @@ _WHERE: dict[str, str] = {
     "ReplayReport": "._replay",
     "RerunDifference": "._rerun",
     "RerunReport": "._rerun",
+    "RerunValidator": "._validator_spawn",
     "Resource": "._resources",
     "ResourceSlot": "._models",
     "ResourceSpec": "._graph",
@@ -400,6 +404,7 @@ _WHERE: dict[str, str] = {
     "ValidatorFault": "._validator_runtime",
     "ValidatorFinding": "._verdicts",
     "ValidatorRejection": "._verdicts",
+    "ValidatorRequest": "._protocols",
     "ValidatorRuntimeDeps": "._validator_runtime",
     "ValidatorRuntimeOptions": "._validator_runtime",
     "ValidatorRuntimeResult": "._validator_runtime",
@@ -452,6 +457,7 @@ _WHERE: dict[str, str] = {
     "validator_ac_pull": "._validator_tools",
     "validator_attest": "._validator_tools",
     "validator_reject": "._validator_tools",
+    "validator_spawn": "._validator_spawn",
     "wait_backoff": "._maxn",
 }
 """Each public name and the private module it lives in."""
@@ -581,6 +587,7 @@ __all__ = [
     "ReplayReport",
     "RerunDifference",
     "RerunReport",
+    "RerunValidator",
     "Resource",
     "ResourceSlot",
     "ResourceSpec",
@@ -623,6 +630,7 @@ __all__ = [
     "ValidatorFault",
     "ValidatorFinding",
     "ValidatorRejection",
+    "ValidatorRequest",
     "ValidatorRuntimeDeps",
     "ValidatorRuntimeOptions",
     "ValidatorRuntimeResult",
@@ -675,6 +683,7 @@ __all__ = [
     "validator_ac_pull",
     "validator_attest",
     "validator_reject",
+    "validator_spawn",
     "wait_backoff",
 ]
 

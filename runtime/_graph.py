@@ -358,6 +358,10 @@ class Lifecycle(_Model):
     escalation: ActorSpec | None = None
     """Who answers escalations and approvals; by default nobody, and the plan pauses for
     ``gategraph decide`` / ``gategraph approve``."""
+    validator: ActorSpec | None = None
+    """The class of the plan's independent validators (``spawn.validator`` builds one new
+    for every pass); by default one that runs the plan's validations again on a copy of
+    its candidate."""
     artifact_schema: dict[str, Any] | None = None
     """A JSON Schema the artifact must match (the pipeline's payload layer)."""
 

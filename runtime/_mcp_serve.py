@@ -53,7 +53,7 @@ from ._exceptions import ConfigError, GategraphError
 from ._invoke import _INJECTED as _INVOKE_INJECTED
 from ._models import ResourceSlot, Tool, ToolSource, Validation
 from ._plan import PlanStatus
-from ._validator_tools import AC_PULL, ATTEST, VALIDATOR_TOOLS
+from ._validator_tools import AC_PULL, ATTEST, SPAWN, VALIDATOR_TOOLS
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -865,10 +865,10 @@ def _served_schema(name: str) -> dict[str, Any]:
     works on the server's catalog, never on another folder's)."""
     schema = dict(VALIDATOR_TOOLS[name]["input_schema"])
     schema["properties"] = {k: v for k, v in schema["properties"].items() if k != "project_root"}
-    if name == AC_PULL:
+    if name in (AC_PULL, SPAWN):
         # No calling plan to default to: the plan must be named.
         schema["properties"]["task_id"] = {"type": "string", "description": "The plan's id."}
-        schema["required"] = ["task_id"]
+        schema["required"] = [*schema.get("required", []), "task_id"]
     return schema
 
 
@@ -891,7 +891,7 @@ def _validator_tool_listing() -> list[dict[str, Any]]:
 
 
 async def call_validator_tool(
-    name: str, arguments: Mapping[str, Any], catalog: Catalog
+    name: str, arguments: Mapping[str, Any], catalog: Catalog, log_path: Path | None = None
 ) -> ToolReply:
     """Call validator tool ``name`` on the server's catalog; the seed's ``{ok: false}``
     answers are errors on MCP."""
@@ -908,6 +908,18 @@ async def call_validator_tool(
     # Checked by the tools themselves: anything a client sends gets an {ok: false} answer.
     given: dict[str, Any] = {key: arguments.get(key) for key in allowed}
     call: Callable[[], dict[str, Any]]
+    if name == SPAWN:
+        from ._validator_spawn import validator_spawn
+
+        answer = await validator_spawn(
+            given["caller"],
+            given["task_id"],
+            spawn_scope=given["spawn_scope"],
+            no_worktree=False if given["no_worktree"] is None else given["no_worktree"],
+            catalog=catalog,
+            event_log_path=log_path,
+        )
+        return ToolReply(structured=answer, text=_json(answer), is_error=not answer["ok"])
     if name == AC_PULL:
         call = functools.partial(validator_ac_pull, given["task_id"], evidence=catalog)
     elif name == ATTEST:
@@ -1210,7 +1222,7 @@ def create_mcp_server(
             listed = {"plans": waiting}
             return ToolReply(structured=listed, text=_json(listed))
         if name in VALIDATOR_TOOLS:
-            return await call_validator_tool(name, arguments or {}, catalog)
+            return await call_validator_tool(name, arguments or {}, catalog, log_path)
         served = tools.find(name)
         if served is None:
             return ToolReply.error(f"Unknown tool: {name}")

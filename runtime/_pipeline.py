@@ -238,9 +238,11 @@ def build_verdict(
     applicable: Sequence[Applicable],
     records: Mapping[str, ValidationRecord],
     roster: PlanRoster | None = None,
+    *,
+    validator_id: str = VALIDATOR_ID,
 ) -> dict[str, Any]:
     """The round's seed 003 envelope: one finding per acceptance criterion of ``roster``
-    (the plan's, by default), each named by the criterion's UUID.
+    (the plan's, by default), each named by the criterion's UUID, signed ``validator_id``.
 
     With no criteria declared, each required validation is its own criterion. Informational
     results never count against a criterion (seed 000). A required validation that failed
@@ -316,7 +318,7 @@ def build_verdict(
         return {
             "verdict": "attest",
             "taskId": plan_id,
-            "validatorId": VALIDATOR_ID,
+            "validatorId": validator_id,
             "findings": findings,
             "summary": f"All {len(findings)} acceptance criteria pass.",
             "attestedAt": now,
@@ -325,7 +327,7 @@ def build_verdict(
     return {
         "verdict": "reject",
         "taskId": plan_id,
-        "validatorId": VALIDATOR_ID,
+        "validatorId": validator_id,
         "findings": findings,
         "summary": (
             f"{len(failing)} of {len(findings)} acceptance criteria do not pass: "

@@ -24,6 +24,7 @@ __all__ = [
     "Strategy",
     "StrategyActor",
     "StrategyRequest",
+    "ValidatorRequest",
 ]
 
 
@@ -139,6 +140,29 @@ class EscalationRequest(msgspec.Struct, kw_only=True):
     history: tuple[RoundSummary, ...]
     tier: str | None = None
     """The approval tier, for an approval."""
+
+
+class ValidatorRequest(msgspec.Struct, kw_only=True):
+    """Asks a validator, spawned new for this pass, to check every acceptance criterion of
+    a plan's candidate (seed 003): answer with one envelope, an attestation (every finding
+    ``pass``) or a rejection, naming criteria by their ``id``."""
+
+    plan_id: str
+    validator_id: str
+    """The id to sign the envelope with (``validator-...``)."""
+    graph: Any
+    """The plan's :class:`PlanGraph`."""
+    criteria: tuple[Any, ...]
+    """The plan's acceptance criteria (:class:`PlanCriterion`), in order."""
+    resources: dict[str, Any]
+    """The candidate, by resource: a folder (a copy of it, unless the spawn asked for none)
+    or a memory resource's texts. Read it; writing to it is refused."""
+    artifact: Any = None
+    """What the plan's work handed over."""
+    applicable: tuple[Applicable, ...] = ()
+    """The validations that apply to the plan."""
+    catalog: Any = None
+    """The catalog the plan ran with (its attached validations), or None."""
 
 
 class EscalationDecision(msgspec.Struct, kw_only=True, frozen=True):

@@ -1,5 +1,5 @@
-"""The plan's pluggable roles — strategy actor, execution actor, escalation handler — as
-objects, async callables or import paths.
+"""The plan's pluggable roles — strategy actor, execution actor, escalation handler,
+validator — as objects, async callables or import paths.
 
 One table says what each role must have; the graph loader (``lifecycle:`` checked before
 a plan runs) and the supervisor (building or wrapping what it was given) both use it, so
@@ -21,6 +21,7 @@ from ._protocols import (
     FixRequest,
     Strategy,
     StrategyRequest,
+    ValidatorRequest,
 )
 
 __all__ = ["ROLES", "as_role", "build_role", "role_problem"]
@@ -29,6 +30,7 @@ ROLES: Final[Mapping[str, tuple[str, ...]]] = {
     "strategy": ("strategize",),
     "executor": ("execute", "fix"),
     "escalation": ("escalate",),
+    "validator": ("validate",),
 }
 """Each role's ``lifecycle:`` key and the async methods an object playing it has."""
 
@@ -36,6 +38,7 @@ _WHAT: Final[Mapping[str, str]] = {
     "strategy": "a strategy actor",
     "executor": "an execution actor",
     "escalation": "an escalation handler",
+    "validator": "a validator",
 }
 
 
@@ -84,10 +87,21 @@ class _CallableEscalation:
         return await self.decide(request)  # type: ignore[no-any-return]
 
 
+class _CallableValidator:
+    """A validator made of one async callable returning an envelope."""
+
+    def __init__(self, check: Callable[[ValidatorRequest], Awaitable[Any]]) -> None:
+        self.check = check
+
+    async def validate(self, request: ValidatorRequest) -> Any:
+        return await self.check(request)
+
+
 _WRAPS: Final[Mapping[str, Callable[[Any], Any]]] = {
     "strategy": _CallableStrategy,
     "executor": _CallableExecution,
     "escalation": _CallableEscalation,
+    "validator": _CallableValidator,
 }
 
 
@@ -187,6 +201,10 @@ def role_problem(uses: str, arguments: Mapping[str, Any], role: str) -> str | No
         found = resolve_entrypoint(uses, field="uses", any_object=True)
     except ConfigError as exc:
         return exc.issues[0].message
+    if role == "validator" and not inspect.isclass(found):
+        # seed 003: a new validator for every pass, never one that served before (nor the
+        # worker that made the change): only a class can be built new each time.
+        return f"{uses!r} is not a class: a validator is built new for every pass"
     if inspect.isclass(found):
         missing = [m for m in ROLES[role] if not callable(getattr(found, m, None))]
         if missing:

@@ -98,6 +98,7 @@ from ._roles import as_role, build_role
 from ._spans import current_span
 from ._store import ContentStore, StoreError, StoreRetention
 from ._sync import run_sync
+from ._validator_spawn import register_worker
 from ._validator_tools import current_evidence
 
 if TYPE_CHECKING:
@@ -653,7 +654,9 @@ class Supervisor:
         return lease(self.plan_id) if lease is not None else contextlib.nullcontext()
 
     async def _drive(self) -> PlanOutcome:
-        # The plan's own nodes that call the validator tools work on the plan's evidence.
+        # The plan's own nodes that call the validator tools work on the plan's evidence;
+        # its worker may never be spawned as its validator.
+        register_worker(self.plan_id, getattr(self.execution_actor, "work", self.execution_actor))
         with current_evidence(self.evidence):
             outcome = await self._lifecycle()
         if outcome.status in (PlanStatus.APPLIED, PlanStatus.FAILED):

@@ -45,6 +45,7 @@ __all__ = [
     "E_VALIDATOR_AUTH_ROLE",
     "E_VALIDATOR_REJECTION_INVALID",
     "REJECT",
+    "SPAWN",
     "VALIDATOR_TOOLS",
     "current_evidence",
     "validator_ac_pull",
@@ -52,6 +53,7 @@ __all__ = [
     "validator_reject",
 ]
 
+SPAWN: Final = "spawn.validator"
 AC_PULL: Final = "validator.ac-pull"
 ATTEST: Final = "validator.attest"
 REJECT: Final = "validator.reject"
@@ -360,6 +362,44 @@ VALIDATOR_TOOLS: Final[Mapping[str, dict[str, Any]]] = {
                 "project_root": _ROOT,
             },
             "required": ["caller", "rejection"],
+            "additionalProperties": False,
+        },
+    },
+    SPAWN: {
+        "name": SPAWN,
+        "description": "Start a new, independent validator of a plan as a lead or the "
+        "orchestrator (tier 1 or 2): it checks every acceptance criterion on a copy of the "
+        "plan's candidate (what its last passing round validated) and its verdict is "
+        "submitted as validator.attest or validator.reject would. Never the plan's worker, "
+        "never a validator that served before.",
+        "entrypoint": "gategraph.runtime._validator_spawn:spawn",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "caller": {
+                    "type": "object",
+                    "properties": {
+                        "role": {"type": "string", "enum": ["orchestrator", "lead"]},
+                        "tier": {"type": "integer", "enum": [0, 1, 2]},
+                    },
+                    "required": ["role", "tier"],
+                },
+                "task_id": {
+                    "type": "string",
+                    "description": "The plan's id (for a node of a plan: its own plan, "
+                    "by default).",
+                },
+                "spawn_scope": {
+                    "type": "string",
+                    "description": "What the validator is for: its id is made from it.",
+                },
+                "no_worktree": {
+                    "type": "boolean",
+                    "description": "Check the plan's sandboxes themselves, not a copy.",
+                },
+                "project_root": _ROOT,
+            },
+            "required": ["caller"],
             "additionalProperties": False,
         },
     },

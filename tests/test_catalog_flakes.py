@@ -32,13 +32,13 @@ from gategraph.runtime._cli import cli
 CODE = "def run(**kw):\n    return {'passed': True}"
 PASSED_THEN_FAILED = "passed, then failed on the same inputs"
 TOOLS_LINE = (
-    "built-in tools, usable by name without registering: validator.ac-pull, "
+    "built-in tools, usable by name without registering: spawn.validator, validator.ac-pull, "
     "validator.attest, validator.reject\n"
 )
 BUILTINS_LINE = (
     "built-in validations, usable by name without registering: json_schema, paths_exist, "
     "pytest_suite, python_syntax, regex, unittest_suite, unsafe_command\n"
-    "built-in tools, usable by name without registering: validator.ac-pull, "
+    "built-in tools, usable by name without registering: spawn.validator, validator.ac-pull, "
     "validator.attest, validator.reject"
 )
 # The schema version that added the flakes table: a catalog file one version older is what

@@ -372,7 +372,7 @@ def test_tool_list_text(populated: Path) -> None:
         ["tests-pass", "validation", "required", "wrapped"],
     ]
     assert lines[-2].startswith("built-in validations, usable by name without registering: ")
-    assert lines[-1].startswith("built-in tools, usable by name without registering: validator.")
+    assert lines[-1].startswith("built-in tools, usable by name without registering: spawn.")
 
 
 @pytest.mark.parametrize(
@@ -400,7 +400,7 @@ def test_empty_lists(catalog: Path) -> None:
         "pytest_suite, python_syntax, regex, unittest_suite, unsafe_command\n"
     )
     tools = (
-        "built-in tools, usable by name without registering: validator.ac-pull, "
+        "built-in tools, usable by name without registering: spawn.validator, validator.ac-pull, "
         "validator.attest, validator.reject\n"
     )
     builtins = validations

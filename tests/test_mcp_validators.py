@@ -189,3 +189,48 @@ async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
     assert (root / "src" / "greet.py").exists()
     replayed = gategraph(home, "replay", plan_id, cwd=tmp_path)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+@pytest.mark.anyio
+async def test_a_lead_spawns_a_validator_over_mcp_and_the_plan_applies(tmp_path: Path) -> None:
+    """spawn.validator over MCP: a new validator checks a copy of the candidate (rebuilt
+    from the store beside the CLI's event log) and its attestation lets the plan apply."""
+    root = repo(tmp_path)
+    graph_file = tmp_path / "plan.yaml"
+    graph_file.write_text(plan(root, [GOOD], outside_validators=1))
+    home = tmp_path / "home"
+    ran = gategraph(home, "run", str(graph_file), cwd=tmp_path)
+    assert ran.returncode == 3, ran.stdout + ran.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
+    env["GATEGRAPH_HOME"] = str(home)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gategraph.runtime", "mcp", "serve", "--plans"],
+        env=env,
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "stderr.txt").open("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = {t.name: t for t in (await session.list_tools()).tools}
+                assert tools["spawn.validator"].input_schema["required"] == ["caller", "task_id"]
+                result, _ = await call(session, "gategraph.plans_waiting", {})
+                plan_id = result.structured_content["plans"][0]["plan_id"]
+                result, text = await call(
+                    session,
+                    "spawn.validator",
+                    {"caller": {"role": "worker", "tier": 1}, "task_id": plan_id},
+                )
+                assert result.is_error and json.loads(text)["code"] == "E_VALIDATOR_SPAWN_AUTH_ROLE"
+                result, text = await call(
+                    session,
+                    "spawn.validator",
+                    {"caller": {"role": "lead", "tier": 1}, "task_id": plan_id},
+                )
+                assert not result.is_error, text
+                spawned = result.structured_content["result"]
+                assert spawned["verdict"]["verdict"] == "attest"
+    done = gategraph(home, "resume", plan_id, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (root / "src" / "greet.py").exists()

@@ -137,6 +137,7 @@ EXPECTED = [
     "ReplayReport",
     "RerunDifference",
     "RerunReport",
+    "RerunValidator",
     "Resource",
     "ResourceSlot",
     "ResourceSpec",
@@ -179,6 +180,7 @@ EXPECTED = [
     "ValidatorFault",
     "ValidatorFinding",
     "ValidatorRejection",
+    "ValidatorRequest",
     "ValidatorRuntimeDeps",
     "ValidatorRuntimeOptions",
     "ValidatorRuntimeResult",
@@ -231,6 +233,7 @@ EXPECTED = [
     "validator_ac_pull",
     "validator_attest",
     "validator_reject",
+    "validator_spawn",
     "wait_backoff",
 ]
 

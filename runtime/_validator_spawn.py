@@ -1,0 +1,485 @@
+"""``spawn.validator``: a lead starts a new, independent validator of a plan (seed 003).
+
+The spawn checks the caller (an ``orchestrator`` or a ``lead``, of tier 1 or 2), finds the
+plan's candidate — what its last passing round validated, rebuilt from the content store
+into a folder of its own (a *worktree*; ``no_worktree`` uses the plan's sandboxes
+themselves) — and builds a validator for this pass: the graph's ``lifecycle.validator``
+class, or by default one that runs the plan's validations again on the candidate. The
+validator is always a new object: never the plan's execution actor (the worker that made
+the change), never one that validated before (seed 003's independence rule). Its
+envelope is submitted as ``validator.attest`` or ``validator.reject`` would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+import tempfile
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio.to_thread
+
+from ._exceptions import CatalogError, ConfigError, GategraphError
+from ._ids import new_ulid
+from ._invoke import propagates
+from ._validator_tools import (
+    E_INVALID_INPUT,
+    E_NOT_FOUND,
+    SPAWN,
+    validator_attest,
+    validator_reject,
+)
+
+if TYPE_CHECKING:
+    import os
+
+    from ._catalog import Catalog
+    from ._events import Event
+    from ._evidence import EvidenceStore, PlanCriterion
+    from ._graph import PlanGraph
+    from ._protocols import Applicable, ValidatorRequest
+    from ._store import ContentStore
+
+__all__ = [
+    "E_VALIDATOR_FAILED",
+    "E_VALIDATOR_NOT_INDEPENDENT",
+    "E_VALIDATOR_SPAWN_AUTH_ROLE",
+    "E_VALIDATOR_SPAWN_AUTH_TIER",
+    "SPAWN",
+    "RerunValidator",
+    "register_worker",
+    "validator_spawn",
+]
+
+
+E_VALIDATOR_SPAWN_AUTH_ROLE: Final = "E_VALIDATOR_SPAWN_AUTH_ROLE"
+"""Only an orchestrator or a lead spawns validators."""
+E_VALIDATOR_SPAWN_AUTH_TIER: Final = "E_VALIDATOR_SPAWN_AUTH_TIER"
+"""A caller of tier 0 may not spawn validators (tier 1 or 2 may)."""
+E_VALIDATOR_NOT_INDEPENDENT: Final = "E_VALIDATOR_NOT_INDEPENDENT"
+"""The validator built for the pass is the plan's worker, or validated before."""
+E_VALIDATOR_FAILED: Final = "E_VALIDATOR_FAILED"
+"""The validator raised: it gave no verdict."""
+
+_SPAWNERS: Final = ("orchestrator", "lead")
+_TIERS: Final = (0, 1, 2)
+
+# The execution actors of the plans this process ran, by plan, for as long as each actor
+# lives: a validator that is one of them is the worker checking its own change.
+_workers: dict[str, Callable[[], Any]] = {}
+# Every validator spawned in this process: one that comes back is not a new validator.
+_spawned: weakref.WeakSet[Any] = weakref.WeakSet()
+_spawned_ids: set[int] = set()  # those that cannot be weakly referenced (kept alive below)
+_kept: list[Any] = []
+
+
+def register_worker(plan_id: str, actor: Any) -> None:
+    """``actor`` is the worker of plan ``plan_id`` (run in this process): it may never
+    validate the plan. Held weakly: an actor the program let go of cannot come back."""
+    if len(_workers) > 1000:  # forget the plans whose actors are gone
+        for gone in [p for p, ref in _workers.items() if ref() is None]:
+            del _workers[gone]
+    try:
+        _workers[plan_id] = weakref.ref(actor)
+    except TypeError:
+        _workers[plan_id] = lambda: actor
+
+
+def _worker_of(plan_id: str) -> Any:
+    found = _workers.get(plan_id)
+    return found() if found is not None else None
+
+
+def _seen(validator: Any) -> bool:
+    try:
+        return validator in _spawned
+    except TypeError:
+        return id(validator) in _spawned_ids
+
+
+def _remember(validator: Any) -> None:
+    try:
+        _spawned.add(validator)
+    except TypeError:
+        _spawned_ids.add(id(validator))
+        _kept.append(validator)  # alive, so its id is never another object's
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.reply = {"ok": False, "code": code, "message": message}
+
+
+class RerunValidator:
+    """The default validator: the plan's own validations, run again on its candidate, each
+    acceptance criterion found as its bound validations decide it."""
+
+    async def validate(self, request: ValidatorRequest) -> dict[str, Any]:
+        """Run the plan's validations on ``request.resources``; return the envelope."""
+        from ._engine import execute_graph
+        from ._eventlog import MemoryEventLog
+        from ._pipeline import build_verdict
+        from ._plan_round import given_outputs
+
+        graph: PlanGraph = request.graph
+        work = set(graph.work_phase())
+        select = [n.id for n in graph.nodes if n.id not in work]
+        select += [a.id for a in request.applicable if a.attachment_id]
+        run = await execute_graph(
+            graph,
+            catalog=request.catalog,
+            resources=request.resources,
+            select=select,
+            given=given_outputs(graph.work_phase(), request.artifact),
+            artifact=request.artifact,
+            event_log=MemoryEventLog(),
+            plan_id=request.plan_id,
+        )
+        records = {r.node: r for r in run.validations}
+        return build_verdict(
+            request.plan_id,
+            graph,
+            request.applicable,
+            records,
+            validator_id=request.validator_id,
+        )
+
+
+def _check_caller(caller: Any) -> None:
+    role = caller.get("role") if isinstance(caller, Mapping) else None
+    if role not in _SPAWNERS:
+        raise _Refused(
+            E_VALIDATOR_SPAWN_AUTH_ROLE,
+            f"only an orchestrator or a lead spawns validators, not {role!r}",
+        )
+    tier = caller.get("tier") if isinstance(caller, Mapping) else None
+    if isinstance(tier, bool) or tier not in _TIERS:
+        raise _Refused(E_INVALID_INPUT, f"caller.tier must be 0, 1 or 2, not {tier!r}")
+    if tier < 1:
+        raise _Refused(E_VALIDATOR_SPAWN_AUTH_TIER, "a caller of tier 0 may not spawn validators")
+
+
+def _validator_id(scope: str | None) -> str:
+    """``validator-<discriminator>``: the scope, made to fit, or a fresh one."""
+    if scope:
+        plain = re.sub(r"[^a-z0-9-]+", "-", scope.lower()).strip("-")
+        if plain:
+            digest = hashlib.sha1(scope.encode(), usedforsecurity=False).hexdigest()[:6]
+            return f"validator-{plain[:40]}-{digest}"
+    return f"validator-{new_ulid()[-10:].lower()}"
+
+
+class _Candidate:
+    """What the plan's last passing round validated."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        from ._events import ArtifactValidated, ArtifactValidationStarted, PlanStarted, WorkFinished
+
+        self.started: PlanStarted | None = None
+        self.inputs: dict[str, str] | None = None
+        self.revision = 0
+        self.artifact: Any = None
+        found = False
+        work: WorkFinished | None = None
+        current: ArtifactValidationStarted | None = None
+        for event in sorted(events, key=lambda e: e.seq):
+            if isinstance(event, PlanStarted) and self.started is None:
+                self.started = event
+            elif isinstance(event, WorkFinished):
+                work = event
+            elif isinstance(event, ArtifactValidationStarted):
+                current = event
+            elif isinstance(event, ArtifactValidated) and current is not None:
+                found = True
+                self.inputs = current.inputs
+                self.revision = current.revision
+                self.artifact = work.artifact if work is not None else None
+        self.found = found
+
+
+def _site(
+    task_id: str,
+    *,
+    evidence: EvidenceStore | None,
+    catalog: Catalog | None,
+    project_root: str | os.PathLike[str] | None,
+    events: Sequence[Event] | None,
+    store: ContentStore | None,
+    event_log_path: str | os.PathLike[str] | None = None,
+) -> tuple[Sequence[Event], ContentStore, Path | None]:
+    """The plan's events, the store its rounds' inputs are in, and its sandboxes' home."""
+    from ._catalog import DEFAULT_FOLDER
+    from ._eventlog import EVENTS_FILE, default_event_log_path, read_events
+    from ._store import ContentStore
+
+    if event_log_path is not None:
+        log_path = Path(event_log_path)
+    elif project_root is not None:
+        log_path = Path(project_root) / DEFAULT_FOLDER / EVENTS_FILE
+    elif catalog is not None and catalog.path is not None:
+        log_path = catalog.path.with_name(EVENTS_FILE)
+    else:
+        log_path = default_event_log_path()
+    if events is None:
+        if not log_path.is_file():
+            raise _Refused(E_NOT_FOUND, f"no event log at {log_path}: no plan is known there")
+        events = read_events(log_path, task_id)
+    if not events:
+        raise _Refused(E_NOT_FOUND, f"no plan {task_id} is known here")
+    if store is None:
+        store = ContentStore(log_path.parent / "store")
+    return events, store, log_path.parent
+
+
+async def validator_spawn(
+    caller: Mapping[str, Any],
+    task_id: str,
+    *,
+    spawn_scope: str | None = None,
+    no_worktree: bool = False,
+    evidence: EvidenceStore | None = None,
+    catalog: Catalog | None = None,
+    project_root: str | os.PathLike[str] | None = None,
+    events: Sequence[Event] | None = None,
+    graph: PlanGraph | None = None,
+    store: ContentStore | None = None,
+    validator: Callable[[], Any] | None = None,
+    event_log_path: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Start a new validator of plan ``task_id`` on its candidate and submit its verdict.
+
+    Only an ``orchestrator`` or a ``lead`` of tier 1 or 2 may. The plan's events come from
+    ``events`` (default: the event log at ``event_log_path``, beside ``catalog``, or of
+    ``project_root``); its
+    graph from ``graph`` (default: the graph file the plan ran, unchanged since); the
+    validator from ``validator`` (a class or factory called for this pass), else the
+    graph's ``lifecycle.validator``, else :class:`RerunValidator`. The validator works on a
+    copy of the candidate, or with ``no_worktree`` on the plan's sandboxes themselves.
+    Returns ``{"ok": True, "result": {"validatorId", "verdict", "submitted"}}``; refusals
+    are ``{"ok": False, "code", "message"}``.
+    """
+    from ._protocols import ValidatorRequest
+
+    try:
+        _check_caller(caller)
+        if not isinstance(task_id, str) or not task_id.strip():
+            raise _Refused(E_INVALID_INPUT, "task_id must be a plan's id")
+        if spawn_scope is not None and not isinstance(spawn_scope, str):
+            raise _Refused(E_INVALID_INPUT, "spawn_scope must be a string")
+        if not isinstance(no_worktree, bool):
+            raise _Refused(E_INVALID_INPUT, "no_worktree must be true or false")
+        store_of = evidence if evidence is not None else catalog
+        if store_of is None:
+            raise _Refused(E_INVALID_INPUT, "no evidence store to submit the verdict to")
+        found, content, home = _site(
+            task_id,
+            evidence=evidence,
+            catalog=catalog,
+            project_root=project_root,
+            events=events,
+            store=store,
+            event_log_path=event_log_path,
+        )
+        candidate = _Candidate(found)
+        if candidate.started is None:
+            raise _Refused(E_NOT_FOUND, f"plan {task_id} has no plan_started event")
+        if graph is None:
+            graph = await anyio.to_thread.run_sync(_graph_of, candidate.started, catalog)
+        roster = await anyio.to_thread.run_sync(store_of.roster, task_id)
+        if roster is None:
+            raise _Refused(E_NOT_FOUND, f"no plan {task_id} is known to the evidence store")
+        applicable = _applicable(graph, catalog, task_id, roster)
+        if not candidate.found:
+            raise _Refused(
+                E_INVALID_INPUT,
+                f"plan {task_id} has no candidate yet: no round of it passed its own validations",
+            )
+        actor = _build(validator, graph, task_id)
+        validator_id = _validator_id(spawn_scope)
+        with tempfile.TemporaryDirectory(prefix="gategraph-validator-") as scratch:
+            views = await anyio.to_thread.run_sync(
+                _views, candidate, graph, content, home, task_id, Path(scratch), no_worktree
+            )
+            request = ValidatorRequest(
+                plan_id=task_id,
+                validator_id=validator_id,
+                graph=graph,
+                criteria=tuple(roster),
+                resources=views,
+                artifact=candidate.artifact,
+                applicable=tuple(applicable),
+                catalog=catalog,
+            )
+            try:
+                envelope = await actor.validate(request)
+            except BaseException as exc:
+                if propagates(exc) or not isinstance(exc, Exception):
+                    raise
+                raise _Refused(
+                    E_VALIDATOR_FAILED, f"the validator raised {type(exc).__name__}: {exc}"
+                ) from None
+    except _Refused as refused:
+        return refused.reply
+    envelope_json = envelope.to_json_dict() if hasattr(envelope, "to_json_dict") else envelope
+    is_attestation = isinstance(envelope_json, Mapping) and envelope_json.get("verdict") == "attest"
+    submit = validator_attest if is_attestation else validator_reject
+    submitted = await anyio.to_thread.run_sync(
+        lambda: submit({"role": "validator"}, envelope_json, evidence=store_of)
+    )
+    if not submitted["ok"]:
+        return submitted
+    return {
+        "ok": True,
+        "result": {"validatorId": validator_id, "verdict": envelope_json, "submitted": submitted},
+    }
+
+
+def _graph_of(started: Any, catalog: Catalog | None) -> PlanGraph:
+    from ._graph import load_graph
+
+    path = started.graph_path
+    if path is None:
+        raise _Refused(
+            E_INVALID_INPUT,
+            f"plan {started.plan_id} was started from Python, not from a graph file: pass "
+            "its graph",
+        )
+    file = Path(path)
+    if not file.is_file():
+        raise _Refused(E_INVALID_INPUT, f"plan {started.plan_id} ran {file}, which is not there")
+    if started.graph_sha256 is not None:
+        if hashlib.sha256(file.read_bytes()).hexdigest() != started.graph_sha256:
+            raise _Refused(E_INVALID_INPUT, f"{file}: changed since plan {started.plan_id} started")
+    try:
+        return load_graph(file, catalog=catalog)
+    except ConfigError as exc:
+        raise _Refused(E_INVALID_INPUT, f"{file}: {exc}") from None
+
+
+def _applicable(
+    graph: PlanGraph, catalog: Catalog | None, plan_id: str, roster: Sequence[PlanCriterion]
+) -> list[Applicable]:
+    """The validations that apply to the plan, checked to give it the criteria it has."""
+    from ._evidence import PlanRoster
+    from ._pipeline import applicable_validations
+
+    try:
+        applicable = applicable_validations(graph, catalog, plan_id)
+    except (CatalogError, GategraphError) as exc:
+        raise _Refused(
+            E_INVALID_INPUT, f"cannot tell what applies to plan {plan_id}: {exc}"
+        ) from None
+    now = [(c.id, c.key) for c in PlanRoster(plan_id, graph, applicable).criteria]
+    if now != [(c.id, c.key) for c in roster]:
+        raise _Refused(
+            E_INVALID_INPUT,
+            f"plan {plan_id}'s acceptance criteria are not those it ran with (its graph or "
+            "the catalog's attachments changed)",
+        )
+    return applicable
+
+
+def _build(validator: Callable[[], Any] | None, graph: PlanGraph, plan_id: str) -> Any:
+    """A new validator for this pass; refused when it is not new."""
+    from ._roles import as_role, build_role
+
+    try:
+        if validator is not None:
+            actor = as_role(validator() if callable(validator) else validator, "validator")
+        elif graph.lifecycle.validator is not None:
+            spec = graph.lifecycle.validator
+            actor = build_role(spec.uses, spec.arguments, "validator", field="lifecycle.validator")
+        else:
+            actor = RerunValidator()
+    except ConfigError as exc:
+        raise _Refused(E_INVALID_INPUT, str(exc)) from None
+    inner = getattr(actor, "check", actor)  # an async callable, wrapped
+    worker = _worker_of(plan_id)
+    if worker is not None and (inner is worker or getattr(inner, "__self__", None) is worker):
+        raise _Refused(
+            E_VALIDATOR_NOT_INDEPENDENT,
+            f"the validator is plan {plan_id}'s execution actor: a worker never validates "
+            "its own change",
+        )
+    if _seen(inner):
+        raise _Refused(
+            E_VALIDATOR_NOT_INDEPENDENT,
+            "the validator validated before: every pass needs a new one",
+        )
+    if not inspect.isfunction(inner) and not inspect.ismethod(inner):
+        _remember(inner)
+    return actor
+
+
+def _views(
+    candidate: _Candidate,
+    graph: PlanGraph,
+    store: ContentStore,
+    home: Path | None,
+    plan_id: str,
+    scratch: Path,
+    no_worktree: bool,
+) -> dict[str, Any]:
+    """The candidate, by resource: rebuilt below ``scratch``, or the plan's sandboxes."""
+    from ._store import StoreError
+
+    inputs = candidate.inputs
+    if inputs is None:
+        raise _Refused(E_INVALID_INPUT, f"plan {plan_id}'s candidate was not kept")
+    views: dict[str, Any] = {}
+    for name, digest in inputs.items():
+        spec = graph.resources.get(name)
+        memory = spec is not None and spec.kind == "memory"
+        try:
+            if memory:
+                views[name] = store.texts(digest)
+            elif no_worktree:
+                folder = (home or Path()) / "sandboxes" / plan_id / f"r{candidate.revision}" / name
+                if not folder.is_dir():
+                    raise _Refused(E_INVALID_INPUT, f"plan {plan_id}'s sandbox of {name!r} is gone")
+                views[name] = folder
+            else:
+                folder = scratch / name
+                store.restore(digest, folder)
+                views[name] = folder
+        except StoreError as exc:
+            raise _Refused(
+                E_INVALID_INPUT, f"plan {plan_id}'s candidate is no longer kept ({exc})"
+            ) from None
+    return views
+
+
+async def spawn(
+    caller: Any = None,
+    task_id: str | None = None,
+    spawn_scope: str | None = None,
+    no_worktree: bool = False,
+    project_root: str | None = None,
+    context: Any = None,
+) -> dict[str, Any]:
+    """``spawn.validator`` as a tool (``task_id`` defaults to the calling plan's)."""
+    from ._catalog import CATALOG_FILE, DEFAULT_FOLDER, Catalog, default_catalog_path
+
+    if task_id is None and context is not None:
+        task_id = context.plan_id
+    path = (
+        Path(project_root) / DEFAULT_FOLDER / CATALOG_FILE
+        if project_root is not None
+        else default_catalog_path()
+    )
+    if not path.is_file():
+        return {"ok": False, "code": E_NOT_FOUND, "message": f"no gategraph catalog at {path}"}
+    with Catalog.open(path) as catalog:
+        return await validator_spawn(
+            caller,
+            task_id,  # type: ignore[arg-type]
+            spawn_scope=spawn_scope,
+            no_worktree=no_worktree,
+            catalog=catalog,
+            project_root=project_root,
+        )

@@ -1,0 +1,235 @@
+"""spawn.validator: a lead starts a new, independent validator of a waiting plan — never
+the plan's worker, never one that validated before — on a copy of its candidate."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from _plans import GOOD, plan, repo
+from gategraph.runtime import (
+    Catalog,
+    ConfigError,
+    ContentStore,
+    MemoryEventLog,
+    PlanStatus,
+    Supervisor,
+    ValidatorRequest,
+    load_graph,
+    validator_ac_pull,
+    validator_spawn,
+)
+from gategraph.runtime._maxn import InMemoryAuditLog
+from gategraph.runtime._validator_spawn import (
+    E_VALIDATOR_FAILED,
+    E_VALIDATOR_NOT_INDEPENDENT,
+    E_VALIDATOR_SPAWN_AUTH_ROLE,
+    E_VALIDATOR_SPAWN_AUTH_TIER,
+)
+from gategraph.runtime._validator_tools import E_INVALID_INPUT, E_NOT_FOUND
+
+LEAD = {"role": "lead", "tier": 1}
+
+
+class Waiting:
+    """A plan that passed its own round and waits for one outside validator."""
+
+    def __init__(self, tmp_path: Path, **options: Any) -> None:
+        self.text = plan(repo(tmp_path), [GOOD], outside_validators=1)
+        self.graph = load_graph(self.text)
+        self.log = MemoryEventLog()
+        self.catalog = Catalog.open(tmp_path / "gategraph.db")
+        self.store = ContentStore(tmp_path / "store")
+        self.home = tmp_path / "home"
+        self.options = options
+        self.outcome: Any = None
+
+    def supervisor(self, **more: Any) -> Supervisor:
+        return Supervisor(
+            self.graph,
+            catalog=self.catalog,
+            event_log=self.log,
+            audit=InMemoryAuditLog(),
+            store=self.store,
+            home=self.home,
+            **self.options,
+            **more,
+        )
+
+    async def run(self) -> Any:
+        self.outcome = await self.supervisor().run()
+        assert self.outcome.status is PlanStatus.AWAITING_ATTESTATION
+        return self.outcome
+
+    async def spawn(self, caller: Any = LEAD, **options: Any) -> dict[str, Any]:
+        plan_id = options.pop("plan_id", self.outcome.plan_id)
+        return await validator_spawn(
+            caller,
+            plan_id,
+            catalog=self.catalog,
+            events=await self.log.read(plan_id),
+            graph=self.graph,
+            store=self.store,
+            **options,
+        )
+
+    async def resume(self) -> Any:
+        return await self.supervisor(plan_id=self.outcome.plan_id).resume()
+
+
+@pytest.mark.anyio
+async def test_the_default_validator_checks_a_copy_and_its_attestation_lets_the_plan_apply(
+    tmp_path: Path,
+) -> None:
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    answer = await waiting.spawn(spawn_scope="Second look")
+    assert answer["ok"], answer
+    result = answer["result"]
+    assert result["validatorId"].startswith("validator-second-look-")
+    assert result["verdict"]["verdict"] == "attest"
+    assert result["submitted"]["bindingsWritten"] == 1
+    acs = validator_ac_pull(waiting.outcome.plan_id, evidence=waiting.catalog)["acs"]
+    assert [f["acId"] for f in result["verdict"]["findings"]] == [a["id"] for a in acs]
+    assert (await waiting.resume()).status is PlanStatus.APPLIED
+
+
+class Rejecting:
+    """A validator class (the graph's lifecycle.validator) that rejects every criterion."""
+
+    seen: ClassVar[list[ValidatorRequest]] = []
+
+    async def validate(self, request: ValidatorRequest) -> dict[str, Any]:
+        Rejecting.seen.append(request)
+        now = dt.datetime.now(dt.UTC).isoformat()
+        # The candidate is a copy: what the validator does to it stays there.
+        (request.resources["repo"] / "src" / "greet.py").write_text("scribbled\n")
+        return {
+            "verdict": "reject",
+            "taskId": request.plan_id,
+            "validatorId": request.validator_id,
+            "findings": [
+                {"acId": c.id, "status": "fail", "reasoning": "no", "checkedAt": now}
+                for c in request.criteria
+            ],
+            "summary": "not convinced",
+            "rejectedAt": now,
+            "schemaVersion": "1",
+        }
+
+
+@pytest.mark.anyio
+async def test_a_rejection_writes_nothing_and_the_plan_keeps_waiting(tmp_path: Path) -> None:
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    answer = await waiting.spawn(validator=Rejecting)
+    assert answer["ok"] and answer["result"]["submitted"]["failingFindingCount"] == 1
+    [request] = Rejecting.seen[-1:]
+    assert request.artifact == {"files": ["src/greet.py"]} and len(request.criteria) == 1
+    sandbox = waiting.home / "sandboxes" / waiting.outcome.plan_id / "r0" / "repo"
+    assert (sandbox / "src" / "greet.py").read_text() != "scribbled\n"
+    assert (await waiting.resume()).status is PlanStatus.AWAITING_ATTESTATION
+
+
+@pytest.mark.anyio
+async def test_the_worker_never_validates_its_own_change(tmp_path: Path) -> None:
+    from gategraph.runtime.testing import ScriptedExecutor
+
+    class Also(ScriptedExecutor):
+        async def validate(self, request: ValidatorRequest) -> Any:
+            raise AssertionError("never called")
+
+    disguised = Also(steps=[{"files": {"src/greet.py": "x = 2\n"}}])
+    waiting = Waiting(tmp_path, execution_actor=disguised)
+    await waiting.run()
+    refused = await waiting.spawn(validator=lambda: disguised)
+    assert refused["code"] == E_VALIDATOR_NOT_INDEPENDENT
+    assert "execution actor" in refused["message"]
+
+
+@pytest.mark.anyio
+async def test_every_pass_needs_a_new_validator(tmp_path: Path) -> None:
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    once = Rejecting()
+    assert (await waiting.spawn(validator=lambda: once))["ok"]
+    again = await waiting.spawn(validator=lambda: once)
+    assert again["code"] == E_VALIDATOR_NOT_INDEPENDENT and "validated before" in again["message"]
+
+
+@pytest.mark.anyio
+async def test_a_validator_that_raises_gives_no_verdict(tmp_path: Path) -> None:
+    class Broken:
+        async def validate(self, request: ValidatorRequest) -> Any:
+            raise RuntimeError("lost its way")
+
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    answer = await waiting.spawn(validator=Broken)
+    assert answer == {
+        "ok": False,
+        "code": E_VALIDATOR_FAILED,
+        "message": "the validator raised RuntimeError: lost its way",
+    }
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("caller", "code"),
+    [
+        ({"role": "worker", "tier": 2}, E_VALIDATOR_SPAWN_AUTH_ROLE),
+        ({"role": "validator", "tier": 2}, E_VALIDATOR_SPAWN_AUTH_ROLE),
+        ("lead", E_VALIDATOR_SPAWN_AUTH_ROLE),
+        ({"role": "lead", "tier": 0}, E_VALIDATOR_SPAWN_AUTH_TIER),
+        ({"role": "orchestrator", "tier": 3}, E_INVALID_INPUT),
+        ({"role": "lead", "tier": True}, E_INVALID_INPUT),
+        ({"role": "lead"}, E_INVALID_INPUT),
+    ],
+)
+async def test_who_may_spawn(tmp_path: Path, caller: Any, code: str) -> None:
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    assert (await waiting.spawn(caller))["code"] == code
+
+
+@pytest.mark.anyio
+async def test_bad_input_and_unknown_plans(tmp_path: Path) -> None:
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    assert (await waiting.spawn(spawn_scope=3))["code"] == E_INVALID_INPUT
+    assert (await waiting.spawn(no_worktree="yes"))["code"] == E_INVALID_INPUT
+    assert (await waiting.spawn(plan_id=""))["code"] == E_INVALID_INPUT
+    unknown = await validator_spawn(LEAD, "01NOPE", catalog=waiting.catalog, events=[])
+    assert unknown["code"] == E_NOT_FOUND
+    nowhere = await validator_spawn(LEAD, "01NOPE", catalog=waiting.catalog, project_root=tmp_path)
+    assert nowhere["code"] == E_NOT_FOUND and "no event log" in nowhere["message"]
+
+
+@pytest.mark.anyio
+async def test_no_candidate_before_a_round_passed(tmp_path: Path) -> None:
+    from _plans import BAD
+
+    text = plan(repo(tmp_path), [BAD], retry_limit=0, strategy_revisions=0)
+    graph, log, catalog = load_graph(text), MemoryEventLog(), Catalog.in_memory()
+    outcome = await Supervisor(
+        graph, catalog=catalog, event_log=log, audit=InMemoryAuditLog()
+    ).run()
+    assert outcome.status is PlanStatus.AWAITING_DECISION
+    answer = await validator_spawn(
+        LEAD, outcome.plan_id, catalog=catalog, events=await log.read(outcome.plan_id), graph=graph
+    )
+    assert answer["code"] == E_INVALID_INPUT and "no candidate yet" in answer["message"]
+
+
+def test_a_graph_names_a_validator_class_not_an_object(tmp_path: Path) -> None:
+    text = plan(repo(tmp_path), [GOOD]).replace(
+        "lifecycle:\n", "lifecycle:\n  validator: {uses: 'gategraph.runtime.testing:passing'}\n"
+    )
+    with pytest.raises(ConfigError, match=r"lifecycle\.validator\.uses: .*is not a class"):
+        load_graph(text)
+    fine = plan(repo(tmp_path / "b"), [GOOD]).replace(
+        "lifecycle:\n", f"lifecycle:\n  validator: {{uses: '{__name__}:Rejecting'}}\n"
+    )
+    assert load_graph(fine).lifecycle.validator is not None
