@@ -369,6 +369,13 @@ class Catalog:
             return [self._add(db, tool, update) for tool in tools]
 
     def _add(self, db: sqlite3.Connection, tool: Tool, update: bool) -> Tool:
+        from ._validator_tools import VALIDATOR_TOOLS
+
+        if tool.name in VALIDATOR_TOOLS:
+            # How outside validators reach plans: a name that must mean one thing.
+            raise ConfigError.at(
+                "name", f"{tool.name!r} is the name of a built-in validator tool: pick another"
+            )
         config = tool.model_dump_json(exclude_defaults=True)
         if tool.source is ToolSource.MCP and tool.mcp_server is not None:
             if self._server(db, tool.mcp_server) is None:
@@ -468,9 +475,11 @@ class Catalog:
         with self._write() as db:
             tool = self._load(db, name)
             if tool is None:
-                if builtin(name) is not None:
+                found = builtin(name)
+                if found is not None:
                     raise IntegrityError(
-                        f"{name!r} is a built-in validation: it cannot be removed", name=name
+                        f"{name!r} is a built-in {found.tool_type.value}: it cannot be removed",
+                        name=name,
                     )
                 raise NotFoundError(f"no tool or validation named {name!r}", name=name)
             wrapper = db.execute(
@@ -835,31 +844,45 @@ class Catalog:
 
     def register_roster(self, roster: PlanRoster) -> None:
         """Keep the acceptance criteria of ``roster``'s plan, for validators that pull
-        them by the plan's id. Registering a plan again changes nothing."""
+        them by the plan's id. Registering the same roster again (a resumed plan) changes
+        nothing; another roster under the same plan id (a new plan reusing an id) replaces
+        it, and the bindings of the old one go: they were not about this plan."""
         with self._write() as db:
             added = db.execute(
                 "INSERT INTO evidence_plans (plan_id, criteria) VALUES (?, ?) "
                 "ON CONFLICT (plan_id) DO NOTHING",
                 (roster.plan_id, len(roster)),
             ).rowcount
-            if added:
-                db.executemany(
-                    "INSERT INTO acceptance_criteria "
-                    "(id, plan_id, ordinal, alias, key, text, validations) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            c.id,
-                            roster.plan_id,
-                            c.ordinal,
-                            c.alias,
-                            c.key,
-                            c.text,
-                            json.dumps(c.validations),
-                        )
-                        for c in roster.criteria
-                    ],
+            if not added:
+                kept = db.execute(
+                    "SELECT id, key FROM acceptance_criteria WHERE plan_id = ? ORDER BY ordinal",
+                    (roster.plan_id,),
+                ).fetchall()
+                if [tuple(row) for row in kept] == [(c.id, c.key) for c in roster.criteria]:
+                    return
+                for table in ("evidence_ac_bindings", "acceptance_criteria"):
+                    db.execute(f"DELETE FROM {table} WHERE plan_id = ?", (roster.plan_id,))
+                db.execute(
+                    "UPDATE evidence_plans SET criteria = ? WHERE plan_id = ?",
+                    (len(roster), roster.plan_id),
                 )
+            db.executemany(
+                "INSERT INTO acceptance_criteria "
+                "(id, plan_id, ordinal, alias, key, text, validations) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        c.id,
+                        roster.plan_id,
+                        c.ordinal,
+                        c.alias,
+                        c.key,
+                        c.text,
+                        json.dumps(c.validations),
+                    )
+                    for c in roster.criteria
+                ],
+            )
 
     def roster(self, plan_id: str) -> builtins.list[PlanCriterion] | None:
         """The acceptance criteria of plan ``plan_id`` in order, or None for a plan this

@@ -1116,7 +1116,8 @@ def _show_outcome(
         elif outcome.status is PlanStatus.AWAITING_ATTESTATION:
             click.echo(
                 "outside validators pull its acceptance criteria with validator.ac-pull and "
-                "attest them with validator.attest (served by: gategraph mcp serve); "
+                "attest them with validator.attest (served by: gategraph mcp serve "
+                "--validators); "
                 f"then continue it with: gategraph resume {outcome.plan_id}"
             )
     if report is not None:
@@ -1517,8 +1518,10 @@ def resume(
 
     Validations that completed before the crash are not run again; a crash during Apply is
     recovered per resource, never applied twice. GRAPH defaults to the file the plan ran
-    (recorded in its log); it must be unchanged. A finished or paused plan shows its
-    outcome and changes nothing. Exit codes as for `run`.
+    (recorded in its log); it must be unchanged. A finished plan, or one paused for a
+    person, shows its outcome and changes nothing (answer it with `decide` or `approve`);
+    a plan waiting for outside validators is applied if they have attested it since, and
+    waits on otherwise. Exit codes as for `run`.
     """
     _resume_command(plan_id, graph, decision=None, as_json=as_json, report=report, otel=otel)
 
@@ -1643,6 +1646,14 @@ _add_mcp_client_commands()
     "and gategraph.plans_waiting.",
 )
 @click.option(
+    "--validators",
+    is_flag=True,
+    help="Also serve the validator tools (validator.ac-pull, validator.attest, "
+    "validator.reject, spawn.validator), with which an agent reviews a plan as an "
+    "independent validator: an attestation lets a plan that waits for outside validators "
+    "apply. Serve them only to clients you trust to review.",
+)
+@click.option(
     "--root",
     metavar="DIR",
     type=click.Path(path_type=Path),
@@ -1655,9 +1666,11 @@ def mcp_serve(
     allow_remote: bool,
     no_builtins: bool,
     plans: bool,
+    validators: bool,
     root: Path | None,
 ) -> None:
-    """Serve the catalog's validations and read-only tools as MCP tools.
+    """Serve the catalog's validations and read-only tools as MCP tools (with --plans and
+    --validators, the plan and validator tools too).
 
     Each takes its resource slots as folder paths (or files), then its own arguments, and
     returns {passed, message, data}; it runs with the read-only guard and its timeout, as
@@ -1682,11 +1695,14 @@ def mcp_serve(
 
     endpoint = parse_address(address, allow_remote=allow_remote) if address else None
     served = served_root(root, field="--root")
-    with _catalog(create=False) as catalog:
+    # The validator tools work on the catalog the plans run with: made if there is none yet,
+    # or a plan run later would keep its criteria where this server does not look.
+    with _catalog(create=validators) as catalog:
         server = create_mcp_server(
             catalog,
             builtins=not no_builtins,
             plans=plans,
+            validators=validators,
             event_log_path=_event_log_path(),
             root=served,
         )

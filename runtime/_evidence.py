@@ -165,7 +165,8 @@ class EvidenceStore(Protocol):
 
     def register_roster(self, roster: PlanRoster) -> None:
         """Keep ``roster`` (its plan's criteria) for validators that pull it by plan id.
-        Registering a plan again changes nothing."""
+        Registering the same roster again changes nothing; another roster under the same
+        plan id (a new plan reusing an id) replaces it, and its bindings go."""
 
     def roster(self, plan_id: str) -> list[PlanCriterion] | None:
         """The criteria of plan ``plan_id`` in order, or None for a plan never registered."""
@@ -200,8 +201,15 @@ class MemoryEvidence:
         self._complete: dict[str, dict[str, float]] = {}
 
     def register_roster(self, roster: PlanRoster) -> None:
+        plan_id = roster.plan_id
         with self._lock:
-            self._rosters.setdefault(roster.plan_id, roster)
+            kept = self._rosters.get(plan_id)
+            if kept is not None and [k for k, _ in kept.keys()] == [k for k, _ in roster.keys()]:
+                return  # the same plan again (resumed)
+            # A new plan under an id used before: what was bound to the old one is not its.
+            self._rosters[plan_id] = roster
+            self._bindings.pop(plan_id, None)
+            self._complete.pop(plan_id, None)
 
     def roster(self, plan_id: str) -> list[PlanCriterion] | None:
         with self._lock:

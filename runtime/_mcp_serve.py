@@ -881,8 +881,9 @@ def _validator_tool_listing() -> list[dict[str, Any]]:
             "inputSchema": _served_schema(name),
             "annotations": {
                 "readOnlyHint": config.get("capability", {}).get("read_only", False),
-                "destructiveHint": False,
-                "idempotentHint": True,
+                # An attestation (or a spawned validator's) can let a plan reach Apply.
+                "destructiveHint": not config.get("capability", {}).get("read_only", False),
+                "idempotentHint": name != SPAWN,
                 "openWorldHint": False,
             },
         }
@@ -1092,7 +1093,11 @@ class _Tools:
     def _entries(self) -> list[Tool]:
         from ._builtins import builtin, builtin_names
 
-        entries = {tool.name: tool for tool in self.catalog.list() if _servable(tool)}
+        entries = {
+            tool.name: tool
+            for tool in self.catalog.list()
+            if _servable(tool) and tool.name not in VALIDATOR_TOOLS  # names reserved
+        }
         if self.builtins:
             for name in builtin_names():
                 if name in VALIDATOR_TOOLS:
@@ -1146,8 +1151,8 @@ class _Tools:
 
     def find(self, name: str) -> ServedTool | None:
         """The served tool called ``name`` on MCP, or None."""
-        if name in PLAN_TOOLS:
-            return None  # reserved (see build)
+        if name in PLAN_TOOLS or name in VALIDATOR_TOOLS:
+            return None  # reserved (see build; the validator tools are served by name)
         try:
             # The common case, without reading the whole catalog: the catalog's entry of
             # that name, or the built-in one.
@@ -1165,6 +1170,7 @@ def create_mcp_server(
     *,
     builtins: bool = True,
     plans: bool = False,
+    validators: bool = False,
     event_log_path: str | os.PathLike[str] | None = None,
     default_timeout: float | None = None,
     warn: Callable[[str], None] | None = None,
@@ -1174,7 +1180,10 @@ def create_mcp_server(
     validations and read-only tools; with ``builtins``, the built-in validations the
     catalog does not shadow too. With ``plans``, also ``gategraph.run_plan`` and
     ``gategraph.plans_waiting``, over the SQLite event log at ``event_log_path`` (default:
-    beside the catalog). ``warn`` receives one line per entry that is not served.
+    beside the catalog). With ``validators``, also the validator tools (``validator.ac-pull``,
+    ``validator.attest``, ``validator.reject``, ``spawn.validator``) on ``catalog``: an
+    attestation lets a plan that waits for outside validators apply, so they are served
+    only when asked for. ``warn`` receives one line per entry that is not served.
 
     Every path a call names must be inside ``root`` (default: the working directory now),
     resolved once, here; a relative path is relative to it. Raises :class:`ConfigError`
@@ -1201,7 +1210,8 @@ def create_mcp_server(
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         listed = [served.describe() for served in tools.listing()]
-        listed += _validator_tool_listing()
+        if validators:
+            listed += _validator_tool_listing()
         if plans:
             listed += _plan_tools()
         return types.ListToolsResult.model_validate({"tools": listed})
@@ -1221,7 +1231,7 @@ def create_mcp_server(
             waiting = await anyio.to_thread.run_sync(plans_waiting, log_path)
             listed = {"plans": waiting}
             return ToolReply(structured=listed, text=_json(listed))
-        if name in VALIDATOR_TOOLS:
+        if validators and name in VALIDATOR_TOOLS:
             return await call_validator_tool(name, arguments or {}, catalog, log_path)
         served = tools.find(name)
         if served is None:

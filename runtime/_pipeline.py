@@ -29,6 +29,7 @@ from ._maxn import (
 from ._models import Validation, ValidationMode
 from ._protocols import Applicable
 from ._results import ResultError, ValidationResult
+from ._verdicts import VALIDATOR_ID
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -63,9 +64,6 @@ __all__ = [
 
 LAYERS: Final = ("routing", "payload", "semantic", "approval")
 """The pipeline's layers, in the order they run (seed 002 §5.2; immutable, §12)."""
-
-VALIDATOR_ID: Final = "validator-gategraph"
-"""The ``validatorId`` of the envelopes gategraph issues."""
 
 
 class Reason(msgspec.Struct, kw_only=True, frozen=True):

@@ -19,8 +19,8 @@ import anyio.to_thread
 
 from ._events import AttestationRequired, AttestationsReceived, PlanFinished
 from ._journal import event_tag
-from ._pipeline import VALIDATOR_ID
 from ._plan import PlanStatus
+from ._verdicts import VALIDATOR_ID
 
 if TYPE_CHECKING:
     from ._evidence import Coverage, EvidenceStore, PlanRoster
@@ -66,6 +66,12 @@ class CoverageGate:
                 f"not applied: {len(missing)} acceptance criteria have no coverage binding "
                 f"({', '.join(missing[:5])})"
             )
+        if not len(self.roster):
+            # seed 003: an empty roster is never attested; no validator could cover it.
+            return PlanStatus.FAILED, (
+                "not applied: the plan has no acceptance criteria, so no outside validator "
+                "can attest it (policy.outside_validators)"
+            )
         received = journal.take("attestations_received")
         if received is not None:
             return None  # attested then (resuming, or replaying): the log says by whom
@@ -92,10 +98,10 @@ class CoverageGate:
                         AttestationsReceived, round=context.round, validators=validators
                     )
                     return None
-        who = "validator" if needed == 1 else "validators"
+        who = "validator" if needed == 1 else "validators, each"
         return PlanStatus.AWAITING_ATTESTATION, (
-            f"waiting for {needed} outside {who} to attest each of its "
-            f"{len(self.roster)} acceptance criteria"
+            f"waiting for {needed} outside {who} to attest all {len(self.roster)} of its "
+            "acceptance criteria"
         )
 
     async def _coverage(self, since: float) -> Coverage:
@@ -103,20 +109,22 @@ class CoverageGate:
         return await anyio.to_thread.run_sync(coverage)
 
     async def _covering(self, since: float, needed: int) -> list[str] | None:
-        """The outside validators covering the plan, sorted, when every criterion has
-        ``needed`` of them; else None."""
+        """The outside validators that each attested every criterion, sorted, when there
+        are ``needed`` of them; else None. Partial attestations by several validators do
+        not add up: each validator's verdict is about the whole plan."""
         coverage = await self._coverage(since)
-        if self._missing(coverage, needed):
-            return None
-        outside = set(coverage.complete)
-        for validators in coverage.by.values():
-            outside.update(validators)
-        outside.discard(VALIDATOR_ID)
-        return sorted(outside)
+        whole: set[str] | None = None
+        for ordinal in range(1, len(self.roster) + 1):
+            covering = coverage.validators_of(self.roster.id_of(ordinal))
+            whole = set(covering) if whole is None else whole & covering
+            if not whole - {VALIDATOR_ID}:
+                return None
+        outside = sorted((whole or set()) - {VALIDATOR_ID})
+        return outside if len(outside) >= needed else None
 
     def _missing(self, coverage: Coverage, needed: int) -> list[str]:
-        """The aliases of the criteria with fewer than ``needed`` outside validators (at
-        least one validator of any kind)."""
+        """The aliases of the criteria no validator covers (``needed`` 0), or fewer than
+        ``needed`` outside validators do."""
         if needed == 0 and coverage.complete:
             return []  # one attestation covers all of them: no need to look at each
         missing = []

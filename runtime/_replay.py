@@ -144,12 +144,18 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _findings(verdict: Mapping[str, Any] | None) -> tuple[Any, list[tuple[str, str]]]:
+def _findings(
+    verdict: Mapping[str, Any] | None, keys: Mapping[str, str]
+) -> tuple[Any, list[tuple[str, str]]]:
+    """The verdict and its findings, each criterion named by its key in the graph (a log
+    written before criteria had ids names them so: it replays all the same)."""
     if not verdict:
         return None, []
     findings = verdict.get("findings") or []
     return verdict.get("verdict"), sorted(
-        (str(f.get("acId")), str(f.get("status"))) for f in findings if isinstance(f, Mapping)
+        (keys.get(str(f.get("acId")), str(f.get("acId"))), str(f.get("status")))
+        for f in findings
+        if isinstance(f, Mapping)
     )
 
 
@@ -227,6 +233,8 @@ class ReplayJournal(PlanJournal):
         self.notes: list[str] = []
         self.decisions = 0
         """Decisions of the supervisor compared with the log."""
+        self.criterion_keys: Mapping[str, str] = {}
+        """The plan's acceptance criteria's keys in the graph, by id."""
         self._flagged = False
         """Whether the engine events before the round's outcome were reported already."""
         self.ended_early = False
@@ -406,10 +414,11 @@ class ReplayJournal(PlanJournal):
                 self.mismatch(recorded, f"{name} {value!r}", f"{name} {logged_value!r}")
         verdict = fields.get("verdict")
         if tag in ("artifact_rejected", "artifact_validated") and verdict and not self._none_ran:
-            want_findings = _findings(verdict)
+            want_findings = _findings(verdict, self.criterion_keys)
             logged_verdict = getattr(recorded, "verdict", None)
             got_findings = _findings(
-                logged_verdict if isinstance(logged_verdict, Mapping) else None
+                logged_verdict if isinstance(logged_verdict, Mapping) else None,
+                self.criterion_keys,
             )
             if want_findings != got_findings:
                 self.mismatch(recorded, _verdict_text(*want_findings), _verdict_text(*got_findings))
@@ -739,6 +748,7 @@ def replay_plan(
     validations. Nothing runs: no validation, actor, resource or file is touched (seed 002
     §13). Raises :class:`ValueError` when there are no events.
     """
+    from ._evidence import MemoryEvidence
     from ._supervisor import Supervisor
 
     if not events:
@@ -782,10 +792,12 @@ def replay_plan(
         sleep=_no_wait,
         strategy_actor=nobody,
         execution_actor=nobody,
+        evidence=MemoryEvidence(),  # never touched: a replay is offline
     )
     supervisor.plan_id = plan_id
     supervisor.applicable = applicable
     supervisor.journal = walked
+    walked.criterion_keys = {c.id: c.key for c in supervisor.roster.criteria}
     outcome = _walk(supervisor, walked, mine)
     if outcome is not None:
         pause = _PAUSED.get(outcome.status.value)

@@ -389,6 +389,14 @@ class Supervisor:
         )
         """The validation rounds: routing → payload → semantic → approval."""
         if evidence is None:
+            if catalog is None and graph.policy.outside_validators:
+                # A store of this process alone: no validator outside it could attest.
+                raise ConfigError.at(
+                    "policy.outside_validators",
+                    "outside validators attest a plan in an evidence store they can reach: "
+                    "run it with a catalog (catalog=), or give the store (evidence=)",
+                    source=graph.source,
+                )
             evidence = catalog if catalog is not None else MemoryEvidence()
         self.evidence: EvidenceStore = evidence
         """Where the plan's acceptance criteria and the evidence bound to them are kept:

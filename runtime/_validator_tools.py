@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ._exceptions import ConfigError
 from ._verdicts import (
     AGENT_ROLES,
+    VALIDATOR_ID,
     ValidatorAttestation,
     ValidatorRejection,
     parse_verdict,
@@ -129,6 +130,36 @@ def _store(
         yield catalog
 
 
+@contextlib.contextmanager
+def _checked(
+    evidence: EvidenceStore | None,
+    project_root: str | os.PathLike[str] | None,
+    verdict: ValidatorAttestation | ValidatorRejection,
+    code: str,
+) -> Iterator[EvidenceStore]:
+    """The store, once the plan the verdict is about and every criterion its findings
+    name are known there (refused with ``code`` otherwise)."""
+    try:
+        with _store(evidence, project_root) as store:
+            roster = store.roster(verdict.task_id)
+            if roster is None:
+                raise _Refused(code, f"no plan {verdict.task_id} is known here")
+            known = {c.id for c in roster}
+            unknown = [f.ac_id for f in verdict.findings if f.ac_id not in known]
+            if unknown:
+                raise _Refused(
+                    code,
+                    f"plan {verdict.task_id} has no acceptance criterion "
+                    f"{', '.join(dict.fromkeys(unknown))} (findings name criteria by the id "
+                    "validator.ac-pull gives)",
+                )
+            yield store
+    except _Refused as refused:
+        if refused.reply["code"] in (E_NOT_FOUND, E_INVALID_INPUT):
+            raise _Refused(code, refused.reply["message"]) from None
+        raise
+
+
 def _check_role(caller: Any, what: str) -> None:
     role = caller.get("role") if isinstance(caller, Mapping) else None
     if role not in AGENT_ROLES:
@@ -213,19 +244,14 @@ def validator_attest(
                 "the attestation's verdict must be 'attest' (send a rejection with "
                 "validator.reject)",
             )
-        with _store(evidence, project_root) as store:
-            roster = store.roster(parsed.task_id)
-            if roster is None:
-                raise _Refused(E_VALIDATOR_AC_NOT_FOUND, f"no plan {parsed.task_id} is known here")
-            known = {c.id for c in roster}
-            named = list(dict.fromkeys(f.ac_id for f in parsed.findings))
-            unknown = [ac for ac in named if ac not in known]
-            if unknown:
-                raise _Refused(
-                    E_VALIDATOR_AC_NOT_FOUND,
-                    f"plan {parsed.task_id} has no acceptance criterion {', '.join(unknown)} "
-                    "(findings name criteria by the id validator.ac-pull gives)",
-                )
+        if parsed.validator_id == VALIDATOR_ID:
+            raise _Refused(
+                E_VALIDATOR_ATTESTATION_INVALID,
+                f"validatorId {VALIDATOR_ID!r} is the plan's own validation round: an outside "
+                "validator signs with an id of its own",
+            )
+        named = list(dict.fromkeys(f.ac_id for f in parsed.findings))
+        with _checked(evidence, project_root, parsed, E_VALIDATOR_AC_NOT_FOUND) as store:
             store.bind_coverage(parsed.task_id, parsed.validator_id, named)
     except _Refused as refused:
         return refused.reply
@@ -257,6 +283,8 @@ def validator_reject(
                 "the rejection's verdict must be 'reject' (send an attestation with "
                 "validator.attest)",
             )
+        with _checked(evidence, project_root, parsed, E_VALIDATOR_REJECTION_INVALID):
+            pass  # checked only: a rejection writes nothing
     except _Refused as refused:
         return refused.reply
     failing = [f.ac_id for f in parsed.findings if f.status != "pass"]

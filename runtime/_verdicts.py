@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_ROLES",
+    "VALIDATOR_ID",
     "VALIDATOR_ID_PATTERN",
     "VALIDATOR_VERDICT_ADAPTER",
     "AgentRole",
@@ -65,6 +66,9 @@ __all__ = [
     "is_validator_verdict",
     "parse_verdict",
 ]
+
+VALIDATOR_ID: Final = "validator-gategraph"
+"""The ``validatorId`` of the envelopes gategraph's own validation rounds issue."""
 
 VALIDATOR_ID_PATTERN = r"^validator-[a-z0-9][a-z0-9-]*$"
 """What a ``validatorId`` must look like: ``validator-`` then lowercase letters, digits, dashes."""

@@ -132,7 +132,7 @@ async def test_a_plan_waits_for_an_outside_validator_then_applies(tmp_path: Path
     text = two_criteria(tmp_path, outside_validators=1)
     outcome, _, log = await start(tmp_path, text, catalog)
     assert outcome.status is PlanStatus.AWAITING_ATTESTATION and outcome.status.waiting
-    assert "waiting for 1 outside validator to attest each of its 2" in outcome.message
+    assert "waiting for 1 outside validator to attest all 2 of its" in outcome.message
     root = tmp_path / "repo"
     assert not (root / "src" / "greet.py").exists()
     plan_id = outcome.plan_id
@@ -312,3 +312,94 @@ async def test_a_plan_node_calls_the_validator_tools_on_its_own_plan(tmp_path: P
     events = [e for e in await log.read(outcome.plan_id) if event_tag(e) == "work_finished"]
     pulled = events[0].artifact["roster"]
     assert pulled["ok"] and [a["text"] for a in pulled["acs"]] == ["It parses."]
+
+
+@pytest.mark.anyio
+async def test_partial_attestations_by_different_validators_do_not_add_up(
+    tmp_path: Path,
+) -> None:
+    catalog = Catalog.open(tmp_path / "gategraph.db")
+    text = two_criteria(tmp_path, outside_validators=1)
+    outcome, _, log = await start(tmp_path, text, catalog)
+    plan_id, graph = outcome.plan_id, load_graph(text)
+    acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
+    validator_attest(VALIDATOR, attestation(plan_id, acs[:1], "validator-a"), evidence=catalog)
+    validator_attest(VALIDATOR, attestation(plan_id, acs[1:], "validator-b"), evidence=catalog)
+    still = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
+    assert still.status is PlanStatus.AWAITING_ATTESTATION
+    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-b"), evidence=catalog)
+    done = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
+    assert done.status is PlanStatus.APPLIED
+
+
+@pytest.mark.anyio
+async def test_a_plan_without_criteria_is_never_applied_on_outside_attestations(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "version: 1\nname: ungated\nresources: {notes: {kind: memory, files: {a: b}}}\n"
+        "validations:\n  - {name: advice, entrypoint: 'gategraph.runtime.testing:passing', "
+        "mode: informational}\nnodes: [{id: advice, validation: advice}]\n"
+        "policy: {allow_ungated: true, outside_validators: 2}\n"
+    )
+    catalog = Catalog.in_memory()
+    outcome, _, _ = await start(tmp_path, text, catalog)
+    assert outcome.status is PlanStatus.FAILED
+    assert "no acceptance criteria" in outcome.message
+
+
+def test_a_plan_that_waits_for_outside_validators_needs_a_store_they_reach(
+    tmp_path: Path,
+) -> None:
+    from gategraph.runtime import ConfigError
+
+    graph = load_graph(two_criteria(tmp_path, outside_validators=1))
+    with pytest.raises(ConfigError, match=r"policy\.outside_validators: .*evidence store"):
+        Supervisor(graph)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("memory", [False, True])
+async def test_a_new_plan_under_a_reused_id_has_its_own_roster(
+    tmp_path: Path, memory: bool
+) -> None:
+    evidence: Any = MemoryEvidence() if memory else Catalog.open(tmp_path / "gategraph.db")
+    one = load_graph(plan(repo(tmp_path / "one"), [GOOD]))
+    two = load_graph(two_criteria(tmp_path / "two"))
+    first = await Supervisor(one, evidence=evidence, plan_id="nightly").run()
+    assert first.status is PlanStatus.APPLIED
+    second = await Supervisor(two, evidence=evidence, plan_id="nightly").run()
+    assert second.status is PlanStatus.APPLIED, second.message
+    pulled = validator_ac_pull("nightly", evidence=evidence)["acs"]
+    assert [a["text"] for a in pulled] == ["The code parses.", "The greeting is kept."]
+
+
+@pytest.mark.anyio
+async def test_a_log_from_before_criteria_had_ids_replays(tmp_path: Path) -> None:
+    """Its verdicts name criteria by their keys in the graph: they match all the same."""
+    import msgspec
+
+    log = MemoryEventLog()
+    graph = load_graph(two_criteria(tmp_path))
+    outcome = await Supervisor(graph, event_log=log, audit=InMemoryAuditLog()).run()
+    old = []
+    for event in await log.read(outcome.plan_id):
+        verdict = getattr(event, "verdict", None)
+        if isinstance(verdict, dict) and verdict.get("findings"):
+            keys = ["AC1", "AC2"]
+            findings = [dict(f, acId=k) for f, k in zip(verdict["findings"], keys, strict=True)]
+            event = msgspec.structs.replace(event, verdict={**verdict, "findings": findings})
+        old.append(event)
+    report = replay_plan(old, graph)
+    assert report.matches, report.mismatches
+
+
+def test_rejections_name_criteria_the_plan_has(tmp_path: Path) -> None:
+    evidence = MemoryEvidence()
+    answer = validator_reject(
+        VALIDATOR, rejection("01NOPE", [{"id": "x", "alias": "AC1"}]), evidence=evidence
+    )
+    assert answer["code"] == E_VALIDATOR_REJECTION_INVALID and "no plan" in answer["message"]
+    own = attestation("p", [{"id": "x", "alias": "AC1"}], "validator-gategraph")
+    refused = validator_attest(VALIDATOR, own, evidence=evidence)
+    assert refused["code"] == E_VALIDATOR_ATTESTATION_INVALID

@@ -81,7 +81,7 @@ def gategraph(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[
 @pytest.mark.anyio
 async def test_listed_with_their_arguments_and_refusals_are_errors() -> None:
     with Catalog.in_memory() as catalog:
-        async with session_with(create_mcp_server(catalog)) as session:
+        async with session_with(create_mcp_server(catalog, validators=True)) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             pull = tools["validator.ac-pull"]
             assert pull.input_schema["required"] == ["task_id"]
@@ -112,7 +112,7 @@ async def test_an_attestation_over_mcp_lets_the_plan_of_the_same_catalog_apply(
         first = Supervisor(graph, catalog=catalog, event_log=log, audit=InMemoryAuditLog())
         waiting = await first.run()
         assert waiting.status is PlanStatus.AWAITING_ATTESTATION
-        async with session_with(create_mcp_server(catalog)) as session:
+        async with session_with(create_mcp_server(catalog, validators=True)) as session:
             result, _ = await call(session, "validator.ac-pull", {"task_id": waiting.plan_id})
             acs = result.structured_content["acs"]
             result, _ = await call(
@@ -148,7 +148,7 @@ async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
     env["GATEGRAPH_HOME"] = str(home)
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gategraph.runtime", "mcp", "serve", "--plans"],
+        args=["-m", "gategraph.runtime", "mcp", "serve", "--plans", "--validators"],
         env=env,
         cwd=str(tmp_path),
     )
@@ -205,7 +205,7 @@ async def test_a_lead_spawns_a_validator_over_mcp_and_the_plan_applies(tmp_path:
     env["GATEGRAPH_HOME"] = str(home)
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gategraph.runtime", "mcp", "serve", "--plans"],
+        args=["-m", "gategraph.runtime", "mcp", "serve", "--plans", "--validators"],
         env=env,
         cwd=str(tmp_path),
     )
@@ -234,3 +234,48 @@ async def test_a_lead_spawns_a_validator_over_mcp_and_the_plan_applies(tmp_path:
     done = gategraph(home, "resume", plan_id, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (root / "src" / "greet.py").exists()
+
+
+@pytest.mark.anyio
+async def test_served_only_when_asked_for_and_their_names_are_reserved() -> None:
+    from gategraph.runtime import ConfigError, Tool
+
+    with Catalog.in_memory() as catalog:
+        with pytest.raises(ConfigError, match="name of a built-in validator tool"):
+            catalog.add(Tool.from_config({"name": "validator.attest", "code": "def run(): 1"}))
+        async with session_with(create_mcp_server(catalog)) as session:
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert not names & {"validator.attest", "validator.ac-pull", "spawn.validator"}
+            result, text = await call(session, "validator.ac-pull", {"task_id": "x"})
+            assert result.is_error and "Unknown tool" in text
+        async with session_with(create_mcp_server(catalog, validators=True)) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            attest = tools["validator.attest"].annotations
+            assert attest is not None and attest.destructive_hint is True
+
+
+@pytest.mark.anyio
+async def test_a_server_started_before_any_plan_sees_the_plans_run_later(tmp_path: Path) -> None:
+    """With --validators the server makes the catalog the CLI's plans then use."""
+    root = repo(tmp_path)
+    graph_file = tmp_path / "plan.yaml"
+    graph_file.write_text(plan(root, [GOOD], outside_validators=1))
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
+    env["GATEGRAPH_HOME"] = str(home)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gategraph.runtime", "mcp", "serve", "--validators"],
+        env=env,
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "stderr.txt").open("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                ran = gategraph(home, "run", str(graph_file), "--json", cwd=tmp_path)
+                assert ran.returncode == 3, ran.stderr
+                plan_id = json.loads(ran.stdout)["plan_id"]
+                result, text = await call(session, "validator.ac-pull", {"task_id": plan_id})
+                assert not result.is_error, text
+                assert [a["alias"] for a in result.structured_content["acs"]] == ["AC1"]
