@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ._models import Tool
 
-__all__ = ["builtin", "builtin_names"]
+__all__ = ["builtin", "builtin_names", "shipped"]
 
 
 @functools.cache
@@ -39,6 +39,17 @@ def _builtins() -> Mapping[str, Tool]:
 def builtin(name: str) -> Tool | None:
     """The built-in validation or tool called ``name``, or ``None``."""
     return _builtins().get(name)
+
+
+def shipped(name: str) -> Tool | None:
+    """What a name means when neither a graph nor the catalog defines it: a built-in, else
+    an installed plugin's validation, else ``None``."""
+    found = _builtins().get(name)
+    if found is not None:
+        return found
+    from ._plugins import plugin_validation
+
+    return plugin_validation(name)
 
 
 def builtin_names() -> tuple[str, ...]:

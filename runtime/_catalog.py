@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 import msgspec
 from pydantic import ValidationError
 
-from ._builtins import builtin
+from ._builtins import shipped
 from ._evidence import COVERAGE, Coverage, PlanCriterion, atom_id, binding_id
 from ._exceptions import (
     CatalogError,
@@ -327,7 +327,7 @@ class Catalog:
     def _find(self, db: sqlite3.Connection, name: str) -> Tool | None:
         """A registered entry, else the built-in validation of that name, else ``None``."""
         found = self._load(db, name)
-        return found if found is not None else builtin(name)
+        return found if found is not None else shipped(name)
 
     def _decode(self, name: str, tool_type: str, config: str) -> Tool:
         model: type[Tool] = Validation if tool_type == ToolType.VALIDATION.value else Tool
@@ -475,12 +475,14 @@ class Catalog:
         with self._write() as db:
             tool = self._load(db, name)
             if tool is None:
-                found = builtin(name)
+                found = shipped(name)
                 if found is not None:
-                    raise IntegrityError(
-                        f"{name!r} is a built-in {found.tool_type.value}: it cannot be removed",
-                        name=name,
+                    origin = (
+                        f"comes from plugin {found.plugin} (uninstall the package to remove it)"
+                        if found.plugin
+                        else f"is a built-in {found.tool_type.value}"
                     )
+                    raise IntegrityError(f"{name!r} {origin}: it cannot be removed", name=name)
                 raise NotFoundError(f"no tool or validation named {name!r}", name=name)
             wrapper = db.execute(
                 "SELECT name FROM tools WHERE wraps = ? ORDER BY name LIMIT 1", (name,)
@@ -523,7 +525,7 @@ class Catalog:
             return False
         with self._lock:
             found = self._db.execute("SELECT 1 FROM tools WHERE name = ?", (name,)).fetchone()
-        return found is not None or builtin(name) is not None
+        return found is not None or shipped(name) is not None
 
     def list(self, type: ToolType | str | None = None) -> builtins.list[Tool]:
         """Return every tool and validation, by name, or only those of ``type``."""

@@ -423,6 +423,17 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
         for kind, names in unlisted.items()
         if names and type_ in (None, kind)
     ]
+    if type_ != "tool":
+        from ._plugins import plugin_problems, plugin_validations
+
+        plugged = [
+            f"{v.name} ({v.plugin})" for v in plugin_validations() if v.name not in registered
+        ]
+        if plugged:
+            builtin_lines.append(
+                "plugin validations, usable by name (run sandboxed): " + ", ".join(plugged)
+            )
+        builtin_lines += [f"plugin left out: {problem}" for problem in plugin_problems()]
     if not tools:
         click.echo("no validations" if type_ == "validation" else "no tools")
         for line in (*builtin_lines, elsewhere_line):

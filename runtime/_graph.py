@@ -39,7 +39,7 @@ from pydantic import (
 )
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from ._builtins import builtin
+from ._builtins import shipped
 from ._exceptions import CatalogError, ConfigError, ConfigIssue
 from ._invoke import Isolation  # noqa: TC001 - pydantic reads it when it builds `Node`
 from ._mcp import McpServer
@@ -962,7 +962,7 @@ class _Loader:
             self.registry[name] = tool
             return tool
         if self.catalog is None:
-            found_builtin = builtin(name)
+            found_builtin = shipped(name)
             if found_builtin is not None:
                 self.registry[name] = found_builtin
             return found_builtin

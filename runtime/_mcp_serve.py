@@ -1091,7 +1091,8 @@ class _Tools:
         self._warned: set[str] = set()
 
     def _entries(self) -> list[Tool]:
-        from ._builtins import builtin, builtin_names
+        from ._builtins import builtin_names, shipped
+        from ._plugins import plugin_validations
 
         entries = {
             tool.name: tool
@@ -1099,11 +1100,11 @@ class _Tools:
             if _servable(tool) and tool.name not in VALIDATOR_TOOLS  # names reserved
         }
         if self.builtins:
-            for name in builtin_names():
+            for name in [*builtin_names(), *(v.name for v in plugin_validations())]:
                 if name in VALIDATOR_TOOLS:
                     continue  # served as themselves, on the server's catalog (see _call)
                 if name not in entries and not self.catalog.registered(name):
-                    found = builtin(name)
+                    found = shipped(name)
                     if found is not None:
                         entries[name] = found
         return [entries[name] for name in sorted(entries)]

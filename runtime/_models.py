@@ -227,6 +227,9 @@ class Tool(_Model):
     """Code gategraph should not trust (a plugin's, an agent's, one from elsewhere): its
     code always runs in the sandbox (``isolation: sandbox``), whatever a node asks, and
     is never imported or run in gategraph's own process, not even to check it."""
+    plugin: str | None = None
+    """The installed package this comes from (its distribution's name), for a plugin's
+    validation: it is untrusted, whatever its declaration says."""
     tool_type: ToolType = ToolType.TOOL
     """``tool`` or ``validation``; fixed by the class."""
 
