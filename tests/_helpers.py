@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 import types
@@ -10,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from gategraph.runtime._graph import load_graph
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pytest
     from gategraph.runtime._graph import PlanGraph
 
@@ -26,3 +30,29 @@ def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str
         setattr(module, key, value)
     monkeypatch.setitem(sys.modules, name, module)
     return name
+
+
+def cli_env(home: Path, pythonpath: Path | None = None) -> dict[str, str]:
+    """This process's environment for a gategraph process of its own: its home (catalog,
+    event log) at ``home``, and ``pythonpath`` first on its path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
+    env["GATEGRAPH_HOME"] = str(home)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return env
+
+
+def run_gategraph(
+    home: Path, *args: str, cwd: Path, pythonpath: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m gategraph.runtime ARGS`` as a user would, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "gategraph.runtime", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(home, pythonpath),
+        cwd=cwd,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )

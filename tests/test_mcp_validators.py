@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from _helpers import cli_env, run_gategraph
 from _plans import GOOD, plan, repo
 from gategraph.runtime import Catalog, MemoryEventLog, PlanStatus, Supervisor, load_graph
 from gategraph.runtime._maxn import InMemoryAuditLog
@@ -64,18 +66,23 @@ def envelope(plan_id: str, acs: list[dict[str, Any]], *, failing: bool) -> dict[
 
 
 def gategraph(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
-    env["GATEGRAPH_HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "gategraph.runtime", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
+    return run_gategraph(home, *args, cwd=cwd)
+
+
+@asynccontextmanager
+async def served(home: Path, folder: Path, *flags: str) -> AsyncIterator[ClientSession]:
+    """`gategraph mcp serve FLAGS` as a real process over stdio, and a session with it."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gategraph.runtime", "mcp", "serve", *flags],
+        env=cli_env(home),
+        cwd=str(folder),
     )
+    with (folder / "stderr.txt").open("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
 
 
 @pytest.mark.anyio
@@ -144,45 +151,34 @@ async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
     assert "awaiting_attestation" in ran.stdout and "validator.attest" in ran.stdout
     assert not (root / "src" / "greet.py").exists()
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
-    env["GATEGRAPH_HOME"] = str(home)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "gategraph.runtime", "mcp", "serve", "--plans", "--validators"],
-        env=env,
-        cwd=str(tmp_path),
-    )
-    with (tmp_path / "stderr.txt").open("w+") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                # The agent finds the plan that waits for it, and its criteria.
-                result, _ = await call(session, "gategraph.plans_waiting", {})
-                [waiting] = result.structured_content["plans"]
-                assert waiting["status"] == "awaiting_attestation"
-                plan_id = waiting["plan_id"]
-                result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})
-                acs = result.structured_content["acs"]
-                assert [a["alias"] for a in acs] == ["AC1"]
-                # A rejection: nothing is written, the plan cannot apply.
-                result, _ = await call(
-                    session,
-                    "validator.reject",
-                    {"caller": VALIDATOR, "rejection": envelope(plan_id, acs, failing=True)},
-                )
-                assert result.structured_content["failingAcIds"] == [acs[0]["id"]]
-                still = gategraph(home, "resume", plan_id, cwd=tmp_path)
-                assert still.returncode == 3, still.stdout + still.stderr
-                assert not (root / "src" / "greet.py").exists()
-                # The attestation: the plan applies when resumed.
-                result, _ = await call(
-                    session,
-                    "validator.attest",
-                    {"caller": VALIDATOR, "attestation": envelope(plan_id, acs, failing=False)},
-                )
-                assert result.structured_content["bindingsWritten"] == 1
-                result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})
-                assert result.structured_content["acs"][0]["bindingStatus"] == "satisfied"
+    async with served(home, tmp_path, "--plans", "--validators") as session:
+        # The agent finds the plan that waits for it, and its criteria.
+        result, _ = await call(session, "gategraph.plans_waiting", {})
+        [waiting] = result.structured_content["plans"]
+        assert waiting["status"] == "awaiting_attestation"
+        plan_id = waiting["plan_id"]
+        result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})
+        acs = result.structured_content["acs"]
+        assert [a["alias"] for a in acs] == ["AC1"]
+        # A rejection: nothing is written, the plan cannot apply.
+        result, _ = await call(
+            session,
+            "validator.reject",
+            {"caller": VALIDATOR, "rejection": envelope(plan_id, acs, failing=True)},
+        )
+        assert result.structured_content["failingAcIds"] == [acs[0]["id"]]
+        still = gategraph(home, "resume", plan_id, cwd=tmp_path)
+        assert still.returncode == 3, still.stdout + still.stderr
+        assert not (root / "src" / "greet.py").exists()
+        # The attestation: the plan applies when resumed.
+        result, _ = await call(
+            session,
+            "validator.attest",
+            {"caller": VALIDATOR, "attestation": envelope(plan_id, acs, failing=False)},
+        )
+        assert result.structured_content["bindingsWritten"] == 1
+        result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})
+        assert result.structured_content["acs"][0]["bindingStatus"] == "satisfied"
     done = gategraph(home, "resume", plan_id, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"plan {plan_id}: applied" in done.stdout
@@ -201,36 +197,25 @@ async def test_a_lead_spawns_a_validator_over_mcp_and_the_plan_applies(tmp_path:
     home = tmp_path / "home"
     ran = gategraph(home, "run", str(graph_file), cwd=tmp_path)
     assert ran.returncode == 3, ran.stdout + ran.stderr
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
-    env["GATEGRAPH_HOME"] = str(home)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "gategraph.runtime", "mcp", "serve", "--plans", "--validators"],
-        env=env,
-        cwd=str(tmp_path),
-    )
-    with (tmp_path / "stderr.txt").open("w+") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                tools = {t.name: t for t in (await session.list_tools()).tools}
-                assert tools["spawn.validator"].input_schema["required"] == ["caller", "task_id"]
-                result, _ = await call(session, "gategraph.plans_waiting", {})
-                plan_id = result.structured_content["plans"][0]["plan_id"]
-                result, text = await call(
-                    session,
-                    "spawn.validator",
-                    {"caller": {"role": "worker", "tier": 1}, "task_id": plan_id},
-                )
-                assert result.is_error and json.loads(text)["code"] == "E_VALIDATOR_SPAWN_AUTH_ROLE"
-                result, text = await call(
-                    session,
-                    "spawn.validator",
-                    {"caller": {"role": "lead", "tier": 1}, "task_id": plan_id},
-                )
-                assert not result.is_error, text
-                spawned = result.structured_content["result"]
-                assert spawned["verdict"]["verdict"] == "attest"
+    async with served(home, tmp_path, "--plans", "--validators") as session:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert tools["spawn.validator"].input_schema["required"] == ["caller", "task_id"]
+        result, _ = await call(session, "gategraph.plans_waiting", {})
+        plan_id = result.structured_content["plans"][0]["plan_id"]
+        result, text = await call(
+            session,
+            "spawn.validator",
+            {"caller": {"role": "worker", "tier": 1}, "task_id": plan_id},
+        )
+        assert result.is_error and json.loads(text)["code"] == "E_VALIDATOR_SPAWN_AUTH_ROLE"
+        result, text = await call(
+            session,
+            "spawn.validator",
+            {"caller": {"role": "lead", "tier": 1}, "task_id": plan_id},
+        )
+        assert not result.is_error, text
+        spawned = result.structured_content["result"]
+        assert spawned["verdict"]["verdict"] == "attest"
     done = gategraph(home, "resume", plan_id, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (root / "src" / "greet.py").exists()
@@ -261,21 +246,10 @@ async def test_a_server_started_before_any_plan_sees_the_plans_run_later(tmp_pat
     graph_file = tmp_path / "plan.yaml"
     graph_file.write_text(plan(root, [GOOD], outside_validators=1))
     home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
-    env["GATEGRAPH_HOME"] = str(home)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "gategraph.runtime", "mcp", "serve", "--validators"],
-        env=env,
-        cwd=str(tmp_path),
-    )
-    with (tmp_path / "stderr.txt").open("w+") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                ran = gategraph(home, "run", str(graph_file), "--json", cwd=tmp_path)
-                assert ran.returncode == 3, ran.stderr
-                plan_id = json.loads(ran.stdout)["plan_id"]
-                result, text = await call(session, "validator.ac-pull", {"task_id": plan_id})
-                assert not result.is_error, text
-                assert [a["alias"] for a in result.structured_content["acs"]] == ["AC1"]
+    async with served(home, tmp_path, "--validators") as session:
+        ran = gategraph(home, "run", str(graph_file), "--json", cwd=tmp_path)
+        assert ran.returncode == 3, ran.stderr
+        plan_id = json.loads(ran.stdout)["plan_id"]
+        result, text = await call(session, "validator.ac-pull", {"task_id": plan_id})
+        assert not result.is_error, text
+        assert [a["alias"] for a in result.structured_content["acs"]] == ["AC1"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import zipfile
@@ -15,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _helpers import run_gategraph
 from gategraph.runtime import (
     Catalog,
     IntegrityError,
@@ -111,18 +111,7 @@ def plugged(installed: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def gategraph(site: Path, home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
-    env["GATEGRAPH_HOME"] = str(home)
-    env["PYTHONPATH"] = str(site)
-    return subprocess.run(
-        [sys.executable, "-m", "gategraph.runtime", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
+    return run_gategraph(home, *args, cwd=cwd, pythonpath=site)
 
 
 def project(tmp_path: Path, text: str) -> Path:
