@@ -73,6 +73,14 @@ def _one(config: Any, package: str, index: int) -> Validation:
         raise ConfigError.at(
             f"[{index}].code", "a plugin's validation names its code with `entrypoint`"
         )
+    for key in ("wraps", "transform"):
+        if key in config:
+            raise ConfigError.at(
+                f"[{index}].{key}", "a plugin's validation is its own code (`entrypoint`)"
+            )
+    name = config.get("name")
+    if isinstance(name, str) and (name.startswith("gategraph.") or name in _reserved()):
+        raise ConfigError.at(f"[{index}].name", f"{name!r} is a name gategraph keeps")
     marked = {**config, "untrusted": True, "plugin": package, "tool_type": "validation"}
     return Validation.from_config(marked)
 
@@ -97,8 +105,10 @@ def _load() -> _Loaded:
             field = f"{issue.field}: " if issue.field else ""
             loaded.problems.append(f"{where}: {field}{issue.message}")
             continue
-        except Exception as exc:  # the plugin's own code failed to import or to run
-            loaded.problems.append(f"{where}: {type(exc).__name__}: {exc}")
+        except (Exception, SystemExit, GeneratorExit) as exc:
+            # The plugin's own code failed to import or to run (or tried to end the
+            # program): left out. A person's Ctrl-C still stops gategraph.
+            loaded.problems.append(f"{where}: {type(exc).__name__}: {_said(exc)}")
             continue
         for validation in made:
             name = validation.name
@@ -110,6 +120,21 @@ def _load() -> _Loaded:
             else:
                 loaded.validations[name] = validation
     return loaded
+
+
+def _reserved() -> frozenset[str]:
+    from ._validator_tools import VALIDATOR_TOOLS
+
+    return frozenset(VALIDATOR_TOOLS)
+
+
+def _said(exc: BaseException) -> str:
+    """What ``exc`` says, on one line, whatever its ``__str__`` does."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message cannot be shown)"
+    return " ".join(text.split())[:300]
 
 
 def plugin_validation(name: str) -> Validation | None:

@@ -156,7 +156,8 @@ class ValidatorRequest(msgspec.Struct, kw_only=True):
     """The plan's acceptance criteria (:class:`PlanCriterion`), in order."""
     resources: dict[str, Any]
     """The candidate, by resource: a folder (a copy of it, unless the spawn asked for none)
-    or a memory resource's texts. Read it; writing to it is refused."""
+    or a memory resource's texts. Read it only: a validator that writes to the plan's own
+    sandboxes (a spawn without a copy) gives no verdict."""
     artifact: Any = None
     """What the plan's work handed over."""
     applicable: tuple[Applicable, ...] = ()

@@ -33,6 +33,7 @@ from ._maxn import (
     FAULT_CATALOGUE,
     AuditLog,
     AuditRecorder,
+    FaultFamily,
     FaultKind,
     MaxNPolicy,
     RetryBudget,
@@ -66,8 +67,9 @@ _ESCALATIONS: Final = {
 class ValidatorFault(Exception):
     """Raised by a ``spawn_validator`` whose validator could not reach a verdict: an
     infrastructure fault of ``kind`` (a row of the fault catalogue: ``timeout``,
-    ``unavailable``, ``no_acceptance_criteria`` ...; an unknown kind counts as
-    ``exception``)."""
+    ``unavailable``, ``no_acceptance_criteria`` ...). An unknown kind, or a semantic one
+    (``rejected``, ``inconclusive``: a validator that decided answers with its envelope),
+    counts as ``exception``."""
 
     def __init__(self, kind: str, message: str = "") -> None:
         super().__init__(message or kind)
@@ -156,6 +158,13 @@ def _fault(kind: str) -> FaultKind:
     return FAULT_CATALOGUE.get(kind) or FAULT_CATALOGUE[ResultError.EXCEPTION]
 
 
+def _infra(kind: str) -> FaultKind:
+    """The row of a :class:`ValidatorFault`'s ``kind``: ``exception`` for one the catalogue
+    does not have, or for a semantic kind (a validator that decided answers an envelope)."""
+    found = _fault(kind)
+    return _fault(ResultError.EXCEPTION) if found.family is FaultFamily.SEMANTIC else found
+
+
 async def _verdict(
     deps: ValidatorRuntimeDeps, request: ValidatorSpawnRequest
 ) -> tuple[ValidatorAttestation | ValidatorRejection | None, FaultKind | None, str]:
@@ -163,7 +172,7 @@ async def _verdict(
     try:
         answer = await deps.spawn_validator(request)
     except ValidatorFault as exc:
-        return None, _fault(exc.kind), str(exc)
+        return None, _infra(exc.kind), str(exc)
     except TimeoutError as exc:
         return None, _fault(ResultError.TIMEOUT), f"the validator timed out: {exc}"
     except Exception as exc:
@@ -215,8 +224,7 @@ async def run_validator_max_n(
         if audit is not None:
             await anyio.to_thread.run_sync(audit.record, attempt)
         attempts.append(attempt.to_audit())
-        if decision is RetryDecision.ATTESTED:
-            assert isinstance(verdict, ValidatorAttestation)  # Invariant: no fault, a pass.
+        if decision is RetryDecision.ATTESTED and isinstance(verdict, ValidatorAttestation):
             return ValidatorRuntimeResult(
                 outcome="attested",
                 task_id=task_id,
@@ -224,9 +232,10 @@ async def run_validator_max_n(
                 rejection=rejection,
                 attempts=tuple(attempts),
             )
-        assert decided is not None
-        if decision is RetryDecision.FIX:
-            assert isinstance(verdict, ValidatorRejection)  # Invariant: semantic = rejected.
+        if decided is None:  # pragma: no cover - a fault-free round is an attestation
+            raise RuntimeError("Max-N: a round without a fault that is not an attestation")
+        if decision is RetryDecision.FIX and isinstance(verdict, ValidatorRejection):
+            # Only a rejection's faults are semantic (_fault keeps the others infra).
             await deps.respawn_worker(task_id, verdict, number)
             continue
         if decision is RetryDecision.RETRY_VALIDATOR:

@@ -12,6 +12,7 @@ envelope is submitted as ``validator.attest`` or ``validator.reject`` would.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import re
@@ -24,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio.to_thread
 
 from ._exceptions import CatalogError, ConfigError, GategraphError
-from ._ids import new_ulid
 from ._invoke import propagates
 from ._validator_tools import (
     E_INVALID_INPUT,
@@ -65,16 +65,20 @@ E_VALIDATOR_NOT_INDEPENDENT: Final = "E_VALIDATOR_NOT_INDEPENDENT"
 E_VALIDATOR_FAILED: Final = "E_VALIDATOR_FAILED"
 """The validator raised: it gave no verdict."""
 
+RERUN_ID: Final = "validator-gategraph-rerun"
+"""The id of the default validator (the plan's validations, run again on a copy): one
+validator, however often it is spawned."""
+
 _SPAWNERS: Final = ("orchestrator", "lead")
 _TIERS: Final = (0, 1, 2)
 
 # The execution actors of the plans this process ran, by plan, for as long as each actor
 # lives: a validator that is one of them is the worker checking its own change.
 _workers: dict[str, Callable[[], Any]] = {}
-# Every validator spawned in this process: one that comes back is not a new validator.
-_spawned: weakref.WeakSet[Any] = weakref.WeakSet()
-_spawned_ids: set[int] = set()  # those that cannot be weakly referenced (kept alive below)
-_kept: list[Any] = []
+# Every validator spawned in this process, by id, held weakly (no hashing: a dataclass
+# validator cannot be hashed): one that comes back is not a new validator.
+_spawned: dict[int, Callable[[], Any]] = {}
+_KEEP_AT_MOST: Final = 1000
 
 
 def register_worker(plan_id: str, actor: Any) -> None:
@@ -95,18 +99,20 @@ def _worker_of(plan_id: str) -> Any:
 
 
 def _seen(validator: Any) -> bool:
-    try:
-        return validator in _spawned
-    except TypeError:
-        return id(validator) in _spawned_ids
+    found = _spawned.get(id(validator))
+    return found is not None and found() is validator
 
 
 def _remember(validator: Any) -> None:
+    key = id(validator)
     try:
-        _spawned.add(validator)
+        _spawned[key] = weakref.ref(validator, lambda _: _spawned.pop(key, None))
     except TypeError:
-        _spawned_ids.add(id(validator))
-        _kept.append(validator)  # alive, so its id is never another object's
+        # Not weakly referenceable: held (so its id is never another object's), the oldest
+        # let go once there are many.
+        _spawned[key] = lambda: validator
+        if len(_spawned) > _KEEP_AT_MOST:
+            del _spawned[next(iter(_spawned))]
 
 
 class _Refused(Exception):
@@ -164,14 +170,20 @@ def _check_caller(caller: Any) -> None:
         raise _Refused(E_VALIDATOR_SPAWN_AUTH_TIER, "a caller of tier 0 may not spawn validators")
 
 
-def _validator_id(scope: str | None) -> str:
-    """``validator-<discriminator>``: the scope, made to fit, or a fresh one."""
-    if scope:
-        plain = re.sub(r"[^a-z0-9-]+", "-", scope.lower()).strip("-")
-        if plain:
-            digest = hashlib.sha1(scope.encode(), usedforsecurity=False).hexdigest()[:6]
-            return f"validator-{plain[:40]}-{digest}"
-    return f"validator-{new_ulid()[-10:].lower()}"
+def _validator_id(actor: Any, scope: str | None) -> str:
+    """``validator-<discriminator>``, from the validator's kind (its class, or its
+    function) and the spawn's scope: the same kind of validator for the same scope has the
+    same id, so spawning it again cannot make it count as another validator. The default
+    validator is always one: ``validator-gategraph-rerun``."""
+    if isinstance(actor, RerunValidator):
+        return RERUN_ID
+    inner = getattr(actor, "check", actor)
+    kind = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+    module = getattr(inner, "__module__", None) or type(inner).__module__
+    named = f"{module}.{kind}|{scope or ''}"
+    plain = re.sub(r"[^a-z0-9-]+", "-", f"{kind}-{scope or ''}".lower()).strip("-") or "v"
+    digest = hashlib.sha1(named.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"validator-{plain[:40].strip('-')}-{digest}"
 
 
 class _Candidate:
@@ -250,6 +262,8 @@ async def validator_spawn(
     store: ContentStore | None = None,
     validator: Callable[[], Any] | None = None,
     event_log_path: str | os.PathLike[str] | None = None,
+    home: str | os.PathLike[str] | None = None,
+    time_limit: float = 600.0,
 ) -> dict[str, Any]:
     """Start a new validator of plan ``task_id`` on its candidate and submit its verdict.
 
@@ -259,7 +273,11 @@ async def validator_spawn(
     graph from ``graph`` (default: the graph file the plan ran, unchanged since); the
     validator from ``validator`` (a class or factory called for this pass), else the
     graph's ``lifecycle.validator``, else :class:`RerunValidator`. The validator works on a
-    copy of the candidate, or with ``no_worktree`` on the plan's sandboxes themselves.
+    copy of the candidate, or with ``no_worktree`` on the plan's sandboxes themselves (below
+    ``home``, by default the event log's folder; a validator that writes there gives no
+    verdict). It must answer within ``time_limit`` seconds, with an envelope about the plan,
+    signed with the id the request gives it (the same for the same validator class and
+    scope; the default validator's is ``validator-gategraph-rerun``).
     Returns ``{"ok": True, "result": {"validatorId", "verdict", "submitted"}}``; refusals
     are ``{"ok": False, "code", "message"}``.
     """
@@ -273,10 +291,18 @@ async def validator_spawn(
             raise _Refused(E_INVALID_INPUT, "spawn_scope must be a string")
         if not isinstance(no_worktree, bool):
             raise _Refused(E_INVALID_INPUT, "no_worktree must be true or false")
+        if (
+            isinstance(time_limit, bool)
+            or not isinstance(time_limit, int | float)
+            or time_limit <= 0
+        ):
+            raise _Refused(
+                E_INVALID_INPUT, f"time_limit must be seconds above 0, not {time_limit!r}"
+            )
         store_of = evidence if evidence is not None else catalog
         if store_of is None:
             raise _Refused(E_INVALID_INPUT, "no evidence store to submit the verdict to")
-        found, content, home = _site(
+        found, content, sandboxes_home = _site(
             task_id,
             evidence=evidence,
             catalog=catalog,
@@ -285,6 +311,8 @@ async def validator_spawn(
             store=store,
             event_log_path=event_log_path,
         )
+        if home is not None:
+            sandboxes_home = Path(home)
         candidate = _Candidate(found)
         if candidate.started is None:
             raise _Refused(E_NOT_FOUND, f"plan {task_id} has no plan_started event")
@@ -300,10 +328,17 @@ async def validator_spawn(
                 f"plan {task_id} has no candidate yet: no round of it passed its own validations",
             )
         actor = _build(validator, graph, task_id)
-        validator_id = _validator_id(spawn_scope)
+        validator_id = _validator_id(actor, spawn_scope)
         with tempfile.TemporaryDirectory(prefix="gategraph-validator-") as scratch:
             views = await anyio.to_thread.run_sync(
-                _views, candidate, graph, content, home, task_id, Path(scratch), no_worktree
+                _views,
+                candidate,
+                graph,
+                content,
+                sandboxes_home,
+                task_id,
+                Path(scratch),
+                no_worktree,
             )
             request = ValidatorRequest(
                 plan_id=task_id,
@@ -315,18 +350,40 @@ async def validator_spawn(
                 applicable=tuple(applicable),
                 catalog=catalog,
             )
+            before = await anyio.to_thread.run_sync(_digests, views) if no_worktree else None
             try:
-                envelope = await actor.validate(request)
+                with anyio.fail_after(time_limit):
+                    envelope = await actor.validate(request)
+            except TimeoutError:
+                raise _Refused(
+                    E_VALIDATOR_FAILED, f"the validator took more than {time_limit:g} s"
+                ) from None
             except BaseException as exc:
                 if propagates(exc) or not isinstance(exc, Exception):
                     raise
                 raise _Refused(
                     E_VALIDATOR_FAILED, f"the validator raised {type(exc).__name__}: {exc}"
                 ) from None
+            if before is not None and await anyio.to_thread.run_sync(_digests, views) != before:
+                # Not its to change: the plan's Apply will refuse what it wrote, too.
+                raise _Refused(
+                    E_VALIDATOR_FAILED,
+                    "the validator wrote to the plan's sandboxes: its verdict is not "
+                    "submitted, and the plan will not apply what it wrote",
+                )
+        envelope_json = envelope.to_json_dict() if hasattr(envelope, "to_json_dict") else envelope
+        if not isinstance(envelope_json, Mapping):
+            raise _Refused(E_VALIDATOR_FAILED, "the validator answered no verdict envelope")
+        signed = (envelope_json.get("taskId"), envelope_json.get("validatorId"))
+        if signed != (task_id, validator_id):
+            raise _Refused(
+                E_VALIDATOR_FAILED,
+                f"the validator's envelope must be about plan {task_id} and signed "
+                f"{validator_id!r} (the request's), not {signed[0]!r} / {signed[1]!r}",
+            )
     except _Refused as refused:
         return refused.reply
-    envelope_json = envelope.to_json_dict() if hasattr(envelope, "to_json_dict") else envelope
-    is_attestation = isinstance(envelope_json, Mapping) and envelope_json.get("verdict") == "attest"
+    is_attestation = envelope_json.get("verdict") == "attest"
     submit = validator_attest if is_attestation else validator_reject
     submitted = await anyio.to_thread.run_sync(
         lambda: submit({"role": "validator"}, envelope_json, evidence=store_of)
@@ -386,11 +443,15 @@ def _applicable(
 
 def _build(validator: Callable[[], Any] | None, graph: PlanGraph, plan_id: str) -> Any:
     """A new validator for this pass; refused when it is not new."""
-    from ._roles import as_role, build_role
+    from ._roles import _is_async, as_role, build_role
 
     try:
         if validator is not None:
-            actor = as_role(validator() if callable(validator) else validator, "validator")
+            # A class or a factory is built for this pass; an object with `validate`, or
+            # an async callable, is the validator as it is.
+            plays = callable(getattr(validator, "validate", None)) or _is_async(validator)
+            built = validator() if inspect.isclass(validator) or not plays else validator
+            actor = as_role(built, "validator")
         elif graph.lifecycle.validator is not None:
             spec = graph.lifecycle.validator
             actor = build_role(spec.uses, spec.arguments, "validator", field="lifecycle.validator")
@@ -398,22 +459,58 @@ def _build(validator: Callable[[], Any] | None, graph: PlanGraph, plan_id: str) 
             actor = RerunValidator()
     except ConfigError as exc:
         raise _Refused(E_INVALID_INPUT, str(exc)) from None
+    except Exception as exc:  # the validator's class failed to build
+        raise _Refused(
+            E_VALIDATOR_FAILED, f"the validator could not be built: {type(exc).__name__}: {exc}"
+        ) from None
     inner = getattr(actor, "check", actor)  # an async callable, wrapped
+    parts = _made_of(inner)
     worker = _worker_of(plan_id)
-    if worker is not None and (inner is worker or getattr(inner, "__self__", None) is worker):
+    if worker is not None and any(part is worker for part in parts):
         raise _Refused(
             E_VALIDATOR_NOT_INDEPENDENT,
             f"the validator is plan {plan_id}'s execution actor: a worker never validates "
             "its own change",
         )
-    if _seen(inner):
+    # The objects that hold a validator's state (a plain function holds none: called
+    # again, it starts afresh).
+    holders = [
+        p
+        for p in parts
+        if not (inspect.isfunction(p) or inspect.ismethod(p) or inspect.ismodule(p))
+        and not isinstance(p, functools.partial | str | int | float | bytes)
+    ]
+    if any(_seen(holder) for holder in holders):
         raise _Refused(
             E_VALIDATOR_NOT_INDEPENDENT,
             "the validator validated before: every pass needs a new one",
         )
-    if not inspect.isfunction(inner) and not inspect.ismethod(inner):
-        _remember(inner)
+    for holder in holders:
+        _remember(holder)
     return actor
+
+
+def _made_of(value: Any) -> list[Any]:
+    """``value`` and what it is made of: a bound method's object, a partial's function
+    and arguments, and theirs (a few levels deep)."""
+    found: list[Any] = []
+    todo = [value]
+    while todo and len(found) < 32:
+        part = todo.pop()
+        if part is None or any(part is seen for seen in found):
+            continue
+        found.append(part)
+        todo.append(getattr(part, "__self__", None))
+        if isinstance(part, functools.partial):
+            todo.extend([part.func, *part.args, *part.keywords.values()])
+    return found
+
+
+def _digests(views: Mapping[str, Any]) -> dict[str, str]:
+    """What each folder of the candidate holds, by resource (memory texts are copies)."""
+    from ._store import folder_digest
+
+    return {name: folder_digest(view) for name, view in views.items() if isinstance(view, Path)}
 
 
 def _views(

@@ -32,11 +32,13 @@ FILES = {
         "LAYERED = [{'name': 'early', 'entrypoint': 'gg_demo_plugin.checks:no_todo',\n"
         "    'layer': 'routing'}]\n"
         "CLASH = [{'name': 'regex', 'entrypoint': 'gg_demo_plugin.checks:no_todo'}]\n"
+        "WRAPPING = [{'name': 'wrapper', 'wraps': 'x', 'transform': 'output'}]\n"
         "def several():\n"
         "    return [{'name': 'also', 'entrypoint': 'gg_demo_plugin.checks:no_todo',\n"
         "             'resource_slots': ['root'], 'mode': 'informational'}]\n"
     ),
     "gg_demo_plugin/broken.py": "raise ImportError('the plugin is broken')\n",
+    "gg_demo_plugin/leaving.py": "raise SystemExit(7)\n",
     "gg_demo_plugin/checks.py": (
         "from pathlib import Path\n\n"
         "def no_todo(root):\n"
@@ -56,6 +58,8 @@ FILES = {
         "layered = gg_demo_plugin.declare:LAYERED\n"
         "clash = gg_demo_plugin.declare:CLASH\n"
         "broken = gg_demo_plugin.broken:VALIDATIONS\n"
+        "leaving = gg_demo_plugin.leaving:VALIDATIONS\n"
+        "wrapping = gg_demo_plugin.declare:WRAPPING\n"
     ),
 }
 
@@ -138,6 +142,8 @@ def test_a_user_lists_shows_and_runs_a_plugins_validation(installed: Path, tmp_p
     assert "the pipeline's layers and their order are fixed" in out
     assert "entry point 'broken'" in out and "the plugin is broken" in out
     assert "'regex' is a built-in's name: left out" in out
+    assert "entry point 'leaving'" in out and "SystemExit: 7" in out
+    assert "entry point 'wrapping'" in out and "its own code" in out
     shown = gategraph(installed, home, "tool", "show", "no_todo", "--json", cwd=tmp_path)
     assert json.loads(shown.stdout)["plugin"] == "gg-demo-plugin"
     assert json.loads(shown.stdout)["untrusted"] is True
@@ -174,4 +180,4 @@ def test_a_plugins_validation_is_the_catalogs_by_name_and_is_not_removed_there(
         with pytest.raises(IntegrityError, match="comes from plugin gg-demo-plugin"):
             catalog.remove("no_todo")
     assert [v.name for v in _plugins.plugin_validations()] == ["also", "no_todo"]
-    assert len(_plugins.plugin_problems()) == 3
+    assert len(_plugins.plugin_problems()) == 5

@@ -250,3 +250,12 @@ async def test_the_supervisors_ladder_decides_as_the_runtime_does(
             break
     assert laddered == decisions(runtime)
     assert isinstance(ladder.budget, RetryBudget)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["rejected", "inconclusive", "no-such-kind"])
+async def test_a_fault_is_an_infrastructure_fault_whatever_kind_it_names(kind: str) -> None:
+    script = Script(ValidatorFault(kind, "could not decide"), ATTEST)
+    result = await run_validator_max_n(TASK, script.deps(), QUIET)
+    assert result.outcome == "attested" and script.fixes == []
+    assert result.attempts[0]["faultKind"] == "exception"

@@ -88,7 +88,7 @@ async def test_the_default_validator_checks_a_copy_and_its_attestation_lets_the_
     answer = await waiting.spawn(spawn_scope="Second look")
     assert answer["ok"], answer
     result = answer["result"]
-    assert result["validatorId"].startswith("validator-second-look-")
+    assert result["validatorId"] == "validator-gategraph-rerun"  # one validator, however spawned
     assert result["verdict"]["verdict"] == "attest"
     assert result["submitted"]["bindingsWritten"] == 1
     acs = validator_ac_pull(waiting.outcome.plan_id, evidence=waiting.catalog)["acs"]
@@ -233,3 +233,152 @@ def test_a_graph_names_a_validator_class_not_an_object(tmp_path: Path) -> None:
         "lifecycle:\n", f"lifecycle:\n  validator: {{uses: '{__name__}:Rejecting'}}\n"
     )
     assert load_graph(fine).lifecycle.validator is not None
+
+
+class Signing:
+    """A validator that attests, signing as it is told to (or not)."""
+
+    def __init__(self, task: str | None = None, who: str | None = None) -> None:
+        self.task, self.who = task, who
+
+    async def validate(self, request: ValidatorRequest) -> dict[str, Any]:
+        now = dt.datetime.now(dt.UTC).isoformat()
+        return {
+            "verdict": "attest",
+            "taskId": self.task or request.plan_id,
+            "validatorId": self.who or request.validator_id,
+            "findings": [
+                {"acId": c.id, "status": "pass", "reasoning": "read it", "checkedAt": now}
+                for c in request.criteria
+            ],
+            "attestedAt": now,
+            "schemaVersion": "1",
+        }
+
+    async def review(self, request: ValidatorRequest) -> dict[str, Any]:
+        return await self.validate(request)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("task", "who", "said"),
+    [("01OTHERPLAN", None, "must be about plan"), (None, "validator-someone-else", "signed")],
+)
+async def test_the_envelope_is_about_the_plan_and_signed_as_asked(
+    tmp_path: Path, task: str | None, who: str | None, said: str
+) -> None:
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    answer = await waiting.spawn(validator=lambda: Signing(task, who))
+    assert answer["code"] == E_VALIDATOR_FAILED and said in answer["message"]
+    assert (await waiting.resume()).status is PlanStatus.AWAITING_ATTESTATION
+
+
+@pytest.mark.anyio
+async def test_spawning_the_default_validator_again_is_still_one_validator(tmp_path: Path) -> None:
+    waiting = Waiting(tmp_path)
+    waiting.graph = load_graph(plan(tmp_path / "repo", [GOOD], outside_validators=2))
+    await waiting.run()
+    for scope in ("one", "two", None):
+        assert (await waiting.spawn(spawn_scope=scope))["ok"]
+    assert (await waiting.resume()).status is PlanStatus.AWAITING_ATTESTATION
+    answer = await waiting.spawn(validator=Signing)  # a validator of another kind
+    assert answer["ok"] and answer["result"]["validatorId"].startswith("validator-signing-")
+    assert (await waiting.resume()).status is PlanStatus.APPLIED
+
+
+@pytest.mark.anyio
+async def test_a_bound_method_or_a_partial_does_not_make_an_old_validator_new(
+    tmp_path: Path,
+) -> None:
+    import functools
+
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    once = Signing()
+    assert (await waiting.spawn(validator=once.review))["ok"]
+    again = await waiting.spawn(validator=once.review)
+    assert again["code"] == E_VALIDATOR_NOT_INDEPENDENT
+    wrapped = await waiting.spawn(validator=functools.partial(Signing.review, once))
+    assert wrapped["code"] == E_VALIDATOR_NOT_INDEPENDENT
+
+
+@pytest.mark.anyio
+async def test_a_partial_of_the_worker_is_the_worker(tmp_path: Path) -> None:
+    import functools
+
+    from gategraph.runtime.testing import ScriptedExecutor
+
+    class Also(ScriptedExecutor):
+        async def validate(self, request: ValidatorRequest) -> Any:
+            raise AssertionError("never called")
+
+    worker = Also(steps=[{"files": {"src/greet.py": "x = 2\n"}}])
+    waiting = Waiting(tmp_path, execution_actor=worker)
+    await waiting.run()
+    refused = await waiting.spawn(validator=functools.partial(Also.validate, worker))
+    assert refused["code"] == E_VALIDATOR_NOT_INDEPENDENT
+
+
+@pytest.mark.anyio
+async def test_a_validator_that_cannot_be_hashed_is_still_known_again(tmp_path: Path) -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Plain:
+        payload: list[int] = dataclasses.field(default_factory=list)
+
+        async def validate(self, request: ValidatorRequest) -> Any:
+            return await Signing().validate(request)
+
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    one = Plain()
+    assert (await waiting.spawn(validator=one))["ok"]
+    assert (await waiting.spawn(validator=one))["code"] == E_VALIDATOR_NOT_INDEPENDENT
+
+
+@pytest.mark.anyio
+async def test_a_validator_on_the_sandboxes_themselves_must_not_write(tmp_path: Path) -> None:
+    class Scribbler(Signing):
+        async def validate(self, request: ValidatorRequest) -> dict[str, Any]:
+            (request.resources["repo"] / "scribble.txt").write_text("mine\n")
+            return await super().validate(request)
+
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    sandbox = waiting.home / "sandboxes" / waiting.outcome.plan_id / "r0" / "repo"
+    reader = await waiting.spawn(validator=Signing, no_worktree=True, home=waiting.home)
+    assert reader["ok"], reader
+    writer = await waiting.spawn(validator=Scribbler, no_worktree=True, home=waiting.home)
+    assert (
+        writer["code"] == E_VALIDATOR_FAILED
+        and "wrote to the plan's sandboxes" in (writer["message"])
+    )
+    assert (sandbox / "scribble.txt").exists()  # and the plan will not apply it:
+    assert (await waiting.resume()).status is PlanStatus.FAILED
+
+
+@pytest.mark.anyio
+async def test_a_validator_past_its_time_limit_gives_no_verdict(tmp_path: Path) -> None:
+    import anyio
+
+    class Slow(Signing):
+        async def validate(self, request: ValidatorRequest) -> dict[str, Any]:
+            await anyio.sleep(5)
+            raise AssertionError("never reached")
+
+    class Unbuildable:
+        def __init__(self) -> None:
+            raise RuntimeError("no model to load")
+
+        async def validate(self, request: ValidatorRequest) -> Any:
+            raise AssertionError("never called")
+
+    waiting = Waiting(tmp_path)
+    await waiting.run()
+    slow = await waiting.spawn(validator=Slow, time_limit=0.05)
+    assert slow["code"] == E_VALIDATOR_FAILED and "more than 0.05 s" in slow["message"]
+    built = await waiting.spawn(validator=Unbuildable)
+    assert built["code"] == E_VALIDATOR_FAILED and "no model to load" in built["message"]
+    assert (await waiting.spawn(time_limit=0))["code"] == E_INVALID_INPUT
