@@ -33,6 +33,21 @@ FILES = {
         "    'layer': 'routing'}]\n"
         "CLASH = [{'name': 'regex', 'entrypoint': 'gg_demo_plugin.checks:no_todo'}]\n"
         "WRAPPING = [{'name': 'wrapper', 'wraps': 'x', 'transform': 'output'}]\n"
+        "NOT_A_LIST = {'name': 'x'}\n"
+        "NOT_MAPPINGS = [1]\n"
+        "A_TOOL = [{'name': 'atool', 'tool_type': 'tool', 'entrypoint': 'a:b'}]\n"
+        "WITH_CODE = [{'name': 'coded', 'code': 'def run(): pass'}]\n"
+        "RESERVED = [{'name': 'gategraph.mine', 'entrypoint': 'a:b'}]\n"
+        "AGAIN = [{'name': 'no_todo', 'entrypoint': 'gg_demo_plugin.checks:no_todo'}]\n"
+        "def as_models():\n"
+        "    from gategraph.runtime import Validation\n"
+        "    return [Validation.from_config({'name': 'modelled',\n"
+        "        'entrypoint': 'gg_demo_plugin.checks:no_todo', 'resource_slots': ['root']})]\n"
+        "class Unsayable(Exception):\n"
+        "    def __str__(self):\n"
+        "        raise RuntimeError('no')\n"
+        "def unsayable():\n"
+        "    raise Unsayable()\n"
         "def several():\n"
         "    return [{'name': 'also', 'entrypoint': 'gg_demo_plugin.checks:no_todo',\n"
         "             'resource_slots': ['root'], 'mode': 'informational'}]\n"
@@ -60,6 +75,14 @@ FILES = {
         "broken = gg_demo_plugin.broken:VALIDATIONS\n"
         "leaving = gg_demo_plugin.leaving:VALIDATIONS\n"
         "wrapping = gg_demo_plugin.declare:WRAPPING\n"
+        "notalist = gg_demo_plugin.declare:NOT_A_LIST\n"
+        "notmappings = gg_demo_plugin.declare:NOT_MAPPINGS\n"
+        "atool = gg_demo_plugin.declare:A_TOOL\n"
+        "coded = gg_demo_plugin.declare:WITH_CODE\n"
+        "reserved = gg_demo_plugin.declare:RESERVED\n"
+        "zagain = gg_demo_plugin.declare:AGAIN\n"
+        "models = gg_demo_plugin.declare:as_models\n"
+        "unsayable = gg_demo_plugin.declare:unsayable\n"
     ),
 }
 
@@ -135,7 +158,7 @@ def test_a_user_lists_shows_and_runs_a_plugins_validation(installed: Path, tmp_p
     assert listed.returncode == 0, listed.stderr
     assert (
         "plugin validations, usable by name (run sandboxed): also (gg-demo-plugin), "
-        "no_todo (gg-demo-plugin)"
+        "modelled (gg-demo-plugin), no_todo (gg-demo-plugin)"
     ) in listed.stdout
     out = listed.stdout
     assert "plugin left out: plugin gg-demo-plugin (entry point 'layered'" in out
@@ -179,5 +202,17 @@ def test_a_plugins_validation_is_the_catalogs_by_name_and_is_not_removed_there(
         assert "also" in catalog
         with pytest.raises(IntegrityError, match="comes from plugin gg-demo-plugin"):
             catalog.remove("no_todo")
-    assert [v.name for v in _plugins.plugin_validations()] == ["also", "no_todo"]
-    assert len(_plugins.plugin_problems()) == 5
+    assert [v.name for v in _plugins.plugin_validations()] == ["also", "modelled", "no_todo"]
+    problems = "\n".join(_plugins.plugin_problems())
+    for said in (
+        "'notalist'",
+        "must be a list of validation configurations",
+        "[0]: must be a validation configuration",
+        "[0].tool_type: a plugin registers validations only",
+        "[0].code:",
+        "'gategraph.mine' is a name gategraph keeps",
+        "'no_todo' is plugin gg-demo-plugin's already",
+        "(its message cannot be shown)",
+    ):
+        assert said in problems, said
+    assert len(_plugins.plugin_problems()) == 12
