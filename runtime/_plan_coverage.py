@@ -58,7 +58,7 @@ class CoverageGate:
         if needed == 0:
             if journal.offline:
                 return None  # what was covered then is not recorded: Apply, as the log shows
-            missing = self._missing(await self._coverage(since), 0)
+            missing = self._uncovered(await self._coverage(since))
             if not missing:
                 return None
             # Only a store that lost what the round wrote gets here.
@@ -122,15 +122,12 @@ class CoverageGate:
         outside = sorted((whole or set()) - {VALIDATOR_ID})
         return outside if len(outside) >= needed else None
 
-    def _missing(self, coverage: Coverage, needed: int) -> list[str]:
-        """The aliases of the criteria no validator covers (``needed`` 0), or fewer than
-        ``needed`` outside validators do."""
-        if needed == 0 and coverage.complete:
+    def _uncovered(self, coverage: Coverage) -> list[str]:
+        """The aliases of the criteria no validator covers."""
+        if coverage.complete:
             return []  # one attestation covers all of them: no need to look at each
-        missing = []
-        for ordinal in range(1, len(self.roster) + 1):
-            validators = coverage.validators_of(self.roster.id_of(ordinal))
-            outside = len(validators - {VALIDATOR_ID})
-            if not validators or outside < needed:
-                missing.append(f"AC{ordinal}")
-        return missing
+        return [
+            f"AC{ordinal}"
+            for ordinal in range(1, len(self.roster) + 1)
+            if not coverage.validators_of(self.roster.id_of(ordinal))
+        ]

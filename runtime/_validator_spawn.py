@@ -30,6 +30,8 @@ from ._validator_tools import (
     E_INVALID_INPUT,
     E_NOT_FOUND,
     SPAWN,
+    _Refused,
+    project_catalog,
     validator_attest,
     validator_reject,
 )
@@ -113,12 +115,6 @@ def _remember(validator: Any) -> None:
         _spawned[key] = lambda: validator
         if len(_spawned) > _KEEP_AT_MOST:
             del _spawned[next(iter(_spawned))]
-
-
-class _Refused(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.reply = {"ok": False, "code": code, "message": message}
 
 
 class RerunValidator:
@@ -560,23 +556,17 @@ async def spawn(
     context: Any = None,
 ) -> dict[str, Any]:
     """``spawn.validator`` as a tool (``task_id`` defaults to the calling plan's)."""
-    from ._catalog import CATALOG_FILE, DEFAULT_FOLDER, Catalog, default_catalog_path
-
     if task_id is None and context is not None:
         task_id = context.plan_id
-    path = (
-        Path(project_root) / DEFAULT_FOLDER / CATALOG_FILE
-        if project_root is not None
-        else default_catalog_path()
-    )
-    if not path.is_file():
-        return {"ok": False, "code": E_NOT_FOUND, "message": f"no gategraph catalog at {path}"}
-    with Catalog.open(path) as catalog:
-        return await validator_spawn(
-            caller,
-            task_id,  # type: ignore[arg-type]
-            spawn_scope=spawn_scope,
-            no_worktree=no_worktree,
-            catalog=catalog,
-            project_root=project_root,
-        )
+    try:
+        with project_catalog(project_root) as catalog:
+            return await validator_spawn(
+                caller,
+                task_id,  # type: ignore[arg-type]
+                spawn_scope=spawn_scope,
+                no_worktree=no_worktree,
+                catalog=catalog,
+                project_root=project_root,
+            )
+    except _Refused as refused:
+        return refused.reply

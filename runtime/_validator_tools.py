@@ -34,6 +34,7 @@ from ._verdicts import (
 )
 
 if TYPE_CHECKING:
+    from ._catalog import Catalog
     from ._evidence import EvidenceStore
 
 __all__ = [
@@ -109,11 +110,19 @@ def _store(
     if evidence is not None:
         yield evidence
         return
-    from ._catalog import CATALOG_FILE, DEFAULT_FOLDER, Catalog, default_catalog_path
-
     if project_root is None and (current := _evidence.get()) is not None:
         yield current
         return
+    with project_catalog(project_root) as catalog:
+        yield catalog
+
+
+@contextlib.contextmanager
+def project_catalog(project_root: str | os.PathLike[str] | None) -> Iterator[Catalog]:
+    """The catalog of ``project_root`` (its ``.gategraph`` folder), else the default one;
+    refused (``_Refused``) when there is none: it is never made, nothing is known there."""
+    from ._catalog import CATALOG_FILE, DEFAULT_FOLDER, Catalog, default_catalog_path
+
     if project_root is not None:
         if not isinstance(project_root, str | os.PathLike) or not os.fspath(project_root):
             raise _Refused(E_INVALID_INPUT, "project_root must be a folder's path")

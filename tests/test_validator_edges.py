@@ -4,7 +4,6 @@ and the answer each gets."""
 from __future__ import annotations
 
 import gc
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -276,8 +275,3 @@ async def test_attested_before_the_gate_looked(tmp_path: Path) -> None:
     assert again.status is PlanStatus.APPLIED and len(await log.read(outcome.plan_id)) == len(
         events
     )
-
-
-def test_ids_are_stable() -> None:
-    digest = hashlib.sha1(b"x", usedforsecurity=False).hexdigest()
-    assert len(digest) == 40
