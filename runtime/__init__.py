@@ -187,6 +187,8 @@ if TYPE_CHECKING:
     from ._results import coerce_result as coerce_result
     from ._sandbox import SandboxPool as SandboxPool
     from ._sandbox import sandbox_pool as sandbox_pool
+    from ._skills import Skill as Skill
+    from ._skills import SkillTools as SkillTools
     from ._store import CollectReport as CollectReport
     from ._store import ContentStore as ContentStore
     from ._store import ManifestEntry as ManifestEntry
@@ -379,6 +381,8 @@ _WHERE: dict[str, str] = {
     "SandboxLimits": "._kernel",
     "SandboxPool": "._sandbox",
     "Scope": "._models",
+    "Skill": "._skills",
+    "SkillTools": "._skills",
     "StoreError": "._store",
     "StoreRetention": "._store",
     "StoreStatistics": "._store",
@@ -605,6 +609,8 @@ __all__ = [
     "SandboxLimits",
     "SandboxPool",
     "Scope",
+    "Skill",
+    "SkillTools",
     "StoreError",
     "StoreRetention",
     "StoreStatistics",

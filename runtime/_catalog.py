@@ -44,6 +44,7 @@ from ._models import (
     ToolType,
     Validation,
 )
+from ._skills import Skill
 from ._yaml import format_path
 
 if TYPE_CHECKING:
@@ -141,6 +142,23 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
         UNIQUE (evidence_atom_id, ac_id, binding_type)
     );
     CREATE INDEX evidence_ac_bindings_plan ON evidence_ac_bindings (plan_id);
+    """,
+    # 5: skills (seed 000), named compositions of tools and validations. The members by
+    # name, not as references to `tools`: a built-in or a plugin's validation can be one.
+    # The skill's config holds their order; `skill_members` answers "which skills have X".
+    """
+    CREATE TABLE skills (
+        name       TEXT PRIMARY KEY,
+        config     TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+        updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
+    CREATE TABLE skill_members (
+        skill TEXT NOT NULL REFERENCES skills (name),
+        tool  TEXT NOT NULL,
+        PRIMARY KEY (skill, tool)
+    );
+    CREATE INDEX skill_members_tool ON skill_members (tool);
     """,
 )
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -334,7 +352,13 @@ class Catalog:
         try:
             return model.model_validate_json(config)
         except ValidationError as exc:
-            raise CatalogError(f"catalog entry {name!r} is unreadable: {exc}") from None
+            problem = self._unreadable(
+                f"catalog entry {name!r}",
+                exc,
+                f"remove it (gategraph tool remove {name}) or add it again "
+                "(gategraph tool add --config FILE --update)",
+            )
+            raise CatalogError(problem) from None
 
     def _resolved(self, db: sqlite3.Connection, tool: Tool) -> Tool:
         """Apply wrapping inheritance along the ``wraps`` chain (seed 000, "Tool Wrapping")."""
@@ -466,15 +490,22 @@ class Catalog:
                 )
             current = self._find(db, current.wraps)
 
-    def remove(self, name: str, *, force: bool = False) -> Tool:
-        """Remove a tool or validation and return what was removed.
+    def remove(self, name: str, *, force: bool = False) -> Tool | None:
+        """Remove a tool or validation and return what was removed (``None`` for an entry
+        whose stored config could not be read: removing it is how it is repaired).
 
         A tool wrapped by a validation cannot be removed. A validation with attachments is
         removed only with ``force=True``, which detaches them too.
         """
         with self._write() as db:
-            tool = self._load(db, name)
-            if tool is None:
+            try:
+                tool = self._load(db, name)
+            except CatalogError:
+                tool = None  # unreadable, but there: removed below like any other
+                unreadable = True
+            else:
+                unreadable = False
+            if tool is None and not unreadable:
                 found = shipped(name)
                 if found is not None:
                     origin = (
@@ -499,6 +530,15 @@ class Catalog:
                     f"{name!r} has {count} attachment(s); detach them first or force the removal",
                     name=name,
                 )
+            skills = self._skills_with(db, name)
+            if skills and not force:
+                raise IntegrityError(
+                    f"{name!r} is in the skill(s) {', '.join(skills)}; take it out of them "
+                    "first (add each skill again without it) or force the removal",
+                    name=name,
+                )
+            for skill in skills:
+                self._drop_member(db, skill, name)
             db.execute("DELETE FROM attachments WHERE validation = ?", (name,))
             db.execute("DELETE FROM tools WHERE name = ?", (name,))
             return tool
@@ -544,6 +584,140 @@ class Catalog:
             tools = [self._decode(*row) for row in rows.fetchall()]
             return [self._resolved(self._db, tool) for tool in tools]
 
+    # -- skills ----------------------------------------------------------------------------
+
+    def add_skill(self, skill: Skill, *, update: bool = False) -> Skill:
+        """Register a skill; return it.
+
+        Every tool and validation it lists must be in the catalog (registered, built in or
+        from a plugin): :class:`ConfigError` at ``tools[i]`` otherwise. Raises
+        :class:`DuplicateError` if a skill of that name exists and ``update`` is false
+        (with ``update`` it is replaced).
+        """
+        with self._write() as db:
+            missing = [
+                ConfigIssue(f"no tool or validation named {name!r} in the catalog", f"tools[{i}]")
+                for i, name in enumerate(skill.tools)
+                if self._find(db, name) is None
+            ]
+            if missing:
+                raise ConfigError(missing)
+            # By its row: an unreadable stored skill can still be replaced.
+            existing = (
+                db.execute("SELECT 1 FROM skills WHERE name = ?", (skill.name,)).fetchone()
+                is not None
+            )
+            if existing and not update:
+                raise DuplicateError(
+                    f"a skill named {skill.name!r} exists already (update=True replaces it)",
+                    name=skill.name,
+                )
+            config = json.dumps(skill.as_config(), separators=(",", ":"))
+            if existing:
+                db.execute(
+                    "UPDATE skills SET config = ?, "
+                    "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE name = ?",
+                    (config, skill.name),
+                )
+                db.execute("DELETE FROM skill_members WHERE skill = ?", (skill.name,))
+            else:
+                db.execute("INSERT INTO skills (name, config) VALUES (?, ?)", (skill.name, config))
+            db.executemany(
+                "INSERT INTO skill_members (skill, tool) VALUES (?, ?)",
+                [(skill.name, tool) for tool in skill.tools],
+            )
+        return skill
+
+    def _skill(self, db: sqlite3.Connection, name: str) -> Skill | None:
+        row = db.execute("SELECT config FROM skills WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        found = self._skill_problem(name, row[0])
+        if isinstance(found, str):
+            raise CatalogError(found)
+        return found
+
+    def _skill_problem(self, name: str, config: str) -> Skill | str:
+        """The stored skill, or why it cannot be read (one line naming the catalog file and
+        the skill, and how to repair it)."""
+        try:
+            return Skill.model_validate_json(config)
+        except ValidationError as exc:
+            return self._unreadable(
+                f"skill {name!r}",
+                exc,
+                f"remove it (gategraph skill remove {name}) or add it again "
+                f"(gategraph skill add {name} ... --update)",
+            )
+
+    def get_skill(self, name: str) -> Skill:
+        """Return the skill named ``name``; raise :class:`NotFoundError` if there is none."""
+        with self._lock:
+            skill = self._skill(self._db, name)
+        if skill is None:
+            raise NotFoundError(f"no skill named {name!r}", name=name)
+        return skill
+
+    def list_skills(self) -> builtins.list[Skill]:
+        """Return every skill, by name; one whose stored config cannot be read is left out
+        (:meth:`unreadable_skills` says which, and why)."""
+        found = self._stored_skills()
+        return [skill for skill in found.values() if isinstance(skill, Skill)]
+
+    def unreadable_skills(self) -> dict[str, str]:
+        """The skills whose stored config cannot be read (a hand-edited file), by name,
+        each with why, in one line."""
+        found = self._stored_skills()
+        return {name: problem for name, problem in found.items() if isinstance(problem, str)}
+
+    def _stored_skills(self) -> dict[str, Skill | str]:
+        with self._lock:
+            rows = self._db.execute("SELECT name, config FROM skills ORDER BY name").fetchall()
+        return {name: self._skill_problem(name, config) for name, config in rows}
+
+    def skills_with(self, name: str) -> builtins.list[str]:
+        """The names of the skills that list the tool or validation ``name``, sorted."""
+        with self._lock:
+            return self._skills_with(self._db, name)
+
+    def _skills_with(self, db: sqlite3.Connection, name: str) -> builtins.list[str]:
+        rows = db.execute(
+            "SELECT skill FROM skill_members WHERE tool = ? ORDER BY skill", (name,)
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def _drop_member(self, db: sqlite3.Connection, skill_name: str, name: str) -> None:
+        """Take ``name`` out of a skill (a forced removal of the tool); a skill left with
+        nothing is removed."""
+        db.execute("DELETE FROM skill_members WHERE skill = ? AND tool = ?", (skill_name, name))
+        try:
+            skill = self._skill(db, skill_name)
+        except CatalogError:
+            return  # unreadable: left for `skill remove` or `skill add --update` to repair
+        rest = [tool for tool in skill.tools if tool != name] if skill is not None else []
+        if not rest:
+            db.execute("DELETE FROM skills WHERE name = ?", (skill_name,))
+            return
+        assert skill is not None
+        config = json.dumps(
+            skill.model_copy(update={"tools": tuple(rest)}).as_config(), separators=(",", ":")
+        )
+        db.execute("UPDATE skills SET config = ? WHERE name = ?", (config, skill_name))
+
+    def remove_skill(self, name: str) -> Skill | None:
+        """Remove a skill and return it (``None`` for one whose stored config could not be
+        read); its tools and validations stay in the catalog."""
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM skills WHERE name = ?", (name,)).fetchone() is None:
+                raise NotFoundError(f"no skill named {name!r}", name=name)
+            try:
+                skill = self._skill(db, name)
+            except CatalogError:
+                skill = None  # unreadable: removing it is how it is repaired
+            db.execute("DELETE FROM skill_members WHERE skill = ?", (name,))
+            db.execute("DELETE FROM skills WHERE name = ?", (name,))
+        return skill
+
     # -- MCP servers -----------------------------------------------------------------------
 
     def _server(self, db: sqlite3.Connection, name: str) -> McpServer | None:
@@ -561,15 +735,21 @@ class Catalog:
         try:
             return McpServer.model_validate_json(config)
         except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            field = ".".join(str(part) for part in error["loc"])
-            why = f"{field}: {error['msg']}" if field else str(error["msg"])
+            return self._unreadable(
+                f"MCP server {name!r}",
+                exc,
+                f"remove it (gategraph mcp remove {name}) or declare it again "
+                f"(gategraph mcp add {name} --update ...)",
+            )
+
+    def _unreadable(self, what: str, exc: ValidationError, repair: str) -> str:
+        """Why a stored entry cannot be read, in one line naming the catalog file, the
+        entry and how to repair it (a hand-edited file, a downgrade)."""
+        error = exc.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in error["loc"])
+        why = f"{field}: {error['msg']}" if field else str(error["msg"])
         where = os.fspath(self._path) if self._path else "the in-memory catalog"
-        return (
-            f"{where}: MCP server {name!r} is unreadable ({' '.join(why.split())[:200]}): "
-            f"remove it (gategraph mcp remove {name}) or declare it again "
-            f"(gategraph mcp add {name} --update ...)"
-        )
+        return f"{where}: {what} is unreadable ({' '.join(why.split())[:200]}): {repair}"
 
     def _server_exists(self, db: sqlite3.Connection, name: str) -> bool:
         return (

@@ -481,8 +481,8 @@ def tool_list(type_: str | None, as_json: bool) -> None:
 @click.argument("name")
 @_json_option
 def tool_show(name: str, as_json: bool) -> None:
-    """Show one tool or validation, with what a wrapped validation inherits, and how often
-    a validation was flaky."""
+    """Show one tool or validation, with what a wrapped validation inherits, the skills
+    that list it, and how often a validation was flaky."""
     import msgspec
     import yaml
 
@@ -490,7 +490,10 @@ def tool_show(name: str, as_json: bool) -> None:
         found = catalog.get(name)
         count = _validation_flakes(found, {name: catalog.flakes(name)})
         records = catalog.flake_records(name, limit=_FLAKES_SHOWN) if count else []
+        skills = catalog.skills_with(name)
     data = _with_flakes(found.as_cli_dict(), count)
+    if skills:
+        data["skills"] = skills
     if records:
         # The text below is YAML of these same fields.
         data["flake_records"] = msgspec.to_builtins(records)
@@ -521,15 +524,38 @@ _yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for con
 
 @tool.command("remove")
 @click.argument("name")
-@click.option("--force", is_flag=True, help="Also detach the validation's attachments.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also detach the validation's attachments and take it out of skills.",
+)
 @_yes_option
 def tool_remove(name: str, force: bool, yes: bool) -> None:
     """Remove a tool or validation (needed to change a validation's mode)."""
+    from ._exceptions import CatalogError, NotFoundError
+
     with _catalog(create=False) as catalog:
-        found = catalog.get(name)
-        _confirm(f"Remove {found.tool_type.value} {name}?", yes)
+        try:
+            kind = catalog.get(name).tool_type.value
+        except NotFoundError:
+            raise
+        except CatalogError:
+            if not catalog.registered(name):
+                raise
+            kind = "unreadable entry"  # removing it is how it is repaired
+        _confirm(f"Remove {kind} {name}?", yes)
+        skills = catalog.skills_with(name)
         catalog.remove(name, force=force)
-    click.echo(f"removed {found.tool_type.value} {name}")
+        left = {*(skill.name for skill in catalog.list_skills()), *catalog.unreadable_skills()}
+    click.echo(f"removed {kind} {name}")
+    if skills:
+        # Only with --force: said, since the skills changed too.
+        emptied = [skill for skill in skills if skill not in left]
+        kept = [skill for skill in skills if skill in left]
+        if kept:
+            click.echo(f"taken out of the skill(s) {', '.join(kept)}")
+        if emptied:
+            click.echo(f"removed the skill(s) {', '.join(emptied)}, which listed nothing else")
 
 
 # -- gategraph validation ---------------------------------------------------------------------
@@ -1636,6 +1662,15 @@ def _add_mcp_client_commands() -> None:
 _add_mcp_client_commands()
 
 
+def _add_skill_commands() -> None:
+    from ._cli_skill import register
+
+    register(cli)
+
+
+_add_skill_commands()
+
+
 @mcp_group.command("serve")
 @click.option(
     "--http",
@@ -1672,6 +1707,14 @@ _add_mcp_client_commands()
     "folder, graph file and path argument of a call must be inside it; a relative path "
     "is relative to it.",
 )
+@click.option(
+    "--skill",
+    "skills",
+    multiple=True,
+    metavar="NAME",
+    help="Serve only the tools and validations of this skill of the catalog (repeat for "
+    "several), in place of the whole catalog's.",
+)
 def mcp_serve(
     address: str | None,
     allow_remote: bool,
@@ -1679,6 +1722,7 @@ def mcp_serve(
     plans: bool,
     validators: bool,
     root: Path | None,
+    skills: tuple[str, ...],
 ) -> None:
     """Serve the catalog's validations and read-only tools as MCP tools (with --plans and
     --validators, the plan and validator tools too).
@@ -1706,8 +1750,14 @@ def mcp_serve(
 
     endpoint = parse_address(address, allow_remote=allow_remote) if address else None
     served = served_root(root, field="--root")
+    if skills and no_builtins:
+        _fail("--no-builtins does not apply with --skill: a skill names the built-ins it serves")
     # The validator tools work on the catalog the plans run with: made if there is none yet,
     # or a plan run later would keep its criteria where this server does not look.
+    if skills:
+        # Before the catalog is made (--validators makes it): a refusal leaves nothing.
+        with _catalog(create=False) as catalog:
+            _check_skills(catalog, skills)
     with _catalog(create=validators) as catalog:
         server = create_mcp_server(
             catalog,
@@ -1716,6 +1766,7 @@ def mcp_serve(
             validators=validators,
             event_log_path=_event_log_path(),
             root=served,
+            skills=skills or None,
         )
         sock = bind(*endpoint) if endpoint is not None else None
         if catalog.path is None:
@@ -1734,6 +1785,21 @@ def mcp_serve(
         host = endpoint[0]
         with sock:
             anyio.run(lambda: serve_http(server, sock, host=host, ready=ready))
+
+
+def _check_skills(catalog: Catalog, skills: Sequence[str]) -> None:
+    from ._exceptions import CatalogError, NotFoundError
+
+    for name in skills:
+        try:
+            catalog.get_skill(name)
+        except NotFoundError:
+            _fail(
+                f"--skill {name}: no skill named {name!r} in the catalog "
+                "(gategraph skill list shows them)"
+            )
+        except CatalogError as exc:
+            _fail(f"--skill {name}: {exc}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

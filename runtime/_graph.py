@@ -54,6 +54,7 @@ from ._models import (
     _Model,
     tool_from_config,
 )
+from ._skills import Skill
 from ._yaml import Document, format_path, load_document, read_document, require_mapping
 
 if TYPE_CHECKING:
@@ -395,6 +396,9 @@ class PlanGraph(_Model):
     """The steps of the plan; at least one."""
     acceptance: tuple[AcceptanceCriterion, ...] = ()
     """Acceptance criteria, each bound to validation nodes."""
+    skills: tuple[Skill, ...] = ()
+    """Skills the plan hands its execution actor (``request.skills``): their tools and
+    validations are callable on the sandboxes, and never gate the plan."""
     policy: Policy = Policy()
     """Retries, concurrency, timeouts and approval."""
     lifecycle: Lifecycle = Lifecycle()
@@ -655,6 +659,7 @@ class _Parts:
     tools: list[tuple[PathKey, Tool]]
     nodes: list[tuple[int, Node]]
     acceptance: list[tuple[int, AcceptanceCriterion]]
+    skills: list[tuple[int, Skill]]
 
 
 @dataclass(slots=True)
@@ -692,6 +697,8 @@ class _Loader:
         self.imports: dict[str, str | None] = {}
         self.servers: dict[str, McpServer] = {}
         """The graph's own MCP servers, then the catalog's that its tools name."""
+        self.named_skills: set[int] = set()
+        """The indices of ``skills:`` items that name a catalog skill (not define one)."""
 
     def add(self, path: Sequence[str | int], message: str, *, at_key: bool = False) -> None:
         path = tuple(path)
@@ -711,6 +718,7 @@ class _Loader:
         self._check_version(data)
         self._inline_servers(data)
         tools = self._inline_tools(data)
+        skills = self._inline_skills(data)
         context = {"base_dir": self.base_dir, "attachments_only": self.attachments_only}
         graph: PlanGraph | None = None
         try:
@@ -725,9 +733,10 @@ class _Loader:
                 tools,
                 list(enumerate(graph.nodes)),
                 list(enumerate(graph.acceptance)),
+                skills,
             )
         else:
-            parts = self._salvage(data, tools, context)
+            parts = self._salvage(data, tools, skills, context)
         self._check(parts, data.get("resources"))
         self._check_servers(parts)
         if graph is not None:
@@ -786,6 +795,84 @@ class _Loader:
                     models.append(model)
             data[section] = models
         return built
+
+    def _inline_skills(self, data: dict[str, Any]) -> list[tuple[int, Skill]]:
+        """Build the ``skills:`` items: a definition, or the name of a catalog skill."""
+        items = data.get("skills")
+        if not isinstance(items, list | tuple):
+            return []  # absent, or the model reports what is wrong with the section
+        built: list[tuple[int, Skill]] = []
+        parts = _item_marks(self.doc, ("skills",))
+        for index, item in enumerate(items):
+            skill: Skill | None = None
+            if isinstance(item, str):
+                skill = self._catalog_skill(index, item)
+                if skill is not None:
+                    self.named_skills.add(index)
+            elif isinstance(item, Mapping | Skill):
+                part = parts.get(("skills", index)) or Document(None, self.doc.source)
+                part.data = item.as_config() if isinstance(item, Skill) else item
+                try:
+                    skill = Skill.from_config(part)
+                except ConfigError as exc:
+                    self._adopt(exc, ("skills", index))
+            else:
+                self.add(
+                    ["skills", index],
+                    "must be a skill ({name, description, tools}) or the name of a skill of "
+                    f"the catalog, not {_kind_of(item)}",
+                )
+            if skill is not None:
+                built.append((index, skill))
+        data["skills"] = [skill for _, skill in built]
+        return built
+
+    def _catalog_skill(self, index: int, name: str) -> Skill | None:
+        where: PathKey = ("skills", index)
+        if self.catalog is None:
+            self.add(where, f"unknown skill {name!r}: no catalog was given (define it here)")
+            return None
+        try:
+            return self.catalog.get_skill(name)
+        except CatalogError as exc:
+            if isinstance(exc, LookupError):
+                known = [skill.name for skill in self.catalog.list_skills()]
+                hint = _did_you_mean(name, known)
+                self.add(where, f"unknown skill {name!r}: not in the catalog{hint}")
+            else:
+                self.add(where, f"cannot read skill {name!r} from the catalog: {_one_line(exc)}")
+            return None
+
+    def _check_skills(self, skills: list[tuple[int, Skill]]) -> None:
+        """Skill names are unique and every member is a tool or validation of the plan."""
+        first: dict[str, int] = {}
+        for index, skill in skills:
+            named = index in self.named_skills  # written as a catalog skill's name
+            if skill.name in first:
+                where: PathKey = ("skills", index) if named else ("skills", index, "name")
+                self.add(
+                    where,
+                    f"duplicate skill {skill.name!r} "
+                    f"(first at {self.where(['skills', first[skill.name]])})",
+                )
+                continue
+            first[skill.name] = index
+            for j, name in enumerate(skill.tools):
+                if self._resolve(name, ()) is None and name not in self.broken.tools:
+                    if named:
+                        message = self._unknown("tool", name)
+                        self.add(
+                            ["skills", index], f"the catalog's skill {skill.name!r} lists {message}"
+                        )
+                    else:
+                        self.add(["skills", index, "tools", j], self._unknown("tool", name))
+
+    def _member_at(self, index: int, member: int) -> list[str | int]:
+        """Where a skill's member is written: in its ``tools``, or (a catalog skill the
+        graph names) at the name."""
+        if index in self.named_skills:
+            return ["skills", index]
+        return ["skills", index, "tools", member]
 
     def _inline_servers(self, data: dict[str, Any]) -> None:
         """Build the ``mcp_servers:`` declarations, each with its key as its name."""
@@ -876,7 +963,11 @@ class _Loader:
             )
 
     def _salvage(
-        self, data: dict[str, Any], tools: list[tuple[PathKey, Tool]], context: dict[str, Any]
+        self,
+        data: dict[str, Any],
+        tools: list[tuple[PathKey, Tool]],
+        skills: list[tuple[int, Skill]],
+        context: dict[str, Any],
     ) -> _Parts:
         """Validate each part on its own, so the cross-checks still see the valid ones."""
         resources: dict[str, ResourceSpec] = {}
@@ -889,7 +980,7 @@ class _Loader:
                     self.broken.resources.add(name)
         nodes = _valid_items(data.get("nodes"), Node, self.broken.nodes)
         acceptance = _valid_items(data.get("acceptance"), AcceptanceCriterion, set())
-        return _Parts(resources, tools, nodes, acceptance)
+        return _Parts(resources, tools, nodes, acceptance, skills)
 
     def _check(self, parts: _Parts, raw_resources: Any) -> None:
         if isinstance(raw_resources, dict):
@@ -909,6 +1000,7 @@ class _Loader:
             # Only now pay for networkx: it names every cycle, each from its first node.
             self._check_cycles(_dependency_graph(nodes, edges_only=True), ids)
         self._check_acceptance(parts.acceptance, [node for _, node in parts.nodes])
+        self._check_skills(parts.skills)
 
     def _explained(self) -> list[ConfigIssue]:
         """Order issues as they stand in the file and suggest names for unknown fields."""
@@ -1033,6 +1125,16 @@ class _Loader:
                         )
                 wraps = current.wraps if isinstance(current, Validation) else None
                 current = self.registry.get(wraps) if wraps is not None else None
+        for index, skill in parts.skills:
+            for j, name in enumerate(skill.tools):
+                member = self.registry.get(name)
+                if member is None or name in reported or name in self.inline:
+                    continue
+                reported.add(name)
+                if member.source is ToolSource.MCP:
+                    problem = self._server_problem(member)
+                    if problem is not None:
+                        self.add(self._member_at(index, j), f"{name!r} cannot be called: {problem}")
 
     def _server_problem(self, tool: Tool) -> str | None:
         """What is wrong with the server ``tool`` names (``None``: it is known)."""
@@ -1238,6 +1340,20 @@ class _Loader:
                 where: list[str | int] = ["nodes", index, field or _TARGET_FIELD[node.kind]]
                 what = "" if field or inline else f"{node.target!r} cannot be called: "
                 self.add(where, what + issue.message)
+        # A skill's members are called as the plan's nodes are: what cannot be, is said at
+        # the skill (once per name; an inline one's problem is said where it is defined).
+        reported.update(node.target for _, node in parts.nodes)  # checked at the nodes
+        for index, skill in parts.skills:
+            for j, name in enumerate(skill.tools):
+                tool = self.registry.get(name)
+                if tool is None or name in reported or name in self.inline:
+                    continue
+                reported.add(name)
+                untrusted = tool.untrusted or (required and isinstance(tool, Validation))
+                found = problem(tool, "sandbox" if untrusted else None, None)
+                if found is not None:
+                    message = found.issues[0].message
+                    self.add(self._member_at(index, j), f"{name!r} cannot be called: {message}")
 
     def _sandbox_only(self, parts: _Parts, required: bool) -> set[str]:
         """The tools that only sandboxed nodes call (directly or wrapped), every

@@ -42,7 +42,7 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, TextIO, cast
@@ -1082,18 +1082,51 @@ class _Tools:
         builtins: bool,
         plans: bool,
         warn: Callable[[str], None],
+        skills: tuple[str, ...] | None = None,
     ) -> None:
         self.catalog = catalog
         self.builtins = builtins
         self.plans = plans
         self.warn = warn
+        self.skills = skills
         self._built: dict[str, tuple[str, ServedTool | None]] = {}
         self._warned: set[str] = set()
+
+    def members(self) -> list[str] | None:
+        """With skills given, the names of their tools and validations, read afresh (a
+        skill updated while the server runs is served as it is now); otherwise None."""
+        if self.skills is None:
+            return None
+        names: dict[str, None] = {}
+        for skill in self.skills:
+            try:
+                found = self.catalog.get_skill(skill)
+            except GategraphError as exc:
+                self._tell(f"skill {skill}: {exc}")
+                continue
+            names.update(dict.fromkeys(found.tools))
+        return list(names)
 
     def _entries(self) -> list[Tool]:
         from ._builtins import builtin_names, shipped
         from ._plugins import plugin_validations
 
+        members = self.members()
+        if members is not None:
+            # A skill names what it serves, built-ins included; a member that cannot be
+            # served (it writes, it is gone) is said once on standard error.
+            picked: list[Tool] = []
+            for name in members:
+                try:
+                    tool = self.catalog.get(name)
+                except GategraphError as exc:
+                    self._tell(f"{name}: {exc}")
+                    continue
+                if _servable(tool):
+                    picked.append(tool)
+                else:
+                    self._tell(f"{name}: it is not read-only (only read-only tools are served)")
+            return picked
         entries = {
             tool.name: tool
             for tool in self.catalog.list()
@@ -1154,6 +1187,9 @@ class _Tools:
         """The served tool called ``name`` on MCP, or None."""
         if name in PLAN_TOOLS or name in VALIDATOR_TOOLS:
             return None  # reserved (see build; the validator tools are served by name)
+        members = self.members()
+        if members is not None:
+            return next((s for s in self.listing() if s.name == name), None)
         try:
             # The common case, without reading the whole catalog: the catalog's entry of
             # that name, or the built-in one.
@@ -1176,6 +1212,7 @@ def create_mcp_server(
     default_timeout: float | None = None,
     warn: Callable[[str], None] | None = None,
     root: str | os.PathLike[str] | None = None,
+    skills: str | Sequence[str] | None = None,
 ) -> Server[Any]:
     """Build an MCP server (the SDK's low-level ``Server``) that serves ``catalog``'s
     validations and read-only tools; with ``builtins``, the built-in validations the
@@ -1184,7 +1221,10 @@ def create_mcp_server(
     beside the catalog). With ``validators``, also the validator tools (``validator.ac-pull``,
     ``validator.attest``, ``validator.reject``, ``spawn.validator``) on ``catalog``: an
     attestation lets a plan that waits for outside validators apply, so they are served
-    only when asked for. ``warn`` receives one line per entry that is not served.
+    only when asked for. With ``skills`` (names of the catalog's skills), only their tools
+    and validations are served, in place of the whole catalog's (``builtins`` does not
+    apply: a skill names the built-ins it wants); :class:`NotFoundError` for a skill the
+    catalog does not have. ``warn`` receives one line per entry that is not served.
 
     Every path a call names must be inside ``root`` (default: the working directory now),
     resolved once, here; a relative path is relative to it. Raises :class:`ConfigError`
@@ -1201,7 +1241,12 @@ def create_mcp_server(
         print(f"gategraph mcp serve: {message}", file=sys.stderr, flush=True)
 
     served_in = served_root(root)
-    tools = _Tools(catalog, builtins=builtins, plans=plans, warn=warn or stderr)
+    from ._skills import names_of
+
+    chosen = None if skills is None else tuple(dict.fromkeys(names_of(skills)))
+    for skill in chosen or ():
+        catalog.get_skill(skill)  # an unknown one is refused before anything is served
+    tools = _Tools(catalog, builtins=builtins, plans=plans, warn=warn or stderr, skills=chosen)
     if event_log_path is not None:
         log_path = Path(event_log_path)
     elif catalog.path is not None:

@@ -86,6 +86,11 @@ class ExecuteRequest(msgspec.Struct, kw_only=True):
     """The plan's :class:`PlanJournal`: log the work's own runs into the plan's sequence
     (``execute_graph(..., **journal.engine_arguments())``, then ``journal.advance(run)``).
     Optional; a resumed plan never asks again for work the log shows finished."""
+    skills: Any = None
+    """The plan's skills as :class:`SkillTools` over these sandboxes: ``await
+    request.skills.call("python_syntax")`` runs a skill's validation (or tool) on them now
+    and returns its result, as a self-check. Never part of the verdict: only the plan's
+    validation nodes and attached validations gate it."""
 
 
 class FixRequest(ExecuteRequest, kw_only=True):

@@ -95,6 +95,7 @@ from ._resources import (
     Resource,
 )
 from ._roles import as_role, build_role
+from ._skills import SkillTools
 from ._spans import current_span
 from ._store import ContentStore, StoreError, StoreRetention
 from ._sync import run_sync
@@ -794,14 +795,16 @@ class Supervisor:
         if not fix:
             # A first Execute always starts on a fresh copy, also after a crash midway.
             await self.boxes.ensure(fresh=True)
+        views = await self.boxes.views()
         request = ExecuteRequest(
             plan_id=self.plan_id,
             graph=self.graph,
             strategy=strategy,
-            resources=await self.boxes.views(),
+            resources=views,
             attempt=self.attempt,
             revision=self.revision,
             journal=self.journal,
+            skills=SkillTools(self.graph, views, isolation=self.executor.isolation),
         )
         artifact: Any
         try:

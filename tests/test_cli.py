@@ -206,7 +206,8 @@ COMMAND_PATHS = list(_command_paths(cli))
 
 
 def test_every_expected_command_exists() -> None:
-    """The CLI offers exactly the seed 004 tool and validation commands, and the engine's."""
+    """The CLI offers exactly the seed 004 tool and validation commands, the skill
+    commands, and the engine's."""
     assert COMMAND_PATHS == [
         (),
         ("approve",),
@@ -225,6 +226,11 @@ def test_every_expected_command_exists() -> None:
         ("replay",),
         ("resume",),
         ("run",),
+        ("skill",),
+        ("skill", "add"),
+        ("skill", "list"),
+        ("skill", "remove"),
+        ("skill", "show"),
         ("tool",),
         ("tool", "add"),
         ("tool", "list"),

@@ -29,6 +29,7 @@ from gategraph.runtime import (
     McpServer,
     MemoryEventLog,
     RetryBudget,
+    Skill,
     SQLiteEventLog,
     Validation,
     tool_from_config,
@@ -568,6 +569,33 @@ def test_the_toolset_refuses_what_it_must_not_give(catalog: Catalog, project: Pa
         CatalogToolset(names=["python_syntax"])
     with pytest.raises(ConfigError, match=r"catalog: 'files.list' needs a folder"):
         CatalogToolset(catalog)  # every entry, and one of them needs a folder
+
+
+def test_the_toolset_of_a_skill(catalog: Catalog, project: Path) -> None:
+    """`skills` gives the tools and validations of those skills (with `names`, both, each
+    once); an unknown skill or a member that writes is refused by its field."""
+    catalog.add_skill(Skill(name="review", tools=("lint.ruff", "python_syntax")))
+    catalog.add_skill(Skill(name="look", tools=("files.list", "python_syntax")))
+    catalog.add_skill(Skill(name="writes", tools=("format",)))
+    toolset = CatalogToolset(catalog, skills=["review", "look"], change=project)
+    assert sorted(toolset.catalog_names.values()) == ["files.list", "lint.ruff", "python_syntax"]
+    both = CatalogToolset(
+        catalog, skills="review", names=["python_syntax", "lint_ruff"], change=project
+    )
+    assert sorted(both.catalog_names.values()) == ["lint.ruff", "lint_ruff", "python_syntax"]
+    with pytest.raises(ConfigError, match=r"skills\[1\]: no skill named 'ghost' in the catalog"):
+        CatalogToolset(catalog, skills=["review", "ghost"], change=project)
+    with pytest.raises(ConfigError, match=r"skills\[0\]: skill 'writes' has no read-only tool"):
+        CatalogToolset(catalog, skills=["writes"], change=project)
+    # A member that writes is left out of a skill's tools (named, it is refused).
+    catalog.add_skill(Skill(name="mixed", tools=("format", "python_syntax")))
+    mixed = CatalogToolset(catalog, skills="mixed", change=project)
+    assert list(mixed.catalog_names.values()) == ["python_syntax"]
+    with pytest.raises(ConfigError, match=r"names\[0\]: 'format' cannot be given to a model"):
+        CatalogToolset(catalog, skills="mixed", names=["format"], change=project)
+    catalog.add_skill(Skill(name="far", tools=("files.list",)))
+    with pytest.raises(ConfigError, match=r"skills\[0\]: 'files.list' needs a folder"):
+        CatalogToolset(catalog, skills=["far"])
 
 
 @pytest.mark.anyio

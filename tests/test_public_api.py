@@ -155,6 +155,8 @@ EXPECTED = [
     "SandboxLimits",
     "SandboxPool",
     "Scope",
+    "Skill",
+    "SkillTools",
     "StoreError",
     "StoreRetention",
     "StoreStatistics",

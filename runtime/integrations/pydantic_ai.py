@@ -37,6 +37,7 @@ from gategraph.runtime._eventlog import check_event_log, opened_log
 from gategraph.runtime._exceptions import ConfigError, GategraphError
 from gategraph.runtime._maxn import MaxNPolicy, RetryBudget, RetryDecision
 from gategraph.runtime._models import Validation
+from gategraph.runtime._skills import names_of
 from gategraph.runtime._validate import Verdict, graph_spec, load_spec, validate
 
 try:
@@ -419,8 +420,10 @@ class CatalogToolset(FunctionToolset[Any]):
     output. Arguments the entry's schema refuses go back to the model to correct.
 
     By default every read-only tool and validation registered in ``catalog`` is given;
-    ``names`` picks some (built-in validations such as ``python_syntax`` included). A tool
-    that writes is never given. Validations run under gategraph's read-only guard; a
+    ``names`` picks some (built-in validations such as ``python_syntax`` included), and
+    ``skills`` picks the tools and validations of those skills of the catalog (with
+    ``names``, both). A tool that writes is never given. What the agent calls is a check it
+    runs for itself: it gates nothing (attach a validation to make it a gate). Validations run under gategraph's read-only guard; a
     read-only tool is trusted to be one.
 
     ``change`` is the folder the tools and validations look at (their resource), or a
@@ -435,6 +438,7 @@ class CatalogToolset(FunctionToolset[Any]):
         catalog: Catalog | None = None,
         *,
         names: Iterable[str] | None = None,
+        skills: Iterable[str] | None = None,
         change: str | os.PathLike[str] | _FolderOf | None = None,
         event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
@@ -445,9 +449,15 @@ class CatalogToolset(FunctionToolset[Any]):
             from gategraph.runtime._catalog import Catalog
 
             catalog = Catalog.in_memory()  # the built-in validations only
-        tools = self._pick(catalog, names, change)
+        wanted = None
+        if names is not None or skills is not None:
+            wanted = [
+                *self._skill_members(catalog, names_of(skills or ())),
+                *((f"names[{i}]", n) for i, n in enumerate(names_of(names or ()))),
+            ]
+        tools = self._pick(catalog, wanted, change)
         self.catalog: Final = catalog
-        where = "catalog" if names is None else "names"
+        where = "catalog" if wanted is None else "names"
         self.catalog_names: Final[Mapping[str, str]] = {
             model: name for name, model in _model_names((t.name for t in tools), where).items()
         }
@@ -471,13 +481,50 @@ class CatalogToolset(FunctionToolset[Any]):
         )
 
     @staticmethod
-    def _pick(catalog: Catalog, names: Iterable[str] | None, change: object) -> list[Tool]:
+    def _skill_members(catalog: Catalog, skills: list[str]) -> list[tuple[str, str]]:
+        """The read-only members of ``skills``, each once, with the skill each comes from
+        (a member that writes is left out, as MCP's ``--skill`` leaves it out)."""
+        from gategraph.runtime._exceptions import NotFoundError
+
+        members: dict[str, str] = {}
+        for index, skill in enumerate(skills):
+            where = f"skills[{index}]"
+            try:
+                found = catalog.get_skill(skill)
+            except NotFoundError:
+                raise ConfigError.at(
+                    where, f"no skill named {skill!r} in the catalog", source=_TOOLSET
+                ) from None
+            except GategraphError as exc:
+                raise ConfigError.at(where, str(exc), source=_TOOLSET) from None
+            given = 0
+            for name in found.tools:
+                try:
+                    writes = _exposable(catalog.get(name)) is not None
+                except NotFoundError:
+                    writes = False  # said below, at the skill
+                if not writes:
+                    members.setdefault(name, where)
+                    given += 1
+            if not given:
+                raise ConfigError.at(
+                    where,
+                    f"skill {skill!r} has no read-only tool or validation to give a model",
+                    source=_TOOLSET,
+                )
+        return [(where, name) for name, where in members.items()]
+
+    @staticmethod
+    def _pick(catalog: Catalog, wanted: list[tuple[str, str]] | None, change: object) -> list[Tool]:
         picked: list[tuple[str, Tool]] = []
-        if names is None:
+        if wanted is None:
             picked = [("catalog", t) for t in catalog.list() if _exposable(t) is None]
         else:
-            for index, name in enumerate([names] if isinstance(names, str) else names):
-                where = f"names[{index}]"
+            seen: set[str] = set()
+            for where, name in wanted:
+                if name in seen:
+                    continue  # in a skill and in names: given once
+                seen.add(name)
                 if name not in catalog:
                     raise ConfigError.at(
                         where, f"no tool or validation named {name!r}", source=_TOOLSET
