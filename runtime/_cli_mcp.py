@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ._mcp import McpServer, McpToolInfo
     from ._models import Tool
@@ -173,14 +173,20 @@ def mcp_add(
 
 
 def _exists(catalog: Any, name: str) -> bool:
+    return in_catalog(catalog.get_server, name)
+
+
+def in_catalog(get: Callable[[str], object], name: str) -> bool:
+    """Whether the catalog holds an entry called ``name``, read by ``get`` (a server, a
+    skill): one it cannot read is there too, and ``--update`` replaces it."""
     from ._exceptions import CatalogError, NotFoundError
 
     try:
-        catalog.get_server(name)
+        get(name)
     except NotFoundError:
         return False
     except CatalogError:
-        return True  # stored, but unreadable: --update replaces it
+        return True
     return True
 
 

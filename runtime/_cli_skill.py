@@ -59,6 +59,7 @@ def skill_add(
     from a plugin. Being in a skill never makes a validation gate a plan: attach it for that.
     """
     from ._cli import EXIT_REFUSED, EXIT_USAGE, _catalog, _fail
+    from ._cli_mcp import in_catalog
     from ._exceptions import ConfigError, DuplicateError
     from ._skills import Skill
     from ._yaml import Document, read_document
@@ -82,7 +83,7 @@ def skill_add(
         raise missing
     try:
         with _catalog(create=True) as catalog:
-            existed = _has_skill(catalog, model.name)
+            existed = in_catalog(catalog.get_skill, model.name)
             stored = catalog.add_skill(model, update=update)
             kinds = _kinds(catalog, stored)
     except DuplicateError:
@@ -115,18 +116,6 @@ def _missing(catalog: Catalog, model: Skill, doc: Any) -> Exception | None:
     return ConfigError(
         "\n".join(f"skill {model.name!r}: {said.format(n)}{hint}" for _, n in unknown)
     )
-
-
-def _has_skill(catalog: Catalog, name: str) -> bool:
-    from ._exceptions import CatalogError, NotFoundError
-
-    try:
-        catalog.get_skill(name)
-    except NotFoundError:
-        return False
-    except CatalogError:
-        return True  # there, if unreadable: --update repairs it
-    return True
 
 
 def _kinds(catalog: Catalog, skill: Skill) -> str:

@@ -58,7 +58,7 @@ from ._skills import Skill
 from ._yaml import Document, format_path, load_document, read_document, require_mapping
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from pydantic import ValidationInfo
 
@@ -867,12 +867,26 @@ class _Loader:
                     else:
                         self.add(["skills", index, "tools", j], self._unknown("tool", name))
 
-    def _member_at(self, index: int, member: int) -> list[str | int]:
-        """Where a skill's member is written: in its ``tools``, or (a catalog skill the
-        graph names) at the name."""
-        if index in self.named_skills:
-            return ["skills", index]
-        return ["skills", index, "tools", member]
+    def _skill_members(
+        self, parts: _Parts, done: set[str]
+    ) -> Iterator[tuple[list[str | int], Tool]]:
+        """Each resolved member of the skills not in ``done`` (then added to it) and not
+        defined in the graph (said where it is defined), with where it is written: in its
+        skill's ``tools``, or (a catalog skill the graph names) at the name."""
+        for index, skill in parts.skills:
+            for j, name in enumerate(skill.tools):
+                tool = self.registry.get(name)
+                if tool is None or name in done or name in self.inline:
+                    continue
+                done.add(name)
+                yield (
+                    (
+                        ["skills", index]
+                        if index in self.named_skills
+                        else ["skills", index, "tools", j]
+                    ),
+                    tool,
+                )
 
     def _inline_servers(self, data: dict[str, Any]) -> None:
         """Build the ``mcp_servers:`` declarations, each with its key as its name."""
@@ -1125,16 +1139,11 @@ class _Loader:
                         )
                 wraps = current.wraps if isinstance(current, Validation) else None
                 current = self.registry.get(wraps) if wraps is not None else None
-        for index, skill in parts.skills:
-            for j, name in enumerate(skill.tools):
-                member = self.registry.get(name)
-                if member is None or name in reported or name in self.inline:
-                    continue
-                reported.add(name)
-                if member.source is ToolSource.MCP:
-                    problem = self._server_problem(member)
-                    if problem is not None:
-                        self.add(self._member_at(index, j), f"{name!r} cannot be called: {problem}")
+        for where, member in self._skill_members(parts, reported):
+            if member.source is ToolSource.MCP:
+                problem = self._server_problem(member)
+                if problem is not None:
+                    self.add(where, f"{member.name!r} cannot be called: {problem}")
 
     def _server_problem(self, tool: Tool) -> str | None:
         """What is wrong with the server ``tool`` names (``None``: it is known)."""
@@ -1343,17 +1352,12 @@ class _Loader:
         # A skill's members are called as the plan's nodes are: what cannot be, is said at
         # the skill (once per name; an inline one's problem is said where it is defined).
         reported.update(node.target for _, node in parts.nodes)  # checked at the nodes
-        for index, skill in parts.skills:
-            for j, name in enumerate(skill.tools):
-                tool = self.registry.get(name)
-                if tool is None or name in reported or name in self.inline:
-                    continue
-                reported.add(name)
-                untrusted = tool.untrusted or (required and isinstance(tool, Validation))
-                found = problem(tool, "sandbox" if untrusted else None, None)
-                if found is not None:
-                    message = found.issues[0].message
-                    self.add(self._member_at(index, j), f"{name!r} cannot be called: {message}")
+        for where, tool in self._skill_members(parts, reported):
+            untrusted = tool.untrusted or (required and isinstance(tool, Validation))
+            found = problem(tool, "sandbox" if untrusted else None, None)
+            if found is not None:
+                message = found.issues[0].message
+                self.add(where, f"{tool.name!r} cannot be called: {message}")
 
     def _sandbox_only(self, parts: _Parts, required: bool) -> set[str]:
         """The tools that only sandboxed nodes call (directly or wrapped), every
