@@ -147,6 +147,8 @@ if TYPE_CHECKING:
     from ._observe import ProgressState as ProgressState
     from ._observe import progress_for as progress_for
     from ._observe import progress_line as progress_line
+    from ._picture import draw_dot as draw_dot
+    from ._picture import draw_mermaid as draw_mermaid
     from ._pipeline import LAYERS as LAYERS
     from ._pipeline import NeedsApproval as NeedsApproval
     from ._pipeline import Passed as Passed
@@ -425,6 +427,8 @@ _WHERE: dict[str, str] = {
     "default_audit_path": "._maxn",
     "default_catalog_path": "._catalog",
     "default_event_log_path": "._eventlog",
+    "draw_dot": "._picture",
+    "draw_mermaid": "._picture",
     "encode_event": "._events",
     "execute_graph": "._engine",
     "execute_graph_sync": "._engine",
@@ -653,6 +657,8 @@ __all__ = [
     "default_audit_path",
     "default_catalog_path",
     "default_event_log_path",
+    "draw_dot",
+    "draw_mermaid",
     "encode_event",
     "execute_graph",
     "execute_graph_sync",

@@ -1112,9 +1112,17 @@ def _drive_plan(
 
 
 def _show_outcome(
-    outcome: Any, *, as_json: bool, report: tuple[str, Path] | None, name: str
+    outcome: Any,
+    *,
+    as_json: bool,
+    report: tuple[str, Path] | None,
+    name: str,
+    otel: bool = False,
+    graph_file: Path | None = None,
 ) -> None:
-    """Print the outcome (table and verdict, or JSON), write the report, set the exit code."""
+    """Print the outcome (table and verdict, or JSON), write the report, set the exit code.
+    A plan that waits for a person who is at the terminal: ask them, and go on (with
+    ``graph_file``, the graph the command was given)."""
     import msgspec
 
     from ._supervisor import PlanStatus
@@ -1160,13 +1168,30 @@ def _show_outcome(
     if report is not None:
         # Written after the outcome is shown: a report that cannot be written must not
         # hide what happened to the plan.
+        from ._cli_plans import html_page, write_report
         from ._reports import render_report
 
         kind, target = report
-        try:
-            target.write_text(render_report(outcome, kind, name=name), encoding="utf-8")
-        except OSError as exc:
-            _fail(f"--report: cannot write {target}: {exc.strerror or exc}")
+        if kind == "html":
+            with _catalog(create=False) as catalog:
+                text = html_page(_event_log_path(), outcome.plan_id, catalog) or ""
+        else:
+            text = render_report(outcome, kind, name=name)
+        write_report(target, text, "--report")
+    if not as_json:
+        from ._cli_plans import ask_person
+
+        decision = ask_person(outcome)
+        if decision is not None:
+            _resume_command(
+                outcome.plan_id,
+                graph_file,
+                decision=decision,
+                as_json=False,
+                report=report,
+                otel=otel,
+            )
+            return
     code = {
         PlanStatus.APPLIED: EXIT_OK,
         PlanStatus.FAILED: EXIT_REFUSED,
@@ -1209,7 +1234,14 @@ def _run_plan_command(
         )
 
     outcome = _drive_plan(start, as_json=as_json, otel=otel, informational=informational)
-    _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
+    _show_outcome(
+        outcome,
+        as_json=as_json,
+        report=report,
+        name=plan.name,
+        otel=otel,
+        graph_file=graph_path,
+    )
 
 
 def _resume_command(
@@ -1277,7 +1309,14 @@ def _resume_command(
         return await resume_plan(plan_id, plan, catalog=catalog, event_log=log, decision=decision)
 
     outcome = _drive_plan(start, as_json=as_json, otel=otel, informational=informational)
-    _show_outcome(outcome, as_json=as_json, report=report, name=plan.name)
+    _show_outcome(
+        outcome,
+        as_json=as_json,
+        report=report,
+        name=plan.name,
+        otel=otel,
+        graph_file=path,
+    )
 
 
 _otel_option = click.option(
@@ -1290,9 +1329,10 @@ _otel_option = click.option(
 _report_option = click.option(
     "--report",
     nargs=2,
-    type=(click.Choice(["junit", "sarif"]), click.Path(path_type=Path, dir_okay=False)),
-    metavar="junit|sarif FILE",
-    help="Also write the last round's validations in that format.",
+    type=(click.Choice(["junit", "sarif", "html"]), click.Path(path_type=Path, dir_okay=False)),
+    metavar="junit|sarif|html FILE",
+    help="Also write the last round's validations as JUnit XML or SARIF, or the whole plan "
+    "as one self-contained HTML page (as gategraph report writes it).",
 )
 
 
@@ -1669,6 +1709,16 @@ def _add_skill_commands() -> None:
 
 
 _add_skill_commands()
+
+
+def _add_plan_commands() -> None:
+    # plans, graph, schema: looking at plans and plan graphs, in their own module.
+    from ._cli_plans import register
+
+    register(cli)
+
+
+_add_plan_commands()
 
 
 @mcp_group.command("serve")

@@ -425,15 +425,33 @@ def _seq(event: EventBase) -> int:
     return event.seq
 
 
-def _reader(path: Path) -> sqlite3.Connection:
+def _reader(path: Path) -> sqlite3.Connection | None:
+    """A connection that only reads the log (None when the file holds no events yet): a
+    reader never writes, not even the table a writer makes."""
+    source = os.fspath(path)
     if not path.exists():
-        raise ConfigError("no event log here", source=os.fspath(path))
-    return _connect(path)
+        raise ConfigError("no event log here", source=source)
+    db: sqlite3.Connection | None = None
+    try:
+        db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        found = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_segments'"
+        ).fetchone()
+    except sqlite3.Error as exc:
+        if db is not None:
+            db.close()
+        raise ConfigError(f"not a gategraph event log ({exc})", source=source) from None
+    if found is None:
+        db.close()
+        return None
+    return db
 
 
 def read_events(path: str | os.PathLike[str], plan_id: str, after: int = 0) -> list[Event]:
     """Read a plan's events from a SQLite event log file (synchronously)."""
     db = _reader(Path(path))
+    if db is None:
+        return []
     try:
         rows: Iterable[tuple[bytes]] = db.execute(
             "SELECT body FROM event_segments WHERE plan_id = ? AND last_seq > ? ORDER BY first_seq",
@@ -447,6 +465,8 @@ def read_events(path: str | os.PathLike[str], plan_id: str, after: int = 0) -> l
 def list_plans(path: str | os.PathLike[str]) -> list[str]:
     """Return the plan ids in a SQLite event log file, oldest first."""
     db = _reader(Path(path))
+    if db is None:
+        return []
     try:
         rows = db.execute(
             "SELECT plan_id FROM event_segments GROUP BY plan_id ORDER BY min(first_id)"

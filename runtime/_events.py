@@ -227,6 +227,11 @@ class ArtifactValidationStarted(
     """What each sandbox held as the round's validations saw it, by resource: the digest of
     its manifest in the plan's content store (``changes:`` and a digest of its changes, for
     a resource the store cannot hold). None before any sandbox is open."""
+    bases: dict[str, str] | None = None
+    """What each sandbox started from, by resource (the real resource as the sandbox copied
+    it): the digest of its manifest in the content store. With ``inputs``, the change the
+    round validated, which Apply commits. None where the store keeps no copies (in memory),
+    and in logs written before it was recorded."""
 
 
 class ArtifactValidated(EventBase, tag="artifact_validated", kw_only=True, frozen=True, gc=False):
@@ -235,6 +240,9 @@ class ArtifactValidated(EventBase, tag="artifact_validated", kw_only=True, froze
     round: int
     verdict: dict[str, Any]
     """The seed 003 attestation."""
+    seconds: dict[str, float] = msgspec.field(default_factory=dict)
+    """Seconds the round spent in each pipeline layer (empty in logs written before it was
+    recorded)."""
 
 
 class ArtifactRejected(EventBase, tag="artifact_rejected", kw_only=True, frozen=True, gc=False):
@@ -246,6 +254,9 @@ class ArtifactRejected(EventBase, tag="artifact_rejected", kw_only=True, frozen=
     reasons: list[str]
     verdict: dict[str, Any] | None = None
     """The seed 003 rejection, for a semantic rejection."""
+    seconds: dict[str, float] = msgspec.field(default_factory=dict)
+    """Seconds the round spent in each pipeline layer up to the one that rejected it
+    (empty in logs written before it was recorded)."""
 
 
 class RetryDecided(EventBase, tag="retry_decided", kw_only=True, frozen=True, gc=False):
@@ -312,6 +323,9 @@ class ApprovalRequired(EventBase, tag="approval_required", kw_only=True, frozen=
     round: int
     tier: str
     message: str
+    verdict: dict[str, Any] | None = None
+    """The round's seed 003 attestation, which the person is asked to approve (absent in
+    logs written before it was recorded)."""
 
 
 class AttestationRequired(

@@ -51,7 +51,9 @@ ENGINE_TAGS: Final = frozenset(
 # their own timestamps (their findings are compared through the reasons beside them), and
 # where the graph file was (its content is compared, by digest), and the digests of a
 # round's inputs (facts of the files, read again where the plan goes on).
-_VOLATILE: Final = frozenset({"id", "seq", "at", "causation_id", "verdict", "graph_path", "inputs"})
+_VOLATILE: Final = frozenset(
+    {"id", "seq", "at", "causation_id", "verdict", "graph_path", "inputs", "bases", "seconds"}
+)
 PASSING_TAGS: Final = frozenset({"plan_resumed"})
 """Recorded events the journal steps over wherever they are: markers, not decisions."""
 _NOT_STEPS: Final = ENGINE_TAGS | PASSING_TAGS

@@ -938,30 +938,19 @@ async def call_validator_tool(
 def plans_waiting(log_path: Path) -> list[dict[str, Any]]:
     """The plans of the SQLite event log at ``log_path`` that wait (for a person, or for
     outside validators), oldest first (none when there is no log yet)."""
-    from ._eventlog import list_plans, read_events
-    from ._events import PlanFinished, PlanResumed, PlanStarted
+    from ._plan_views import plan_summaries
 
-    if not log_path.is_file():
-        return []
-    waiting = []
-    for plan_id in list_plans(log_path):
-        events = read_events(log_path, plan_id)
-        last = events[-1] if events else None
-        if not isinstance(last, PlanFinished) or last.status not in _WAITING:
-            continue
-        started = next((e for e in events if isinstance(e, PlanStarted)), None)
-        if any(isinstance(e, PlanResumed) for e in events if e.seq > last.seq):
-            continue  # pragma: no cover - a resumption is after the pause, so not last
-        waiting.append(
-            {
-                "plan_id": plan_id,
-                "graph": started.graph if started is not None else "",
-                "graph_path": started.graph_path if started is not None else None,
-                "status": last.status,
-                "message": last.message,
-            }
-        )
-    return waiting
+    waiting = [s for s in plan_summaries(log_path) if s.status in _WAITING]
+    return [
+        {
+            "plan_id": s.plan_id,
+            "graph": s.name,
+            "graph_path": s.graph_path,
+            "status": s.status,
+            "message": s.message,
+        }
+        for s in sorted(waiting, key=lambda s: s.started_at)
+    ]
 
 
 def _plan_to_run(

@@ -137,11 +137,14 @@ class RoundPipeline:
         journal, stats = context.journal, context.stats
         # What the round validates; Apply commits only that (see PlanApply.refusal).
         recorded = journal.peek()
+        bases: dict[str, str] | None = None
         if isinstance(recorded, ArtifactValidationStarted):
             inputs = recorded.inputs  # what the round saw when it ran (resuming or replaying)
+            bases = recorded.bases
         elif recorded is None and not journal.offline:
             await context.boxes.ensure()  # resuming, the round may be the first live step
             inputs = await context.boxes.inputs(pin=True)
+            bases = context.boxes.bases()
         else:
             inputs = None  # the log holds something else here: the emit below says what
         if self._retry_only is not None and inputs != self.validated:
@@ -157,6 +160,7 @@ class RoundPipeline:
             attempt=context.attempt,
             revision=context.revision,
             inputs=inputs,
+            bases=bases,
         )
         layers = {
             "routing": self.routing,
@@ -165,11 +169,12 @@ class RoundPipeline:
             "approval": self.approval,
         }
         outcome: ValidationOutcome = Passed()
+        seconds: dict[str, float] = {}
         for layer in LAYERS:  # seed 002 §5.2: a fixed order; the first rejection ends it
             began = time.perf_counter()
             outcome = journal.settle(layer, await layers[layer](artifact), artifact, context.round)
-            spent = stats.layer_seconds.get(layer, 0.0) + time.perf_counter() - began
-            stats.layer_seconds[layer] = spent
+            seconds[layer] = round(time.perf_counter() - began, 6)
+            stats.layer_seconds[layer] = stats.layer_seconds.get(layer, 0.0) + seconds[layer]
             if not isinstance(outcome, Passed):
                 break
         self.summaries.append(
@@ -192,12 +197,16 @@ class RoundPipeline:
                 round=context.round,
                 layer=outcome.layer,
                 reasons=[str(r) for r in outcome.reasons],
-                verdict=self.verdict if outcome.layer == "semantic" else None,
+                # The semantic layer's verdict, also when a person denied it afterwards.
+                verdict=self.verdict if outcome.layer in ("semantic", "approval") else None,
+                seconds=seconds,
             )
         elif isinstance(outcome, Passed):
             stats.pipeline_completions += 1
             await self._attest()
-            await journal.emit(ArtifactValidated, round=context.round, verdict=self.verdict or {})
+            await journal.emit(
+                ArtifactValidated, round=context.round, verdict=self.verdict or {}, seconds=seconds
+            )
         return outcome
 
     def rerun_failed(self, outcome: Rejected) -> None:
@@ -295,7 +304,11 @@ class RoundPipeline:
         if not isinstance(outcome, NeedsApproval):
             return outcome
         await journal.emit(
-            ApprovalRequired, round=context.round, tier=outcome.tier, message=outcome.message
+            ApprovalRequired,
+            round=context.round,
+            tier=outcome.tier,
+            message=outcome.message,
+            verdict=self.verdict,
         )
         request = EscalationRequest(
             plan_id=context.plan_id,

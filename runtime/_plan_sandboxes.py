@@ -63,6 +63,8 @@ class PlanSandboxes:
         self.work_from_log = False
         """Whether the log shows work done in them (resuming): gone, they cannot be made
         again."""
+        self.started: dict[str, str | None] = {}
+        """What each sandbox started from, by resource: its base's digest in the store."""
 
     def folder(self, name: str, revision: int | None = None) -> Path:
         number = self.revision if revision is None else revision
@@ -112,7 +114,11 @@ class PlanSandboxes:
                     functools.partial(shutil.rmtree, folder, ignore_errors=True)
                 )
                 sandbox = await anyio.to_thread.run_sync(resource.open_sandbox, folder)
+                reopened = False
+            else:
+                reopened = True
             self.held[name] = sandbox
+            self.started[name] = await anyio.to_thread.run_sync(self._base, name, sandbox, reopened)
         self.ready = True
         await anyio.to_thread.run_sync(self._drop_other_revisions)
 
@@ -183,24 +189,48 @@ class PlanSandboxes:
             ) from None
 
     def _snapshots(self, plan: str | None) -> dict[str, str]:
-        inputs: dict[str, str] = {}
-        for name in sorted(self.held):
-            sandbox = self.held[name]
+        return {name: self._snapshot_of(self.held[name], plan) for name in sorted(self.held)}
+
+    def _snapshot_of(self, sandbox: Sandbox, plan: str | None) -> str:
+        if isinstance(sandbox, DirectorySandbox):
+            # An in-memory store keeps no copy of a folder (it could be any size): the
+            # digest alone, which is all Apply's check needs.
+            return (
+                self.store.snapshot_folder(sandbox.root, plan_id=plan)
+                if self.store.root is not None
+                else folder_digest(sandbox.root)
+            )
+        if isinstance(sandbox, MemorySandbox):
+            # A copy first: a program may change its sandbox while the round runs.
+            files = dict(list(sandbox.view.items()))
+            return self.store.snapshot_texts(files, plan_id=plan)
+        # A resource of its own kind: its changes stand for it (not rebuildable).
+        changes = [[c.path, c.sha256] for c in sandbox.changeset().changes]
+        return f"changes:{hashlib.sha256(msgspec.json.encode(changes)).hexdigest()}"
+
+    def _base(self, name: str, sandbox: Sandbox, reopened: bool) -> str | None:
+        """What ``sandbox`` started from, kept in the store (the real resource as the
+        sandbox copied it, before any work): with a round's inputs, the change that round
+        validated, which Apply commits. Written beside the sandbox too, so a reopened one
+        (a resumed plan) knows it. None where the store keeps no copies (in memory)."""
+        if self.store.root is None or not isinstance(sandbox, DirectorySandbox | MemorySandbox):
+            return None
+        marker = self.folder(name).with_name(f"{name}.manifest")
+        if reopened:
+            try:
+                return marker.read_text(encoding="ascii").strip() or None
+            except OSError:
+                return None  # opened before bases were kept
+        try:
+            digest = self._snapshot_of(sandbox, self.plan_id)
             if isinstance(sandbox, DirectorySandbox):
-                # An in-memory store keeps no copy of a folder (it could be any size): the
-                # digest alone, which is all Apply's check needs.
-                inputs[name] = (
-                    self.store.snapshot_folder(sandbox.root, plan_id=plan)
-                    if self.store.root is not None
-                    else folder_digest(sandbox.root)
-                )
-            elif isinstance(sandbox, MemorySandbox):
-                # A copy first: a program may change its sandbox while the round runs.
-                files = dict(list(sandbox.view.items()))
-                inputs[name] = self.store.snapshot_texts(files, plan_id=plan)
-            else:
-                # A resource of its own kind: its changes stand for it (not rebuildable).
-                changes = [[c.path, c.sha256] for c in sandbox.changeset().changes]
-                digest = hashlib.sha256(msgspec.json.encode(changes)).hexdigest()
-                inputs[name] = f"changes:{digest}"
-        return inputs
+                marker.write_text(digest + "\n", encoding="ascii")
+        except (OSError, StoreError):
+            return None  # a base is for looking at a plan: never a reason to stop one
+        return digest
+
+    def bases(self) -> dict[str, str] | None:
+        """What each open sandbox started from, by resource (see :meth:`_base`), or None
+        when none is known."""
+        found = {name: digest for name, digest in sorted(self.started.items()) if digest}
+        return found or None

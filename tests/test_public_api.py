@@ -199,6 +199,8 @@ EXPECTED = [
     "default_audit_path",
     "default_catalog_path",
     "default_event_log_path",
+    "draw_dot",
+    "draw_mermaid",
     "encode_event",
     "execute_graph",
     "execute_graph_sync",

@@ -3,6 +3,7 @@ be rebuilt from them and its validations run again (the second replay mode)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,13 @@ async def test_each_round_keeps_its_inputs_beside_the_log(tmp_path: Path) -> Non
     fixed = {e.path: e.sha256 for e in kept.manifest(second["repo"])}
     assert files["src/app.py"] == fixed["src/app.py"]
     assert kept.get(files["src/greet.py"]) == b"def greet(name:\n"
-    # Objects: app.py, both greet.py texts, two manifests; nothing stored twice.
-    assert len(objects(store)) == 5
-    assert kept.pinned(outcome.plan_id) == {first["repo"], second["repo"]}
+    # Objects: app.py, both greet.py texts, two manifests, and the manifest of what the
+    # sandbox started from (its files are among those); nothing stored twice.
+    (base,) = {json.dumps(e.bases) for e in started(events)}
+    base_digest = json.loads(base)["repo"]
+    assert {e.path for e in kept.manifest(base_digest)} == {"src/app.py"}  # before the work
+    assert len(objects(store)) == 6
+    assert kept.pinned(outcome.plan_id) == {first["repo"], second["repo"], base_digest}
 
 
 @pytest.mark.anyio
