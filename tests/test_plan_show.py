@@ -55,6 +55,17 @@ DIFF = """\
 """
 
 
+STUCK = {
+    "version": 1,
+    "name": "stuck",
+    "resources": {"repo": {"kind": "directory", "path": "repo"}},
+    "validations": [{"name": "bad", "entrypoint": "gategraph.runtime.testing:failing"}],
+    "nodes": [{"id": "check", "validation": "bad"}],
+    "policy": {"retry_limit": 0, "strategy_revisions": 0},
+}
+"""A plan that fails every round and has no retries: it waits for a person's decision."""
+
+
 def project(folder: Path) -> None:
     (folder / "repo").mkdir()
     (folder / "repo" / "hello.py").write_text("print('hi')\n")
@@ -300,18 +311,7 @@ def test_at_a_terminal_later_leaves_the_plan_waiting(tmp_path: Path) -> None:
 
 def test_at_a_terminal_a_decision_is_asked_with_the_failing_findings(tmp_path: Path) -> None:
     (tmp_path / "repo").mkdir()
-    (tmp_path / "stuck.yaml").write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "name": "stuck",
-                "resources": {"repo": {"kind": "directory", "path": "repo"}},
-                "validations": [{"name": "bad", "entrypoint": "gategraph.runtime.testing:failing"}],
-                "nodes": [{"id": "check", "validation": "bad"}],
-                "policy": {"retry_limit": 0, "strategy_revisions": 0},
-            }
-        )
-    )
+    (tmp_path / "stuck.yaml").write_text(json.dumps(STUCK))
     question = "what now? [r]etry (with a note), [a]bort, [l]ater:"
     code, output = _on_a_terminal(
         tmp_path / "home",
@@ -395,15 +395,7 @@ def test_at_a_terminal_ctrl_d_leaves_the_plan_waiting(tmp_path: Path) -> None:
 
 def test_at_a_terminal_the_graph_given_is_the_one_resumed(tmp_path: Path) -> None:
     (tmp_path / "repo").mkdir()
-    stuck = {
-        "version": 1,
-        "name": "stuck",
-        "resources": {"repo": {"kind": "directory", "path": "repo"}},
-        "validations": [{"name": "bad", "entrypoint": "gategraph.runtime.testing:failing"}],
-        "nodes": [{"id": "check", "validation": "bad"}],
-        "policy": {"retry_limit": 0, "strategy_revisions": 0},
-    }
-    (tmp_path / "stuck.yaml").write_text(json.dumps(stuck))
+    (tmp_path / "stuck.yaml").write_text(json.dumps(STUCK))
     home = tmp_path / "home"
     paused = run_gategraph(home, "run", "stuck.yaml", "--json", cwd=tmp_path)
     plan_id = json.loads(paused.stdout)["plan_id"]
