@@ -1255,7 +1255,6 @@ def _resume_command(
 ) -> None:
     """Resume plan ``plan_id`` from the embedded log: the graph file and the resources it
     ran with come from its ``plan_started`` event."""
-    import hashlib
 
     from ._eventlog import read_events
     from ._events import PlanStarted
@@ -1281,14 +1280,12 @@ def _resume_command(
             f"plan {plan_id} ran graph file {path}, which is not there; pass the graph file "
             "(GRAPH) if it moved"
         )
-    if started.graph_sha256 is not None:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        if digest != started.graph_sha256:
-            _fail(
-                f"{path}: changed since plan {plan_id} started (sha256 differs); a plan "
-                "resumes only with the graph it ran",
-                EXIT_REFUSED,
-            )
+    if not started.graph_unchanged(path):
+        _fail(
+            f"{path}: changed since plan {plan_id} started (sha256 differs); a plan "
+            "resumes only with the graph it ran",
+            EXIT_REFUSED,
+        )
     with _catalog(create=False) as catalog:
         plan = load_graph(path, catalog=catalog)
         informational = _informational(plan, catalog)

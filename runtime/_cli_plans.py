@@ -14,21 +14,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ._picture import FORMATS
+from ._plan_views import STATUSES
 
 if TYPE_CHECKING:
     from ._plan_views import PlanSummary
 
 __all__ = ["register"]
-
-STATUSES = (
-    "applied",
-    "failed",
-    "awaiting_decision",
-    "awaiting_approval",
-    "awaiting_attestation",
-    "running",
-    "interrupted",
-)
 
 
 def register(cli: click.Group) -> None:

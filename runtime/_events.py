@@ -8,11 +8,14 @@ per-plan sequence number ``seq`` (assigned by the log on append), a timestamp ``
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from ._results import ValidationResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "ApplyCompleted",
@@ -173,6 +176,16 @@ class PlanStarted(EventBase, tag="plan_started", kw_only=True, frozen=True, gc=F
     """The ids of the validations that apply (graph nodes and attachments), in order."""
     options: dict[str, Any] = msgspec.field(default_factory=dict)
     """How the plan was run (auto-approve, resource folders): what resume runs it with."""
+
+    def graph_unchanged(self, file: Path) -> bool:
+        """Whether ``file`` still holds the graph the plan started with (True when the
+        plan recorded no digest)."""
+        import hashlib
+
+        return (
+            self.graph_sha256 is None
+            or hashlib.sha256(file.read_bytes()).hexdigest() == self.graph_sha256
+        )
 
 
 class PlanResumed(EventBase, tag="plan_resumed", kw_only=True, frozen=True, gc=False):

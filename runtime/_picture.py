@@ -67,9 +67,13 @@ def _short(text: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    """``text`` as a label shows it: on one line, every character one that can be written
-    (a lone surrogate, which no encoding holds, becomes U+FFFD)."""
-    text = " ".join(text.split())
+    """``text`` as a label shows it: on one line, and :func:`printable`."""
+    return printable(" ".join(text.split()))
+
+
+def printable(text: str) -> str:
+    """``text`` with every character one that can be written: a lone surrogate (a file
+    name that is not UTF-8), which no encoding holds, becomes U+FFFD."""
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 

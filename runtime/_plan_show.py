@@ -352,17 +352,20 @@ def plan_view(
     catalog: Catalog | None = None,
     store: ContentStore | None = None,
     diffs: bool = True,
+    events: Sequence[Event] | None = None,
 ) -> PlanView | None:
     """The view of plan ``plan_id`` of the SQLite event log at ``log_path`` (None when the
     log has no such plan). ``catalog`` names its acceptance criteria (the roster the plan
     registered); ``store`` holds its rounds' files (default: the store beside the log).
-    Without ``diffs`` the changed files are listed, their diffs not worked out."""
+    Without ``diffs`` the changed files are listed, their diffs not worked out; ``events``
+    are the plan's, when the caller has read them already."""
     from ._eventlog import read_events
     from ._plan_views import held_lease, summarize
     from ._store import ContentStore
 
     path = Path(log_path)
-    events = read_events(path, plan_id) if path.is_file() else []
+    if events is None:
+        events = read_events(path, plan_id) if path.is_file() else []
     summary = summarize(plan_id, events, running=held_lease(path, plan_id))
     if summary is None:
         return None

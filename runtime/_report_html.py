@@ -12,7 +12,7 @@ import datetime as dt
 import html
 from typing import TYPE_CHECKING, Any, Final
 
-from ._picture import _SURROGATE, COLORS
+from ._picture import COLORS, printable
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -78,9 +78,7 @@ _FILL: Final = {
 
 
 def _e(value: object) -> str:
-    text = html.escape(str(value), quote=True)
-    # A lone surrogate (a file name that is not UTF-8) cannot be written: U+FFFD instead.
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+    return printable(html.escape(str(value), quote=True))
 
 
 def _when(at: float) -> str:
@@ -370,7 +368,6 @@ def plan_report(log_path: Any, plan_id: str, *, catalog: Any = None) -> str | No
     """The HTML page of plan ``plan_id`` of the SQLite event log at ``log_path`` (None when
     the log has no such plan). The picture is drawn from the graph file the plan ran, when
     it is still there and unchanged."""
-    import hashlib
     from pathlib import Path
 
     from ._eventlog import read_events
@@ -380,18 +377,15 @@ def plan_report(log_path: Any, plan_id: str, *, catalog: Any = None) -> str | No
     from ._picture import _attached
     from ._plan_show import plan_view
 
-    view = plan_view(log_path, plan_id, catalog=catalog)
+    events = read_events(log_path, plan_id) if Path(log_path).is_file() else []
+    view = plan_view(log_path, plan_id, catalog=catalog, events=events)
     if view is None:
         return None
     graph = None
-    started = next((e for e in read_events(log_path, plan_id) if isinstance(e, PlanStarted)), None)
+    started = next((e for e in events if isinstance(e, PlanStarted)), None)
     path = Path(started.graph_path) if started is not None and started.graph_path else None
-    if path is not None and path.is_file():
-        same = started is None or started.graph_sha256 in (
-            None,
-            hashlib.sha256(path.read_bytes()).hexdigest(),
-        )
-        if same:
+    if started is not None and path is not None and path.is_file():
+        if started.graph_unchanged(path):
             try:
                 graph = load_graph(path, catalog=catalog)
             except ConfigError:

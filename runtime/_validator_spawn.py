@@ -405,9 +405,8 @@ def _graph_of(started: Any, catalog: Catalog | None) -> PlanGraph:
     file = Path(path)
     if not file.is_file():
         raise _Refused(E_INVALID_INPUT, f"plan {started.plan_id} ran {file}, which is not there")
-    if started.graph_sha256 is not None:
-        if hashlib.sha256(file.read_bytes()).hexdigest() != started.graph_sha256:
-            raise _Refused(E_INVALID_INPUT, f"{file}: changed since plan {started.plan_id} started")
+    if not started.graph_unchanged(file):
+        raise _Refused(E_INVALID_INPUT, f"{file}: changed since plan {started.plan_id} started")
     try:
         return load_graph(file, catalog=catalog)
     except ConfigError as exc:
