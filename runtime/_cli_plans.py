@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ._picture import FORMATS
-from ._plan_views import STATUSES
+from ._statuses import STATUSES
 
 if TYPE_CHECKING:
     from ._plan_views import PlanSummary

@@ -9,7 +9,6 @@ pydantic_graph node gets its run's context.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import TYPE_CHECKING, Self
 
 import msgspec
@@ -23,23 +22,9 @@ if TYPE_CHECKING:
     from ._protocols import Applicable
     from ._supervisor import Executor
 
+from ._statuses import PlanStatus
+
 __all__ = ["PlanContext", "PlanStatistics", "PlanStatus", "WorkFailed"]
-
-
-class PlanStatus(enum.StrEnum):
-    """Where a plan ended (or paused)."""
-
-    APPLIED = "applied"
-    FAILED = "failed"
-    AWAITING_DECISION = "awaiting_decision"
-    AWAITING_APPROVAL = "awaiting_approval"
-    AWAITING_ATTESTATION = "awaiting_attestation"
-
-    @property
-    def waiting(self) -> bool:
-        """Whether the plan is paused (for a person, or for outside validators): resumed,
-        it goes on."""
-        return self not in (PlanStatus.APPLIED, PlanStatus.FAILED)
 
 
 class PlanStatistics(msgspec.Struct, kw_only=True):

@@ -24,7 +24,7 @@ from ._events import (
     PlanFinished,
     PlanStarted,
 )
-from ._plan import PlanStatus
+from ._statuses import INTERRUPTED, RUNNING, PlanStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -33,16 +33,10 @@ if TYPE_CHECKING:
 
 __all__ = ["PERSON_STATUSES", "PlanSummary", "plan_summaries", "summarize"]
 
-RUNNING: Final = "running"
-"""A plan that has not finished and whose lease is held: a supervisor runs it now."""
-INTERRUPTED: Final = "interrupted"
-"""A plan that has not finished and that nobody runs: its process died (resume it)."""
 PERSON_STATUSES: Final = frozenset(
     {PlanStatus.AWAITING_DECISION.value, PlanStatus.AWAITING_APPROVAL.value}
 )
 """The statuses of a plan that waits for a person."""
-STATUSES: Final = (*(status.value for status in PlanStatus), RUNNING, INTERRUPTED)
-"""Every status a plan of the log can have: how it ended or paused, or that it has not."""
 
 
 class PlanSummary(msgspec.Struct, kw_only=True, frozen=True):
