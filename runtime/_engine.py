@@ -21,6 +21,8 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from time import perf_counter
+from time import time as wall_clock
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
@@ -45,19 +47,23 @@ from ._events import (
 from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError, RuntimeFault
 from ._ids import new_ulid
 from ._invoke import (
+    PENDING,
     Isolation,
     Outcome,
     Prepared,
     call_hook,
+    ended,
+    exception_outcome,
     install_output_router,
     own_capture,
     prepare,
+    propagates,
     resolve_entrypoint,
     to_result,
 )
 from ._models import Validation, ValidationMode
-from ._readonly import own_slot
-from ._results import ResultError, ValidationResult
+from ._readonly import LEASE, Guard, own_slot
+from ._results import ResultError, ValidationResult, coerce_result
 from ._spans import NO_SPAN, span_activator
 
 if TYPE_CHECKING:
@@ -95,6 +101,10 @@ class NodeStatus(enum.StrEnum):
     """A work or actor node raised, timed out or could not run."""
     SKIPPED = "skipped"
     """A node it needs failed or was skipped, so it did not run."""
+
+
+_OK: Final = NodeStatus.OK
+"""Read once per validation: a global costs less than the enum's class attribute."""
 
 
 class NodeResult(msgspec.Struct, kw_only=True, gc=False):
@@ -217,36 +227,25 @@ class _Spec:
         goes into each result (set when the run binds its MCP tools)."""
 
 
-class _Unit:
-    """One schedulable node or attachment. Slotted and small: a fan-out holds 100,000."""
+class _Unit(msgspec.Struct, gc=False):
+    """One schedulable node or attachment. A struct, small and made in C: a fan-out holds
+    100,000, and compiling one costs half what a slotted class's ``__init__`` does.
 
-    __slots__ = (
-        "arguments",
-        "attachment_id",
-        "dependents",
-        "id",
-        "needs",
-        "pending",
-        "result",
-        "spec",
-    )
+    ``gc=False``: the collector never scans units (a fan-out's 100,000 would make every
+    full collection slower). A unit can be in no reference cycle: it refers to the units
+    that need it (the graph is acyclic), its spec and its result, none of which refers
+    back to a unit.
+    """
 
-    def __init__(
-        self,
-        id: str,
-        spec: _Spec,
-        arguments: Mapping[str, Any],
-        needs: tuple[str, ...],
-        attachment_id: str | None = None,
-    ) -> None:
-        self.id = id
-        self.spec = spec
-        self.arguments = arguments
-        self.needs = needs
-        self.pending = len(needs)
-        self.dependents: list[_Unit] | None = None
-        self.attachment_id = attachment_id
-        self.result: NodeResult | None = None
+    id: str
+    spec: _Spec
+    arguments: Mapping[str, Any]
+    needs: tuple[str, ...]
+    pending: int
+    """How many of ``needs`` are not done yet."""
+    attachment_id: str | None = None
+    dependents: list[_Unit] | None = None
+    result: NodeResult | None = None
 
 
 class _Worker:
@@ -275,11 +274,15 @@ def _backend_clock() -> Callable[[], float]:
     import asyncio
 
     try:
-        return asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
     except RuntimeError:
         import trio
 
         return trio.current_time
+    if type(loop).time is asyncio.BaseEventLoop.time:
+        # What that method returns, without its Python frame (read once per call).
+        return time.monotonic
+    return loop.time
 
 
 def _keep_journals_out(stack: contextlib.AsyncExitStack, values: Mapping[str, Any]) -> None:
@@ -465,7 +468,8 @@ class _Compiler:
                 except ConfigError as exc:
                     errors.append(exc.prefixed(f"nodes[{index}]"))
                     continue
-            units.append(_Unit(node.id, spec, node.arguments, node.needs))
+            needs = node.needs
+            units.append(_Unit(node.id, spec, node.arguments, needs, len(needs)))
             if spec.kind == "work":
                 work_ids.append(node.id)
         if errors:
@@ -557,6 +561,7 @@ class _Compiler:
                         spec,
                         attachment.arguments,
                         work_ids,
+                        len(work_ids),
                         attachment_id=attachment.id,
                     )
                 )
@@ -598,10 +603,18 @@ class _Engine:
         self.idle = 0
         self.starting = 0
         self.busy = 0
-        self.hooks = _collect_hooks(units, graph.policy.default_timeout)
+        # What the run needs of each way of running a node, read once per spec (a fan-out
+        # of 10,000 validations has one), not once per unit.
+        specs = list(dict.fromkeys(unit.spec for unit in units))
+        self.hooks = _collect_hooks(specs, graph.policy.default_timeout)
+        self.has_actors = any(spec.actor is not None for spec in specs)
         self.hook_errors: list[str] = []
         self.hook_output: dict[str, dict[str, str]] = {}
         self.pool: TaskGroup | None = None
+        # How the run queues an event (a start, say) without waiting for it.
+        self.append: Callable[[EventBase], None] = (
+            log.appender(plan_id) if type(log) is MemoryEventLog else log.append_nowait
+        )
         # A log that stores on append needs no wait before releasing dependents.
         self.immediate = bool(getattr(log, "appends_immediately", False))
         self.unreleased: list[_Unit] = []
@@ -611,6 +624,8 @@ class _Engine:
         # them, nothing can become ready again, and an idle worker may leave.
         self.in_flight = 0
         self.results: dict[str, NodeResult] = {}
+        self.failed = False
+        """Whether a node failed or was skipped (a validation's result is its own)."""
         self.validations: list[ValidationRecord] = []
         self.seq = first_seq - 1
         self.start_id = ""
@@ -619,7 +634,6 @@ class _Engine:
         # A tracing observer on the log makes each call's span current while it runs (see
         # `_spans`); asked once per run, so without one a node pays a None check.
         self.spans = span_activator(log)
-        specs = {u.spec for u in units}
         timeouts = [spec.timeout for spec in specs if spec.timeout != math.inf]
         shortest = min(timeouts, default=1.0)
         # Timeouts are enforced within a tick: a twentieth of the shortest, 1 ms to 100 ms.
@@ -667,7 +681,7 @@ class _Engine:
         # What validations and tools print is theirs, kept in their records; it never
         # mixes into the output of the program running the plan.
         install_output_router()
-        started = time.perf_counter()
+        started = perf_counter()
         event_id = new_ulid()
         self.start_id = event_id
         await self.log.append(
@@ -676,7 +690,7 @@ class _Engine:
                 plan_id=self.plan_id,
                 seq=self._next(),
                 causation_id=self.cause,
-                at=time.time(),
+                at=wall_clock(),
                 graph=self.graph.name,
                 project=self.graph.project,
                 attempt=self.attempt,
@@ -694,14 +708,14 @@ class _Engine:
                 f"graph {self.graph.name!r}: {self.selected - len(self.results)} of "
                 f"{self.selected} nodes ended without a result (a bug in gategraph)"
             )
-        duration = time.perf_counter() - started
-        failed = any(r.status is not NodeStatus.OK for r in self.results.values())
+        duration = perf_counter() - started
+        failed = self.failed
         await self.log.append(
             RunFinished(
                 id=new_ulid(),
                 plan_id=self.plan_id,
                 seq=self._next(),
-                at=time.time(),
+                at=wall_clock(),
                 causation_id=self.start_id,
                 status="failed" if failed else "completed",
                 duration=duration,
@@ -722,7 +736,8 @@ class _Engine:
 
     async def _run_units(self) -> None:
         async with open_actor_scope(self._actor_failed) as actors:
-            self._spawn_actors(actors)
+            if self.has_actors:
+                self._spawn_actors(actors)
             self.ready.extend(unit for unit in self.units if unit.pending == 0)
             # From here a unit is held only by the queue or by the units that need it, so
             # each is freed once it is done: a wide fan-out does not keep them all.
@@ -827,19 +842,30 @@ class _Engine:
                         continue
                     unit = ready.popleft()
                     self.in_flight += 1
-                    if len(ready) > self.idle + self.starting:
+                    if (
+                        len(ready) > self.idle + self.starting
+                        and (self.busy or not self.starting)
+                        and len(self.workers) < self.max_workers
+                    ):
+                        # (With no call suspended and a worker starting, there is nothing
+                        # to grow: see `_grow`.)
                         self._grow()
                     worker.current = unit
                     # Busy from taking the unit to logging its end: a worker waiting on
                     # the call or on the event log is one the pool should not count on.
                     self.busy += 1
                     try:
-                        outcome, duration, cause = await self._execute(worker, unit)
-                        if worker.timed_out:
+                        if unit.spec.validation is not None:
+                            done = await self._validate(worker, unit)
+                        else:
+                            outcome, duration, cause = await self._execute(worker, unit)
+                            done = not worker.timed_out
+                            if done:
+                                self._finish(unit, outcome, duration, cause)
+                        if not done:
                             # The watchdog fired as the call returned; leave the cancelled
                             # scope before awaiting anything, and count it as a timeout.
                             break
-                        self._finish(unit, outcome, duration, cause)
                     finally:
                         self.busy -= 1
                     worker.done += 1
@@ -864,7 +890,103 @@ class _Engine:
             inputs[need] = output
         return inputs
 
+    async def _validate(self, worker: _Worker, unit: _Unit) -> bool:
+        """Run one validation and record its result; False if its time ran out as it
+        returned (the worker then counts it as a timeout).
+
+        The fan-out's hot path, so written flat: one frame between the worker and the
+        validation, the run's constants read once. An async validation with nothing
+        wrapped is awaited right here, under the guard ``Prepared.call`` applies to the
+        others (the same envelope: a lease of its own, the worker's capture slot).
+        """
+        spec = unit.spec
+        prepared = spec.prepared
+        assert prepared is not None and spec.validation is not None
+        inputs: dict[str, Any] | None = None
+        artifact: Any = self.artifact
+        if unit.needs:
+            inputs = self._inputs(unit)
+            artifact = next(iter(inputs.values())) if len(inputs) == 1 else inputs
+        plan_id = self.plan_id
+        attempt = self.attempt
+        start_id = new_ulid()
+        self.seq += 1
+        # A start causes nothing that must survive a crash (a lost start only means the
+        # validation runs again on resume), so it is queued, not awaited; the completion
+        # that follows commits it too.
+        self.append(
+            ValidationStarted(
+                id=start_id,
+                plan_id=plan_id,
+                seq=self.seq,
+                at=wall_clock(),
+                causation_id=self.start_id,
+                node=unit.id,
+                validation=spec.validation,
+                attachment_id=unit.attachment_id,
+                attempt=attempt,
+            )
+        )
+        begin = perf_counter()
+        worker.deadline = self.clock() + spec.timeout
+        try:
+            if prepared.awaited and self.spans is None:
+                capture = worker.capture
+                assert capture is not None and prepared.func is not None
+                assert prepared.guard_label is not None  # a validation's
+                capture.captured = PENDING
+                guard = Guard(prepared.guard_label)
+                context = ToolContext._of_call(plan_id, unit.id, attempt, spec.resources, guard)
+                # `enter` and `leave`, inline (the worker made the hook ready: `own_slot`).
+                lease = [guard, True]
+                token = LEASE.set(lease)
+                try:
+                    value = await prepared.func(
+                        **prepared.bind(unit.arguments, spec.resources, artifact, inputs, context)
+                    )
+                except BaseException as exc:
+                    if propagates(exc):
+                        raise
+                    outcome = exception_outcome(prepared.tool.name, exc)
+                else:
+                    outcome = Outcome(True, value)
+                finally:
+                    lease[1] = False
+                    LEASE.reset(token)
+                    if context._scratch is not None:
+                        context.cleanup()
+                if guard.violation is not None or capture.captured is not PENDING:
+                    outcome = ended(outcome, guard, capture)
+                else:
+                    capture.captured = None  # wrote nothing, refused nothing
+            else:
+                call = prepared.call(
+                    unit.arguments,
+                    spec.resources,
+                    artifact,
+                    inputs,
+                    plan_id,
+                    unit.id,
+                    attempt,
+                    self.limiter,
+                )
+                if self.spans is None:
+                    outcome = await call
+                else:
+                    # Its span (opened by the start event above) is current while it runs.
+                    with self.spans.activate_span(plan_id, "validation", (unit.id, attempt)):
+                        outcome = await call
+        except anyio.get_cancelled_exc_class():
+            outcome = self._stray_cancellation(worker, unit)
+        finally:
+            worker.deadline = math.inf
+        if worker.timed_out:
+            return False
+        self._record(unit, outcome, perf_counter() - begin, start_id)
+        return True
+
     async def _execute(self, worker: _Worker, unit: _Unit) -> tuple[Outcome, float, str]:
+        """Run one work or actor node (a validation is :meth:`_validate`'s)."""
         spec = unit.spec
         inputs: dict[str, Any] | None = None
         artifact: Any = self.artifact
@@ -873,43 +995,25 @@ class _Engine:
             artifact = next(iter(inputs.values())) if len(inputs) == 1 else inputs
         event_id = new_ulid()
         self.seq += 1
-        # A start causes nothing that must survive a crash (a lost start only means the
-        # node runs again on resume), so it is queued, not awaited; the completion that
-        # follows is awaited, and commits it too.
-        if spec.validation is not None:
-            self.log.append_nowait(
-                ValidationStarted(
-                    id=event_id,
-                    plan_id=self.plan_id,
-                    seq=self.seq,
-                    at=time.time(),
-                    causation_id=self.start_id,
-                    node=unit.id,
-                    validation=spec.validation,
-                    attachment_id=unit.attachment_id,
-                    attempt=self.attempt,
-                )
+        self.append(
+            NodeStarted(
+                id=event_id,
+                plan_id=self.plan_id,
+                seq=self.seq,
+                at=wall_clock(),
+                causation_id=self.start_id,
+                node=unit.id,
+                attempt=self.attempt,
             )
-        else:
-            self.log.append_nowait(
-                NodeStarted(
-                    id=event_id,
-                    plan_id=self.plan_id,
-                    seq=self.seq,
-                    at=time.time(),
-                    causation_id=self.start_id,
-                    node=unit.id,
-                    attempt=self.attempt,
-                )
-            )
-        begin = time.perf_counter()
+        )
+        begin = perf_counter()
         worker.deadline = self.clock() + spec.timeout
         try:
             if spec.actor is not None:
                 outcome = await self._ask_actor(unit, inputs or {})
             else:
                 assert spec.prepared is not None
-                call = spec.prepared.call(
+                outcome = await spec.prepared.call(
                     unit.arguments,
                     spec.resources,
                     artifact,
@@ -919,30 +1023,30 @@ class _Engine:
                     self.attempt,
                     self.limiter,
                 )
-                if self.spans is None or spec.validation is None:
-                    outcome = await call
-                else:
-                    # Its span (opened by the start event above) is current while it runs.
-                    key = (unit.id, self.attempt)
-                    with self.spans.activate_span(self.plan_id, "validation", key):
-                        outcome = await call
         except anyio.get_cancelled_exc_class():
-            if not _withdraw_stray_cancellation():
-                raise  # a timeout (the watchdog's) or the run being cancelled
-            # Else the call cancelled the task it runs in: uncaught, that would end this
-            # worker, and anyio would end the pool with it, every unit left unfinished.
-            name = spec.prepared.tool.name if spec.prepared is not None else f"actor {unit.id!r}"
-            outcome = Outcome(
-                False,
-                error=ResultError.EXCEPTION,
-                message=f"{name} cancelled the task it ran in (Task.cancel()); "
-                "nothing else cancelled the call",
-                detail={"exception_type": "CancelledError"},
-                captured=worker.capture.take() if worker.capture is not None else None,
-            )
+            outcome = self._stray_cancellation(worker, unit)
         finally:
             worker.deadline = math.inf
-        return outcome, time.perf_counter() - begin, event_id
+        return outcome, perf_counter() - begin, event_id
+
+    def _stray_cancellation(self, worker: _Worker, unit: _Unit) -> Outcome:
+        """The outcome of a call that cancelled the task it ran in; re-raises any other
+        cancellation (a timeout, the watchdog's; or the run being cancelled). Only in an
+        ``except`` of the cancellation."""
+        if not _withdraw_stray_cancellation():
+            raise
+        # Uncaught, that would end this worker, and anyio would end the pool with it,
+        # every unit left unfinished.
+        spec = unit.spec
+        name = spec.prepared.tool.name if spec.prepared is not None else f"actor {unit.id!r}"
+        return Outcome(
+            False,
+            error=ResultError.EXCEPTION,
+            message=f"{name} cancelled the task it ran in (Task.cancel()); "
+            "nothing else cancelled the call",
+            detail={"exception_type": "CancelledError"},
+            captured=worker.capture.take() if worker.capture is not None else None,
+        )
 
     async def _ask_actor(self, unit: _Unit, inputs: dict[str, Any]) -> Outcome:
         context = ToolContext(
@@ -977,107 +1081,130 @@ class _Engine:
         self._finish(unit, outcome, unit.spec.timeout, self.start_id)
 
     def _finish(self, unit: _Unit, outcome: Outcome, duration: float, cause: str) -> None:
-        captured = outcome.captured
         if unit.spec.validation is not None:
-            prepared = unit.spec.prepared
-            ran_in = prepared.ran_in if prepared is not None else None
-            result = to_result(outcome)
-            if unit.spec.mcp is not None:
-                result = unit.spec.mcp.recorded(result, outcome)
-            if captured is not None and "captured" not in result.data:
-                result = ValidationResult(
-                    passed=result.passed,
-                    message=result.message,
-                    data={**result.data, "captured": captured},
-                )
-            record = ValidationRecord(
+            self._record(unit, outcome, duration, cause)
+            return
+        captured = outcome.captured
+        events: list[EventBase] = []
+        completed_id = new_ulid()
+        if outcome.ok:
+            output = outcome.value
+            node_result = NodeResult(
                 node=unit.id,
                 kind=unit.spec.kind,
                 status=NodeStatus.OK,
-                output=result,
+                output=output,
                 duration=duration,
                 attempt=self.attempt,
                 captured=captured,
-                validation=unit.spec.validation,
-                mode=unit.spec.mode,
-                attachment_id=unit.attachment_id,
-                result=result,
-                isolation=ran_in,
             )
-            self.log.append_nowait(
-                ValidationCompleted(
+        else:
+            self.failed = True
+            node_result = NodeResult(
+                node=unit.id,
+                kind=unit.spec.kind,
+                status=NodeStatus.FAILED,
+                error=outcome.message,
+                duration=duration,
+                attempt=self.attempt,
+                captured=captured,
+            )
+        events.append(
+            NodeCompleted(
+                id=completed_id,
+                plan_id=self.plan_id,
+                seq=self._next(),
+                at=wall_clock(),
+                causation_id=cause,
+                node=unit.id,
+                attempt=self.attempt,
+                ok=outcome.ok,
+                duration=duration,
+                output=_jsonable(outcome.value) if outcome.ok else None,
+                error=None if outcome.ok else outcome.message,
+                captured=captured,
+            )
+        )
+        if outcome.ok and unit.spec.kind == "work":
+            events.append(
+                ArtifactProduced(
                     id=new_ulid(),
                     plan_id=self.plan_id,
                     seq=self._next(),
-                    at=time.time(),
-                    causation_id=cause,
+                    at=wall_clock(),
+                    causation_id=completed_id,
                     node=unit.id,
-                    validation=unit.spec.validation,
-                    attachment_id=unit.attachment_id,
-                    attempt=self.attempt,
-                    result=result,
-                    duration=duration,
-                    isolation=ran_in,
+                    artifact=_jsonable(outcome.value),
                 )
             )
-            self.validations.append(record)
-            node_result: NodeResult = record
+        for event in events:
+            self.append(event)
+        self._done(unit, node_result)
+
+    def _record(self, unit: _Unit, outcome: Outcome, duration: float, cause: str) -> None:
+        """Record a validation's result: its record, and its completion event."""
+        spec = unit.spec
+        validation = spec.validation
+        assert validation is not None
+        captured = outcome.captured
+        prepared = spec.prepared
+        ran_in = prepared.ran_in if prepared is not None else None
+        # (`to_result`, without its frame for a call that returned.)
+        result = coerce_result(outcome.value) if outcome.ok else to_result(outcome)
+        if spec.mcp is not None:
+            result = spec.mcp.recorded(result, outcome)
+        if captured is not None and "captured" not in result.data:
+            result = ValidationResult(
+                passed=result.passed,
+                message=result.message,
+                data={**result.data, "captured": captured},
+            )
+        self.seq += 1
+        self.append(
+            ValidationCompleted(
+                id=new_ulid(),
+                plan_id=self.plan_id,
+                seq=self.seq,
+                at=wall_clock(),
+                causation_id=cause,
+                node=unit.id,
+                validation=validation,
+                attachment_id=unit.attachment_id,
+                attempt=self.attempt,
+                result=result,
+                duration=duration,
+                isolation=ran_in,
+            )
+        )
+        record = ValidationRecord(
+            node=unit.id,
+            kind=spec.kind,
+            status=_OK,
+            output=result,
+            duration=duration,
+            attempt=self.attempt,
+            captured=captured,
+            validation=validation,
+            mode=spec.mode,
+            attachment_id=unit.attachment_id,
+            result=result,
+            isolation=ran_in,
+        )
+        self.validations.append(record)
+        # `_done`, inline for the common case.
+        unit.result = record
+        self.results[unit.id] = record
+        if self.immediate and not unit.dependents:
+            self.remaining -= 1
+            self.in_flight -= 1
+            if self.remaining == self.in_flight:
+                self._release_sleepers()
         else:
-            events: list[EventBase] = []
-            completed_id = new_ulid()
-            if outcome.ok:
-                output = outcome.value
-                node_result = NodeResult(
-                    node=unit.id,
-                    kind=unit.spec.kind,
-                    status=NodeStatus.OK,
-                    output=output,
-                    duration=duration,
-                    attempt=self.attempt,
-                    captured=captured,
-                )
-            else:
-                node_result = NodeResult(
-                    node=unit.id,
-                    kind=unit.spec.kind,
-                    status=NodeStatus.FAILED,
-                    error=outcome.message,
-                    duration=duration,
-                    attempt=self.attempt,
-                    captured=captured,
-                )
-            events.append(
-                NodeCompleted(
-                    id=completed_id,
-                    plan_id=self.plan_id,
-                    seq=self._next(),
-                    at=time.time(),
-                    causation_id=cause,
-                    node=unit.id,
-                    attempt=self.attempt,
-                    ok=outcome.ok,
-                    duration=duration,
-                    output=_jsonable(outcome.value) if outcome.ok else None,
-                    error=None if outcome.ok else outcome.message,
-                    captured=captured,
-                )
-            )
-            if outcome.ok and unit.spec.kind == "work":
-                events.append(
-                    ArtifactProduced(
-                        id=new_ulid(),
-                        plan_id=self.plan_id,
-                        seq=self._next(),
-                        at=time.time(),
-                        causation_id=completed_id,
-                        node=unit.id,
-                        artifact=_jsonable(outcome.value),
-                    )
-                )
-            for event in events:
-                self.log.append_nowait(event)
-        unit.result = node_result
-        self.results[unit.id] = node_result
+            self._done(unit, record)
+
+    def _done(self, unit: _Unit, result: NodeResult) -> None:
+        unit.result = result
+        self.results[unit.id] = result
         if self.immediate:
             self._release(unit)
         else:
@@ -1111,9 +1238,12 @@ class _Engine:
                     if dependent.pending == 0 and dependent.result is None:
                         self._queue(dependent)
         if self.remaining == self.in_flight:
-            # Nothing can become ready any more: let the idle workers go.
-            while self.sleepers:
-                self._wake(self.sleepers.pop())
+            self._release_sleepers()
+
+    def _release_sleepers(self) -> None:
+        """Nothing can become ready any more: let the idle workers go."""
+        while self.sleepers:
+            self._wake(self.sleepers.pop())
 
     def _skip_after(self, failed: _Unit, status: NodeStatus) -> None:
         """Skip everything that needs ``failed``, directly or not (iteratively: a failure
@@ -1130,6 +1260,7 @@ class _Engine:
                     pending.append((dependent, NodeStatus.SKIPPED))
 
     def _skip(self, unit: _Unit, reason: str) -> None:
+        self.failed = True
         unit.result = NodeResult(
             node=unit.id,
             kind=unit.spec.kind,
@@ -1138,12 +1269,12 @@ class _Engine:
             attempt=self.attempt,
         )
         self.results[unit.id] = unit.result
-        self.log.append_nowait(
+        self.append(
             NodeSkipped(
                 id=new_ulid(),
                 plan_id=self.plan_id,
                 seq=self._next(),
-                at=time.time(),
+                at=wall_clock(),
                 causation_id=self.start_id,
                 node=unit.id,
                 reason=reason,
@@ -1161,11 +1292,12 @@ class _Hooks(NamedTuple):
     """The tool's timeout (else the graph policy's default)."""
 
 
-def _collect_hooks(units: Sequence[_Unit], default_timeout: float) -> list[_Hooks]:
-    """Each tool's setup and teardown hooks, once per tool, in the order tools first appear."""
+def _collect_hooks(specs: Sequence[_Spec], default_timeout: float) -> list[_Hooks]:
+    """Each tool's setup and teardown hooks, once per tool, in the order tools first appear
+    (``specs`` in the order units first use them)."""
     seen: dict[str, _Hooks | None] = {}
-    for unit in units:
-        prepared = unit.spec.prepared
+    for spec in specs:
+        prepared = spec.prepared
         while prepared is not None:
             tool = prepared.tool
             if tool.name not in seen:

@@ -12,7 +12,7 @@ import hashlib
 import os
 import sqlite3
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
@@ -131,6 +131,13 @@ class MemoryEventLog:
 
     async def flush(self, plan_id: str | None = None) -> None:
         """Nothing to wait for: appends are stored at once."""
+
+    def appender(self, plan_id: str) -> Callable[[EventBase], None]:
+        """``append_nowait`` for the events of one plan, as the plan's list's own
+        ``append``: a run of 10,000 validations appends 20,000 events."""
+        if type(self).append_nowait is not MemoryEventLog.append_nowait:
+            return self.append_nowait  # a subclass that does more per event
+        return self._events.setdefault(plan_id, []).append
 
     def append_nowait(self, event: EventBase) -> None:
         """Store one event (a memory log has nothing to wait for)."""

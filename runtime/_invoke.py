@@ -77,10 +77,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPTURE_LIMIT",
+    "PENDING",
     "Isolation",
     "Outcome",
     "Prepared",
     "call_hook",
+    "ended",
+    "exception_outcome",
     "install_output_router",
     "own_capture",
     "prepare",
@@ -442,7 +445,7 @@ class _Captured:
 _NOT_KEPT: Final = re.compile(r"\[(\d+) earlier (?:bytes|characters) not kept\]\n")
 
 
-_PENDING: Final = _Captured.__new__(_Captured)
+PENDING: Final = _Captured.__new__(_Captured)
 """A call is running and has written nothing yet (its capture is made on its first write)."""
 
 
@@ -463,14 +466,14 @@ class _CaptureSlot:
     def shared(self) -> _Captured:
         """The current call's capture, made now if need be (to hand to another thread)."""
         captured = self.captured
-        if captured is None or captured is _PENDING:
+        if captured is None or captured is PENDING:
             captured = self.captured = _Captured()
         return captured
 
     def take(self) -> dict[str, str] | None:
         """What the current call wrote, as text; the call is over for this slot."""
         captured, self.captured = self.captured, None
-        if captured is None or captured is _PENDING:
+        if captured is None or captured is PENDING:
             return None
         return captured.as_dict()
 
@@ -761,7 +764,7 @@ async def call_hook(what: str, hook: Callable[[], Any], time_limit: float) -> Ou
     cancellation and a person's Ctrl-C propagate.
     """
     install_output_router()
-    slot = _CaptureSlot(_PENDING)
+    slot = _CaptureSlot(PENDING)
     token = _capture.set(slot)
     outcome: Outcome | None = None
     if _is_async(hook):
@@ -846,11 +849,52 @@ def _bind(
     return kwargs
 
 
+def _plain(
+    arguments: Mapping[str, Any],
+    resources: Mapping[str, Any],
+    artifact: Any,
+    inputs: Mapping[str, Any] | None,
+    context: ToolContext,
+) -> dict[str, Any]:
+    """The binding of a callable that takes its configured arguments only (a copy: the
+    callers that send it to another process edit it)."""
+    return dict(arguments)
+
+
+def _with_varkw(
+    arguments: Mapping[str, Any],
+    resources: Mapping[str, Any],
+    artifact: Any,
+    inputs: Mapping[str, Any] | None,
+    context: ToolContext,
+) -> dict[str, Any]:
+    """The binding of a callable that takes ``**kwargs`` and no resource slot: the injected
+    values, which configured arguments of the same name override (as :func:`_bind`)."""
+    kwargs = {
+        "artifact": artifact,
+        "context": context,
+        "inputs": inputs if inputs is not None else {},
+    }
+    if arguments:
+        kwargs.update(arguments)
+    return kwargs
+
+
+def _binder(sig: _Signature, slots: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
+    """The cheapest binding that gives ``sig`` what :func:`_bind` would: the fan-out's
+    common callables (no slots; nothing injected, or everything through ``**kwargs``) skip
+    its loops."""
+    if not slots and not sig.injected:
+        return _with_varkw if sig.varkw else _plain
+    return functools.partial(_bind, sig, slots)
+
+
 class Prepared:
     """A tool or validation made ready to call: its callable, signature and wrapping."""
 
     __slots__ = (
         "awaited",
+        "bind",
         "func",
         "guard_label",
         "is_validation",
@@ -909,6 +953,11 @@ class Prepared:
         self.transform = transform
         self.transform_is_async = transform is not None and inspect.iscoroutinefunction(transform)
         self.slots = tuple(slot.name for slot in tool.resource_slots)
+        self.bind: Callable[..., dict[str, Any]] = (
+            _binder(self.signature, self.slots) if self.signature is not None else _plain
+        )
+        """``bind(arguments, resources, artifact, inputs, context)``: the call's keyword
+        arguments."""
         # An async callable is awaited right in the caller's task, unless its isolation was
         # asked for: there a timeout can end it only at an `await`, and one that blocks the
         # loop instead never ends. `thread` gives it an event loop of its own in a daemon
@@ -929,17 +978,6 @@ class Prepared:
             self.ran_in = "inline" if self.awaited else self.isolation
 
     # -- calling -----------------------------------------------------------------------------
-
-    def _bind(
-        self,
-        arguments: Mapping[str, Any],
-        resources: Mapping[str, Any],
-        artifact: Any,
-        inputs: Mapping[str, Any] | None,
-        context: ToolContext,
-    ) -> dict[str, Any]:
-        assert self.signature is not None
-        return _bind(self.signature, self.slots, arguments, resources, artifact, inputs, context)
 
     async def call(
         self,
@@ -967,38 +1005,17 @@ class Prepared:
                 _capture.reset(token)
         # Capturing from here. On cancellation the slot stays so: the engine takes what a
         # call that timed out wrote.
-        capture.captured = _PENDING
+        capture.captured = PENDING
         guard = Guard(self.guard_label) if self.guard_label is not None else None
         context = ToolContext._of_call(plan_id, node, attempt, resources, guard)
         state = enter(guard) if guard is not None else None
         try:
-            if self.awaited:
-                # Inlined `_call` for the common case: a coroutine layer less on every
-                # suspension of a fan-out of I/O-bound validations.
-                assert self.func is not None
-                try:
-                    value = await self.func(
-                        **self._bind(arguments, resources, artifact, inputs, context)
-                    )
-                except BaseException as exc:
-                    if propagates(exc):
-                        raise
-                    outcome = _exception_outcome(self.tool.name, exc)
-                else:
-                    outcome = Outcome(True, value)
-            else:
-                outcome = await self._call(arguments, resources, artifact, inputs, context, limiter)
+            outcome = await self._call(arguments, resources, artifact, inputs, context, limiter)
         finally:
             if state is not None:
                 leave(state)
             context.cleanup()
-        if guard is not None and guard.violation is not None:
-            outcome = _violation(guard)
-        captured = capture.captured
-        capture.captured = None
-        if captured is not _PENDING and captured is not None:
-            outcome.captured = captured.as_dict()
-        return outcome
+        return ended(outcome, guard, capture)
 
     async def _call(
         self,
@@ -1019,7 +1036,7 @@ class Prepared:
             return await self._call_in_sandbox(arguments, resources, artifact, inputs, context)
         assert self.func is not None and self.signature is not None
         try:
-            kwargs = self._bind(arguments, resources, artifact, inputs, context)
+            kwargs = self.bind(arguments, resources, artifact, inputs, context)
             if self.awaited:
                 value = await self.func(**kwargs)
             elif self.isolation == "ray":
@@ -1031,7 +1048,7 @@ class Prepared:
         except BaseException as exc:
             if propagates(exc):
                 raise
-            return _exception_outcome(self.tool.name, exc)
+            return exception_outcome(self.tool.name, exc)
         return Outcome(True, value)
 
     async def _call_in_thread(
@@ -1050,7 +1067,7 @@ class Prepared:
         job = await _threads.run(call, limiter)
         if job.ok:
             return Outcome(True, job.value)
-        return _exception_outcome(self.tool.name, job.value)
+        return exception_outcome(self.tool.name, job.value)
 
     def _entry_arguments(self, kwargs: dict[str, Any], context: ToolContext) -> tuple[Any, ...]:
         """What :func:`_process_entry` needs to run this call in another process."""
@@ -1211,7 +1228,7 @@ class Prepared:
                     limiter,
                 )
                 if not job.ok:
-                    return _transform_failure(guard, _exception_outcome(name, job.value))
+                    return _transform_failure(guard, exception_outcome(name, job.value))
                 value = job.value
                 if inspect.isawaitable(value):
                     with guarded(guard):
@@ -1219,7 +1236,7 @@ class Prepared:
         except BaseException as exc:
             if propagates(exc):
                 raise
-            return _transform_failure(guard, _exception_outcome(name, exc))
+            return _transform_failure(guard, exception_outcome(name, exc))
         return _transform_failure(guard, Outcome(True, value))
 
 
@@ -1252,7 +1269,7 @@ def _adopt_output(outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _exception_outcome(name: str, exc: BaseException) -> Outcome:
+def exception_outcome(name: str, exc: BaseException) -> Outcome:
     if isinstance(exc, ReadOnlyViolationError):
         return Outcome(False, error=ResultError.READ_ONLY_VIOLATION, message=str(exc))
     frames = traceback.extract_tb(exc.__traceback__, limit=-1)
@@ -1456,7 +1473,7 @@ def _entry_outcome(
         finally:
             context.cleanup()
     except BaseException as exc:  # nothing cancels this process's calls; all is the tool's
-        return _exception_outcome(name, exc)
+        return exception_outcome(name, exc)
 
 
 def _load(name: str, entrypoint: str | None, code: str | None) -> Callable[..., Any]:
@@ -1526,7 +1543,7 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
 
         return Outcome(False, error=MISCONFIGURED, message=f"{request.name}: {exc}")
     except BaseException as exc:
-        return _exception_outcome(request.name, exc)
+        return exception_outcome(request.name, exc)
     guard = Guard(f"sandboxed validation {request.name!r}") if request.guarded else None
     context = ToolContext(resources=request.resources, guard=guard)
     try:
@@ -1541,7 +1558,7 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
         )
         return _run_guarded(func, kwargs, request.backend, guard, enter_process)
     except BaseException as exc:  # nothing cancels a worker's call: all is the tool's
-        return _exception_outcome(request.name, exc)
+        return exception_outcome(request.name, exc)
     finally:
         context.cleanup()
 
@@ -1554,6 +1571,18 @@ def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any], backend: str) -
     if inspect.isawaitable(value):
         return _run_on_own_loop(backend, _awaited, value)
     return value
+
+
+def ended(outcome: Outcome, guard: Guard | None, capture: _CaptureSlot) -> Outcome:
+    """A guarded call's outcome once it has left its guard: failed for a refused
+    operation (even one the call caught), with what it wrote."""
+    if guard is not None and guard.violation is not None:
+        outcome = _violation(guard)
+    captured = capture.captured
+    capture.captured = None
+    if captured is not PENDING and captured is not None:
+        outcome.captured = captured.as_dict()
+    return outcome
 
 
 def to_result(outcome: Outcome) -> ValidationResult:

@@ -180,6 +180,9 @@ def allow(guard: Guard, folder: str | os.PathLike[str]) -> None:
 _current: Final[contextvars.ContextVar[list[Any] | None]] = contextvars.ContextVar(
     "gategraph_read_only_guard", default=None
 )
+LEASE: Final = _current
+"""The context variable :func:`enter` and :func:`leave` set: the engine's hot path sets
+and resets it itself, a frame less per validation."""
 # The lease `unguarded()` sets: empty, so the hooks' one truthiness test skips it, and it
 # hides a sandboxed worker's process lease from the worker's own housekeeping.
 _UNGUARDED: Final[list[Any]] = []

@@ -221,7 +221,7 @@ def in_a_call() -> Iterator[Any]:
     """A context with a capture slot whose call is running; yields a way to run in it."""
     context = contextvars.copy_context()
     slot = context.run(own_capture)
-    slot.captured = invoke._PENDING
+    slot.captured = invoke.PENDING
 
     def call(func: Any, *args: Any) -> Any:
         return context.run(func, *args)
