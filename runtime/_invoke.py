@@ -1040,7 +1040,7 @@ class Prepared:
             if self.awaited:
                 value = await self.func(**kwargs)
             elif self.isolation == "ray":
-                return await self._call_on_ray(kwargs, context, limiter)
+                return await self._call_on_ray(kwargs, context)
             elif self.isolation == "process":
                 return await self._call_in_process(kwargs, context)
             else:  # thread (sync, or async on a loop of its own): `inline` is refused for sync
@@ -1148,24 +1148,19 @@ class Prepared:
                 outcome = await own.call(tool.name, request)
         return _adopt_output(outcome)
 
-    async def _call_on_ray(
-        self, kwargs: dict[str, Any], context: ToolContext, limiter: CapacityLimiter | None
-    ) -> Outcome:
+    async def _call_on_ray(self, kwargs: dict[str, Any], context: ToolContext) -> Outcome:
         """Run the call as a Ray task (the same entry as a worker process, so the same
-        guard), and wait for it in a worker thread: Ray's awaitables are asyncio's only."""
+        guard); this event loop's waiter thread waits for it with the others
+        (:mod:`._ray`)."""
+        from ._ray import await_ray, submit
+
         entry = self._entry_arguments(kwargs, context)
         with unguarded():  # submitting talks to Ray's raylet: the runtime's doing
             import ray
 
-            ref = _ray_entry().remote(*entry)
+            ref = submit(entry)
             try:
-                outcome = await anyio.to_thread.run_sync(
-                    ray.get, ref, abandon_on_cancel=True, limiter=limiter
-                )
-            except anyio.get_cancelled_exc_class():
-                # A timeout or a cancelled plan: the Ray task stops too.
-                ray.cancel(ref, force=True)
-                raise
+                outcome = await await_ray(ref)
             except ray.exceptions.RayTaskError as exc:
                 # Ray's own failure around the entry (the entry returns the tool's own
                 # failures as outcomes): its cause, not Ray's wrapper of it.
@@ -1282,20 +1277,6 @@ def exception_outcome(name: str, exc: BaseException) -> Outcome:
     )
 
 
-_RAY_ENTRY: list[Any] = []
-
-
-def _ray_entry() -> Any:
-    """:func:`_process_entry` as a Ray remote function (made once, on first use)."""
-    if not _RAY_ENTRY:
-        import ray
-
-        # One retry less than Ray's default: a validation's retries are the Max-N
-        # runtime's to decide, not Ray's.
-        _RAY_ENTRY.append(ray.remote(max_retries=0)(_process_entry))
-    return _RAY_ENTRY[0]
-
-
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
@@ -1305,6 +1286,43 @@ async def _awaited(awaitable: Any) -> Any:
 _DRAIN_GRACE: Final = 1.0
 """Seconds to wait for the last of a call's output once it returned. Longer only when a
 process the call started still holds the output open."""
+
+
+class _Reader:
+    """A daemon thread that drains the pipes of one capture at a time, kept for the next.
+
+    Starting a thread per call cost more than the rest of a worker process's call (about
+    65 µs of its 200). A reader still draining a capture when the next one starts (a
+    process the last call started holds the output open) is simply not idle: the next
+    capture gets another reader.
+    """
+
+    def __init__(self, kept: bool) -> None:
+        self.kept = kept
+        """Kept for the next capture; else it ends with its first."""
+        self.jobs: queue.SimpleQueue[tuple[_FdCapture, list[int]]] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, daemon=True, name="gategraph-output")
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            capture, readers = self.jobs.get()
+            try:
+                capture._read(readers)
+            finally:
+                # Idle again before the capture hears it is drained: the call that stopped
+                # it finds this reader for its next one.
+                if self.kept:
+                    _IDLE_READERS.append(self)
+                capture.drained.set()
+            if not self.kept:
+                return
+
+
+_IDLE_READERS: list[_Reader] = []
+"""The readers with nothing to drain (appended and popped whole: atomic under the GIL)."""
+# A forked child has none of its parent's threads: their readers are not its.
+os.register_at_fork(after_in_child=_IDLE_READERS.clear)
 
 
 class _FdCapture:
@@ -1318,12 +1336,15 @@ class _FdCapture:
     read them, would break the worker.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep_reader: bool = True) -> None:
+        self.keep_reader = keep_reader
         self.tails = (bytearray(), bytearray())
         self.dropped = [0, 0]
         self.saved: list[int] = []
         self.streams: tuple[Any, Any] = (sys.stdout, sys.stderr)
         self.reader: threading.Thread | None = None
+        """The thread draining this capture (a :class:`_Reader`'s)."""
+        self.drained = threading.Event()
 
     def start(self) -> None:
         for stream in self.streams:
@@ -1351,8 +1372,10 @@ class _FdCapture:
             raise
         sys.stdout = open(1, "w", 1, "utf-8", "replace", closefd=False)
         sys.stderr = open(2, "w", 1, "utf-8", "replace", closefd=False)
-        self.reader = threading.Thread(target=self._read, args=(readers,), daemon=True)
-        self.reader.start()
+        kept = self.keep_reader
+        reader = _IDLE_READERS.pop() if kept and _IDLE_READERS else _Reader(kept)
+        self.reader = reader.thread
+        reader.jobs.put((self, readers))
 
     def _read(self, readers: list[int]) -> None:
         with selectors.DefaultSelector() as selector:
@@ -1383,7 +1406,11 @@ class _FdCapture:
             os.close(saved)
         # The write ends are closed now (unless a process the call started holds them):
         # the reader sees the end of both pipes once it has read everything.
-        if self.reader is not None:
+        if self.reader is None:
+            pass
+        elif self.keep_reader:
+            self.drained.wait(_DRAIN_GRACE)
+        else:
             self.reader.join(_DRAIN_GRACE)
 
     def result(self) -> dict[str, str] | None:
@@ -1431,11 +1458,15 @@ def _process_entry(
     return outcome
 
 
-def run_captured(call: Callable[[], Outcome]) -> tuple[Outcome, threading.Thread | None]:
+def run_captured(
+    call: Callable[[], Outcome], *, keep_reader: bool = True
+) -> tuple[Outcome, threading.Thread | None]:
     """Run a worker process's ``call`` with descriptors 1 and 2 captured into its
     outcome; also return the capture's reader thread (it may outlive the call while a
-    process the call started holds the output open)."""
-    capture: _FdCapture | None = _FdCapture()
+    process the call started holds the output open). ``keep_reader=False``: the reader
+    ends with the call, for a process that must have no thread but its own between calls
+    (a sandboxed child)."""
+    capture: _FdCapture | None = _FdCapture(keep_reader)
     try:
         assert capture is not None
         capture.start()

@@ -656,8 +656,10 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     from ._results import ResultError
 
     before = _fingerprint(request)
+    # The child's worker checks that it has no thread but its own between calls: the
+    # capture's reader ends with the call.
     outcome, reader = _invoke.run_captured(
-        functools.partial(_invoke.sandbox_outcome, request, worker.loaded)
+        functools.partial(_invoke.sandbox_outcome, request, worker.loaded), keep_reader=False
     )
     if reader is not None and reader.native_id is not None:
         # The capture's reader may outlive the call while a process the call started
