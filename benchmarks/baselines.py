@@ -60,8 +60,16 @@ async def _gather(n: int, call: Call, concurrency: int) -> None:
     await asyncio.gather(*(bounded(i) for i in range(n)))
 
 
-def asyncio_gather(n: int, call: Call, concurrency: int) -> Contender:
-    """``asyncio.gather`` of N coroutines, each awaiting ``call(i)``."""
+def asyncio_gather(
+    n: int,
+    call: Call,
+    concurrency: int,
+    *,
+    backend: Backend = "asyncio",
+    name: str = "asyncio_gather",
+) -> Contender:
+    """``asyncio.gather`` of N coroutines, each awaiting ``call(i)`` (on asyncio's loop, or
+    on uvloop's: ``backend="uvloop"``)."""
 
     async def run() -> Sample:
         started = time.perf_counter()
@@ -73,7 +81,7 @@ def asyncio_gather(n: int, call: Call, concurrency: int) -> Contender:
         await _gather(n, _timed(call, latencies), concurrency)
         return latencies
 
-    return Contender("asyncio_gather", run, "asyncio", instrumented)
+    return Contender(name, run, backend, instrumented)
 
 
 async def _task_group(n: int, call: TaskCall, concurrency: int) -> None:

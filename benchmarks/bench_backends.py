@@ -79,6 +79,7 @@ SCENARIOS = (
         quick_sizes=(1_000,),
         extra=_extra,
         backend="asyncio and trio",
+        loop_per_run=True,
     ),
 )
 

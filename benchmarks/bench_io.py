@@ -5,14 +5,16 @@
 ``io``: N validations (``gategraph.runtime.testing:sleeping``, on ``anyio.sleep``) at
 concurrency min(N, 1,000), against the ideal wall time ⌈N / concurrency⌉ × 10 ms. The
 baselines sleep the same way: ``asyncio.sleep`` under gather, ``anyio.sleep`` in the task
-group and LangGraph (``max_concurrency`` in its config). Target (issue 5): 10,000 at
-concurrency 1,000 within 1.25x of 100 ms.
+group and LangGraph (``max_concurrency`` in its config).
 
 ``sweep``: N = 1,000 sleeps at several concurrency levels (``--concurrency``), the same
 contenders: how close each gets to the ideal as the bound loosens.
 
 Both add ``anyio_workers``: the same sleeps in ``concurrency`` bare tasks, no engine —
-what the event loop alone costs over the ideal (``extra.loop_floor_vs_ideal``).
+what the event loop alone costs over the ideal (``extra.loop_floor_vs_ideal``). Target
+(issue 16): the engine's wall within 1.15x of that floor's, at N=10,000 and at N=1,000.
+``gategraph_uvloop`` and ``anyio_workers_uvloop`` are the engine and the floor on uvloop's
+loop (skipped without uvloop); ``extra.uvloop_vs_anyio_workers`` compares them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from gategraph.benchmarks import baselines
+from gategraph.benchmarks.bench_noop import uvloop_figures
 from gategraph.benchmarks.fanout import SLEEP, engine, fanout_graph
 from gategraph.benchmarks.harness import Contender, Sample, Scenario, Settings
 
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
     import contextlib
     from collections.abc import Collection, Mapping, Sequence
 
-    from gategraph.benchmarks.harness import Case
+    from gategraph.benchmarks.harness import Backend, Case
 
 __all__ = ["SCENARIOS", "SLEEP_SECONDS", "build"]
 
@@ -57,10 +60,19 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
         built["langgraph"] = baselines.langgraph(n, lambda i: asyncio.sleep(s), c)
     if "anyio_workers" in names:
         built["anyio_workers"] = workers(n, c)
+    if "gategraph_uvloop" in names:
+        graph = fanout_graph(n, entrypoint=SLEEP, arguments={"seconds": s}, concurrency=c)
+        built["gategraph_uvloop"] = engine(
+            graph, n=n, concurrency=c, backend="uvloop", name="gategraph_uvloop"
+        )
+    if "anyio_workers_uvloop" in names:
+        built["anyio_workers_uvloop"] = workers(n, c, backend="uvloop", name="anyio_workers_uvloop")
     return built
 
 
-def workers(n: int, concurrency: int) -> Contender:
+def workers(
+    n: int, concurrency: int, *, backend: Backend = "asyncio", name: str = "anyio_workers"
+) -> Contender:
     """The same sleeps in ``concurrency`` bare anyio tasks, no engine, no limiter: what the
     event loop alone costs, the floor under every contender."""
     per_task, extra = divmod(n, concurrency)
@@ -76,7 +88,7 @@ def workers(n: int, concurrency: int) -> Contender:
                 tg.start_soon(worker, per_task + (1 if i < extra else 0))
         return Sample(time.perf_counter() - started)
 
-    return Contender("anyio_workers", run)
+    return Contender(name, run, backend)
 
 
 def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
@@ -87,6 +99,7 @@ def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any
         "ideal_s": best,
         "wall_vs_ideal": statistics.median(walls) / best if walls else None,
         "loop_floor_vs_ideal": statistics.median(floor) / best if floor else None,
+        **uvloop_figures(samples, "anyio_workers"),
     }
 
 
@@ -99,7 +112,15 @@ def _sweep_levels(n: int, settings: Settings) -> tuple[int, ...]:
     return tuple(dict.fromkeys(min(n, level) for level in levels))
 
 
-_CONTENDERS = ("gategraph", "asyncio_gather", "anyio_taskgroup", "langgraph", "anyio_workers")
+_CONTENDERS = (
+    "gategraph",
+    "asyncio_gather",
+    "anyio_taskgroup",
+    "langgraph",
+    "anyio_workers",
+    "gategraph_uvloop",
+    "anyio_workers_uvloop",
+)
 
 SCENARIOS = (
     Scenario(

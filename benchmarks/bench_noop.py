@@ -5,13 +5,16 @@
 Each of the N validations is ``gategraph.runtime.testing:passing`` (an async function that
 returns a passing result at once); the baselines await the same function, unbounded. The
 engine's figure includes two events and one result per validation, kept in memory.
-Targets (issue 5): N=10,000 within 2x ``asyncio.gather``; N=5,000 at least 50x less
-overhead than LangGraph's Send; N=100,000 under 150 MiB peak RSS in a fresh process.
+``gategraph_uvloop`` and ``asyncio_gather_uvloop`` are the same two on uvloop's loop
+(skipped without uvloop); ``extra`` compares them. Targets: N=10,000 within 1.3x
+``asyncio.gather`` (issue 16; 2x in issue 5); N=5,000 at least 50x less overhead than
+LangGraph's Send; N=100,000 under 150 MiB peak RSS in a fresh process.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import statistics
+from typing import TYPE_CHECKING, Any
 
 from gategraph.benchmarks import baselines
 from gategraph.benchmarks.fanout import engine, fanout_graph
@@ -19,11 +22,11 @@ from gategraph.benchmarks.harness import Scenario
 
 if TYPE_CHECKING:
     import contextlib
-    from collections.abc import Collection
+    from collections.abc import Collection, Mapping, Sequence
 
-    from gategraph.benchmarks.harness import Case, Contender
+    from gategraph.benchmarks.harness import Case, Contender, Sample
 
-__all__ = ["SCENARIOS", "build"]
+__all__ = ["SCENARIOS", "build", "uvloop_figures"]
 
 
 def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> dict[str, Contender]:
@@ -41,7 +44,41 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
         built["anyio_taskgroup"] = baselines.anyio_taskgroup(n, lambda i: passing(), c)
     if "langgraph" in names:
         built["langgraph"] = baselines.langgraph(n, lambda i: passing(), c)
+    # The same two on uvloop's loop (the command line's when it is installed).
+    if "gategraph_uvloop" in names:
+        built["gategraph_uvloop"] = engine(
+            fanout_graph(n, concurrency=c),
+            n=n,
+            concurrency=c,
+            backend="uvloop",
+            name="gategraph_uvloop",
+        )
+    if "asyncio_gather_uvloop" in names:
+        built["asyncio_gather_uvloop"] = baselines.asyncio_gather(
+            n, lambda i: passing(), c, backend="uvloop", name="asyncio_gather_uvloop"
+        )
     return built
+
+
+def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
+    return uvloop_figures(samples, "asyncio_gather")
+
+
+def uvloop_figures(samples: Mapping[str, Sequence[Sample]], floor: str) -> dict[str, Any]:
+    """The engine on uvloop against ``floor`` on uvloop, and against itself on asyncio
+    (medians of wall times; ``None`` where uvloop did not run)."""
+    on_uvloop = _median(samples, "gategraph_uvloop")
+    floor_uvloop = _median(samples, f"{floor}_uvloop")
+    on_asyncio = _median(samples, "gategraph")
+    return {
+        f"uvloop_vs_{floor}": on_uvloop / floor_uvloop if on_uvloop and floor_uvloop else None,
+        "uvloop_speedup": on_asyncio / on_uvloop if on_uvloop and on_asyncio else None,
+    }
+
+
+def _median(samples: Mapping[str, Sequence[Sample]], name: str) -> float | None:
+    walls = [s.wall for s in samples.get(name, ())]
+    return statistics.median(walls) if walls else None
 
 
 SCENARIOS = (
@@ -49,9 +86,17 @@ SCENARIOS = (
         name="noop",
         title="no-op validations, unbounded",
         build=build,
-        contenders=("gategraph", "asyncio_gather", "anyio_taskgroup", "langgraph"),
+        contenders=(
+            "gategraph",
+            "asyncio_gather",
+            "anyio_taskgroup",
+            "langgraph",
+            "gategraph_uvloop",
+            "asyncio_gather_uvloop",
+        ),
         sizes=(10, 100, 1_000, 5_000, 10_000, 100_000),
         quick_sizes=(10, 1_000, 10_000),
+        extra=_extra,
     ),
 )
 

@@ -32,6 +32,7 @@ _SCENARIOS = (
     "eventlog",
     "plan",
     "backends",
+    "ray",
     "startup",
     "embed",
 )

@@ -69,7 +69,23 @@ ENGINE: Final = "gategraph"
 BASELINES: Final = ("asyncio_gather", "anyio_taskgroup", "langgraph")
 """The baselines every width scenario reports, in this order (``langgraph`` may be null)."""
 
-Backend = Literal["asyncio", "trio"]
+Backend = Literal["asyncio", "uvloop", "trio"]
+"""The loop a contender runs on: ``uvloop`` is asyncio on uvloop's loop."""
+
+
+def run_on(backend: Backend, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """``anyio.run(function, *args)`` on ``backend``'s loop."""
+    if backend == "uvloop":
+        return anyio.run(function, *args, backend="asyncio", backend_options={"use_uvloop": True})
+    return anyio.run(function, *args, backend=backend)
+
+
+def uvloop_missing() -> str | None:
+    """Why the ``*_uvloop`` contenders cannot run here, or ``None``."""
+    if importlib.util.find_spec("uvloop") is None:
+        return "uvloop is not installed (pip install 'gategraph[uvloop]')"
+    return None
+
 
 # Scenario name → the module that defines it. The modules load only when asked for, so that
 # `gategraph bench --help` and a single scenario stay cheap.
@@ -85,9 +101,9 @@ _MODULES: Final = {
     "plan": "bench_plan",
     "backends": "bench_backends",
 }
-SCENARIO_ORDER: Final = (*_MODULES, "startup", "embed")
-"""Every scenario, in the order a full run measures them; ``startup`` and ``embed`` are not
-width-based (each has a top-level key of the report instead)."""
+SCENARIO_ORDER: Final = (*_MODULES, "ray", "startup", "embed")
+"""Every scenario, in the order a full run measures them; ``ray``, ``startup`` and
+``embed`` are not width-based (each has a top-level key of the report instead)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +171,9 @@ class Scenario:
     """Figures of its own (an ideal wall time, a share, a speed-up)."""
     notes: tuple[str, ...] = ()
     backend: str = "asyncio"
+    loop_per_run: bool = False
+    """Every run on a fresh loop (contenders on different backends compared run by run);
+    else each backend's contenders share one loop, interleaved there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +255,7 @@ def _interleave_across_loops(
                     await kept.enter_async_context(contender.keeps())
                 return await call()
 
-        return anyio.run(main, backend=contender.backend)
+        return run_on(contender.backend, main)
 
     for contender in contenders:
         once(contender, contender.run)
@@ -267,6 +286,11 @@ def _skipped(scenario: Scenario, case: Case, settings: Settings) -> dict[str, st
         for name in scenario.contenders:
             if name.endswith("_trio"):
                 skipped[name] = "trio is not installed"
+    no_uvloop = uvloop_missing()
+    if no_uvloop is not None:
+        for name in scenario.contenders:
+            if name.endswith("_uvloop"):
+                skipped[name] = no_uvloop
     if "langgraph" not in scenario.contenders:
         skipped["langgraph"] = _NO_COUNTERPART
     elif not _langgraph_installed():
@@ -294,12 +318,17 @@ def measure_case(
         # --quick leaves out what costs a run or a process per contender: the baselines'
         # instrumented runs (their latencies) and their peak RSS.
         instrument = not settings.quick
-        if len({c.backend for c in contenders}) == 1:
-            samples, instrumented = anyio.run(
-                interleave, contenders, repeats, instrument, backend=contenders[0].backend
-            )
-        else:
+        if scenario.loop_per_run:
             samples, instrumented = _interleave_across_loops(contenders, repeats, instrument)
+        else:
+            samples, instrumented = {}, {}
+            for backend in dict.fromkeys(c.backend for c in contenders):
+                # One loop per backend: asyncio's contenders beside asyncio's floor, uvloop's
+                # beside uvloop's.
+                group = [c for c in contenders if c.backend == backend]
+                found, timed = run_on(backend, interleave, group, repeats, instrument)
+                samples.update(found)
+                instrumented.update(timed)
     rss: dict[str, float | None] = {}
     if settings.rss and (not settings.quick or largest):
         # A fresh process per contender costs half a second or more: --quick measures the
@@ -394,7 +423,7 @@ def _rss_child(scenario_name: str, n: int, concurrency: int, name: str) -> None:
         async def main() -> None:
             await contender.run()
 
-        anyio.run(main, backend=contender.backend)
+        run_on(contender.backend, main)
     with open("/proc/self/status", encoding="ascii") as status:
         print(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
 
@@ -451,13 +480,20 @@ def run_benchmarks(names: Sequence[str], settings: Settings) -> dict[str, Any]:
         },
         "baselines": _baselines_info(),
         "scenarios": {},
+        "ray": None,
         "startup": None,
         "embed": None,
     }
     for name in SCENARIO_ORDER:
         if name not in names:
             continue
-        if name == "startup":
+        if name == "ray":
+            from .bench_ray import measure_ray
+
+            if settings.progress is not None:
+                settings.progress("ray: the Ray executor against bare Ray tasks")
+            report["ray"] = measure_ray(settings)
+        elif name == "startup":
             from .bench_startup import measure_startup
 
             if settings.progress is not None:
@@ -518,6 +554,7 @@ def machine() -> dict[str, Any]:
         "gategraph": package("gategraph"),
         "anyio": package("anyio"),
         "trio": package("trio"),
+        "uvloop": package("uvloop"),
         "langgraph": package("langgraph"),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
@@ -544,7 +581,7 @@ def _memory_gib() -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One goal (issues 5, 10, 12 and 13): a figure of the report and the bound it should meet."""
+    """One goal: a figure of the report and the bound it should meet."""
 
     id: str
     text: str
@@ -597,6 +634,18 @@ def _startup(key: str) -> Callable[[Mapping[str, Any]], float | None]:
     return figure
 
 
+def _ray(
+    read: Callable[[Mapping[str, Any]], float | None],
+) -> Callable[[Mapping[str, Any]], float | None]:
+    def figure(report: Mapping[str, Any]) -> float | None:
+        ray = report.get("ray")
+        if ray is None or "not_measured" in ray:
+            return None
+        return read(ray)
+
+    return figure
+
+
 def _embed(key: str) -> Callable[[Mapping[str, Any]], float | None]:
     def figure(report: Mapping[str, Any]) -> float | None:
         embed = report.get("embed")
@@ -606,11 +655,12 @@ def _embed(key: str) -> Callable[[Mapping[str, Any]], float | None]:
 
 
 TARGETS: Final = (
+    # Issue 16: the engine at the event loop's own limit (issue 5 asked for 2x, 1.25x).
     Target(
         "noop-vs-gather",
-        "N=10,000 no-op validations: per-node overhead ≤ 2x asyncio.gather",
+        "N=10,000 no-op validations: per-validation time ≤ 1.3x asyncio.gather's",
         _figure("noop", 10_000, lambda c: c["ratios"]["asyncio_gather"]),
-        2.0,
+        1.3,
         "lower",
         "x",
         "scenario noop at N=10,000",
@@ -627,13 +677,32 @@ TARGETS: Final = (
         "scenario noop at N=5,000, full run, LangGraph installed",
     ),
     Target(
-        "io-wall",
-        "10,000 validations awaiting 10 ms at concurrency 1,000: wall ≤ 1.25x of 100 ms",
-        _figure("io", 10_000, lambda c: c["extra"]["wall_vs_ideal"], concurrency=1_000),
-        1.25,
+        "io-floor",
+        "10,000 validations awaiting 10 ms at concurrency 1,000: wall ≤ 1.15x the bare-worker"
+        " loop floor's",
+        _figure("io", 10_000, lambda c: c["ratios"]["anyio_workers"], concurrency=1_000),
+        1.15,
         "lower",
         "x",
         "scenario io at N=10,000",
+    ),
+    Target(
+        "io-floor-1k",
+        "the same at N=1,000 (concurrency 1,000): wall ≤ 1.15x the loop floor's",
+        _figure("io", 1_000, lambda c: c["ratios"]["anyio_workers"], concurrency=1_000),
+        1.15,
+        "lower",
+        "x",
+        "scenario io at N=1,000",
+    ),
+    Target(
+        "ray-overhead",
+        "the Ray executor, no-op validations: per-validation time ≤ 1.2x bare Ray tasks'",
+        _ray(lambda r: r["overhead"]["ratio"]),
+        1.2,
+        "lower",
+        "x",
+        "scenario ray, with the ray extra installed",
     ),
     Target(
         "sqlite-share",
@@ -731,7 +800,7 @@ TARGETS: Final = (
         "scenario embed",
     ),
 )
-"""Issue 5's, issue 10's and issue 12's targets: measured on every run, never asserted."""
+"""The targets of issues 5, 10, 12, 13 and 16: measured on every run, never asserted."""
 
 
 def evaluate_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -776,6 +845,9 @@ _LABELS: Final = {
     "gategraph_process": "gategraph, process",
     "gategraph_noop": "gategraph no-op",
     "gategraph_process_noop": "gategraph no-op, process",
+    "gategraph_uvloop": "gategraph on uvloop",
+    "asyncio_gather_uvloop": "asyncio.gather on uvloop",
+    "anyio_workers_uvloop": "loop floor on uvloop",
 }
 
 
@@ -808,7 +880,8 @@ def _scenario_table(name: str, scenario: Mapping[str, Any]) -> list[str]:
         for key in scenario["contenders"]
         if any(case["per_node_us"].get(key) is not None for case in cases)
     ]
-    others = [key for key in shown if key != ENGINE]
+    # The engine on uvloop is compared with the floors on uvloop, in the case's extra line.
+    others = [key for key in shown if key != ENGINE and not key.endswith("_uvloop")]
     head = ["N", "conc."]
     head += [f"{_label(key)} µs/node" for key in shown]
     head += [f"vs {_label(key)}" for key in others]
@@ -904,6 +977,9 @@ def render_table(report: Mapping[str, Any]) -> str:
             f"| gategraph --help (whole process) | {_cell(startup['help_ms'])} |",
             f"| python -c pass (the interpreter alone) | {_cell(startup['python_ms'])} |",
         ]
+    ray = report.get("ray")
+    if ray is not None:
+        lines += ["", *_ray_table(ray)]
     embed = report.get("embed")
     if embed is not None:
         lines += ["", *_embed_table(embed)]
@@ -916,6 +992,47 @@ def _us(value_ms: float) -> str:
     # digits shows both (_num's two decimals of ms would print the floor as 0.00).
     value = value_ms * 1000
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _ray_table(ray: Mapping[str, Any]) -> list[str]:
+    if "not_measured" in ray:
+        return ["### ray — the Ray executor", "", f"- not measured: {ray['not_measured']}"]
+    overhead = ray["overhead"]
+    figures = overhead["per_validation_us"]
+    crossover = ray["crossover"]
+    found = crossover["crossover_call_ms"]
+    cancel = ray["cancellation"]
+    released = cancel["cpus_released_after_s"]
+    lines = [
+        f"### ray — the Ray executor (Ray {ray['ray']}, a local instance of {ray['cpus']} CPUs)",
+        "",
+        f"{overhead['n']:,} no-op validations at once, µs per validation: gategraph on Ray "
+        f"{_cell(figures['gategraph_ray'])}, bare Ray tasks {_cell(figures['ray_tasks'])}: "
+        f"{overhead['ratio']:.2f}x",
+        "",
+        "| call cost | process isolation µs/call | Ray µs/call | Ray vs process |",
+        "|---:|---:|---:|---:|",
+    ]
+    for row in crossover["costs"]:
+        per_call = row["per_call_us"]
+        lines.append(
+            f"| {row['call_ms']} ms | {_cell(per_call['gategraph_process'])} | "
+            f"{_cell(per_call['gategraph_ray'])} | {row['ray_vs_process']:.2f}x |"
+        )
+    lines += [
+        "",
+        f"- crossover ({crossover['calls']} calls, one worker per core): "
+        + (
+            f"Ray is as fast as process isolation from {found} ms a call"
+            if found is not None
+            else "none within these call costs: on one machine Ray adds scheduling, no cores"
+        ),
+        f"- cancellation: {cancel['tasks']} validations sleeping 30 s with a "
+        f"{cancel['timeout_s']:g} s timeout ended in {cancel['wall_s']:.2f} s as "
+        f"{', '.join(cancel['errors'])}; Ray's CPUs were free again "
+        + (f"{released * 1000:.0f} ms later" if released is not None else "not within 30 s"),
+    ]
+    return lines
 
 
 def _embed_table(embed: Mapping[str, Any]) -> list[str]:

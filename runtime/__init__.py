@@ -210,6 +210,7 @@ if TYPE_CHECKING:
     from ._supervisor import resume_plan_sync as resume_plan_sync
     from ._supervisor import run_plan as run_plan
     from ._supervisor import run_plan_sync as run_plan_sync
+    from ._sync import use_uvloop as use_uvloop
     from ._telemetry import OpenTelemetryObserver as OpenTelemetryObserver
     from ._telemetry import record_statistics as record_statistics
     from ._telemetry import telemetry_available as telemetry_available
@@ -460,6 +461,7 @@ _WHERE: dict[str, str] = {
     "sandbox_support": "._kernel",
     "telemetry_available": "._telemetry",
     "tool_from_config": "._models",
+    "use_uvloop": "._sync",
     "validate": "._validate",
     "validate_sync": "._validate",
     "validator_ac_pull": "._validator_tools",
@@ -690,6 +692,7 @@ __all__ = [
     "sandbox_support",
     "telemetry_available",
     "tool_from_config",
+    "use_uvloop",
     "validate",
     "validate_sync",
     "validator_ac_pull",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ._sync import run_sync
+from ._sync import choose_loop, run_loop, run_sync
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -1557,8 +1557,6 @@ def _rerun(
     """Re-run the plan's rounds on the inputs kept in ``store_folder``."""
     import functools
 
-    import anyio
-
     from ._rerun import rerun_rounds
     from ._store import ContentStore
 
@@ -1566,7 +1564,7 @@ def _rerun(
         _fail(f"no inputs are kept for this plan: {store_folder} does not exist")
     store = ContentStore(store_folder)
     try:
-        return anyio.run(
+        return run_loop(
             functools.partial(
                 rerun_rounds, events, plan, store=store, rounds=rounds, catalog=catalog
             )
@@ -1779,7 +1777,6 @@ def mcp_serve(
     in a plan. A call may only name paths inside --root. Over stdio by default: standard
     output carries MCP messages only, and diagnostics go to standard error.
     """
-    import anyio
 
     from ._mcp import sdk_problem
     from ._mcp_serve import (
@@ -1822,7 +1819,7 @@ def mcp_serve(
                 err=True,
             )
         if sock is None:
-            anyio.run(serve_stdio, server)
+            run_loop(serve_stdio, server)
             return
 
         def ready(url: str) -> None:
@@ -1831,7 +1828,7 @@ def mcp_serve(
         assert endpoint is not None
         host = endpoint[0]
         with sock:
-            anyio.run(lambda: serve_http(server, sock, host=host, ready=ready))
+            run_loop(lambda: serve_http(server, sock, host=host, ready=ready))
 
 
 def _check_skills(catalog: Catalog, skills: Sequence[str]) -> None:
@@ -1851,6 +1848,10 @@ def _check_skills(catalog: Catalog, skills: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``gategraph`` command line."""
+    problem = choose_loop(os.environ.get("GATEGRAPH_LOOP"))
+    if problem is not None:
+        click.echo(f"error: {problem}", err=True)
+        sys.exit(EXIT_USAGE)
     _keep_stdout_ours()
     cli.main(args=list(argv) if argv is not None else None, prog_name="gategraph")
 

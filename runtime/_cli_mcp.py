@@ -250,11 +250,10 @@ def _server(name: str) -> McpServer:
 
 
 def _listed(server: McpServer) -> list[McpToolInfo]:
-    import anyio
-
     from ._mcp import list_server_tools
+    from ._sync import run_loop
 
-    return anyio.run(list_server_tools, server)
+    return run_loop(list_server_tools, server)
 
 
 def _type_of(schema: Any) -> str:

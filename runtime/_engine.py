@@ -103,6 +103,7 @@ class NodeStatus(enum.StrEnum):
     """A node it needs failed or was skipped, so it did not run."""
 
 
+_context_of_call: Final = ToolContext._of_call  # bound once: it is made per validation
 _OK: Final = NodeStatus.OK
 """Read once per validation: a global costs less than the enum's class attribute."""
 
@@ -936,7 +937,7 @@ class _Engine:
                 assert prepared.guard_label is not None  # a validation's
                 capture.captured = PENDING
                 guard = Guard(prepared.guard_label)
-                context = ToolContext._of_call(plan_id, unit.id, attempt, spec.resources, guard)
+                context = _context_of_call(plan_id, unit.id, attempt, spec.resources, guard)
                 # `enter` and `leave`, inline (the worker made the hook ready: `own_slot`).
                 lease = [guard, True]
                 token = LEASE.set(lease)
@@ -1191,10 +1192,10 @@ class _Engine:
             isolation=ran_in,
         )
         self.validations.append(record)
-        # `_done`, inline for the common case.
+        # `_done`, inline for the common case: a leaf (see there).
         unit.result = record
         self.results[unit.id] = record
-        if self.immediate and not unit.dependents:
+        if not unit.dependents:
             self.remaining -= 1
             self.in_flight -= 1
             if self.remaining == self.in_flight:
@@ -1205,7 +1206,9 @@ class _Engine:
     def _done(self, unit: _Unit, result: NodeResult) -> None:
         unit.result = result
         self.results[unit.id] = result
-        if self.immediate:
+        if self.immediate or not unit.dependents:
+            # Nothing waits for a leaf's completion to be durable (the run's last event,
+            # awaited, commits it with the rest): it is done at once.
             self._release(unit)
         else:
             # Invariant: the nodes that need this one start only once its completion is

@@ -9,6 +9,8 @@ few commits instead of paying one each.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import operator
 import os
 import sqlite3
 from collections import deque
@@ -186,7 +188,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
-_Pending = tuple[Sequence[EventBase], anyio.Event | None]
+_Pending = EventBase | tuple[Sequence[EventBase], anyio.Event]
+"""What the writer's queue holds: an event queued without waiting (``append_nowait``, two
+per validation: nothing wraps it), or events an appender waits for, with its event."""
 
 
 class SQLiteEventLog:
@@ -260,7 +264,7 @@ class SQLiteEventLog:
 
     def _put(self, item: _Pending) -> None:
         if not self._open:
-            raise RuntimeFault("the SQLite event log is not open: use `async with` on it")
+            raise _not_open()
         self._queue.append(item)
         self._signal()
 
@@ -283,25 +287,36 @@ class SQLiteEventLog:
             # then land in one batch, where a segment sorts them (across batches, seq must
             # only grow). One trip through the loop per batch.
             await anyio.lowlevel.checkpoint()
-            batch = [queue.popleft()]
-            size = len(batch[0][0])
             # Take everything already queued: one commit for the whole burst.
+            by_plan: dict[str, list[EventBase]] = {}
+            waiting: list[anyio.Event] = []
+            size = 0
+            plan_id: str | None = None
+            bucket: list[EventBase] = []
             while queue and size < self._max_batch:
                 item = queue.popleft()
-                batch.append(item)
-                size += len(item[0])
-            by_plan: dict[str, list[EventBase]] = {}
-            for events, _ in batch:
+                if isinstance(item, EventBase):
+                    size += 1
+                    # One plan's events in a row, as a run appends them: one lookup each
+                    # time the plan changes, not one per event.
+                    if item.plan_id != plan_id:
+                        plan_id = item.plan_id
+                        bucket = by_plan.setdefault(plan_id, [])
+                    bucket.append(item)
+                    continue
+                events, done = item
+                waiting.append(done)
+                size += len(events)
                 for event in events:
                     by_plan.setdefault(event.plan_id, []).append(event)
+                plan_id = None
             try:
                 failures = await anyio.to_thread.run_sync(self._commit, by_plan)
             except Exception as exc:
                 failures = dict.fromkeys(by_plan, exc)
             self._failures.update(failures)
-            for _, done in batch:
-                if done is not None:
-                    done.set()
+            for done in waiting:
+                done.set()
 
     def _commit(self, by_plan: dict[str, list[EventBase]]) -> dict[str, Exception]:
         """Commit each plan's events as one segment; a plan whose seq does not follow on is
@@ -325,18 +340,18 @@ class SQLiteEventLog:
                     previous = last if last is not None else 0
                 # Concurrent appenders may queue a plan's events out of order within a
                 # batch; a segment keeps them sorted. Across batches, seq must only grow.
-                events.sort(key=_seq)
-                conflict = None
-                for event in events:
-                    if event.seq <= previous:
-                        conflict = RuntimeFault(
-                            f"plan {plan_id}: event seq {event.seq} does not follow {previous}"
-                            " (is the plan id used twice?)"
-                        )
-                        break
-                    previous = event.seq
+                # (Loops in C: this thread holds the GIL the event loop's thread wants.)
+                seqs = list(map(_seq, events))
+                if seqs != sorted(seqs):
+                    events.sort(key=_seq)
+                    seqs.sort()
+                conflict = _out_of_order(seqs, previous)
                 if conflict is not None:
-                    refused[plan_id] = conflict
+                    seq, before = conflict
+                    refused[plan_id] = RuntimeFault(
+                        f"plan {plan_id}: event seq {seq} does not follow {before}"
+                        " (is the plan id used twice?)"
+                    )
                     continue
                 rows.append(
                     (
@@ -390,7 +405,14 @@ class SQLiteEventLog:
 
     def append_nowait(self, event: EventBase) -> None:
         """Queue one event; it is committed with (or before) the next awaited append."""
-        self._put(((event,), None))
+        # `_put`, inline: a fan-out queues two events per validation.
+        if not self._open:
+            raise _not_open()
+        self._queue.append(event)
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
 
     @contextmanager
     def lease(self, plan_id: str) -> Iterator[None]:
@@ -428,8 +450,21 @@ class SQLiteEventLog:
         return await anyio.to_thread.run_sync(list_plans, self._path)
 
 
-def _seq(event: EventBase) -> int:
-    return event.seq
+_seq: Final = operator.attrgetter("seq")
+
+
+def _out_of_order(seqs: list[int], previous: int) -> tuple[int, int] | None:
+    """The first of the sorted ``seqs`` that does not follow on, with the seq it should
+    have followed (``previous`` for the first one, else the one before it), or ``None``."""
+    if seqs[0] <= previous:
+        return seqs[0], previous
+    if len(set(seqs)) == len(seqs):
+        return None
+    return next((b, a) for a, b in itertools.pairwise(seqs) if b <= a)
+
+
+def _not_open() -> RuntimeFault:
+    return RuntimeFault("the SQLite event log is not open: use `async with` on it")
 
 
 def _reader(path: Path) -> sqlite3.Connection | None:

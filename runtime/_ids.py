@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import re
 import threading
 import time
@@ -72,12 +73,25 @@ class _UlidSource:
         self._ms = -1
         self._prefix = ""  # 10 characters of milliseconds, 10 of the upper 50 random bits
         self._low = itertools.count()  # the lower 30 bits (6 characters), one per id
+        # Random bits from a generator seeded by the OS, not from os.urandom at each roll:
+        # a roll comes every millisecond, and os.urandom gives up the GIL and takes it
+        # back, which so often keeps every other thread from ever getting it (CPython
+        # asks the holder to drop the GIL only after a switch interval with no switch).
+        # The SQLite log's writer, the worker threads of sync validations and the Ray
+        # waiter starved while a fan-out ran.
+        self._random = random.Random(os.urandom(32))
+        # A forked child must not draw the same bits as its parent.
+        os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._random.seed(os.urandom(32))
+        self._ms = -1
 
     def _roll(self, ms: int) -> None:
         with self._lock:
             if ms <= self._ms:
                 return  # another thread rolled first
-            rand = int.from_bytes(os.urandom(10), "big")
+            rand = self._random.getrandbits(80)
             self._prefix = _encode(ms, 10) + _encode(rand >> 30, 10)
             # Start in the bottom half of 30 bits: a millisecond then holds ~500 million ids
             # before the count could reach the 31st bit.

@@ -1039,10 +1039,10 @@ async def resume_plan(
 def run_plan_sync(graph: PlanGraph, **options: Any) -> PlanOutcome:
     """:func:`run_plan` for code without an event loop (the same keyword arguments).
 
-    It runs its own event loop (asyncio) in the calling thread, so it may be called from
-    any thread that is not running one — also while another thread's loop runs. Called
-    from inside a running event loop it raises :class:`RuntimeError`: ``await run_plan``
-    there instead.
+    It runs its own event loop (asyncio's, or uvloop's after :func:`use_uvloop`) in the
+    calling thread, so it may be called from any thread that is not running one — also
+    while another thread's loop runs. Called from inside a running event loop it raises
+    :class:`RuntimeError`: ``await run_plan`` there instead.
     """
     return run_sync(run_plan, graph, **options)
 

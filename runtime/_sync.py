@@ -8,9 +8,62 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-__all__ = ["run_sync"]
+__all__ = ["choose_loop", "run_loop", "run_sync", "use_uvloop"]
 
 _T = TypeVar("_T")
+
+_NEEDS_UVLOOP = "uvloop is not installed: pip install 'gategraph[uvloop]' (not on Windows)"
+_LOOP = {"uvloop": False}
+"""Whether the event loops gategraph starts itself (its sync entry points, the command
+line) are uvloop's."""
+
+
+def _uvloop_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def use_uvloop(enabled: bool = True) -> None:
+    """Run the event loops gategraph starts itself on uvloop from now on, in this process:
+    those of the sync entry points (``execute_graph_sync``, ``run_plan_sync``,
+    ``validate_sync`` ...). ``enabled=False`` goes back to asyncio's own loop.
+
+    The command line does this by itself when uvloop is installed (``GATEGRAPH_LOOP``
+    says otherwise). Async code runs on whatever loop it runs on: to put it on uvloop,
+    start it with ``anyio.run(main, backend_options={"use_uvloop": True})`` or
+    ``uvloop.run(main())``. Raises :class:`ModuleNotFoundError` if uvloop is not
+    installed (``pip install 'gategraph[uvloop]'``).
+    """
+    if enabled and not _uvloop_installed():
+        raise ModuleNotFoundError(_NEEDS_UVLOOP, name="uvloop")
+    _LOOP["uvloop"] = bool(enabled)
+
+
+LOOP_CHOICES = ("auto", "asyncio", "uvloop")
+"""What ``GATEGRAPH_LOOP`` may say: ``auto`` (the default) is uvloop when it is installed."""
+
+
+def choose_loop(choice: str | None) -> str | None:
+    """Take the command line's loop from ``GATEGRAPH_LOOP``'s value ``choice``; return why
+    it cannot be taken (one line), or ``None``."""
+    wanted = (choice or "auto").strip().lower()
+    if wanted not in LOOP_CHOICES:
+        return f"GATEGRAPH_LOOP={choice}: say one of {', '.join(LOOP_CHOICES)}"
+    installed = _uvloop_installed()
+    if wanted == "uvloop" and not installed:
+        return f"GATEGRAPH_LOOP=uvloop, but {_NEEDS_UVLOOP}"
+    _LOOP["uvloop"] = installed and wanted != "asyncio"
+    return None
+
+
+def run_loop(function: Callable[..., Awaitable[_T]], /, *args: Any) -> _T:
+    """``anyio.run(function, *args)`` on the loop gategraph starts (asyncio's, or uvloop's:
+    :func:`use_uvloop`)."""
+    import anyio
+
+    options = {"use_uvloop": True} if _LOOP["uvloop"] else {}
+    return anyio.run(function, *args, backend="asyncio", backend_options=options)
 
 
 def _running_loop() -> str | None:
@@ -48,8 +101,6 @@ def run_sync(function: Callable[..., Awaitable[_T]], /, *args: Any, **kwargs: An
             f"called from inside a running {running} event loop: use `await {name}(...)` "
             "there (the sync twin is for code without an event loop)"
         )
-    import anyio
-
     from ._eventlog import SQLiteEventLog
 
     log = kwargs.get("event_log")
@@ -66,5 +117,5 @@ def run_sync(function: Callable[..., Awaitable[_T]], /, *args: Any, **kwargs: An
         else:
             found.append(await function(*args, **kwargs))
 
-    anyio.run(call)
+    run_loop(call)
     return found[0]

@@ -33,6 +33,7 @@ __all__ = [
     "ScriptedExecutor",
     "ScriptedStrategy",
     "echo",
+    "event_loop",
     "failing",
     "passing",
     "raising",
@@ -62,6 +63,19 @@ async def sleeping(seconds: float = 0.0, passed: bool = True, **_: Any) -> dict[
     """Sleep ``seconds`` (on the event loop), then pass (or fail, with ``passed=False``)."""
     await anyio.sleep(seconds)
     return {"passed": passed, "message": f"slept {seconds:g} s"}
+
+
+async def event_loop(**_: Any) -> dict[str, Any]:
+    """Pass, saying which event loop awaited it (``data.loop``): ``asyncio``, ``uvloop``
+    or ``trio``."""
+    import asyncio
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return {"passed": True, "message": "trio", "data": {"loop": "trio"}}
+    name = "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+    return {"passed": True, "message": name, "data": {"loop": name}}
 
 
 def whereami(**_: Any) -> dict[str, Any]:

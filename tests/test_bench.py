@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from gategraph.benchmarks import harness
+from gategraph.benchmarks.bench_ray import ray_unavailable
 from gategraph.benchmarks.bench_sandbox import sandbox_unavailable
 from gategraph.benchmarks.cli import _SCENARIOS, bench
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
-WIDTH_SCENARIOS = [name for name in _SCENARIOS if name not in {"startup", "embed"}]
+WIDTH_SCENARIOS = [name for name in _SCENARIOS if name not in {"ray", "startup", "embed"}]
+RAY_MISSING = ray_unavailable()
 SANDBOX_MISSING = sandbox_unavailable()
 SPREAD = {"min", "median", "max"}
 EMBED_MEASURES = ("direct_ms", "validate_ms", "validate_files_ms", "execute_graph_ms")
@@ -133,11 +135,32 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
     assert share > 0
     backends = report["scenarios"]["backends"]["cases"][0]
     assert backends["per_node_us"]["gategraph_trio"] > 0
+    # Both loops side by side: the engine and its floor on uvloop too (the test extra has it).
+    noop = report["scenarios"]["noop"]["cases"][0]
+    io = report["scenarios"]["io"]["cases"][0]
+    assert noop["per_node_us"]["gategraph_uvloop"] > 0
+    assert noop["per_node_us"]["asyncio_gather_uvloop"] > 0
+    assert noop["extra"]["uvloop_vs_asyncio_gather"] > 0
+    assert io["per_node_us"]["anyio_workers_uvloop"] > 0
+    assert io["extra"]["uvloop_vs_anyio_workers"] > 0
+    assert "gategraph on uvloop" in result.stdout
+    assert report["machine"]["uvloop"] is not None
+    _check_ray(
+        report["ray"], result.stdout, {r["id"]: r for r in report["targets"]}["ray-overhead"]
+    )
     startup = report["startup"]
     for key in ("import_ms", "import_engine_ms", "import_all_ms", "help_ms", "python_ms"):
         assert set(startup[key]) == SPREAD
     targets = {row["id"]: row for row in report["targets"]}
-    assert {"noop-vs-gather", "vs-langgraph", "io-wall", "sqlite-share", "rss-100k"} <= set(targets)
+    assert {
+        "noop-vs-gather",
+        "vs-langgraph",
+        "io-floor",
+        "io-floor-1k",
+        "ray-overhead",
+        "sqlite-share",
+        "rss-100k",
+    } <= set(targets)
     assert {"sandbox-overhead", "sandbox-cpu"} <= set(targets)
     for row in targets.values():
         assert row["met"] in (True, False, None)
@@ -149,6 +172,30 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
     _check_embed(report["embed"], calls=50, repeats=1)
     assert targets["validate-overhead"]["measured"] == report["embed"]["overhead_ms"]
     assert "### embed" in result.stdout
+
+
+def _check_ray(ray: dict[str, Any], table: str, target: dict[str, Any]) -> None:
+    """The ``ray`` section: measured where Ray is installed, else said to be not."""
+    assert "### ray" in table
+    if RAY_MISSING is not None:
+        assert ray == {"not_measured": RAY_MISSING}
+        assert target["measured"] is None
+        assert RAY_MISSING in table
+        return
+    figures = ray["overhead"]["per_validation_us"]
+    assert set(figures) == {"gategraph_ray", "ray_tasks"}
+    assert all(set(f) == SPREAD and f["median"] > 0 for f in figures.values())
+    assert target["measured"] == ray["overhead"]["ratio"] > 0
+    costs = ray["crossover"]["costs"]
+    assert [row["call_ms"] for row in costs] == [0, 5]  # --quick
+    for row in costs:
+        assert set(row["per_call_us"]) == {"gategraph_process", "gategraph_ray"}
+        assert row["ray_vs_process"] > 0
+    assert ray["crossover"]["crossover_call_ms"] in (None, 0, 5)
+    cancel = ray["cancellation"]
+    assert cancel["errors"] == ["timeout"]
+    # The remote tasks were cancelled: Ray's CPUs came back (within its 30 s wait).
+    assert cancel["cpus_released_after_s"] is not None
 
 
 def test_embed_alone_with_tiny_samples(tmp_path: Path) -> None:

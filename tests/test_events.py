@@ -37,6 +37,36 @@ def test_ulids_are_real_sorted_and_unique() -> None:
         assert len(value) == 26
 
 
+def test_ulids_carry_their_millisecond_and_a_forked_child_draws_other_bits() -> None:
+    """The time part is the moment made; a child forked in the same millisecond as its
+    parent's last id does not make the parent's next ids (its random bits are its own)."""
+    import os
+    import time
+    import warnings
+
+    before = time.time()
+    value = new_ulid()
+    made = ULID.from_str(value).timestamp
+    assert before - 0.002 <= made <= time.time() + 0.002
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns of fork() in a process with threads (earlier tests' idle ones);
+        # the child here only makes ids and exits.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        os.write(write, ",".join(new_ulid() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = pipe.read().split(",")
+    os.waitpid(pid, 0)
+    ours = [new_ulid() for _ in range(3)]
+    # The same millisecond gives the same time prefix; the random part must differ.
+    assert {c[10:20] for c in child}.isdisjoint({o[10:20] for o in ours} | {value[10:20]})
+
+
 def _validation_event(plan: str, seq: int) -> ValidationCompleted:
     return ValidationCompleted(
         id=new_ulid(),

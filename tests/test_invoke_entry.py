@@ -426,3 +426,61 @@ def test_running_out_of_descriptors_midway_puts_every_one_back(
     monkeypatch.undo()
     assert outcome.ok and outcome.captured is None
     assert len(made) == 2  # the autouse fixture checks the descriptors afterwards
+
+
+def test_consecutive_captures_share_one_reader_thread() -> None:
+    """A worker process starts its capture's reader once, not per call."""
+    readers = []
+    for text in ("first", "second", "third"):
+        capture = _FdCapture()
+        capture.start()
+        try:
+            os.write(1, text.encode())
+        finally:
+            capture.stop()
+        assert capture.result() == {"stdout": text}
+        readers.append(capture.reader)
+    assert readers[0] is not None and readers.count(readers[0]) == 3
+    assert readers[0].is_alive()
+
+
+def test_a_capture_held_open_by_a_leftover_process_does_not_delay_the_next_one() -> None:
+    """A process a call started keeps the call's output open past its end: that call's
+    reader waits on it (its grace runs out), and the next call's capture has a reader of
+    its own, with its own output only."""
+    import subprocess
+
+    first = _FdCapture()
+    first.start()
+    try:
+        # Inherits descriptors 1 and 2 (the first capture's pipes) and holds them open.
+        holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        os.write(1, b"before")
+    finally:
+        first.stop()
+    try:
+        assert first.result() == {"stdout": "before"}
+        second = _FdCapture()
+        second.start()
+        try:
+            os.write(1, b"next")
+        finally:
+            second.stop()
+        assert second.result() == {"stdout": "next"}
+        assert second.reader is not first.reader
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_reader_that_ends_with_its_capture_is_gone_once_it_stopped() -> None:
+    """``keep_reader=False`` (a sandboxed child, which must have no other thread between
+    calls): the reader has ended when ``stop`` returns."""
+    capture = _FdCapture(keep_reader=False)
+    capture.start()
+    try:
+        os.write(2, b"once")
+    finally:
+        capture.stop()
+    assert capture.result() == {"stderr": "once"}
+    assert capture.reader is not None and not capture.reader.is_alive()

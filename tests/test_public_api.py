@@ -232,6 +232,7 @@ EXPECTED = [
     "sandbox_support",
     "telemetry_available",
     "tool_from_config",
+    "use_uvloop",
     "validate",
     "validate_sync",
     "validator_ac_pull",

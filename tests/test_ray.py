@@ -110,3 +110,109 @@ def test_gategraph_run_on_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     result = CliRunner().invoke(cli, ["run", str(graph), "--ray", "local", "--json"])
     assert result.exit_code == 0, result.output
     assert '"status":"applied"' in result.stdout.replace(" ", "")
+
+
+async def _cpus_back(total: float, within: float = 30.0) -> bool:
+    """Whether every CPU of the local instance is free again (polled: a killed worker
+    process gives its CPU back a moment after ``ray.cancel``)."""
+    import anyio
+
+    for _ in range(int(within / 0.01)):
+        if ray.available_resources().get("CPU", 0.0) >= total:
+            return True
+        await anyio.sleep(0.01)
+    return False
+
+
+async def test_what_a_validation_reads_reaches_the_ray_workers(tmp_path: Path) -> None:
+    """A directory resource is read where the Ray task runs (a local instance shares this
+    machine's files): the syntax check finds the broken file there."""
+    root = repo(tmp_path)
+    (root / "src" / "broken.py").write_text("def f(:\n")
+    graph = load_graph(f"""
+version: 1
+name: reads-on-ray
+resources: {{repo: {{kind: directory, path: "{root}"}}}}
+validations:
+  - {{name: syntax, entrypoint: "gategraph.validators:python_syntax", resource_slots: [root]}}
+nodes:
+  - {{id: syntax, validation: syntax}}
+""")
+    run = await execute_graph(graph, isolation="ray")
+    (record,) = run.validations
+    assert record.isolation == "ray"
+    assert not record.result.passed
+    assert "broken.py" in record.result.message, record.result.message
+
+
+async def test_a_timeout_and_a_cancelled_run_both_end_the_remote_tasks(tmp_path: Path) -> None:
+    """The Ray task itself is cancelled, not only the wait for it: its worker process
+    ends and gives its CPU back, whether the validation timed out or the whole run was
+    cancelled from outside."""
+    total = ray.cluster_resources()["CPU"]
+    nodes = "\n".join(
+        f"  - {{id: nap{i}, validation: nap, arguments: {{seconds: 60}}, timeout: 0.5}}"
+        for i in range(2)
+    )
+    root = repo(tmp_path)
+    run = await execute_graph(graph_of(nodes, root), isolation="ray")
+    assert {r.result.data.get("error") for r in run.validations} == {"timeout"}
+    assert await _cpus_back(total)
+    # Cancelled from outside, long before the validations' own timeouts.
+    import anyio
+
+    long = "  - {id: nap, validation: nap, arguments: {seconds: 60}, timeout: 120}"
+    with anyio.move_on_after(2) as scope:
+        await execute_graph(graph_of(long, root), isolation="ray")
+    assert scope.cancelled_caught
+    assert await _cpus_back(total)
+
+
+async def test_many_tasks_at_once_share_one_waiter_which_then_ends(tmp_path: Path) -> None:
+    import threading
+
+    import anyio
+
+    nodes = "\n".join(f"  - {{id: w{i}, validation: where}}" for i in range(40))
+    run = await execute_graph(graph_of(nodes, repo(tmp_path)), isolation="ray")
+    assert len(run.validations) == 40
+    assert all(r.result.passed for r in run.validations)
+    # Nothing left to wait for: the waiter's thread has ended (it ends by itself).
+    for _ in range(1000):  # 10 s at most
+        if not any(t.name == "gategraph-ray-waiter" for t in threading.enumerate()):
+            break
+        await anyio.sleep(0.01)
+    else:
+        raise AssertionError("the Ray waiter thread did not end")
+
+
+async def test_ray_failing_while_waiting_fails_the_validations_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If Ray itself fails (its cluster gone), every validation waiting on it fails with
+    Ray's error rather than waiting for good."""
+
+    def gone(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the Ray cluster went away")
+
+    monkeypatch.setattr(ray, "wait", gone)
+    nodes = "\n".join(f"  - {{id: w{i}, validation: where}}" for i in range(3))
+    run = await execute_graph(graph_of(nodes, repo(tmp_path)), isolation="ray")
+    assert [r.result.passed for r in run.validations] == [False] * 3
+    assert all("the Ray cluster went away" in r.result.message for r in run.validations)
+
+
+def test_the_ray_benchmark_measures_overhead_crossover_and_cancellation() -> None:
+    """`gategraph bench --scenario ray`, tiny: every figure is there (none is asserted)."""
+    from gategraph.benchmarks.bench_ray import measure_ray
+    from gategraph.benchmarks.harness import Settings
+
+    report = measure_ray(Settings(quick=True, repeats=1, sizes=(6,), rss=False))
+    overhead = report["overhead"]
+    assert overhead["n"] == 6 and overhead["ratio"] > 0
+    assert set(overhead["per_validation_us"]) == {"gategraph_ray", "ray_tasks"}
+    assert [row["call_ms"] for row in report["crossover"]["costs"]] == [0, 5]
+    assert all(row["ray_vs_process"] > 0 for row in report["crossover"]["costs"])
+    cancel = report["cancellation"]
+    assert cancel["errors"] == ["timeout"]
+    assert cancel["cpus_released_after_s"] is not None
