@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ._sync import choose_loop, run_loop, run_sync
+from ._sync import choose_loop, run_loop, run_sync, use_uvloop, uses_uvloop
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -1848,12 +1848,18 @@ def _check_skills(catalog: Catalog, skills: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``gategraph`` command line."""
+    # The command's loop, for the command only: a host that runs this in its own process
+    # keeps the loop it chose for its own sync calls.
+    previous = uses_uvloop()
     problem = choose_loop(os.environ.get("GATEGRAPH_LOOP"))
     if problem is not None:
         click.echo(f"error: {problem}", err=True)
         sys.exit(EXIT_USAGE)
-    _keep_stdout_ours()
-    cli.main(args=list(argv) if argv is not None else None, prog_name="gategraph")
+    try:
+        _keep_stdout_ours()
+        cli.main(args=list(argv) if argv is not None else None, prog_name="gategraph")
+    finally:
+        use_uvloop(previous)
 
 
 def _keep_stdout_ours() -> None:

@@ -481,6 +481,8 @@ class _Compiler:
             units.extend(self._attachment_units(tuple(work_ids)))
         if self.select is not None:
             units = self._selected(units)
+        if not any(unit.needs for unit in units):
+            return units  # a fan-out: nothing to link
         by_id = {unit.id: unit for unit in units}
         for unit in units:
             for need in unit.needs:
@@ -495,14 +497,16 @@ class _Compiler:
 
     def _selected(self, units: list[_Unit]) -> list[_Unit]:
         """Keep the selected units; their other needs must be given."""
-        assert self.select is not None
-        known = {unit.id for unit in units}
-        unknown = sorted(set(self.select) - known)
-        if unknown:
+        select = self.select
+        assert select is not None
+        kept = [unit for unit in units if unit.id in select]
+        if len(kept) != len(select):
+            unknown = sorted(select - {unit.id for unit in kept})
             raise ConfigError.at("select", f"no node or attachment {', '.join(unknown)}")
-        kept = [unit for unit in units if unit.id in self.select]
         for unit in kept:
-            missing = [n for n in unit.needs if n not in self.select and n not in self.given]
+            if not unit.needs:
+                continue
+            missing = [n for n in unit.needs if n not in select and n not in self.given]
             if missing:
                 raise ConfigError.at(
                     "given",
@@ -612,10 +616,9 @@ class _Engine:
         self.hook_errors: list[str] = []
         self.hook_output: dict[str, dict[str, str]] = {}
         self.pool: TaskGroup | None = None
-        # How the run queues an event (a start, say) without waiting for it.
-        self.append: Callable[[EventBase], None] = (
-            log.appender(plan_id) if type(log) is MemoryEventLog else log.append_nowait
-        )
+        # How the run queues an event (a start, say) without waiting for it; a memory
+        # log's own list once the run has started (see `_run`).
+        self.append: Callable[[EventBase], None] = log.append_nowait
         # A log that stores on append needs no wait before releasing dependents.
         self.immediate = bool(getattr(log, "appends_immediately", False))
         self.unreleased: list[_Unit] = []
@@ -697,6 +700,9 @@ class _Engine:
                 attempt=self.attempt,
             )
         )
+        if type(self.log) is MemoryEventLog:
+            # Its plan's list exists now (no run makes an empty plan appear in the log).
+            self.append = self.log.appender(self.plan_id)
         # The run's enclosing span (the round, or the work phase) is current for its nodes
         # and actors: the tasks they run in copy this context.
         spans = self.spans
@@ -1192,10 +1198,10 @@ class _Engine:
             isolation=ran_in,
         )
         self.validations.append(record)
-        # `_done`, inline for the common case: a leaf (see there).
+        # `_done`, inline for the common case: a leaf, on a log that stores at once.
         unit.result = record
         self.results[unit.id] = record
-        if not unit.dependents:
+        if self.immediate and not unit.dependents:
             self.remaining -= 1
             self.in_flight -= 1
             if self.remaining == self.in_flight:
@@ -1206,9 +1212,7 @@ class _Engine:
     def _done(self, unit: _Unit, result: NodeResult) -> None:
         unit.result = result
         self.results[unit.id] = result
-        if self.immediate or not unit.dependents:
-            # Nothing waits for a leaf's completion to be durable (the run's last event,
-            # awaited, commits it with the rest): it is done at once.
+        if self.immediate:
             self._release(unit)
         else:
             # Invariant: the nodes that need this one start only once its completion is

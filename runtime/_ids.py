@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Final, NewType
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 __all__ = ["PLAN_ID_PATTERN", "EventId", "PlanId", "check_plan_id", "new_ulid"]
 
@@ -47,9 +47,8 @@ EventId = NewType("EventId", str)
 """A ULID naming one event."""
 
 _ALPHABET: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32
-# Three characters encode 15 bits; a table of 32,768 triples makes the counter's six
-# characters two lookups.
-_TRIPLES: Final = tuple(a + b + c for a in _ALPHABET for b in _ALPHABET for c in _ALPHABET)
+# Two characters encode 10 bits; a table of 1024 pairs makes encoding three lookups.
+_PAIRS: Final = tuple(a + b for a in _ALPHABET for b in _ALPHABET)
 
 
 def _encode(value: int, chars: int) -> str:
@@ -63,16 +62,18 @@ def _encode(value: int, chars: int) -> str:
 class _UlidSource:
     """Monotonic ULIDs: 48-bit milliseconds, then 80 bits that increase within a millisecond.
 
-    The common call takes no lock: the millisecond's prefix is a string read at once, and
-    the counter is an ``itertools.count``, whose ``next`` is atomic under the GIL. Only the
-    roll to a new millisecond locks.
+    The common call takes no lock: the millisecond's prefix and its counter are one
+    attribute, read at once (a roll between two reads could otherwise pair a new prefix
+    with the old count), and the counter is an ``itertools.count``, whose ``next`` is
+    atomic under the GIL. Only the roll to a new millisecond locks.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ms = -1
-        self._prefix = ""  # 10 characters of milliseconds, 10 of the upper 50 random bits
-        self._low = itertools.count()  # the lower 30 bits (6 characters), one per id
+        # 10 characters of milliseconds and 10 of the upper 50 random bits, with the count
+        # of the lower 30 bits (6 characters), one per id.
+        self._state: tuple[str, Iterator[int]] = ("", itertools.count())
         # Random bits from a generator seeded by the OS, not from os.urandom at each roll:
         # a roll comes every millisecond, and os.urandom gives up the GIL and takes it
         # back, which so often keeps every other thread from ever getting it (CPython
@@ -84,6 +85,9 @@ class _UlidSource:
         os.register_at_fork(after_in_child=self._reseed)
 
     def _reseed(self) -> None:
+        # The child has only the thread that forked: a lock another thread held is not
+        # its to wait for.
+        self._lock = threading.Lock()
         self._random.seed(os.urandom(32))
         self._ms = -1
 
@@ -92,25 +96,28 @@ class _UlidSource:
             if ms <= self._ms:
                 return  # another thread rolled first
             rand = self._random.getrandbits(80)
-            self._prefix = _encode(ms, 10) + _encode(rand >> 30, 10)
             # Start in the bottom half of 30 bits: a millisecond then holds ~500 million ids
             # before the count could reach the 31st bit.
-            self._low = itertools.count(rand & ((1 << 29) - 1))
+            self._state = (
+                _encode(ms, 10) + _encode(rand >> 30, 10),
+                itertools.count(rand & ((1 << 29) - 1)),
+            )
             self._ms = ms
 
     def function(self) -> Callable[[], str]:
         """The generator, as a plain function with its lookups bound: two ULIDs per
         validation make the ~100 ns a bound method's attribute lookups cost show."""
         time_ns = time.time_ns
-        triples = _TRIPLES
+        pairs = _PAIRS
         source = self
 
         def new_ulid() -> str:
             """Return a new ULID string; ids made by one thread sort in the order made."""
             if time_ns() // 1_000_000 > source._ms:
                 source._roll(time_ns() // 1_000_000)
-            low = next(source._low)
-            return f"{source._prefix}{triples[low >> 15]}{triples[low & 32767]}"
+            prefix, count = source._state
+            low = next(count)
+            return f"{prefix}{pairs[low >> 20]}{pairs[(low >> 10) & 1023]}{pairs[low & 1023]}"
 
         return new_ulid
 

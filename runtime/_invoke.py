@@ -26,6 +26,7 @@ there can a timeout end one that blocks instead of awaiting.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import importlib
@@ -962,8 +963,8 @@ class Prepared:
         # asked for: there a timeout can end it only at an `await`, and one that blocks the
         # loop instead never ends. `thread` gives it an event loop of its own in a daemon
         # worker thread (abandoned at its timeout), `process` a worker process (killed at
-        # it), `ray` a Ray worker (cancelled). `call` takes a shorter way for an awaited
-        # callable of its own (nothing wrapped).
+        # it), `ray` a Ray worker (cancelled). The engine awaits an awaited callable of a
+        # validation itself (`_Engine._validate`), a frame less than through `call`.
         on_loop = isolation is None or isolation == "inline"
         self.awaited = self.signature is not None and self.signature.is_async and on_loop
         self.transform_on_loop = self.transform_is_async and on_loop
@@ -1309,12 +1310,19 @@ class _Reader:
             capture, readers = self.jobs.get()
             try:
                 capture._read(readers)
-            finally:
-                # Idle again before the capture hears it is drained: the call that stopped
-                # it finds this reader for its next one.
-                if self.kept:
-                    _IDLE_READERS.append(self)
+            except Exception:
+                # Out of descriptors for its selector, say: this capture is lost (the call
+                # runs on, its output unkept) and this reader ends, never to be reused.
+                for fd in readers:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
                 capture.drained.set()
+                return
+            # Idle again before the capture hears it is drained: the call that stopped it
+            # finds this reader for its next one.
+            if self.kept:
+                _IDLE_READERS.append(self)
+            capture.drained.set()
             if not self.kept:
                 return
 
@@ -1373,7 +1381,9 @@ class _FdCapture:
         sys.stdout = open(1, "w", 1, "utf-8", "replace", closefd=False)
         sys.stderr = open(2, "w", 1, "utf-8", "replace", closefd=False)
         kept = self.keep_reader
-        reader = _IDLE_READERS.pop() if kept and _IDLE_READERS else _Reader(kept)
+        reader = _IDLE_READERS.pop() if kept and _IDLE_READERS else None
+        if reader is None or not reader.thread.is_alive():
+            reader = _Reader(kept)
         self.reader = reader.thread
         reader.jobs.put((self, readers))
 

@@ -205,14 +205,14 @@ def applicable_validations(
             by_name.setdefault(name, []).append(criterion.id)
     modes: dict[str, str] = {}  # one lookup per validation, not per node
     for node in graph.validation_nodes():
-        mode = modes.get(node.target)
+        target = node.validation
+        assert target is not None  # a validation node's
+        mode = modes.get(target)
         if mode is None:
-            tool = graph.get_tool(node.target)
-            mode = modes[node.target] = (
-                tool.mode.value if isinstance(tool, Validation) else "required"
-            )
-        criteria = tuple(by_name.get(node.id, []) + by_name.get(node.target, [])) if by_name else ()
-        found.append(Applicable(id=node.id, validation=node.target, mode=mode, criteria=criteria))
+            tool = graph.get_tool(target)
+            mode = modes[target] = tool.mode.value if isinstance(tool, Validation) else "required"
+        criteria = tuple(by_name.get(node.id, []) + by_name.get(target, [])) if by_name else ()
+        found.append(Applicable(id=node.id, validation=target, mode=mode, criteria=criteria))
     if catalog is not None:
         for name in graph.resources:
             for att in catalog.resolve(name, project=graph.project, plan=plan_id):
@@ -252,25 +252,26 @@ def build_verdict(
     findings: list[dict[str, Any]] = []
     failing_names: list[str] = []
     prefix = roster.id_prefix
+    found = records.get
+    add = findings.append
     for ordinal, (key, bound) in enumerate(roster.keys(), start=1):
         criterion_id = f"{prefix}{ordinal:012x}"  # roster.id_of(ordinal), without the call
-        if (
-            len(bound) == 1
-            and (one := records.get(bound[0].id)) is not None
-            and (one.result.passed)
-        ):
-            # The common case, worked out without the general case's lists: a plan of
-            # 100,000 validations has as many criteria when it declares none.
-            findings.append(
-                {
-                    "acId": criterion_id,
-                    "status": "pass",
-                    "reasoning": f"{one.node}: {one.result.message or 'passed'}",
-                    "evidenceRefs": [f"validation:{one.node}"],
-                    "checkedAt": now,
-                }
-            )
-            continue
+        if len(bound) == 1 and (one := found(bound[0].id)) is not None:
+            result = one.result
+            if result.passed:
+                # The common case, worked out without the general case's lists: a plan of
+                # 100,000 validations has as many criteria when it declares none.
+                node = one.node
+                add(
+                    {
+                        "acId": criterion_id,
+                        "status": "pass",
+                        "reasoning": f"{node}: {result.message or 'passed'}",
+                        "evidenceRefs": ["validation:" + node],
+                        "checkedAt": now,
+                    }
+                )
+                continue
         failed = [
             records[a.id] for a in bound if a.id in records and not records[a.id].result.passed
         ]
@@ -379,6 +380,9 @@ def semantic_reasons(
     required ``applicable`` validation with neither a record nor a result ("did not run").
     """
     results = list(results)
+    # (`ValidationRecord.blocking` and the status test, inline: a round of 100,000
+    # validations reads them all.)
+    blocks = ValidationMode.REQUIRED
     reasons = [
         Reason(
             layer="semantic",
@@ -387,12 +391,13 @@ def semantic_reasons(
             error=runtime_error(r.result),
         )
         for r in records.values()
-        if r.blocking
+        if r.mode is blocks and not r.result.passed
     ]
+    ok = NodeStatus.OK
     reasons += [
         Reason(layer="semantic", node=n.node, message=n.error or n.status.value, error="exception")
         for n in results
-        if n.status is not NodeStatus.OK
+        if n.status is not ok
     ]
     seen = {n.node for n in results}
     required = ValidationMode.REQUIRED.value

@@ -13,7 +13,6 @@ Ray is imported here only once a call runs on Ray (the ``ray`` extra).
 
 from __future__ import annotations
 
-import pickle
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
@@ -21,6 +20,8 @@ import anyio
 import anyio.lowlevel
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.lowlevel import EventLoopToken
 
 __all__ = ["await_ray", "submit"]
@@ -37,20 +38,25 @@ _ENTRY: list[Any] = []
 def _entry(call: bytes) -> bytes:
     """In the Ray worker: the worker process's entry (``_invoke._process_entry``) over the
     pickled arguments, its outcome pickled. One ``bytes`` each way: Ray passes a bytes
-    object for far less than the eight arguments it stands for (about 90 µs a task)."""
+    object for far less than the eight arguments it stands for (about 90 µs a task).
+    Pickled as Ray pickles arguments (its cloudpickle): what a call gets or returns may be
+    defined in ``__main__`` or be a lambda, as with Ray's own tasks."""
+    from ray import cloudpickle
+
     from ._invoke import _process_entry
 
-    return pickle.dumps(_process_entry(*pickle.loads(call)))
+    return cloudpickle.dumps(_process_entry(*cloudpickle.loads(call)))  # type: ignore[no-any-return]
 
 
 def submit(entry: tuple[Any, ...]) -> Any:
     """Start a Ray task running the worker process's entry with ``entry``; its ref."""
-    if not _ENTRY:
-        import ray
+    import ray
+    from ray import cloudpickle
 
+    if not _ENTRY:
         # No retries: a validation's retries are the Max-N runtime's to decide, not Ray's.
         _ENTRY.append(ray.remote(max_retries=0)(_entry))
-    return _ENTRY[0].remote(pickle.dumps(entry))
+    return _ENTRY[0].remote(cloudpickle.dumps(entry))
 
 
 class _Pending:
@@ -68,7 +74,12 @@ class _Waiter:
     """The thread that waits for one event loop's Ray tasks."""
 
     def __init__(self, token: EventLoopToken) -> None:
-        self.token = token
+        native: Any = token.native_token
+        # Call into the loop from this thread without waiting: asyncio's loop (the token
+        # of uvloop's too) or trio's token, each by its own thread-safe method.
+        self.soon: Callable[..., object] = (
+            getattr(native, "run_sync_soon", None) or native.call_soon_threadsafe
+        )
         self.lock = threading.Lock()
         self.pending: dict[Any, _Pending] = {}
         self.thread: threading.Thread | None = None
@@ -130,27 +141,38 @@ class _Waiter:
         if not batch:
             return
         try:
-            self.token.backend_class.run_sync_soon(_wake, (batch,), self.token.native_token)
-        except Exception:
-            # The loop has ended: nobody waits for these any more. Forget them all, so
-            # the thread ends rather than waiting on for a loop that is gone.
+            self.soon(_wake, batch)
+        except RuntimeError:
+            # The loop has ended (closed, or trio's RunFinishedError): nobody waits for
+            # these any more. Forget them all, so the thread ends rather than waiting on
+            # for a loop that is gone.
             with self.lock:
                 self.pending.clear()
 
 
 def _results(ray: Any, ready: list[Any]) -> list[tuple[Any, BaseException | None]]:
-    """Each ready task's value, or the error Ray raises for it."""
+    """Each ready task's outcome, unpickled here (not on the event loop's thread), or the
+    error Ray raises for it."""
     try:
-        return [(value, None) for value in ray.get(ready)]
+        values = ray.get(ready)
     except Exception:
         # One of them failed (the batch's get raises its error): one by one, then.
-        found: list[tuple[Any, BaseException | None]] = []
+        values = []
         for ref in ready:
             try:
-                found.append((ray.get(ref), None))
+                values.append(ray.get(ref))
             except Exception as exc:
-                found.append((None, exc))
-        return found
+                values.append(exc)
+    found: list[tuple[Any, BaseException | None]] = []
+    for value in values:
+        if isinstance(value, BaseException):
+            found.append((None, value))
+            continue
+        try:
+            found.append((ray.cloudpickle.loads(value), None))
+        except Exception as exc:  # an outcome this process cannot read (a class it lacks)
+            found.append((None, exc))
+    return found
 
 
 def _wake(batch: list[_Pending]) -> None:
@@ -182,4 +204,4 @@ async def await_ray(ref: Any) -> Any:
         raise
     if pending.error is not None:
         raise pending.error
-    return pickle.loads(pending.value)
+    return pending.value

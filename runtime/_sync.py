@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-__all__ = ["choose_loop", "run_loop", "run_sync", "use_uvloop"]
+__all__ = ["choose_loop", "run_loop", "run_sync", "use_uvloop", "uses_uvloop"]
 
 _T = TypeVar("_T")
 
@@ -38,6 +38,11 @@ def use_uvloop(enabled: bool = True) -> None:
     if enabled and not _uvloop_installed():
         raise ModuleNotFoundError(_NEEDS_UVLOOP, name="uvloop")
     _LOOP["uvloop"] = bool(enabled)
+
+
+def uses_uvloop() -> bool:
+    """Whether the loops gategraph starts itself are uvloop's now."""
+    return _LOOP["uvloop"]
 
 
 LOOP_CHOICES = ("auto", "asyncio", "uvloop")

@@ -110,6 +110,12 @@ def test_asking_for_uvloop_where_it_is_missing_says_how_to_install_it(
 
 def test_the_sync_entry_points_run_on_asyncio_until_asked_for_uvloop() -> None:
     assert _loop_of_run() == "asyncio"  # installed, but a library does not switch by itself
+    # Nor does running the command line in this process (it chooses for its command only).
+    from gategraph.runtime._cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert _loop_of_run() == "asyncio"
     use_uvloop()
     assert _loop_of_run() == "uvloop"
     use_uvloop(False)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import fake_module
 from gategraph.runtime import ConfigError, RuntimeFault, ValidationResult
 from gategraph.runtime._eventlog import SQLiteEventLog, read_events
 from gategraph.runtime._events import ValidationCompleted
@@ -88,3 +89,49 @@ def test_a_second_lease_on_a_plan_is_refused_until_the_first_ends(tmp_path: Path
             pass
     with log.lease("p1"):
         pass
+
+
+@pytest.mark.anyio
+async def test_a_log_that_fails_midway_stops_a_fan_out_of_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anyio_backend_name: str
+) -> None:
+    """Once the log cannot be written the run stops with its error, rather than running
+    every other validation while their completions are lost."""
+    import anyio
+    from gategraph.runtime import execute_graph, load_graph
+
+    ran: list[int] = []
+
+    async def nap(**_: Any) -> dict[str, Any]:
+        ran.append(1)
+        await anyio.sleep(0.001)
+        return {"passed": True}
+
+    module = fake_module(monkeypatch, "leaves_module", nap=nap)
+    n = 2000
+    graph = load_graph(
+        {
+            "version": 1,
+            "name": "leaves",
+            "validations": [{"name": "nap", "entrypoint": f"{module}:nap"}],
+            "nodes": [{"id": f"v{i}", "validation": "nap"} for i in range(n)],
+            "policy": {"max_concurrency": 50},
+        }
+    )
+    async with SQLiteEventLog(tmp_path / "events.db") as log:
+        real = log._commit
+        commits: list[int] = []
+
+        def fails_after_the_first(by_plan: dict[str, Any]) -> dict[str, Exception]:
+            commits.append(1)
+            if len(commits) > 1:
+                raise sqlite3.OperationalError("database or disk is full")
+            return real(by_plan)
+
+        log._commit = fails_after_the_first  # type: ignore[method-assign]
+        with pytest.raises(RuntimeFault, match="database or disk is full"):
+            await execute_graph(graph, event_log=log, plan_id="p")
+    if anyio_backend_name == "asyncio":
+        # How soon depends on when the log's writer thread gets the GIL from the busy
+        # event loop's thread: under trio here, only once the loop idles at the end.
+        assert len(ran) < n / 2

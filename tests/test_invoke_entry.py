@@ -10,6 +10,7 @@ called directly, so that each path is pinned on its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import textwrap
@@ -484,3 +485,44 @@ def test_a_reader_that_ends_with_its_capture_is_gone_once_it_stopped() -> None:
         capture.stop()
     assert capture.result() == {"stderr": "once"}
     assert capture.reader is not None and not capture.reader.is_alive()
+
+
+def test_a_reader_that_fails_is_not_handed_the_next_capture(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reader whose selector cannot be made (no descriptor left) loses its capture and
+    ends; the next capture gets a reader of its own rather than the dead one."""
+    import selectors
+
+    real = selectors.DefaultSelector
+    broken = [True]
+
+    def no_selector() -> Any:
+        if broken[0]:
+            broken[0] = False
+            raise OSError(24, "Too many open files")
+        return real()
+
+    first = _FdCapture()
+    monkeypatch.setattr("gategraph.runtime._invoke.selectors.DefaultSelector", no_selector)
+    # A fresh reader for this one: take the idle ones out of the way for the test.
+    monkeypatch.setattr("gategraph.runtime._invoke._IDLE_READERS", [])
+    first.start()
+    try:
+        # The dead reader closed its ends: a write may find no reader (EPIPE).
+        with contextlib.suppress(BrokenPipeError):
+            os.write(1, b"lost")
+    finally:
+        first.stop()
+    assert first.result() is None
+    assert first.reader is not None
+    first.reader.join(5)
+    assert not first.reader.is_alive()
+    second = _FdCapture()
+    second.start()
+    try:
+        os.write(1, b"kept")
+    finally:
+        second.stop()
+    assert second.result() == {"stdout": "kept"}
+    assert second.reader is not first.reader

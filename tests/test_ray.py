@@ -216,3 +216,20 @@ def test_the_ray_benchmark_measures_overhead_crossover_and_cancellation() -> Non
     cancel = report["cancellation"]
     assert cancel["errors"] == ["timeout"]
     assert cancel["cpus_released_after_s"] is not None
+
+
+async def test_an_outcome_of_a_class_defined_in_inline_code_comes_back_from_ray() -> None:
+    """What a call returns crosses as Ray's own task results do (cloudpickle): a result
+    of a class its inline code defines, which no module here could import."""
+    graph = load_graph("""
+version: 1
+name: own-class
+validations:
+  - name: own
+    code: "class Result(dict):\\n    pass\\n\\ndef run(**_):\\n    return Result(passed=True, message='mine')\\n"
+nodes:
+  - {id: own, validation: own}
+""")
+    run = await execute_graph(graph, isolation="ray")
+    (record,) = run.validations
+    assert record.result.passed and record.result.message == "mine", record.result
