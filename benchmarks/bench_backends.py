@@ -11,12 +11,11 @@ code on trio; ``asyncio.gather`` and LangGraph exist on asyncio only.
 
 from __future__ import annotations
 
-import statistics
 from typing import TYPE_CHECKING, Any
 
 from gategraph.benchmarks import baselines
 from gategraph.benchmarks.fanout import engine, fanout_graph
-from gategraph.benchmarks.harness import Scenario
+from gategraph.benchmarks.harness import Scenario, median_wall
 
 if TYPE_CHECKING:
     import contextlib
@@ -55,11 +54,9 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
 
 
 def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
-    on_asyncio = [s.wall for s in samples.get("gategraph", ())]
-    on_trio = [s.wall for s in samples.get("gategraph_trio", ())]
-    if not on_asyncio or not on_trio:
-        return {"trio_vs_asyncio": None}
-    return {"trio_vs_asyncio": statistics.median(on_trio) / statistics.median(on_asyncio)}
+    on_asyncio = median_wall(samples, "gategraph")
+    on_trio = median_wall(samples, "gategraph_trio")
+    return {"trio_vs_asyncio": on_trio / on_asyncio if on_trio and on_asyncio else None}
 
 
 SCENARIOS = (

@@ -21,15 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import math
-import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from gategraph.benchmarks import baselines
-from gategraph.benchmarks.bench_noop import uvloop_figures
 from gategraph.benchmarks.fanout import SLEEP, engine, fanout_graph
-from gategraph.benchmarks.harness import Contender, Sample, Scenario, Settings
+from gategraph.benchmarks.harness import (
+    Contender,
+    Sample,
+    Scenario,
+    Settings,
+    median_wall,
+    uvloop_figures,
+)
 
 if TYPE_CHECKING:
     import contextlib
@@ -93,12 +98,12 @@ def workers(
 
 def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
     best = math.ceil(case.n / case.concurrency) * SLEEP_SECONDS
-    walls = [s.wall for s in samples.get("gategraph", ())]
-    floor = [s.wall for s in samples.get("anyio_workers", ())]
+    wall = median_wall(samples, "gategraph")
+    floor = median_wall(samples, "anyio_workers")
     return {
         "ideal_s": best,
-        "wall_vs_ideal": statistics.median(walls) / best if walls else None,
-        "loop_floor_vs_ideal": statistics.median(floor) / best if floor else None,
+        "wall_vs_ideal": wall / best if wall else None,
+        "loop_floor_vs_ideal": floor / best if floor else None,
         **uvloop_figures(samples, "anyio_workers"),
     }
 

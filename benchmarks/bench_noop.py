@@ -13,12 +13,11 @@ LangGraph's Send; N=100,000 under 150 MiB peak RSS in a fresh process.
 
 from __future__ import annotations
 
-import statistics
 from typing import TYPE_CHECKING, Any
 
 from gategraph.benchmarks import baselines
 from gategraph.benchmarks.fanout import engine, fanout_graph
-from gategraph.benchmarks.harness import Scenario
+from gategraph.benchmarks.harness import Scenario, uvloop_figures
 
 if TYPE_CHECKING:
     import contextlib
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
 
     from gategraph.benchmarks.harness import Case, Contender, Sample
 
-__all__ = ["SCENARIOS", "build", "uvloop_figures"]
+__all__ = ["SCENARIOS", "build"]
 
 
 def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> dict[str, Contender]:
@@ -62,23 +61,6 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
 
 def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
     return uvloop_figures(samples, "asyncio_gather")
-
-
-def uvloop_figures(samples: Mapping[str, Sequence[Sample]], floor: str) -> dict[str, Any]:
-    """The engine on uvloop against ``floor`` on uvloop, and against itself on asyncio
-    (medians of wall times; ``None`` where uvloop did not run)."""
-    on_uvloop = _median(samples, "gategraph_uvloop")
-    floor_uvloop = _median(samples, f"{floor}_uvloop")
-    on_asyncio = _median(samples, "gategraph")
-    return {
-        f"uvloop_vs_{floor}": on_uvloop / floor_uvloop if on_uvloop and floor_uvloop else None,
-        "uvloop_speedup": on_asyncio / on_uvloop if on_uvloop and on_asyncio else None,
-    }
-
-
-def _median(samples: Mapping[str, Sequence[Sample]], name: str) -> float | None:
-    walls = [s.wall for s in samples.get(name, ())]
-    return statistics.median(walls) if walls else None
 
 
 SCENARIOS = (

@@ -24,7 +24,6 @@ validation, lower is better; target: ≤ 1.5 at N=10,000), and ``plan_sqlite_vs_
 from __future__ import annotations
 
 import contextlib
-import statistics
 import tempfile
 import time
 from itertools import count
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from gategraph.benchmarks import baselines
 from gategraph.benchmarks.fanout import NOOP, engine
-from gategraph.benchmarks.harness import Contender, Sample, Scenario
+from gategraph.benchmarks.harness import Contender, Sample, Scenario, median_wall
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence
@@ -124,15 +123,10 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
     return built
 
 
-def _median_wall(samples: Mapping[str, Sequence[Sample]], name: str) -> float | None:
-    walls = [s.wall for s in samples.get(name, ())]
-    return statistics.median(walls) if walls else None
-
-
 def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
-    plan = _median_wall(samples, "gategraph")
-    durable = _median_wall(samples, "gategraph_sqlite")
-    alone = _median_wall(samples, "gategraph_engine")
+    plan = median_wall(samples, "gategraph")
+    durable = median_wall(samples, "gategraph_sqlite")
+    alone = median_wall(samples, "gategraph_engine")
     # Same N on every side: the ratio of median walls is the ratio of per-validation times.
     return {
         "plan_vs_engine": plan / alone if plan and alone else None,

@@ -30,13 +30,12 @@ notes and ``extra.sandbox_unavailable`` say what is missing.
 from __future__ import annotations
 
 import os
-import statistics
 from typing import TYPE_CHECKING, Any
 
 from gategraph.benchmarks import bench_cpu
 from gategraph.benchmarks.bench_cpu import CPU_ROUNDS, SPIN
 from gategraph.benchmarks.fanout import engine, fanout_graph
-from gategraph.benchmarks.harness import Contender, Sample, Scenario
+from gategraph.benchmarks.harness import Contender, Sample, Scenario, median_wall
 
 if TYPE_CHECKING:
     import contextlib
@@ -111,11 +110,6 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
     return built
 
 
-def _median_wall(samples: Mapping[str, Sequence[Sample]], name: str) -> float | None:
-    walls = [s.wall for s in samples.get(name, ())]
-    return statistics.median(walls) if walls else None
-
-
 def _over(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or not denominator:
         return None
@@ -123,13 +117,13 @@ def _over(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
-    sandbox_cpu = _median_wall(samples, "gategraph")
-    process_cpu = _median_wall(samples, "gategraph_process")
-    serial = _median_wall(samples, "one_core")
+    sandbox_cpu = median_wall(samples, "gategraph")
+    process_cpu = median_wall(samples, "gategraph_process")
+    serial = median_wall(samples, "one_core")
     # Same N on both sides: the ratio of median walls is the ratio of per-call times.
     return {
         "sandbox_vs_process_noop": _over(
-            _median_wall(samples, "gategraph_noop"), _median_wall(samples, "gategraph_process_noop")
+            median_wall(samples, "gategraph_noop"), median_wall(samples, "gategraph_process_noop")
         ),
         "sandbox_vs_process_cpu": _over(sandbox_cpu, process_cpu),
         "speedup_vs_one_core": _over(serial, sandbox_cpu),

@@ -52,6 +52,7 @@ __all__ = [
     "interleave",
     "machine",
     "measure_scenario",
+    "median_wall",
     "peak_rss",
     "percentiles",
     "plot_report",
@@ -59,6 +60,7 @@ __all__ = [
     "run_benchmarks",
     "scenario_names",
     "spread",
+    "uvloop_figures",
     "write_json",
 ]
 
@@ -211,6 +213,24 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
         return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
     return {"p50": at(0.50), "p99": at(0.99)}
+
+
+def uvloop_figures(samples: Mapping[str, Sequence[Sample]], floor: str) -> dict[str, Any]:
+    """The engine on uvloop against ``floor`` on uvloop, and against itself on asyncio
+    (medians of wall times; ``None`` where uvloop did not run)."""
+    on_uvloop = median_wall(samples, "gategraph_uvloop")
+    floor_uvloop = median_wall(samples, f"{floor}_uvloop")
+    on_asyncio = median_wall(samples, "gategraph")
+    return {
+        f"uvloop_vs_{floor}": on_uvloop / floor_uvloop if on_uvloop and floor_uvloop else None,
+        "uvloop_speedup": on_asyncio / on_uvloop if on_uvloop and on_asyncio else None,
+    }
+
+
+def median_wall(samples: Mapping[str, Sequence[Sample]], name: str) -> float | None:
+    """The median wall time of contender ``name``'s samples (``None`` if it did not run)."""
+    walls = [s.wall for s in samples.get(name, ())]
+    return statistics.median(walls) if walls else None
 
 
 # -- running ---------------------------------------------------------------------------------

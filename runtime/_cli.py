@@ -1054,13 +1054,17 @@ def _informational(plan: PlanGraph, catalog: Catalog) -> frozenset[str]:
 def _drive_plan(
     start: Callable[[Any, Any], Awaitable[Any]],
     *,
+    name: str,
+    graph_file: Path | None,
     as_json: bool,
+    report: tuple[str, Path] | None,
     otel: bool = False,
     informational: frozenset[str] = frozenset(),
-) -> Any:
+) -> None:
     """Run ``start(catalog, event_log)`` on the embedded SQLite log, showing progress (live
     on a terminal, plain lines otherwise; failed ``informational`` validations as warnings)
-    and, with ``otel``, tracing it."""
+    and, with ``otel``, tracing it; then show the outcome of plan graph ``name``
+    (:func:`_show_outcome`)."""
 
     from ._eventlog import SQLiteEventLog
     from ._observe import ObservedEventLog, progress_for
@@ -1108,7 +1112,9 @@ def _drive_plan(
         tracing.finish(outcome)
         # Exported before the outcome is printed (and before a pause's exit code).
         setup.flush()
-    return outcome
+    _show_outcome(
+        outcome, as_json=as_json, report=report, name=name, otel=otel, graph_file=graph_file
+    )
 
 
 def _show_outcome(
@@ -1233,14 +1239,14 @@ def _run_plan_command(
             else RayExecutor(address=None if ray_address == "local" else ray_address),
         )
 
-    outcome = _drive_plan(start, as_json=as_json, otel=otel, informational=informational)
-    _show_outcome(
-        outcome,
+    _drive_plan(
+        start,
+        name=plan.name,
+        graph_file=graph_path,
         as_json=as_json,
         report=report,
-        name=plan.name,
         otel=otel,
-        graph_file=graph_path,
+        informational=informational,
     )
 
 
@@ -1305,14 +1311,14 @@ def _resume_command(
         # The resource folders and auto-approval the plan ran with come from its log.
         return await resume_plan(plan_id, plan, catalog=catalog, event_log=log, decision=decision)
 
-    outcome = _drive_plan(start, as_json=as_json, otel=otel, informational=informational)
-    _show_outcome(
-        outcome,
+    _drive_plan(
+        start,
+        name=plan.name,
+        graph_file=path,
         as_json=as_json,
         report=report,
-        name=plan.name,
         otel=otel,
-        graph_file=path,
+        informational=informational,
     )
 
 
