@@ -12,14 +12,14 @@ built-in tools are the validator tools (``validator.ac-pull``, ``validator.attes
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ._models import Tool
 
-__all__ = ["builtin", "builtin_names", "shipped"]
+__all__ = ["builtin", "builtin_names", "in_process", "shipped"]
 
 
 @functools.cache
@@ -34,6 +34,36 @@ def _builtins() -> Mapping[str, Tool]:
     found: dict[str, Tool] = {v.name: v for v in builtin_validations()}
     found.update({name: Tool.from_config(config) for name, config in VALIDATOR_TOOLS.items()})
     return found
+
+
+_TESTING: Final = "gategraph.runtime.testing:"
+
+
+@functools.cache
+def _own_readers() -> frozenset[str]:
+    from gategraph.validators import BUILTIN_CONFIGS, IN_PROCESS
+
+    from ._validator_tools import VALIDATOR_TOOLS
+
+    return frozenset(
+        {BUILTIN_CONFIGS[name]["entrypoint"] for name in IN_PROCESS}
+        | {config["entrypoint"] for config in VALIDATOR_TOOLS.values()}
+    )
+
+
+def in_process(tool: Tool) -> bool:
+    """Whether ``tool`` is gategraph's own code that runs none of the candidate's: the
+    built-ins that only read, the validator tools, the fakes of ``gategraph.runtime.testing``.
+    These run in gategraph's own process by default; every other callable (a graph's, the
+    catalog's, a plugin's, and the built-ins that run the candidate's tests) runs in the
+    kernel sandbox by default.
+
+    Told by the entrypoint, not the name: a user's own validation called ``python_syntax``
+    is the user's code."""
+    entrypoint = tool.entrypoint
+    if entrypoint is None or tool.code is not None:
+        return False
+    return entrypoint in _own_readers() or entrypoint.startswith(_TESTING)
 
 
 def builtin(name: str) -> Tool | None:

@@ -23,7 +23,7 @@ from ._sync import choose_loop, run_loop, run_sync, use_uvloop, uses_uvloop
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
     from click.shell_completion import CompletionItem
 
@@ -733,10 +733,19 @@ def _plural(count: int, one: str, many: str) -> str:
     return f"{count} {one if count == 1 else many}"
 
 
+_require_sandbox_option = click.option(
+    "--require-sandbox",
+    is_flag=True,
+    help="Refuse to run any validation outside the kernel sandbox (as the graph's "
+    "`policy.require_sandbox: true`): where this machine cannot sandbox, nothing runs.",
+)
+
+
 @cli.command("check")
 @click.argument("graph", type=click.Path(path_type=Path))
 @_json_option
-def check(graph: Path, as_json: bool) -> None:
+@_require_sandbox_option
+def check(graph: Path, as_json: bool, require_sandbox: bool) -> None:
     """Check the plan graph file GRAPH: its format, names, references and cycles.
 
     Tools and validations are looked up in the graph, then in the catalog if it exists.
@@ -747,7 +756,7 @@ def check(graph: Path, as_json: bool) -> None:
     _sweep_scratch()  # what killed runs left, also when no plan runs after this
     with _catalog(create=False) as catalog:
         try:
-            plan = load_graph(graph, catalog=catalog)
+            plan = load_graph(graph, catalog=catalog, require_sandbox=require_sandbox)
         except ConfigError as exc:
             if not as_json:
                 raise
@@ -795,7 +804,27 @@ def _node_row(result: Any, mode: str | None) -> list[str]:
     else:
         status = result.status.value
         text = result.error or (json.dumps(output, default=str) if output is not None else "")
-    return [result.node, kind, status, f"{result.duration:.3f}s", text[:100]]
+    held = getattr(result, "enforced_by", None) or ""
+    return [result.node, kind, status, held, f"{result.duration:.3f}s", text[:100]]
+
+
+def _held(records: Sequence[Any]) -> str:
+    """What held the validations to read-only, for a run's summary line: ``; read-only
+    held by the kernel for 3 and the in-process guard for 2``."""
+    held = held_by(record.enforced_by for record in records)
+    return f"; read-only held by {held}" if held else ""
+
+
+def held_by(enforced: Iterable[str | None]) -> str:
+    """What held calls to read-only, from their enforcements (``kernel``, ``guard``,
+    ``server``): ``the kernel for 3 and the in-process guard for 2``; empty for none."""
+    counts: dict[str, int] = {}
+    for kind in enforced:
+        if kind is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+    words = {"kernel": "the kernel", "guard": "the in-process guard", "server": "MCP servers"}
+    parts = [f"{words[k]} for {counts[k]}" for k in ("kernel", "guard", "server") if k in counts]
+    return " and ".join(parts)
 
 
 @contextmanager
@@ -872,6 +901,7 @@ def _check_new_plan_id(plan_id: str | None) -> None:
 
 @cli.command("execute")
 @click.argument("graph", type=click.Path(path_type=Path))
+@_require_sandbox_option
 @click.option(
     "--max-concurrency",
     type=click.IntRange(min=1),
@@ -888,7 +918,12 @@ def _check_new_plan_id(plan_id: str | None) -> None:
 )
 @_json_option
 def execute(
-    graph: Path, max_concurrency: int | None, plan_id: str | None, in_place: bool, as_json: bool
+    graph: Path,
+    require_sandbox: bool,
+    max_concurrency: int | None,
+    plan_id: str | None,
+    in_place: bool,
+    as_json: bool,
 ) -> None:
     """Run every node of GRAPH once and report each node and attachment.
 
@@ -910,7 +945,7 @@ def execute(
     _sweep_scratch()  # what killed runs left, also when this run stops early
     _check_new_plan_id(plan_id)
     with _catalog(create=False) as catalog:
-        plan = load_graph(graph, catalog=catalog)
+        plan = load_graph(graph, catalog=catalog, require_sandbox=require_sandbox)
         folders = _folders_text(plan)
         with _workspace(plan, in_place=in_place) as boxes:
             if not as_json and folders:
@@ -958,12 +993,13 @@ def execute(
     else:
         modes = {v.node: v.mode.value for v in run.validations}
         rows = [_node_row(r, modes.get(r.node)) for r in run.nodes.values()]
-        _table(rows, ["NODE", "KIND", "STATUS", "TIME", "RESULT"])
+        _table(rows, ["NODE", "KIND", "STATUS", "HELD BY", "TIME", "RESULT"])
         verdict = "passed" if run.passed else "FAILED"
         warned = f", {_plural(len(warnings), 'warning', 'warnings')}" if warnings else ""
         click.echo(
             f"plan {run.plan_id}: {verdict} — {len(run.validations)} validations, "
             f"{len(failures)} required failing{warned}, {run.duration:.2f}s"
+            + _held(run.validations)
         )
         changed = [f"{name}: {c.summary()}" for name, c in changes.items() if not c.empty]
         if changed:
@@ -1140,7 +1176,7 @@ def _show_outcome(
         rows = [_node_row(r, modes.get(r.node)) for r in outcome.validations]
         if rows:
             click.echo("")
-            _table(rows, ["VALIDATION", "KIND", "RESULT", "TIME", "MESSAGE"])
+            _table(rows, ["VALIDATION", "KIND", "RESULT", "HELD BY", "TIME", "MESSAGE"])
         verdict = (outcome.verdict or {}).get("verdict", "none")
         warnings = sum(1 for v in outcome.validations if not v.result.passed and not v.blocking)
         click.echo(
@@ -1148,6 +1184,7 @@ def _show_outcome(
             f"{outcome.statistics.rounds} round(s), {outcome.statistics.fixes} fix(es), "
             f"{outcome.statistics.revisions} revision(s)"
             + (f", {_plural(warnings, 'warning', 'warnings')}" if warnings else "")
+            + _held(outcome.validations)
         )
         if outcome.statistics.flakes:
             found = ", ".join(f"{n} ({c})" for n, c in sorted(outcome.statistics.flakes.items()))
@@ -1216,6 +1253,7 @@ def _run_plan_command(
     plan_id: str | None,
     otel: bool = False,
     ray_address: str | None = None,
+    require_sandbox: bool = False,
 ) -> None:
     from ._graph import load_graph
     from ._supervisor import RayExecutor, run_plan
@@ -1223,7 +1261,7 @@ def _run_plan_command(
     _check_report(report)
     _check_new_plan_id(plan_id)
     with _catalog(create=False) as catalog:
-        plan = load_graph(graph_path, catalog=catalog)
+        plan = load_graph(graph_path, catalog=catalog, require_sandbox=require_sandbox)
         informational = _informational(plan, catalog)
 
     async def start(catalog: Any, log: Any) -> Any:
@@ -1364,6 +1402,7 @@ _report_option = click.option(
     "instance; needs gategraph[ray]).",
 )
 @_otel_option
+@_require_sandbox_option
 def run_command(
     graph: Path,
     as_json: bool,
@@ -1373,6 +1412,7 @@ def run_command(
     plan_id: str | None,
     ray_address: str | None,
     otel: bool,
+    require_sandbox: bool,
 ) -> None:
     """Run GRAPH as a plan: Strategize, Execute (validated), Apply.
 
@@ -1390,6 +1430,7 @@ def run_command(
         plan_id=plan_id,
         otel=otel,
         ray_address=ray_address,
+        require_sandbox=require_sandbox,
     )
 
 
@@ -1861,11 +1902,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     if problem is not None:
         click.echo(f"error: {problem}", err=True)
         sys.exit(EXIT_USAGE)
+    import warnings
+
+    shown = warnings.showwarning
+    # A warning is one line a person reads (the sandbox fell back, an observer failed), not
+    # the file and line of gategraph's code that raised it.
+    warnings.showwarning = _show_warning
     try:
         _keep_stdout_ours()
         cli.main(args=list(argv) if argv is not None else None, prog_name="gategraph")
     finally:
+        warnings.showwarning = shown
         use_uvloop(previous)
+
+
+def _show_warning(message: Warning | str, *_: Any, **__: Any) -> None:
+    click.echo(f"warning: {message}", err=True)
 
 
 def _keep_stdout_ours() -> None:

@@ -286,6 +286,12 @@ def _print_view(view: Any, *, diff: bool) -> None:
         click.echo(f"  rejections per layer: {rejected}")
     if st.approval_wait_seconds:
         click.echo(f"  waited for approval: {st.approval_wait_seconds:.1f} s")
+    if view.rounds:
+        from ._cli import held_by
+
+        held = held_by(call.get("enforced_by") for call in view.rounds[-1].validations)
+        if held:
+            click.echo(f"  read-only in the last round: held by {held}")
     click.echo("")
     if view.changes is None:
         click.echo(f"changes: {view.changes_note}")

@@ -45,6 +45,7 @@ from ._events import (
     ValidationStarted,
 )
 from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError, RuntimeFault
+from ._frozen import freeze
 from ._ids import new_ulid
 from ._invoke import (
     PENDING,
@@ -63,7 +64,7 @@ from ._invoke import (
 )
 from ._models import Validation, ValidationMode
 from ._readonly import LEASE, Guard, own_slot
-from ._results import ResultError, ValidationResult, coerce_result
+from ._results import Enforcement, ResultError, ValidationResult, coerce_result
 from ._spans import NO_SPAN, span_activator
 
 if TYPE_CHECKING:
@@ -142,6 +143,11 @@ class ValidationRecord(NodeResult, kw_only=True, gc=False):
     isolation: str | None = None
     """What ran the call: ``inline``, ``thread``, ``process``, ``sandbox``, ``ray``, or
     ``mcp`` (its server)."""
+    enforced_by: Enforcement | None = None
+    """What held the call to read-only: ``kernel`` (the sandbox), ``guard`` (the in-process
+    guard, where the validation runs by default because it is gategraph's own, or where
+    its node or the run declared an isolation: a choice to trust it) or ``server`` (an MCP
+    tool's server)."""
 
     @property
     def blocking(self) -> bool:
@@ -896,7 +902,10 @@ class _Engine:
             output = result.output if result is not None else self.given[need]
             if isinstance(output, ValidationResult):
                 output = msgspec.structs.asdict(output)
-            inputs[need] = output
+            # Frozen like the artifact: the nodes that need this output share it. One
+            # output is the unit's artifact too, and named so.
+            named = "artifact" if len(unit.needs) == 1 else f"inputs[{need!r}]"
+            inputs[need] = freeze(output, named)
         return inputs, next(iter(inputs.values())) if len(inputs) == 1 else inputs
 
     async def _validate(self, worker: _Worker, unit: _Unit) -> bool:
@@ -1154,6 +1163,7 @@ class _Engine:
         captured = outcome.captured
         prepared = spec.prepared
         ran_in = prepared.ran_in if prepared is not None else None
+        enforced_by = prepared.enforced_by if prepared is not None else None
         # (`to_result`, without its frame for a call that returned.)
         result = coerce_result(outcome.value) if outcome.ok else to_result(outcome)
         if spec.mcp is not None:
@@ -1194,6 +1204,7 @@ class _Engine:
             attachment_id=unit.attachment_id,
             result=result,
             isolation=ran_in,
+            enforced_by=enforced_by,
         )
         self.validations.append(record)
         unit.result = record
@@ -1450,7 +1461,9 @@ async def execute_graph(
         given=given,
         first_seq=first_seq,
         causation_id=causation_id,
-        artifact=artifact,
+        # One frozen projection for the round: no validation can change what another
+        # judges, nor the caller's own object (a copy).
+        artifact=freeze(artifact),
     )
     uses = compiler.mcp_uses(units) if compiler.has_mcp else None
     sandboxed = _sandboxed(units) if compiler.has_sandbox else 0

@@ -41,7 +41,10 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from ._builtins import shipped
 from ._exceptions import CatalogError, ConfigError, ConfigIssue
-from ._invoke import Isolation  # noqa: TC001 - pydantic reads it when it builds `Node`
+from ._invoke import (
+    Isolation,
+    default_isolation,
+)
 from ._mcp import McpServer
 from ._models import (
     ENTRYPOINT_PATTERN,
@@ -604,8 +607,13 @@ def load_graph(
     source: str | os.PathLike[str] | bytes | Mapping[str, Any],
     *,
     catalog: Catalog | None = None,
+    require_sandbox: bool = False,
 ) -> PlanGraph:
     """Load and check a plan graph; return it with every name it uses resolved.
+
+    ``require_sandbox`` loads it as if its policy said ``require_sandbox: true`` (the
+    command line's ``--require-sandbox``): every validation must run in the kernel sandbox,
+    and a plan that cannot is refused here, before anything runs.
 
     ``source`` is a path to a YAML (or JSON) file, the YAML text itself (a ``str``
     holding a newline, or ``bytes``), or the already-parsed mapping. Tools and validations are looked up in the graph's
@@ -625,7 +633,7 @@ def load_graph(
         base_dir = Path(os.path.abspath(source)).parent
     else:
         raise TypeError(f"source must be a path or YAML text, not {type(source).__name__}")
-    return _Loader(doc, base_dir, catalog).load()
+    return _Loader(doc, base_dir, catalog, require_sandbox=require_sandbox).load()
 
 
 # -- the loader ------------------------------------------------------------------------------
@@ -684,8 +692,10 @@ class _Loader:
         catalog: Catalog | None,
         *,
         attachments_only: bool = False,
+        require_sandbox: bool = False,
     ) -> None:
         self.attachments_only = attachments_only
+        self.require_sandbox = require_sandbox
         self.doc = doc
         self.base_dir = base_dir
         self.catalog = catalog
@@ -715,6 +725,10 @@ class _Loader:
 
     def load(self) -> PlanGraph:
         data = dict(require_mapping(self.doc, "plan graph"))
+        policy = data.get("policy")
+        if self.require_sandbox and (policy is None or isinstance(policy, Mapping)):
+            # Anything else is the policy's own mistake, reported as such below.
+            data["policy"] = {**(policy or {}), "require_sandbox": True}
         self._check_version(data)
         self._inline_servers(data)
         tools = self._inline_tools(data)
@@ -1340,8 +1354,9 @@ class _Loader:
                     for hook, message in _hook_problems(tool):
                         what = f"{node.target!r} cannot be called: hooks.{hook}: "
                         self.add(["nodes", index, _TARGET_FIELD[node.kind]], what + message)
-                if node.target not in sandboxed and not tool.untrusted:
-                    self._check_parameters(index, node, tool)
+                self._check_parameters(
+                    index, node, tool, imported=node.target not in sandboxed and not tool.untrusted
+                )
                 continue
             for issue in found.issues:
                 # A field of the node (its isolation, say), else of what it calls.
@@ -1380,18 +1395,36 @@ class _Loader:
         calls = [node for _, node in parts.nodes if node.kind is not NodeKind.ACTOR]
 
         def sandboxed(node: Node) -> bool:
-            return node.isolation == "sandbox" or (required and node.kind is NodeKind.VALIDATION)
+            if node.isolation == "sandbox" or (required and node.kind is NodeKind.VALIDATION):
+                return True
+            if node.isolation is not None or node.kind is not NodeKind.VALIDATION:
+                return False
+            # No isolation declared: where the validation runs by default (a wrapped one's
+            # own code is only a transform; the tool it calls is judged on its own).
+            tool = self.registry.get(node.target)
+            if tool is None:
+                return False
+            if isinstance(tool, Validation) and tool.wraps is not None:
+                inner = self.registry.get(tool.wraps)
+                return inner is not None and default_isolation(inner) == "sandbox"
+            return default_isolation(tool) == "sandbox"
 
         inside = closure(n.target for n in calls if sandboxed(n))
         return inside - closure(n.target for n in calls if not sandboxed(n))
 
-    def _check_parameters(self, index: int, node: Node, tool: Tool) -> None:
+    def _check_parameters(self, index: int, node: Node, tool: Tool, *, imported: bool) -> None:
         """A parameter the callable requires must be given: by the node's arguments, a
-        resource slot or the runtime (``artifact``, ``context``, ``inputs``)."""
-        from ._invoke import _inline_function, resolve_entrypoint
+        resource slot or the runtime (``artifact``, ``context``, ``inputs``). Code that
+        runs in the sandbox is not ``imported``: its signature is read from its source."""
+        from ._invoke import _inline_function, resolve_entrypoint, static_signature
 
         if tool.input_schema:
             return  # the schema says what is required (checked against the arguments)
+        if not imported:
+            signature = static_signature(tool)
+            if signature is not None:
+                self._report_missing(index, node, tool, signature.parameters.values())
+            return
         try:
             if tool.entrypoint is not None:
                 func = resolve_entrypoint(tool.entrypoint)

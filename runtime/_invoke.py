@@ -62,7 +62,13 @@ from ._readonly import (
     run_guarded,
     unguarded,
 )
-from ._results import ResultError, ValidationResult, coerce_failure, coerce_result
+from ._results import (
+    ResultError,
+    ValidationResult,
+    coerce_failure,
+    coerce_result,
+    enforcement,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -83,6 +89,8 @@ __all__ = [
     "Outcome",
     "Prepared",
     "call_hook",
+    "check_entrypoint",
+    "default_isolation",
     "ended",
     "exception_outcome",
     "install_output_router",
@@ -90,6 +98,7 @@ __all__ = [
     "prepare",
     "propagates",
     "resolve_entrypoint",
+    "static_signature",
 ]
 
 
@@ -171,6 +180,39 @@ def _inline_function(
     return target  # type: ignore[no-any-return]
 
 
+def default_isolation(tool: Tool) -> Isolation | None:
+    """Where ``tool`` runs when neither its node nor the run says (docs/isolation.md):
+    ``None`` (the event loop or a thread, under the in-process guard) for gategraph's own
+    code that runs none of the candidate's, and for tools that run elsewhere (an MCP
+    server's; a wrapped tool's code is judged on its own); the kernel sandbox for every
+    other callable. Where this machine cannot sandbox, the strongest level there is (a
+    worker process under the guard), said once (a :class:`RuntimeWarning`).
+
+    The code a validation runs includes the agent's change (a test suite imports it), so
+    the default must hold against code nobody trusted; a declared ``isolation`` is a
+    choice to trust it."""
+    from ._builtins import in_process
+    from ._kernel import support
+    from ._models import ToolSource
+
+    if tool.source not in (ToolSource.PYTHON, ToolSource.CODE) or in_process(tool):
+        return None
+    missing = support().missing
+    if missing is None:
+        return "sandbox"
+    import warnings
+
+    # The same text every time: Python's warning filter then says it once a process.
+    warnings.warn(
+        f"the kernel sandbox is not available here ({missing}): validations and tools that "
+        "would run in it run in worker processes under the in-process guard instead "
+        "(`policy.require_sandbox: true` refuses to run them)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return "process"
+
+
 def _sandbox_isolation(tool: Tool, isolation: Isolation | None, *, policy: bool) -> Isolation:
     """``sandbox``, for a call that must run there; or why it cannot."""
     from ._models import ToolSource
@@ -217,6 +259,188 @@ def _check_defines(name: str, code: str, function: str) -> None:
         for node in tree.body
     ):
         raise ConfigError.at("code", f"inline code of {name!r} must define `{function}(...)`")
+
+
+def check_entrypoint(entrypoint: str, *, field: str = "entrypoint") -> None:
+    """What :func:`resolve_entrypoint` would refuse, told without running any of the
+    module's code: a module that cannot be found, or (where its source can be read) no
+    top-level name for the callable. Code that runs in the sandbox is never imported here,
+    so this is how `gategraph check` still finds a misspelled entrypoint before a plan
+    starts; what only importing can tell, the sandbox reports when it runs."""
+    module_name, _, attr_path = entrypoint.partition(":")
+    first = attr_path.split(".", 1)[0]
+    module = sys.modules.get(module_name)
+    if module is not None:  # imported already: reading it runs nothing new
+        if first not in vars(module) and "__getattr__" not in vars(module):
+            raise ConfigError.at(field, f"{module_name!r} has no attribute {attr_path!r}")
+        return
+    origin = _module_origin(module_name)
+    if origin is None:
+        raise ConfigError.at(field, f"cannot import {module_name!r}: no module of that name")
+    names = _top_level_names(origin)
+    if names is not None and first not in names:
+        raise ConfigError.at(field, f"{module_name!r} has no attribute {attr_path!r}")
+
+
+def _module_origin(name: str) -> str | None:
+    """The file (or ``""`` for one without a readable source) module ``name`` would be
+    loaded from, found as the import system finds it but without importing it or its
+    packages (no code of theirs runs); None if there is none."""
+    parts = name.split(".")
+    if any(not part.isidentifier() for part in parts):
+        return None
+    spec: Any = None
+    try:
+        for index in range(len(parts)):
+            full = ".".join(parts[: index + 1])
+            module = sys.modules.get(full)
+            if module is not None:
+                spec = module.__spec__
+            else:
+                locations = None
+                if spec is not None:
+                    if spec.submodule_search_locations is None:
+                        return None  # a module, not a package: it has no submodules
+                    locations = list(spec.submodule_search_locations)
+                spec = _find(full, locations)
+            if spec is None:
+                return None
+    except (ImportError, ValueError, AttributeError, TypeError):
+        return None
+    origin: str | None = spec.origin if spec.has_location else None
+    return origin or ""
+
+
+def _find(name: str, path: list[str] | None) -> Any:
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is not None:
+            spec = find_spec(name, path, None)
+            if spec is not None:
+                return spec
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _names_in(origin: str, mtime_ns: int, size: int) -> frozenset[str] | None:
+    import ast
+
+    try:
+        with open(origin, "rb") as file:
+            tree = ast.parse(file.read(), origin)
+    except (OSError, SyntaxError, ValueError):
+        return None  # importing will say what is wrong, where it runs
+    names: set[str] = set()
+    for node in tree.body:
+        _bound_names(node, names)
+    return frozenset(names)
+
+
+def _bound_names(node: Any, names: set[str]) -> None:
+    import ast
+
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        names.add(node.name)
+        if node.name == "__getattr__":
+            names.add("*")
+    elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    elif isinstance(node, ast.Import | ast.ImportFrom):
+        for alias in node.names:
+            names.add("*" if alias.name == "*" else (alias.asname or alias.name.split(".")[0]))
+    elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+        # Conditional definitions (`if sys.version_info ...`, `try: import x`): any branch.
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                _bound_names(child, names)
+            elif isinstance(child, ast.ExceptHandler):
+                for inner in child.body:
+                    _bound_names(inner, names)
+
+
+def _top_level_names(origin: str) -> frozenset[str] | None:
+    """The names a module's source binds at its top level, or None where that cannot be
+    told (no source, a module ``__getattr__``, ``import *``)."""
+    if not origin.endswith(".py"):
+        return None
+    try:
+        st = os.stat(origin)
+    except OSError:
+        return None
+    names = _names_in(origin, st.st_mtime_ns, st.st_size)
+    return None if names is None or "*" in names else names
+
+
+def static_signature(tool: Tool) -> inspect.Signature | None:
+    """The signature of the callable ``tool`` runs (inline code's ``run``, an entrypoint's
+    function), read from its source without running it: for code that only runs in the
+    sandbox. Annotations are their source text; a default that is not a literal is
+    ``...``. None where the source cannot tell (not Python source, a callable made at run
+    time)."""
+    import ast
+
+    if tool.code is not None:
+        source, function = tool.code, "run"
+    elif tool.entrypoint is not None:
+        module_name, _, function = tool.entrypoint.partition(":")
+        origin = _module_origin(module_name)
+        if not origin or not origin.endswith(".py") or "." in function:
+            return None
+        try:
+            with open(origin, "rb") as file:
+                source = file.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+    else:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    found = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function
+    ]
+    if not found:
+        return None
+    args = found[-1].args  # the last definition is the one that counts
+    empty = inspect.Parameter.empty
+
+    def parameter(arg: ast.arg, kind: Any, default: ast.expr | None) -> inspect.Parameter:
+        value: Any = empty
+        if default is not None:
+            try:
+                value = ast.literal_eval(default)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                value = ...
+        annotation = ast.unparse(arg.annotation) if arg.annotation is not None else empty
+        return inspect.Parameter(arg.arg, kind, default=value, annotation=annotation)
+
+    P = inspect.Parameter
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += args.defaults
+    parameters = [
+        parameter(
+            arg, P.POSITIONAL_ONLY if i < len(args.posonlyargs) else P.POSITIONAL_OR_KEYWORD, d
+        )
+        for i, (arg, d) in enumerate(zip(positional, defaults, strict=True))
+    ]
+    if args.vararg is not None:
+        parameters.append(parameter(args.vararg, P.VAR_POSITIONAL, None))
+    parameters += [
+        parameter(arg, P.KEYWORD_ONLY, d)
+        for arg, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    ]
+    if args.kwarg is not None:
+        parameters.append(parameter(args.kwarg, P.VAR_KEYWORD, None))
+    try:
+        return inspect.Signature(parameters)
+    except ValueError:
+        return None
 
 
 def _interrupts(exc: BaseException) -> bool:
@@ -896,6 +1120,7 @@ class Prepared:
     __slots__ = (
         "awaited",
         "bind",
+        "enforced_by",
         "func",
         "guard_label",
         "is_validation",
@@ -977,6 +1202,7 @@ class Prepared:
             self.ran_in = "mcp"
         else:
             self.ran_in = "inline" if self.awaited else self.isolation
+        self.enforced_by = enforcement(self.ran_in)
 
     # -- calling -----------------------------------------------------------------------------
 
@@ -1645,8 +1871,14 @@ def prepare(
     timeout: float | None = None,
     default_timeout: float = 60.0,
     sandboxed: bool = False,
+    judging: bool = False,
 ) -> Prepared:
     """Make ``tool`` ready to call; raise :class:`ConfigError` if it cannot be.
+
+    ``isolation`` is what its node or the run declared; with none, a validation (and the
+    tool a wrapped validation calls, ``judging``) runs where :func:`default_isolation`
+    says. Work tools keep running where their isolation says: they change the plan's
+    sandbox copy, which a sandboxed call cannot write.
 
     ``sandboxed``: the call must run in the sandbox (a plan policy's ``require_sandbox``,
     for a validation); an ``untrusted`` tool always must. Its code then runs nowhere else:
@@ -1658,11 +1890,15 @@ def prepare(
     effective_timeout = timeout or tool.timeout or default_timeout
     if sandboxed or tool.untrusted:
         isolation = _sandbox_isolation(tool, isolation, policy=sandboxed)
+    elif isolation is None and (judging or isinstance(tool, Validation)):
+        isolation = default_isolation(tool)
     if isolation == "sandbox" and tool.source in (ToolSource.PYTHON, ToolSource.CODE):
         # Nothing of it is imported or run here: in the sandbox only (its worker reports
         # an entrypoint that does not import as a misconfiguration).
         if tool.code is not None:
             _check_defines(tool.name, tool.code, "run")
+        elif tool.entrypoint is not None:
+            check_entrypoint(tool.entrypoint)
         return Prepared(tool, None, isolation=isolation, timeout=effective_timeout)
     if tool.source is ToolSource.PYTHON:
         assert tool.entrypoint is not None
@@ -1689,6 +1925,7 @@ def prepare(
             timeout=timeout,
             default_timeout=default_timeout,
             sandboxed=sandboxed or tool.untrusted,
+            judging=True,
         )
         return Prepared(
             tool,

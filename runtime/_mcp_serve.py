@@ -240,26 +240,28 @@ def _plain_default(value: Any) -> bool:
     return value is None or type(value) in (str, int, float, bool)
 
 
-def _root_callable(tool: Tool, get_tool: Callable[[str], Tool]) -> Callable[..., Any] | None:
-    """The callable a call of ``tool`` ends in (the wrapped tool's, for a wrapping
-    validation), or None for an MCP tool; raises :class:`ConfigError` if it cannot be
-    prepared."""
-    from ._invoke import prepare
+def _root_signature(tool: Tool, get_tool: Callable[[str], Tool]) -> inspect.Signature | None:
+    """The signature of the callable a call of ``tool`` ends in (the wrapped tool's, for a
+    wrapping validation), or None for an MCP tool or one that cannot tell; raises
+    :class:`ConfigError` if it cannot be prepared. Code that runs in the sandbox is never
+    imported here: its signature is read from its source."""
+    from ._invoke import prepare, static_signature
 
     current = _chain(tool, get_tool)[-1]
     if isinstance(current, Validation) and current.wraps is not None:
         return None  # a cycle: the catalog refuses it, the loader reports it
     if current.source is ToolSource.MCP:
         return None  # its arguments are the server's (its input_schema)
-    prepared = prepare(current, get_tool)
-    return prepared.func
-
-
-def _parameters(func: Callable[..., Any], skip: set[str]) -> _Parameters | None:
+    prepared = prepare(current, get_tool, judging=True)
+    if prepared.func is None:
+        return static_signature(current)
     try:
-        signature = inspect.signature(func)
+        return inspect.signature(prepared.func)
     except (TypeError, ValueError):
         return None
+
+
+def _parameters(signature: inspect.Signature, skip: set[str]) -> _Parameters:
     names: list[str] = []
     required: list[str] = []
     schemas: dict[str, dict[str, Any]] = {}
@@ -423,11 +425,10 @@ def served_tool(tool: Tool, get_tool: Callable[[str], Tool]) -> ServedTool:
     if problem is not None:
         raise ConfigError(problem)
     slots = {slot.name for slot in tool.resource_slots}
-    func = _root_callable(tool, get_tool)
-    parameters = _parameters(func, slots) if func is not None else None
+    signature = _root_signature(tool, get_tool)
+    parameters = _parameters(signature, slots) if signature is not None else None
     takes_artifact = False
-    if func is not None and parameters is not None:
-        signature = inspect.signature(func)
+    if signature is not None and parameters is not None:
         takes_artifact = "artifact" in signature.parameters or parameters.varkw
     mapping = tool.argument_mapping if isinstance(tool, Validation) else None
     schema: dict[str, Any] | None

@@ -28,7 +28,7 @@ from ._maxn import (
 )
 from ._models import Validation, ValidationMode
 from ._protocols import Applicable
-from ._results import ResultError, ValidationResult
+from ._results import ResultError, ValidationResult, enforcement
 from ._verdicts import VALIDATOR_ID
 
 if TYPE_CHECKING:
@@ -508,6 +508,8 @@ def logged_result(event: Any, kind: str, mode: str | None) -> NodeResult | None:
             mode=ValidationMode(mode or ValidationMode.REQUIRED.value),
             attachment_id=event.attachment_id,
             result=event.result,
+            isolation=event.isolation,
+            enforced_by=enforcement(event.isolation),
         )
     if tag == "node_completed":
         return NodeResult(

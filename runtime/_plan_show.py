@@ -32,6 +32,7 @@ from ._events import (
 )
 from ._plan import PlanStatistics
 from ._plan_views import PlanSummary
+from ._results import enforcement
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -79,7 +80,8 @@ class RoundView(msgspec.Struct, kw_only=True, frozen=True):
     """Seconds spent in each pipeline layer, where the log has them."""
     validations: tuple[dict[str, Any], ...] = ()
     """Each validation call: ``node``, ``validation``, ``passed``, ``message``,
-    ``duration``."""
+    ``duration``, ``isolation`` and ``enforced_by`` (what held it to read-only:
+    ``kernel``, ``guard`` or ``server``; None where the log does not say)."""
 
 
 class PlanView(msgspec.Struct, kw_only=True, frozen=True):
@@ -184,6 +186,8 @@ def _rounds(events: Sequence[Event]) -> tuple[RoundView, ...]:
                 passed=event.result.passed,
                 message=event.result.message,
                 duration=round(event.duration, 6),
+                isolation=event.isolation,
+                enforced_by=enforcement(event.isolation),
             )
         elif isinstance(event, ArtifactValidated):
             close(True, None, event.at, event.seconds)

@@ -46,7 +46,7 @@ import stat
 import sys
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -63,6 +63,7 @@ __all__ = [
     "late",
     "leave",
     "own_slot",
+    "refuse",
     "release_process",
     "run_guarded",
     "unguarded",
@@ -211,7 +212,9 @@ def _describe_target(target: Any) -> str:
     return _show(target)
 
 
-def _refuse(lease: list[Any], description: str) -> None:
+def refuse(lease: list[Any], description: str) -> NoReturn:
+    """Refuse ``description`` to the call of ``lease``: recorded as its violation (its
+    first, which it cannot clear), raised as :class:`ReadOnlyViolationError`."""
     guard = lease[0]
     if not lease[1]:
         # The call this code came from has ended: refuse, and blame no one (the call's
@@ -326,18 +329,18 @@ def _judge_open(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
             # The import system caches bytecode and ignores a failure to; refusing is
             # right, recording it as the validation's fault is not.
             raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
-        _refuse(lease, f"opening {_describe_target(path)} for writing")
+        refuse(lease, f"opening {_describe_target(path)} for writing")
 
 
 def _judge_link(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     src, dst = args[0], args[1]
     src_fd, dst_fd = (args[2], args[3]) if len(args) >= 4 else (None, None)
     if not _path_allowed(lease, dst, dst_fd, False):
-        _refuse(lease, f"os.link to {_show(dst)}")
+        refuse(lease, f"os.link to {_show(dst)}")
     if not _path_allowed(lease, src, src_fd, False):
         # A hard link shares the file's data: writing scratch's name would write the
         # original (issue 9).
-        _refuse(lease, f"hard-linking {_show(src)} (outside scratch) into scratch")
+        refuse(lease, f"hard-linking {_show(src)} (outside scratch) into scratch")
     source = os.fsdecode(src)
     if not os.path.isabs(source) and isinstance(src_fd, int) and src_fd >= 0:
         source = os.path.join(_fd_path(src_fd) or "", source)
@@ -362,14 +365,14 @@ def _judge_fs(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
         target = args[index] if index < len(args) else None
         dir_fd = args[fd_index] if fd_index is not None and fd_index < len(args) else None
         if target is not None and not _path_allowed(lease, target, dir_fd, changes_data):
-            _refuse(lease, f"{event} on {_describe_target(target)}")
+            refuse(lease, f"{event} on {_describe_target(target)}")
 
 
 def _judge_mknod(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     mode = args[1] if len(args) > 1 else 0
     if isinstance(mode, int) and (stat.S_ISBLK(mode) or stat.S_ISCHR(mode)):
         # A device node is a window onto a disk or a device, wherever it is made.
-        _refuse(lease, f"os.mknod of a device at {_show(args[0])}")
+        refuse(lease, f"os.mknod of a device at {_show(args[0])}")
     _judge_fs(lease, event, args)
 
 
@@ -380,9 +383,9 @@ def _judge_popen(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     else:
         command = repr(" ".join(map(str, argv or ())))
     if lease[0]._pure:
-        _refuse(lease, f"running {command} (a transform must be pure)")
+        refuse(lease, f"running {command} (a transform must be pure)")
     if cwd is None or not _path_allowed(lease, cwd, None, False):
-        _refuse(
+        refuse(
             lease,
             f"running {command} outside a disposable copy "
             "(use context.disposable_copy() and run the command there)",
@@ -394,11 +397,11 @@ def _judge_exec(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     # command the process's own: no way to hold them to a copy.
     # os.spawn's event starts with the mode: the program comes second.
     program = args[1:2] if event == "os.spawn" else args[:1]
-    _refuse(lease, f"{event} {_show(program[0])}" if program else event)
+    refuse(lease, f"{event} {_show(program[0])}" if program else event)
 
 
 def _judge_chdir(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
-    _refuse(
+    refuse(
         lease,
         f"changing the working directory to {_show(args[0]) if args else '?'} (it is "
         "shared by the whole process; pass cwd= to the command instead)",
@@ -407,12 +410,12 @@ def _judge_chdir(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
 
 def _judge_network(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     if lease[0]._pure:
-        _refuse(lease, f"network access ({event}) in a transform")
+        refuse(lease, f"network access ({event}) in a transform")
 
 
 def _judge_bind(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     if lease[0]._pure:
-        _refuse(lease, f"network access ({event}) in a transform")
+        refuse(lease, f"network access ({event}) in a transform")
     sock, address = args[0], args[1]
     if _AF_UNIX is None or getattr(sock, "family", None) != _AF_UNIX:
         return  # an internet address names no file
@@ -429,13 +432,20 @@ def _judge_bind(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     # has no dir_fd: a relative path is relative to the working directory, as judged here.
     path = raw.split(b"\0", 1)[0]
     if not _path_allowed(lease, path, None, False):
-        _refuse(lease, f"binding a Unix socket at {_show(path)} (it creates a file)")
+        refuse(lease, f"binding a Unix socket at {_show(path)} (it creates a file)")
 
 
 def _judge_environment(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    # The environment belongs to the whole process: a value one validation set would reach
+    # every validation after it (and gategraph's own commands).
+    name = _show(args[0]) if args else "?"
     if lease[0]._pure:
-        name = _show(args[0]) if args else "?"
-        _refuse(lease, f"changing the environment variable {name} in a transform")
+        refuse(lease, f"changing the environment variable {name} in a transform")
+    refuse(
+        lease,
+        f"changing the environment variable {name} (it is the whole process's; pass env= "
+        "to the command instead)",
+    )
 
 
 _FS_EVENTS: Final[dict[str, tuple[tuple[int, int | None, bool], ...]]] = {
@@ -509,7 +519,7 @@ def _judge(
     except Exception as exc:
         # Fail closed, and say why: an operation the guard cannot judge is refused, never
         # broken by the hook's own error (issue 9: `open(fd)` raised TypeError here).
-        _refuse(lease, f"{event} (it could not be judged: {type(exc).__name__}: {exc})")
+        refuse(lease, f"{event} (it could not be judged: {type(exc).__name__}: {exc})")
 
 
 # -- a whole process guarded: the sandbox's worker processes ----------------------------------
@@ -545,12 +555,12 @@ def _judge_native(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     if isinstance(name, bytes):
         name = name.decode("ascii", "replace")
     if isinstance(name, str) and name in _NATIVE_WRITES:
-        _refuse(lease, f"calling the C function {name}() through ctypes")
+        refuse(lease, f"calling the C function {name}() through ctypes")
 
 
 def _judge_sandboxed_environment(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     name = _show(args[0]) if args else "?"
-    _refuse(
+    refuse(
         lease,
         f"changing the environment variable {name} (pass env= to the command instead)",
     )

@@ -197,8 +197,8 @@ def _timeline(view: PlanView, informational: frozenset[str]) -> str:
         )
         if r.validations:
             out.append(
-                "<table><tr><th>validation</th><th>runs</th><th>result</th><th>time</th>"
-                '<th class="track"></th><th>message</th></tr>'
+                "<table><tr><th>validation</th><th>runs</th><th>result</th>"
+                '<th>held by</th><th>time</th><th class="track"></th><th>message</th></tr>'
             )
             # Failures first: past the cap, only passing calls go uncounted by name.
             calls = sorted(r.validations, key=lambda c: c.get("passed") is not False)
@@ -222,8 +222,9 @@ def _timeline(view: PlanView, informational: frozenset[str]) -> str:
                 )
                 out.append(
                     f"<tr><td>{_e(call['node'])}</td><td>{_e(call.get('validation', ''))}</td>"
-                    f'<td><span class="badge {badge}">{result}</span>'
-                    f"</td><td>{'' if duration is None else f'{duration:.3f} s'}</td>"
+                    f'<td><span class="badge {badge}">{result}</span></td>'
+                    f"<td>{_e(call.get('enforced_by') or '')}</td>"
+                    f"<td>{'' if duration is None else f'{duration:.3f} s'}</td>"
                     f'<td class="track"><div class="bar{kind}" style="width:{share:.1f}%">'
                     f"</div></td><td>{_e(call.get('message', ''))}</td></tr>"
                 )

@@ -44,6 +44,12 @@ def _junit(outcome: PlanOutcome, name: str) -> str:
                 "time": f"{record.duration:.3f}",
             },
         )
+        if record.enforced_by is not None:
+            # What held it to read-only: a consumer can tell a kernel-held pass from a
+            # trusted one.
+            held = ET.SubElement(case, "properties")
+            ET.SubElement(held, "property", {"name": "isolation", "value": str(record.isolation)})
+            ET.SubElement(held, "property", {"name": "enforced_by", "value": record.enforced_by})
         if not record.result.passed:
             # An informational failure is shown, never counted as a failing test (seed 000).
             tag = "failure" if record.mode.value == "required" else "system-out"
@@ -114,6 +120,8 @@ def _sarif(outcome: PlanOutcome, name: str) -> str:
                     "node": record.node,
                     "attachmentId": record.attachment_id,
                     "mode": record.mode.value,
+                    "isolation": record.isolation,
+                    "enforcedBy": record.enforced_by,
                     "data": record.result.data,
                 },
             }

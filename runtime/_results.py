@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
@@ -33,10 +33,12 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_RESULT_BYTES",
     "MAX_RESULT_DEPTH",
+    "Enforcement",
     "ResultError",
     "ValidationResult",
     "coerce_failure",
     "coerce_result",
+    "enforcement",
 ]
 
 MAX_RESULT_BYTES: Final = 1 << 20
@@ -46,6 +48,20 @@ MAX_RESULT_DEPTH: Final = 100
 """How many levels of containers ``data`` may nest (``data`` itself is level 1); deeper
 data fails as ``malformed``. Far above what any report needs, and far below what would
 exhaust Python's recursion limit in whatever reads the result later."""
+
+
+Enforcement = Literal["kernel", "guard", "server"]
+"""What held a call to read-only: ``kernel``, the sandbox (the kernel refuses whatever the
+code does); ``guard``, the in-process guard (it sees what Python code does; code written
+to defeat it can); ``server``, an MCP tool's own server (its word, ``readOnlyHint``)."""
+
+
+def enforcement(ran_in: str | None) -> Enforcement | None:
+    """What enforced read-only for a call that ran in ``ran_in`` (a record's
+    ``isolation``), or None when that is not known (a log written before it was)."""
+    if ran_in is None:
+        return None
+    return "kernel" if ran_in == "sandbox" else "server" if ran_in == "mcp" else "guard"
 
 
 class ResultError:

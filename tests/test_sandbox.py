@@ -1,8 +1,10 @@
-"""``isolation: sandbox``: validations in worker processes confined by the kernel.
+"""The kernel sandbox: validations in worker processes confined by the kernel.
 
-Every technique that gets round the in-process guard (docs/readonly.md) is run here in the
-sandbox, through a real plan graph: nothing changes on disk, in the process or on the
-network, and the validation does not pass — while the same things done honestly pass.
+Every technique that gets round the in-process guard (docs/readonly.md) is run here
+through a real plan graph on the default settings, with no ``isolation:`` written, where
+code that is not gategraph's own runs in the sandbox: nothing changes on disk, in the
+process or on the network, and the validation does not pass — while the same things done
+honestly pass.
 The hostile validations live in tests/sandbox_hostile.py (workers import them from disk).
 """
 
@@ -79,7 +81,8 @@ def graph_text(
     for index, name in enumerate(names):
         extra = f", arguments: {arguments[name]!r}" if name in arguments else ""
         extra += f", timeout: {timeout}" if timeout is not None else ""
-        nodes += f"  - {{id: n{index}-{name}, validation: {name}, isolation: sandbox{extra}}}\n"
+        # No isolation: the default is what is tested.
+        nodes += f"  - {{id: n{index}-{name}, validation: {name}{extra}}}\n"
     text = (
         "version: 1\nname: sandboxed\n"
         f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
@@ -94,7 +97,9 @@ def graph(repo: Path, *names: str, **kwargs: Any) -> Any:
 
 async def run(repo: Path, *names: str, **kwargs: Any) -> GraphRun:
     artifact = kwargs.pop("artifact", None)
-    return await execute_graph(graph(repo, *names, **kwargs), artifact=artifact)
+    done = await execute_graph(graph(repo, *names, **kwargs), artifact=artifact)
+    assert {(r.isolation, r.enforced_by) for r in done.validations} <= {("sandbox", "kernel")}
+    return done
 
 
 def sandboxed_validation(name: str) -> Any:
@@ -157,19 +162,55 @@ async def test_gategraph_never_runs_the_code_itself(repo: Path) -> None:
         "          pass\n"
         "      def run(root):\n"
         "          return {'passed': True}\n"
-        '  - {name: missing, entrypoint: "sandbox_hostile:no_such_function"}\n'
         "nodes:\n"
-        "  - {id: a, validation: imported, isolation: sandbox}\n"
-        "  - {id: b, validation: inline, isolation: sandbox}\n"
-        "  - {id: c, validation: missing, isolation: sandbox}\n"
+        "  - {id: a, validation: imported}\n"
+        "  - {id: b, validation: inline}\n"
     )
     done = await execute_graph(load_graph(text))
     assert "sandbox_on_import" not in sys.modules
     assert result_of(done, "imported").passed and result_of(done, "inline").passed
     assert result_of(done, "imported").data["pid"] != os.getpid()
     assert not (repo / "inline.txt").exists()
-    missing = result_of(done, "missing")
-    assert missing.data["error"] == "misconfigured" and "no_such_function" in missing.message
+
+
+def test_a_misspelled_entrypoint_is_refused_without_importing_it(repo: Path) -> None:
+    """The loader reads the module's source to find the name (nothing of it runs here):
+    a callable it does not define is a config error before the plan starts."""
+    sys.modules.pop("sandbox_on_import", None)
+    text = (
+        "version: 1\nname: loads\nvalidations:\n"
+        '  - {name: missing, entrypoint: "sandbox_on_import:no_such_function"}\n'
+        '  - {name: nowhere, entrypoint: "gategraph_no_such_module:run"}\n'
+        "nodes:\n  - {id: c, validation: missing}\n  - {id: d, validation: nowhere}\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_graph(text)
+    message = str(raised.value)
+    assert "'sandbox_on_import' has no attribute 'no_such_function'" in message
+    assert "cannot import 'gategraph_no_such_module'" in message
+    assert "sandbox_on_import" not in sys.modules
+
+
+@pytest.mark.anyio
+async def test_an_entrypoint_that_fails_to_import_is_a_misconfiguration_of_its_call(
+    repo: Path,
+) -> None:
+    """What only importing can tell (here: the module raises as it loads) the sandbox
+    reports, as that call's misconfiguration."""
+    module = repo / "gg_breaks_on_import.py"
+    module.write_text("raise ImportError('needs a package this machine lacks')\ndef run():\n    pass\n")
+    text = (
+        "version: 1\nname: loads\nvalidations:\n"
+        '  - {name: broken, entrypoint: "gg_breaks_on_import:run"}\n'
+        "nodes:\n  - {id: a, validation: broken}\n"
+    )
+    sys.path.insert(0, str(repo))
+    try:
+        done = await execute_graph(load_graph(text))
+    finally:
+        sys.path.remove(str(repo))
+    broken = result_of(done, "broken")
+    assert broken.data["error"] == "misconfigured" and "lacks" in broken.message
 
 
 def test_inline_code_without_run_is_refused_before_the_plan_starts(repo: Path) -> None:

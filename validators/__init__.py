@@ -34,6 +34,7 @@ from ._unsafe_command import unsafe_command as unsafe_command
 
 __all__ = [
     "BUILTIN_CONFIGS",
+    "IN_PROCESS",
     "builtin_validations",
     "json_schema",
     "paths_exist",
@@ -215,6 +216,14 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
     },
 }
 """A validation configuration for each built-in, by name, for ``Validation.from_config``."""
+
+
+IN_PROCESS: Final = frozenset({"json_schema", "paths_exist", "python_syntax", "regex", "unsafe_command"})
+"""The built-ins that only read (the artifact, the folder) and run none of the candidate's
+code: gategraph runs them in its own process, under its guard. The others
+(``pytest_suite``, ``unittest_suite``) run the candidate's code (its tests, its
+``conftest.py``), which is the least trusted code there is: they run in the kernel sandbox
+by default, like every validation whose code is not gategraph's own."""
 
 
 def builtin_validations() -> list[Validation]:

@@ -1,0 +1,188 @@
+"""The artifact a round's validations judge, frozen: one projection every validation of the
+round shares and none can change.
+
+:func:`freeze` makes it once per round (not per call): a deep copy in which every
+``dict`` is a :class:`FrozenDict` and every ``list`` a :class:`FrozenList`. They are
+subclasses of ``dict`` and ``list``, so code that checks ``isinstance(x, dict)`` (a JSON
+Schema validator) or encodes them as JSON reads them as before; every method that would
+change one refuses, naming where (``artifact['steps'][0]``). Under a validation's guard
+the refusal is the call's read-only violation, even if the validation catches it. The
+caller's own object is never touched: the projection is a copy.
+
+``dict.copy()``, ``list(...)``, a slice and ``copy.deepcopy`` give an ordinary, changeable
+copy: the way for a validation to work on its own version.
+
+Only containers can be frozen this way. An object of another class (a dataclass, a
+pydantic model) is deep-copied for the round instead, so the caller's object is still
+never touched, but the validations of a round share that copy: pass data, or a frozen
+model, to have it held for them too.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, Final, NoReturn, SupportsIndex
+
+from ._readonly import LEASE, ReadOnlyViolationError, refuse
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["FrozenDict", "FrozenList", "freeze"]
+
+_Where = tuple[Any, ...]
+"""Where a container sits: ``(name,)`` at the top, else ``(parent's where, key)``; made
+into text only when a change is refused, so freezing a large artifact builds no strings."""
+_PLAIN: Final = (str, int, float, bool, bytes, type(None), frozenset, complex)
+
+
+def _text(where: _Where) -> str:
+    keys: list[Any] = []
+    while len(where) == 2:
+        where, key = where
+        keys.append(key)
+    return str(where[0]) + "".join(f"[{key!r}]" for key in reversed(keys))
+
+
+def _refuse(where: _Where, change: str) -> NoReturn:
+    description = f"changing the artifact ({_text(where)}{change})"
+    lease = LEASE.get()
+    if lease:
+        refuse(lease, description)
+    raise ReadOnlyViolationError(
+        f"{description} refused: every validation of the round judges the same artifact; "
+        "change a copy of it (copy.deepcopy) instead"
+    )
+
+
+class FrozenDict(dict[Any, Any]):
+    """A ``dict`` that refuses every change (see the module's docstring)."""
+
+    __slots__ = ("_where",)
+    _where: _Where
+
+    def __setitem__(self, key: Any, value: Any) -> NoReturn:
+        _refuse(self._where, f"[{key!r}] = ...")
+
+    def __delitem__(self, key: Any) -> NoReturn:
+        _refuse(self._where, f": del [{key!r}]")
+
+    def __ior__(self, other: Any) -> NoReturn:  # type: ignore[misc]
+        _refuse(self._where, " |= ...")
+
+    def clear(self) -> NoReturn:
+        _refuse(self._where, ".clear()")
+
+    def pop(self, key: Any, *default: Any) -> NoReturn:
+        _refuse(self._where, f".pop({key!r})")
+
+    def popitem(self) -> NoReturn:
+        _refuse(self._where, ".popitem()")
+
+    def setdefault(self, key: Any, default: Any = None) -> NoReturn:
+        _refuse(self._where, f".setdefault({key!r}, ...)")
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self._where, ".update(...)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled for another process (process isolation, Ray): frozen there too. The
+        # default would rebuild it through `__setitem__`, which refuses.
+        return (_rebuild_dict, (dict(self), self._where))
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        return {copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in self.items()}
+
+
+class FrozenList(list[Any]):
+    """A ``list`` that refuses every change (see the module's docstring)."""
+
+    __slots__ = ("_where",)
+    _where: _Where
+
+    def __setitem__(self, index: Any, value: Any) -> NoReturn:
+        _refuse(self._where, f"[{index!r}] = ...")
+
+    def __delitem__(self, index: Any) -> NoReturn:
+        _refuse(self._where, f": del [{index!r}]")
+
+    def __iadd__(self, other: Iterable[Any]) -> NoReturn:  # type: ignore[misc]
+        _refuse(self._where, " += ...")
+
+    def __imul__(self, count: SupportsIndex) -> NoReturn:  # type: ignore[misc]
+        _refuse(self._where, " *= ...")
+
+    def append(self, value: Any) -> NoReturn:
+        _refuse(self._where, ".append(...)")
+
+    def extend(self, values: Iterable[Any]) -> NoReturn:
+        _refuse(self._where, ".extend(...)")
+
+    def insert(self, index: SupportsIndex, value: Any) -> NoReturn:
+        _refuse(self._where, ".insert(...)")
+
+    def pop(self, index: SupportsIndex = -1) -> NoReturn:
+        _refuse(self._where, ".pop()")
+
+    def remove(self, value: Any) -> NoReturn:
+        _refuse(self._where, ".remove(...)")
+
+    def clear(self) -> NoReturn:
+        _refuse(self._where, ".clear()")
+
+    def sort(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self._where, ".sort()")
+
+    def reverse(self) -> NoReturn:
+        _refuse(self._where, ".reverse()")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_list, (list(self), self._where))
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(v, memo) for v in self]
+
+
+def _rebuild_dict(items: dict[Any, Any], where: _Where) -> FrozenDict:
+    frozen = FrozenDict(items)  # dict's own __init__, not the refusing update()
+    frozen._where = where
+    return frozen
+
+
+def _rebuild_list(items: list[Any], where: _Where) -> FrozenList:
+    frozen = FrozenList(items)
+    frozen._where = where
+    return frozen
+
+
+def freeze(value: Any, name: str = "artifact") -> Any:
+    """The frozen projection of ``value`` (see the module's docstring); ``name`` is what a
+    refusal calls it. A value frozen already is returned as it is."""
+    return _freeze(value, (name,))
+
+
+def _freeze(value: Any, where: _Where) -> Any:
+    kind = type(value)
+    if kind in _PLAIN or kind is FrozenDict or kind is FrozenList:
+        return value
+    if isinstance(value, dict):
+        return _rebuild_dict({k: _freeze(v, (where, k)) for k, v in value.items()}, where)
+    if isinstance(value, list):
+        return _rebuild_list([_freeze(v, (where, i)) for i, v in enumerate(value)], where)
+    if isinstance(value, tuple) and kind is tuple:
+        return tuple(_freeze(v, (where, i)) for i, v in enumerate(value))
+    if isinstance(value, set):
+        return frozenset(value)  # its items are hashable, so frozen already
+    if isinstance(value, bytearray):
+        return bytes(value)
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        # Cannot be copied (a lock, an open file): passed as it is, as before.
+        return value
