@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -64,6 +65,8 @@ def _plain(value: Any, depth: int = 0) -> Any:
     as its configuration."""
     if depth > 64:
         raise _NotPlainError("it is nested more than 64 levels deep")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _NotPlainError(f"it holds {value!r}, which JSON cannot carry")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     dump = getattr(value, "model_dump", None)
@@ -78,7 +81,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
         return plain
     if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
         return [_plain(item, depth + 1) for item in value]
-    raise _NotPlainError(f"it holds a {type(value).__name__}")
+    raise _NotPlainError(f"it holds a value of type {type(value).__name__}")
 
 
 def _declare(index: int, name: str, value: str) -> dict[str, Any]:
@@ -88,8 +91,6 @@ def _declare(index: int, name: str, value: str) -> dict[str, Any]:
         if callable(found) and not isinstance(found, Sequence):
             found = found()
         declared = _plain(found)
-        # Checked here: a value JSON cannot carry fails this entry point, not the worker.
-        json.dumps(declared, allow_nan=False)
     except _NotPlainError as exc:
         why = f"its declaration is not plain data (JSON-like): {exc}"
         return {"index": index, "failed": why}

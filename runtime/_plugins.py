@@ -251,7 +251,7 @@ def _read_all(
     try:
         started = answers.next(_START_TIMEOUT)
     except (_Late, _Ended, _Garbled) as exc:
-        why = _fault(process, exc, _START_TIMEOUT, "as it started")
+        why = _fault(process, exc, "as it started", f"did not start within {_START_TIMEOUT:g}s")
         return [_Read(problem=f"the process that reads declarations {why}")] * len(entries)
     if started != {"ready": True}:
         refused = started.get("refused")
@@ -262,7 +262,8 @@ def _read_all(
         try:
             answer = answers.next(timeout)
         except (_Late, _Ended, _Garbled) as exc:
-            why = _fault(process, exc, timeout, "while reading it")
+            late = f"did not answer within {timeout:g}s ({TIMEOUT_VARIABLE} sets the limit)"
+            why = _fault(process, exc, "while reading it", late)
             reads.append(_Read(problem=f"the process reading its declaration {why}"))
             return reads
         keys = set(answer) if answer.get("index") == index else set()
@@ -277,12 +278,12 @@ def _read_all(
     return reads
 
 
-def _fault(process: subprocess.Popen[bytes], exc: Exception, timeout: float, when: str) -> str:
+def _fault(process: subprocess.Popen[bytes], exc: Exception, when: str, late: str) -> str:
     """Why the worker gave no answer, in words."""
     from ._sandbox_worker import death
 
     if isinstance(exc, _Late):
-        return f"did not answer within {timeout:g}s ({TIMEOUT_VARIABLE} sets the limit)"
+        return late
     if isinstance(exc, _Garbled):
         return f"wrote what is not an answer: {exc}"
     try:
