@@ -25,6 +25,7 @@ gategraph, nor changes what it prints or how it exits.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
@@ -301,9 +302,10 @@ def _end(process: subprocess.Popen[bytes]) -> None:
     except (ProcessLookupError, PermissionError):
         pass  # gone already
     process.wait()
-    for stream in (process.stdin, process.stdout):
-        if stream is not None:
-            stream.close()
+    assert process.stdin is not None and process.stdout is not None
+    process.stdout.close()
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.close()  # what it did not read is flushed into a closed pipe
 
 
 def _declared(found: Any) -> Sequence[Any]:

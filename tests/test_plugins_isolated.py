@@ -5,16 +5,24 @@ out with one line saying why."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
+import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _helpers import run_gategraph
+from coverage import Coverage, CoverageData
+from coverage.exceptions import CoverageWarning
 from gategraph.runtime import _kernel, _plugins
+from gategraph.runtime._kernel import SandboxLimits
 
 CHECKS = (
     "from pathlib import Path\n\n"
@@ -339,3 +347,171 @@ def test_a_worker_that_cannot_start_leaves_every_plugin_out(
     problems = _plugins.plugin_problems()
     assert len(problems) == 4
     assert all("no process could be started to read it (No such file" in p for p in problems)
+
+
+# -- the worker's own side, measured although it runs confined ---------------------------------
+
+# The worker's command with a coverage of its own around it (in memory: a confined worker
+# cannot write the project's data file), handed back over a pipe once `main` returned.
+_BOOT = """
+import os
+fd = os.environ.pop("GG_TEST_COVERAGE_FD", None)
+cov = None
+if fd is not None:
+    import coverage
+    config = os.environ.pop("GG_TEST_COVERAGE_CONFIG")
+    cov = coverage.Coverage(data_file=None, config_file=":data:" + config)
+    cov.start()
+try:
+    from gategraph.runtime._plugin_worker import main
+    main()
+finally:
+    if cov is not None:
+        from gategraph.runtime._readonly import unguarded
+        cov.stop()
+        with unguarded():
+            view = memoryview(cov.get_data().dumps())
+            while view:
+                view = view[os.write(int(fd), view):]
+"""
+
+
+def _worker(folder: Path, request: dict[str, object]) -> list[dict[str, object]]:
+    """Run the worker on ``request`` as gategraph does; its answers."""
+    from gategraph.runtime._sandbox import _PASSED_ON
+
+    env = {k: v for k, v in os.environ.items() if k in _PASSED_ON}
+    current = Coverage.current()
+    passed: tuple[int, ...] = ()
+    measured = bytearray()
+    drain = None
+    if current is not None:
+        config = copy.copy(current.config)
+        config.patch = []
+        config.disable_warnings = [
+            *config.disable_warnings,
+            *("module-not-imported", "no-data-collected", "module-not-measured"),
+        ]
+        read_end, write_end = os.pipe()
+        passed = (write_end,)
+        env |= {"GG_TEST_COVERAGE_FD": str(write_end)}
+        env |= {"GG_TEST_COVERAGE_CONFIG": str(config.serialize())}
+
+        def read_all() -> None:
+            with os.fdopen(read_end, "rb") as source:
+                measured.extend(source.read())
+
+        drain = threading.Thread(target=read_all)
+        drain.start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", _BOOT, str(folder)],
+            input=json.dumps(request).encode(),
+            capture_output=True,
+            env=env,
+            cwd=folder,
+            pass_fds=passed,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        for fd in passed:
+            os.close(fd)
+        if drain is not None:
+            drain.join(60)
+    if current is not None and measured:
+        data = CoverageData(no_disk=True)
+        data.loads(bytes(measured))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CoverageWarning)
+            current.get_data().update(data)
+    assert done.stderr == b""
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("confined", [True, False])
+def test_the_worker_answers_each_declaration_in_order(tmp_path: Path, confined: bool) -> None:
+    plugins = site(
+        tmp_path,
+        good=GOOD,
+        raises="raise ImportError('broken  on\\npurpose')\n",
+        aset="VALIDATIONS = {'x'}\n",
+        talks="print('PLUGIN')\nVALIDATIONS = ()\n",
+        called="def VALIDATIONS():\n    return [{'name': 'n', 'entrypoint': 'a:b'}]\n",
+        unsayable=(
+            "class E(Exception):\n    def __str__(self):\n        raise RuntimeError\nraise E\n"
+        ),
+    )
+    for name, text in {
+        "deep": "x = []\nVALIDATIONS = x\nfor _ in range(100):\n    x.append([]); x = x[0]\n",
+        "infinite": "VALIDATIONS = [{'timeout': float('inf')}]\n",
+        "keyed": "VALIDATIONS = [{1: 'x'}]\n",
+        "models": (
+            "def VALIDATIONS():\n    from gategraph.runtime import Validation\n"
+            "    return [Validation.from_config({'name': 'm', 'entrypoint': 'a:b'})]\n"
+        ),
+    }.items():
+        (plugins / "gg_hostile" / f"{name}.py").write_text(text)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    names = ["good", "raises", "aset", "talks", "called", "unsayable"]
+    names += ["deep", "infinite", "keyed", "models"]
+    confine = {"limits": dataclasses.asdict(SandboxLimits()), "hidden": []}
+    request = {
+        "path": [str(plugins), *sys.path],
+        "confine": confine if confined else None,
+        "entries": [[name, f"gg_hostile.{name}:VALIDATIONS"] for name in names],
+    }
+    answers = _worker(folder, request)
+    assert answers[0] == {"ready": True}
+    assert answers[1]["declared"] == [
+        {
+            "name": "no_todo",
+            "description": "No TODO left in the folder.",
+            "entrypoint": "gg_hostile.checks:no_todo",
+            "resource_slots": ["root"],
+        }
+    ]
+    assert answers[2] == {"index": 1, "failed": "ImportError: broken on purpose"}
+    assert "it holds a value of type set" in str(answers[3]["failed"])
+    assert answers[4] == {"index": 3, "declared": []}
+    assert answers[5] == {"index": 4, "declared": [{"name": "n", "entrypoint": "a:b"}]}
+    assert answers[6] == {"index": 5, "failed": "E: (its message cannot be shown)"}
+    assert "nested more than 64 levels deep" in str(answers[7]["failed"])
+    assert "it holds inf, which JSON cannot carry" in str(answers[8]["failed"])
+    assert "a key that is not a string (int)" in str(answers[9]["failed"])
+    [model] = answers[10]["declared"]  # type: ignore[misc]
+    assert model["name"] == "m" and model["entrypoint"] == "a:b"
+    assert len(answers) == 11
+
+
+def test_a_worker_that_cannot_confine_itself_refuses(tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    limits = {**dataclasses.asdict(SandboxLimits()), "open_files": 1}
+    request = {"path": sys.path, "confine": {"limits": limits, "hidden": []}, "entries": []}
+    [answer] = _worker(folder, request)
+    assert "SandboxLimits.open_files must be at least 32" in str(answer["refused"])
+
+
+def test_a_worker_that_ends_before_it_reads_its_request_leaves_the_plugins_out(
+    hostile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A request longer than a pipe holds: writing it meets the worker's end.
+    monkeypatch.setattr(sys, "path", [*sys.path, "/" + "long" * (1 << 16)])
+    monkeypatch.setattr(_plugins, "_COMMAND", "raise SystemExit(5)")
+    assert _plugins.plugin_validations() == []
+    problems = _plugins.plugin_problems()
+    assert problems and "ended as it started: it exited with status 5" in problems[0], problems
+
+
+def test_without_plugins_no_worker_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(subprocess, "Popen", refused)
+    _plugins._load.cache_clear()
+    try:
+        assert _plugins.plugin_validations() == [] and _plugins.plugin_problems() == []
+    finally:
+        _plugins._load.cache_clear()
