@@ -32,25 +32,32 @@ def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str
     return name
 
 
-def cli_env(home: Path, pythonpath: Path | None = None) -> dict[str, str]:
+def cli_env(
+    home: Path, pythonpath: Path | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """This process's environment for a gategraph process of its own: its home (catalog,
-    event log) at ``home``, and ``pythonpath`` first on its path."""
+    event log) at ``home``, ``pythonpath`` first on its path, and ``extra`` set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
     env["GATEGRAPH_HOME"] = str(home)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
+    env.update(extra or {})
     return env
 
 
 def run_gategraph(
-    home: Path, *args: str, cwd: Path, pythonpath: Path | None = None
+    home: Path,
+    *args: str,
+    cwd: Path,
+    pythonpath: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m gategraph.runtime ARGS`` as a user would, in a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "gategraph.runtime", *args],
         capture_output=True,
         text=True,
-        env=cli_env(home, pythonpath),
+        env=cli_env(home, pythonpath, env),
         cwd=cwd,
         timeout=120,
         check=False,

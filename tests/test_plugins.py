@@ -172,6 +172,8 @@ def test_a_user_lists_shows_and_runs_a_plugins_validation(installed: Path, tmp_p
     assert json.loads(shown.stdout)["untrusted"] is True
 
     graph = project(tmp_path, "x = 1  # TODO\n")
+    checked = gategraph(installed, home, "check", str(graph), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     failed = gategraph(installed, home, "run", str(graph), cwd=tmp_path)
     assert failed.returncode != 0 and "app.py" in failed.stdout
     (tmp_path / "repo" / "app.py").write_text("x = 1\n")
