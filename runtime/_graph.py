@@ -1318,7 +1318,7 @@ class _Loader:
                 return None  # an unknown name or a wrapping cycle: reported already
             return None
 
-        sandboxed = self._sandbox_only(parts, required)
+        sandboxed, trusted = self._where_called(parts, required)
         for name, (path, _) in self.inline.items():
             tool = self.registry.get(name)
             if tool is None or name in self.broken.tools:
@@ -1327,8 +1327,11 @@ class _Loader:
             if wraps is not None and wraps in reported:
                 reported.add(name)  # its wrapped tool's problem is reported where it is
                 continue
-            # Code that runs only in the sandbox is checked without running it here.
-            found = problem(tool, "sandbox" if name in sandboxed else None, None)
+            # Code that runs only in the sandbox is checked without running it here; code a
+            # node declared trusted is loaded, as that node will load it; code no node
+            # calls is checked where it would run by default.
+            where = "sandbox" if name in sandboxed else "thread" if name in trusted else None
+            found = problem(tool, where, None)
             if found is not None and wraps is not None and found.issues[0].field != "transform":
                 # The wrapped tool (from the catalog) cannot be called: say so at `wraps`.
                 message = found.issues[0].message
@@ -1374,10 +1377,11 @@ class _Loader:
                 message = found.issues[0].message
                 self.add(where, f"{tool.name!r} cannot be called: {message}")
 
-    def _sandbox_only(self, parts: _Parts, required: bool) -> set[str]:
+    def _where_called(self, parts: _Parts, required: bool) -> tuple[set[str], set[str]]:
         """The tools that only sandboxed nodes call (directly or wrapped), every
         validation's when the policy requires the sandbox: gategraph never imports or
-        runs their code in its own process, not even to check it."""
+        runs their code in its own process, not even to check it; and the tools some node
+        calls outside the sandbox."""
 
         def closure(names: Iterable[str]) -> set[str]:
             found: set[str] = set()
@@ -1406,11 +1410,11 @@ class _Loader:
                 return False
             if isinstance(tool, Validation) and tool.wraps is not None:
                 inner = self.registry.get(tool.wraps)
-                return inner is not None and default_isolation(inner) == "sandbox"
-            return default_isolation(tool) == "sandbox"
+                return inner is not None and default_isolation(inner, tell=False) == "sandbox"
+            return default_isolation(tool, tell=False) == "sandbox"
 
-        inside = closure(n.target for n in calls if sandboxed(n))
-        return inside - closure(n.target for n in calls if not sandboxed(n))
+        outside = closure(n.target for n in calls if not sandboxed(n))
+        return closure(n.target for n in calls if sandboxed(n)) - outside, outside
 
     def _check_parameters(self, index: int, node: Node, tool: Tool, *, imported: bool) -> None:
         """A parameter the callable requires must be given: by the node's arguments, a

@@ -180,7 +180,7 @@ def _inline_function(
     return target  # type: ignore[no-any-return]
 
 
-def default_isolation(tool: Tool) -> Isolation | None:
+def default_isolation(tool: Tool, *, tell: bool = True) -> Isolation | None:
     """Where ``tool`` runs when neither its node nor the run says (docs/isolation.md):
     ``None`` (the event loop or a thread, under the in-process guard) for gategraph's own
     code that runs none of the candidate's, and for tools that run elsewhere (an MCP
@@ -190,7 +190,7 @@ def default_isolation(tool: Tool) -> Isolation | None:
 
     The code a validation runs includes the agent's change (a test suite imports it), so
     the default must hold against code nobody trusted; a declared ``isolation`` is a
-    choice to trust it."""
+    choice to trust it. ``tell=False`` asks without the warning (a check, not a run)."""
     from ._builtins import in_process
     from ._kernel import support
     from ._models import ToolSource
@@ -200,6 +200,8 @@ def default_isolation(tool: Tool) -> Isolation | None:
     missing = support().missing
     if missing is None:
         return "sandbox"
+    if not tell:
+        return "process"
     import warnings
 
     # The same text every time: Python's warning filter then says it once a process.
@@ -273,6 +275,14 @@ def check_entrypoint(entrypoint: str, *, field: str = "entrypoint") -> None:
     if module is not None:  # imported already: reading it runs nothing new
         if first not in vars(module) and "__getattr__" not in vars(module):
             raise ConfigError.at(field, f"{module_name!r} has no attribute {attr_path!r}")
+        spec = getattr(module, "__spec__", None)
+        if spec is None or (spec.origin is None and spec.submodule_search_locations is None):
+            raise ConfigError.at(
+                field,
+                f"{module_name!r} exists only in this process (no file a sandboxed worker "
+                "could load it from): declare where it runs (`isolation: inline`, `thread` "
+                "or `process`), a choice to trust it",
+            )
         return
     origin = _module_origin(module_name)
     if origin is None:

@@ -215,7 +215,9 @@ class SandboxPool:
         hidden = hidden_now(kept)
         command.append(json.dumps(sorted(kept)))
         try:
-            with unguarded():
+            # Shielded: a start cancelled midway (the pool closing while it prewarms) would
+            # leave a process nobody waits for (trio abandons the thread that starts it).
+            with unguarded(), anyio.CancelScope(shield=True):
                 process = await anyio.open_process(
                     command,
                     stdin=subprocess.PIPE,

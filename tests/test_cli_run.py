@@ -33,7 +33,10 @@ def test_demo_fixes_and_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert code == 0, err
     assert "rejected at the semantic layer" in out
     assert "fix: the rejection goes back to the executor" in out
-    assert "applied — verdict attest, 2 round(s), 1 fix(es), 0 revision(s), 1 warning\n" in out
+    assert (
+        "applied — verdict attest, 2 round(s), 1 fix(es), 0 revision(s), 1 warning; "
+        "read-only held by the in-process guard for 3\n"
+    ) in out
     farewell = tmp_path / "gategraph-demo" / "project" / "src" / "farewell.py"
     assert farewell.read_text().startswith("def farewell(name):")
     # Running it again starts from a fresh copy.

@@ -119,9 +119,9 @@ async def test_no_global_barrier(monkeypatch: pytest.MonkeyPatch) -> None:
           - {{name: quick, entrypoint: "{mod}:quick"}}
           - {{name: after, entrypoint: "{mod}:after_quick"}}
         nodes:
-          - {{id: s, validation: slow}}
-          - {{id: q, validation: quick}}
-          - {{id: a, validation: after, needs: [q]}}
+          - {{id: s, validation: slow, isolation: inline}}
+          - {{id: q, validation: quick, isolation: inline}}
+          - {{id: a, validation: after, needs: [q], isolation: inline}}
         """)
     with anyio.fail_after(10):
         await execute_graph(g)
@@ -140,7 +140,7 @@ async def test_concurrency_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         return {"passed": True}
 
     mod = fake_module(monkeypatch, "gg_bound", tracked=tracked)
-    nodes = "\n".join(f"  - {{id: n{i}, validation: t}}" for i in range(40))
+    nodes = "\n".join(f"  - {{id: n{i}, validation: t, isolation: inline}}" for i in range(40))
     g = load_graph(
         f"version: 1\nname: bound\nvalidations:\n  - {{name: t, entrypoint: '{mod}:tracked'}}\n"
         f"nodes:\n{nodes}\n"
@@ -223,7 +223,7 @@ async def test_too_large_result(monkeypatch: pytest.MonkeyPatch) -> None:
         version: 1
         name: large
         validations: [{{name: big, entrypoint: "{mod}:big"}}]
-        nodes: [{{id: n, validation: big}}]
+        nodes: [{{id: n, validation: big, isolation: thread}}]
         """)
     result = (await execute_graph(g)).validations[0].result
     assert result.data["error"] == "too_large"
@@ -522,7 +522,7 @@ async def test_unpreparable_node_is_a_config_error(monkeypatch: pytest.MonkeyPat
         version: 1
         name: bad
         validations: [{{name: v, entrypoint: "{mod}:run"}}]
-        nodes: [{{id: n, validation: v}}]
+        nodes: [{{id: n, validation: v, isolation: thread}}]
         """)
     monkeypatch.delitem(sys.modules, mod)
     log = MemoryEventLog()
@@ -582,8 +582,8 @@ async def test_dependents_wait_until_the_completion_is_durable(
         name: durable
         validations: [{{name: r, entrypoint: "{mod}:record"}}]
         nodes:
-          - {{id: first, validation: r, arguments: {{name: first}}}}
-          - {{id: second, validation: r, needs: [first], arguments: {{name: second}}}}
+          - {{id: first, validation: r, arguments: {{name: first}}, isolation: inline}}
+          - {{id: second, validation: r, needs: [first], arguments: {{name: second}}, isolation: inline}}
         """)
     log = GatedLog()
     async with anyio.create_task_group() as tg:
@@ -631,8 +631,8 @@ async def test_lifecycle_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
             entrypoint: "{mod}:check"
             hooks: {{setup: "{mod}:setup", teardown: "{mod}:teardown"}}
         nodes:
-          - {{id: a, validation: v}}
-          - {{id: b, validation: v}}
+          - {{id: a, validation: v, isolation: inline}}
+          - {{id: b, validation: v, isolation: inline}}
         """)
     run = await execute_graph(g)
     assert calls == ["setup", "check", "check", "teardown"]
@@ -643,7 +643,7 @@ async def test_lifecycle_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
         name: hooks2
         validations:
           - {{name: v, entrypoint: "{mod}:check", hooks: {{teardown: "{mod}:broken_teardown"}}}}
-        nodes: [{{id: a, validation: v}}]
+        nodes: [{{id: a, validation: v, isolation: inline}}]
         """)
     run = await execute_graph(bad_teardown)
     assert run.validations[0].result.passed
@@ -656,7 +656,7 @@ async def test_lifecycle_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
           - name: v
             entrypoint: "{mod}:check"
             hooks: {{setup: "{mod}:broken_setup", teardown: "{mod}:teardown"}}
-        nodes: [{{id: a, validation: v}}]
+        nodes: [{{id: a, validation: v, isolation: inline}}]
         """)
     calls.clear()
     with pytest.raises(RuntimeFault, match="setup hook of 'v' failed: ZeroDivisionError"):
