@@ -1,8 +1,9 @@
 """``python -m gategraph.runtime`` runs the ``gategraph`` command line."""
 
-from ._cli import main
+# Absolute: a worker process (process isolation) runs the parent's __main__ again from its
+# path, outside any package, where a relative import fails and the worker with it.
+from gategraph.runtime._cli import main
 
-# Guarded: a worker process (process isolation) imports the parent's __main__ again, and
-# must not start a second command line in it.
+# Guarded: in that worker it must not start a second command line.
 if __name__ == "__main__":
     main()
