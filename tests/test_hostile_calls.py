@@ -9,6 +9,7 @@ the subprocesses' timeouts; no test asserts how long anything took.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -1358,10 +1359,44 @@ def test_a_keyboard_interrupt_in_a_worker_thread_is_never_a_ctrl_c() -> None:
     """Python runs signal handlers in the main thread only: reading a result in another
     thread, a KeyboardInterrupt is the result's own, whatever the handler."""
     found: list[Any] = []
-    thread = threading.Thread(target=lambda: found.append(coerce_result(hostile_results.hostile())))
+    previous = signal.getsignal(signal.SIGINT)
+
+    def read() -> None:
+        with watching_sigint():  # a run in this thread: no handler to put in front
+            found.append(signal.getsignal(signal.SIGINT))
+            found.append(coerce_result(hostile_results.hostile()))
+
+    thread = threading.Thread(target=read)
     thread.start()
     thread.join()
-    assert found[0].data == {"error": "malformed"}
+    assert found[0] is previous
+    assert found[1].data == {"error": "malformed"}
+
+
+def test_outside_a_run_the_frame_tells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a run, under a handler written in Python, a KeyboardInterrupt raised from
+    the handler's frame is a Ctrl-C, and one raised elsewhere is the code's own."""
+    from gategraph.runtime._sigint import is_ctrl_c
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as delivered:
+            signal.raise_signal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt) as raised:
+            raise KeyboardInterrupt
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        monkeypatch.setattr(signal, "getsignal", lambda signum: handler)
+    assert is_ctrl_c(delivered.value) is True
+    assert is_ctrl_c(raised.value) is False
+    assert is_ctrl_c(KeyboardInterrupt()) is True  # no traceback to tell by
+    # asyncio's handler is a partial of a bound method: the function inside is found.
+    monkeypatch.setattr(signal, "getsignal", lambda signum: functools.partial(handler))
+    assert is_ctrl_c(delivered.value) is True
+    assert is_ctrl_c(raised.value) is False
 
 
 def results_graph(isolation: str, method: str, raised: str = "KeyboardInterrupt") -> PlanGraph:
