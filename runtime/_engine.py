@@ -65,6 +65,7 @@ from ._invoke import (
 from ._models import Validation, ValidationMode
 from ._readonly import LEASE, Guard, own_slot
 from ._results import Enforcement, ResultError, ValidationResult, coerce_result
+from ._sigint import watching_sigint
 from ._spans import NO_SPAN, span_activator
 
 if TYPE_CHECKING:
@@ -1439,52 +1440,54 @@ async def execute_graph(
     prepared (a missing entrypoint, an MCP tool its server does not have), a selection
     that cannot run, or arguments that break an MCP tool's input schema.
     """
-    run_id = plan_id or new_ulid()
-    values = _resource_values(graph, resources)
-    compiler = _Compiler(
-        graph,
-        values,
-        catalog=catalog,
-        plan_id=run_id,
-        isolation=isolation,
-        select=select,
-        given=given,
-    )
-    units = compiler.compile()
-    engine = _Engine(
-        graph,
-        units,
-        plan_id=run_id,
-        log=event_log if event_log is not None else MemoryEventLog(),
-        max_concurrency=max_concurrency or graph.policy.max_concurrency,
-        attempt=attempt,
-        given=given,
-        first_seq=first_seq,
-        causation_id=causation_id,
-        # One frozen projection for the round: no validation can change what another
-        # judges, nor the caller's own object (a copy).
-        artifact=freeze(artifact),
-    )
-    uses = compiler.mcp_uses(units) if compiler.has_mcp else None
-    sandboxed = _sandboxed(units) if compiler.has_sandbox else 0
-    async with contextlib.AsyncExitStack() as stack:
-        if sandboxed:
-            from ._sandbox import current_pool, sandbox_pool
+    # From loading on: a KeyboardInterrupt is a Ctrl-C only if a SIGINT came meanwhile.
+    with watching_sigint():
+        run_id = plan_id or new_ulid()
+        values = _resource_values(graph, resources)
+        compiler = _Compiler(
+            graph,
+            values,
+            catalog=catalog,
+            plan_id=run_id,
+            isolation=isolation,
+            select=select,
+            given=given,
+        )
+        units = compiler.compile()
+        engine = _Engine(
+            graph,
+            units,
+            plan_id=run_id,
+            log=event_log if event_log is not None else MemoryEventLog(),
+            max_concurrency=max_concurrency or graph.policy.max_concurrency,
+            attempt=attempt,
+            given=given,
+            first_seq=first_seq,
+            causation_id=causation_id,
+            # One frozen projection for the round: no validation can change what another
+            # judges, nor the caller's own object (a copy).
+            artifact=freeze(artifact),
+        )
+        uses = compiler.mcp_uses(units) if compiler.has_mcp else None
+        sandboxed = _sandboxed(units) if compiler.has_sandbox else 0
+        async with contextlib.AsyncExitStack() as stack:
+            if sandboxed:
+                from ._sandbox import current_pool, sandbox_pool
 
-            # Sandboxed workers started while the run begins: in the pool this runs inside
-            # (a plan's, or an embedder's), else in one of the run's own.
-            prewarm = min(sandboxed, max_concurrency or graph.policy.max_concurrency)
-            _keep_journals_out(stack, values)
-            pool = current_pool()
-            if pool is None:
-                await stack.enter_async_context(sandbox_pool(prewarm=prewarm))
-            else:
-                pool.prewarm(prewarm)
-        if uses:
-            return await _run_with_mcp(
-                engine, uses, compiler.mcp_server, graph.source, mcp_sessions
-            )
-        return await _run_engine(engine)
+                # Sandboxed workers started while the run begins: in the pool this runs inside
+                # (a plan's, or an embedder's), else in one of the run's own.
+                prewarm = min(sandboxed, max_concurrency or graph.policy.max_concurrency)
+                _keep_journals_out(stack, values)
+                pool = current_pool()
+                if pool is None:
+                    await stack.enter_async_context(sandbox_pool(prewarm=prewarm))
+                else:
+                    pool.prewarm(prewarm)
+            if uses:
+                return await _run_with_mcp(
+                    engine, uses, compiler.mcp_server, graph.source, mcp_sessions
+                )
+            return await _run_engine(engine)
     raise AssertionError("unreachable")  # pragma: no cover - mypy: the stack may swallow
 
 

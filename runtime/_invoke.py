@@ -37,11 +37,10 @@ import os
 import queue
 import re
 import selectors
-import signal
 import sys
 import threading
 import traceback
-from types import CodeType, MappingProxyType
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
@@ -69,6 +68,7 @@ from ._results import (
     coerce_result,
     enforcement,
 )
+from ._sigint import is_ctrl_c
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -459,7 +459,7 @@ def _interrupts(exc: BaseException) -> bool:
     Loading is synchronous: no cancellation can arrive in it, so a ``CancelledError``
     raised there is the loaded code's own, a failure like ``SystemExit``.
     """
-    return isinstance(exc, KeyboardInterrupt) and _is_ctrl_c(exc)
+    return isinstance(exc, KeyboardInterrupt) and is_ctrl_c(exc)
 
 
 _OUTPUT_NAMES: Final = ("output", "tool_output")
@@ -523,10 +523,8 @@ def propagates(exc: BaseException) -> bool:
     Cancellation propagates (a timeout, a cancelled plan), and so does a person's Ctrl-C.
     Python raises the ``KeyboardInterrupt`` of a Ctrl-C in the main thread wherever that
     thread is, so it may arrive inside a validation's own frames; it is told from one the
-    validation raises itself by where it was raised: asyncio's and trio's SIGINT handlers
-    are Python functions that raise it, so a handler's frame is the innermost one of its
-    traceback. Under a handler written in C (Python's default) there is no such frame and
-    the two cannot be told apart: every ``KeyboardInterrupt`` is then taken for a Ctrl-C.
+    validation raises itself by whether a SIGINT was delivered (:func:`._sigint.is_ctrl_c`,
+    counted while a run lasts).
     ``GeneratorExit`` is a failure like any other: anyio and trio cancel tasks, they do not
     close them, so only a validation raising it itself puts it in a call's way.
 
@@ -550,7 +548,7 @@ def propagates(exc: BaseException) -> bool:
         return _interrupts(exc)
     if isinstance(exc, cancelled):
         return _being_cancelled()
-    return isinstance(exc, KeyboardInterrupt) and _is_ctrl_c(exc)
+    return isinstance(exc, KeyboardInterrupt) and is_ctrl_c(exc)
 
 
 def _being_cancelled() -> bool:
@@ -574,21 +572,6 @@ def _asyncio_task() -> Any:
         return asyncio.current_task()
     except RuntimeError:
         return None
-
-
-def _is_ctrl_c(exc: KeyboardInterrupt) -> bool:
-    handler: Any = signal.getsignal(signal.SIGINT)
-    while isinstance(handler, functools.partial):
-        handler = handler.func
-    code = getattr(getattr(handler, "__func__", handler), "__code__", None)
-    if not isinstance(code, CodeType):
-        return True  # a handler in C (or none of Python's): cannot tell, so it is a Ctrl-C
-    tb = exc.__traceback__
-    if tb is None:
-        return True
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb.tb_frame.f_code is code
 
 
 def _describe(exc: BaseException) -> str:

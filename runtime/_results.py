@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
+from ._sigint import is_ctrl_c
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -534,7 +536,9 @@ def coerce_result(value: object) -> ValidationResult:
     :data:`MAX_RESULT_DEPTH` make the result ``malformed`` (the message says what and
     where); tuples, enums and other subclasses of the JSON types are copied to plain
     values. A result over :data:`MAX_RESULT_BYTES` is ``too_large``. Never raises: a value
-    whose own methods raise (``__eq__``, ``__hash__``, ``__repr__``, ...) is ``malformed``.
+    whose own methods raise (``__eq__``, ``__hash__``, ``__repr__``, ...), even with
+    ``KeyboardInterrupt`` or ``SystemExit``, is ``malformed``; only a person's Ctrl-C that
+    lands while the value is read propagates.
     """
     try:
         if type(value) is dict:
@@ -572,13 +576,14 @@ def coerce_result(value: object) -> ValidationResult:
         if value is None:
             return _malformed("the validation returned None")
         return _malformed(f"expected an object with 'passed', got {_describe(value)}")
-    except KeyboardInterrupt:
-        raise  # a person's Ctrl-C
     except BaseException as exc:
-        # A hostile value's own methods (`__eq__` of a key, `__len__`, `__repr__`, ...)
-        # raised, SystemExit included. No cancellation can arrive here: nothing in this
-        # function awaits, so anything caught was raised by the value itself, and a
-        # validation's result never crashes the run (seed 000, "Structured Return Format").
+        # A hostile value's own methods (`.get`, `__eq__` of a key, `__len__`, `__repr__`,
+        # ...) raised, SystemExit and KeyboardInterrupt included. No cancellation can
+        # arrive here: nothing in this function awaits, so only a person's Ctrl-C, landing
+        # while the value is read, is not the value's own doing; a validation's result
+        # never crashes the run (seed 000, "Structured Return Format").
+        if isinstance(exc, KeyboardInterrupt) and is_ctrl_c(exc):
+            raise
         return _malformed(f"reading the result raised {_exception_text(exc)}")
 
 
@@ -594,13 +599,13 @@ def coerce_failure(
     replaced by a note saying why (the failure itself is kept).
     """
     message = _safe_text(message)
-    data = dict(detail) if detail else {}
-    data["error"] = error
     try:
+        data = dict(detail) if detail else {}
+        data["error"] = error
         result = _checked(False, message, data)
-    except KeyboardInterrupt:
-        raise
     except BaseException as exc:  # nothing here awaits: only the detail's own methods raise
+        if isinstance(exc, KeyboardInterrupt) and is_ctrl_c(exc):
+            raise
         result = _malformed(f"reading the detail raised {_exception_text(exc)}")
     if result.data.get("error") == error and result.message == message:
         return result

@@ -72,18 +72,24 @@ class Answer(msgspec.Struct, array_like=True):
 def _send(fd: int, answer: Answer) -> None:
     try:
         data = msgspec.msgpack.encode(answer)
-    except (TypeError, ValueError, OverflowError, RecursionError):
+    except BaseException as exc:
         # A value that is not plain data (or nested past any sense) cannot leave the
-        # sandbox as it is.
+        # sandbox as it is; one whose own methods raise while it is encoded (a tzinfo's
+        # `utcoffset`), KeyboardInterrupt included, is as malformed: no person's Ctrl-C
+        # reaches a worker, which runs in a session of its own.
         from . import _invoke
-        from ._results import ResultError
+        from ._results import ResultError, _exception_text
 
+        why = (
+            "is not plain data (JSON-like)"
+            if isinstance(exc, TypeError | ValueError | OverflowError | RecursionError)
+            else f"raised {_exception_text(exc)} while it was read"
+        )
         outcome = answer.outcome or {}
         failed = _invoke.Outcome(
             False,
             error=ResultError.MALFORMED,
-            message=f"{answer.text} returned a value that is not plain data (JSON-like), "
-            "so it cannot leave the sandbox",
+            message=f"{answer.text} returned a value that {why}, so it cannot leave the sandbox",
             captured=outcome.get("captured") if isinstance(outcome, dict) else None,
         )
         data = msgspec.msgpack.encode(

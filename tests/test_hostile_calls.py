@@ -9,6 +9,7 @@ the subprocesses' timeouts; no test asserts how long anything took.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -21,14 +22,25 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import hostile_results
 import msgspec
 import pytest
-from _helpers import fake_module, graph
-from gategraph.runtime import ConfigError, MemoryEventLog, RuntimeFault, Validation
+from _helpers import fake_module, graph, run_gategraph
+from gategraph.runtime import (
+    ConfigError,
+    MemoryEventLog,
+    RuntimeFault,
+    Validation,
+    coerce_result,
+    validate,
+)
 from gategraph.runtime._engine import GraphRun, NodeStatus, execute_graph
 from gategraph.runtime._events import ValidationCompleted
 from gategraph.runtime._graph import PlanGraph, load_graph
 from gategraph.runtime._invoke import CAPTURE_LIMIT, prepare
+from gategraph.runtime._kernel import support
+from gategraph.runtime._results import coerce_failure
+from gategraph.runtime._sigint import watching_sigint
 
 T = "gategraph.runtime.testing"
 
@@ -563,8 +575,12 @@ async def test_an_async_validation_raising_keyboard_interrupt_itself_fails(
 
 
 CTRL_C = """
-import sys, anyio
+import signal, sys, anyio
 from gategraph.runtime import execute_graph, load_graph
+
+# What a person's terminal gives a program; a test run in the background starts with
+# SIGINT ignored, where no Ctrl-C reaches anything.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 graph = load_graph({
     "version": 1, "name": "ctrl-c",
@@ -588,14 +604,34 @@ async def spin(**_):
 
 async def interrupts(**_):
     raise KeyboardInterrupt
+
+class Result(dict):
+    def __init__(self, spins):
+        super().__init__(passed=True)
+        self.spins = spins
+
+    def get(self, key, default=None):
+        if self.spins:
+            os.write(1, b"ready\\n")
+            while True:  # a Ctrl-C arrives while gategraph reads the result
+                pass
+        raise KeyboardInterrupt
+
+async def interrupting_result(**_):
+    return Result(spins=False)
+
+async def spinning_result(**_):
+    return Result(spins=True)
 """
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_a_person_s_ctrl_c_propagates(tmp_path: Path, backend: str) -> None:
-    """A Ctrl-C that lands inside a validation's own frames stops the run (it is not turned
-    into a result), while a KeyboardInterrupt the validation raises itself is one."""
+@pytest.mark.parametrize("where", ["spin", "spinning_result"])
+def test_a_person_s_ctrl_c_propagates(tmp_path: Path, backend: str, where: str) -> None:
+    """A Ctrl-C that lands inside a validation's own frames, or while its result is read,
+    stops the run (it is not turned into a result), while a KeyboardInterrupt the
+    validation, or its result, raises itself is one."""
     (tmp_path / "hostile_module.py").write_text(HOSTILE_MODULE)
     (tmp_path / "main.py").write_text(CTRL_C)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
@@ -604,9 +640,18 @@ def test_a_person_s_ctrl_c_propagates(tmp_path: Path, backend: str) -> None:
         [*command, "interrupts"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert own.stdout == "RESULT exception\n", own.stderr
+    own_result = subprocess.run(
+        [*command, "interrupting_result"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert own_result.stdout == "RESULT malformed\n", own_result.stderr
 
     process = subprocess.Popen(
-        [*command, "spin"],
+        [*command, where],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -886,16 +931,22 @@ def test_prepare_turns_a_base_exception_at_import_into_a_config_error(
     assert f"cannot import {name!r}: {raised}" in str(caught.value)
 
 
-def test_propagates_outside_an_event_loop() -> None:
+def test_propagates_outside_an_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside an event loop (a graph being loaded) nothing is cancelled: a SystemExit or a
     CancelledError is the code's own, only a Ctrl-C propagates; no error of anyio's."""
     import asyncio
 
     from gategraph.runtime._invoke import propagates
 
+    # Python's own handler, as in a terminal (a test run in the background ignores SIGINT).
+    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.default_int_handler)
     assert propagates(SystemExit(3)) is False
     assert propagates(asyncio.CancelledError()) is False
     assert propagates(KeyboardInterrupt()) is True  # no frames to tell by: a Ctrl-C
+    # With SIGINT ignored or left to the system, no signal raises one: it is the code's.
+    for disposition in (signal.SIG_IGN, signal.SIG_DFL):
+        monkeypatch.setattr(signal, "getsignal", lambda signum, d=disposition: d)
+        assert propagates(KeyboardInterrupt()) is False
 
 
 @pytest.mark.timeout(120)
@@ -1241,3 +1292,239 @@ def test_gategraph_run_survives_a_call_closing_or_detaching_stdout(
         assert json.loads(done.stdout)["status"] == "applied"
     else:
         assert "applied" in done.stdout
+
+
+# -- a result that raises while it is read is malformed, KeyboardInterrupt included ------------
+
+RESULTS = "hostile_results"  # tests/hostile_results.py: worker processes import it
+RAISED_BY_RESULTS = ["KeyboardInterrupt", "SystemExit", "GeneratorExit", "Odd"]
+
+
+@pytest.mark.parametrize("raised", RAISED_BY_RESULTS)
+@pytest.mark.parametrize("method", hostile_results.METHODS_ALL)
+def test_reading_a_result_that_raises_is_malformed(method: str, raised: str) -> None:
+    """Whatever a result's own methods raise while it is read, KeyboardInterrupt and the
+    other BaseExceptions included, is a `malformed` result naming it (no SIGINT came)."""
+    with watching_sigint():
+        result = coerce_result(hostile_results.hostile(method, raised))
+    assert result.passed is False
+    assert result.data == {"error": "malformed"}
+    assert result.message.startswith("malformed validation result: reading the result raised ")
+    assert raised in result.message
+
+
+def test_a_ctrl_c_while_a_result_is_read_propagates() -> None:
+    """A SIGINT delivered while the run watches makes a KeyboardInterrupt a Ctrl-C: the
+    one that lands in a result's own method propagates; once the watch ends, none has
+    come, and the next KeyboardInterrupt is the result's again."""
+    previous = signal.getsignal(signal.SIGINT)
+
+    class Interrupted(dict[str, Any]):
+        def get(self, key: str, default: Any = None) -> Any:
+            signal.raise_signal(signal.SIGINT)  # a person's Ctrl-C, delivered here
+            return dict.get(self, key, default)
+
+    with watching_sigint():
+        with watching_sigint():  # a run inside a run shares the count
+            assert signal.getsignal(signal.SIGINT) is not previous
+            with pytest.raises(KeyboardInterrupt):
+                coerce_result(Interrupted(passed=True))
+        assert coerce_failure("exception", "boom", {"x": 1}).data == {"error": "exception", "x": 1}
+    assert signal.getsignal(signal.SIGINT) is previous
+    with watching_sigint():
+        assert coerce_result(hostile_results.hostile()).data == {"error": "malformed"}
+
+
+def test_the_watch_leaves_a_handler_it_did_not_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler installed while a run watches stays when the run ends; with SIGINT
+    ignored nothing is installed, and a KeyboardInterrupt is the code's own."""
+    previous = signal.getsignal(signal.SIGINT)
+
+    def theirs(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        with watching_sigint():
+            signal.signal(signal.SIGINT, theirs)
+        assert signal.getsignal(signal.SIGINT) is theirs
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with watching_sigint():
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+            assert coerce_result(hostile_results.hostile()).data == {"error": "malformed"}
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_keyboard_interrupt_in_a_worker_thread_is_never_a_ctrl_c() -> None:
+    """Python runs signal handlers in the main thread only: reading a result in another
+    thread, a KeyboardInterrupt is the result's own, whatever the handler."""
+    found: list[Any] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def read() -> None:
+        with watching_sigint():  # a run in this thread: no handler to put in front
+            found.append(signal.getsignal(signal.SIGINT))
+            found.append(coerce_result(hostile_results.hostile()))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    assert found[0] is previous
+    assert found[1].data == {"error": "malformed"}
+
+
+def test_outside_a_run_the_frame_tells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a run, under a handler written in Python, a KeyboardInterrupt raised from
+    the handler's frame is a Ctrl-C, and one raised elsewhere is the code's own."""
+    from gategraph.runtime._sigint import is_ctrl_c
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as delivered:
+            signal.raise_signal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt) as raised:
+            raise KeyboardInterrupt
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        monkeypatch.setattr(signal, "getsignal", lambda signum: handler)
+    assert is_ctrl_c(delivered.value) is True
+    assert is_ctrl_c(raised.value) is False
+    assert is_ctrl_c(KeyboardInterrupt()) is True  # no traceback to tell by
+    # asyncio's handler is a partial of a bound method: the function inside is found.
+    monkeypatch.setattr(signal, "getsignal", lambda signum: functools.partial(handler))
+    assert is_ctrl_c(delivered.value) is True
+    assert is_ctrl_c(raised.value) is False
+
+
+def results_graph(isolation: str, method: str, raised: str = "KeyboardInterrupt") -> PlanGraph:
+    """A validation returning a hostile result, and a passing one that runs after it."""
+    entry = "run_async" if isolation == "inline" else "run"
+    node: dict[str, Any] = {
+        "id": "hostile",
+        "validation": "h",
+        "arguments": {"method": method, "raised": raised},
+    }
+    if isolation != "inline":  # an async callable is awaited on the loop by default
+        node["isolation"] = isolation
+    return load_graph(
+        {
+            "version": 1,
+            "name": "hostile-results",
+            "validations": [
+                {"name": "h", "entrypoint": f"{RESULTS}:{entry}"},
+                {"name": "ok", "entrypoint": f"{T}:passing"},
+            ],
+            "nodes": [node, {"id": "ok", "validation": "ok", "needs": ["hostile"]}],
+        }
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", ["get", "keys", "__eq__", "utcoffset"])
+@pytest.mark.parametrize("isolation", ["inline", "thread", "process"])
+async def test_a_hostile_result_is_malformed_wherever_it_runs(isolation: str, method: str) -> None:
+    """On the event loop, in a thread or a worker process (whose result is read here), a
+    result raising KeyboardInterrupt while it is read is `malformed`; the run goes on."""
+    with anyio.fail_after(60):
+        run = await execute_graph(results_graph(isolation, method))
+    by_node = {r.node: r.result for r in run.validations}
+    assert by_node["hostile"].data["error"] == "malformed"
+    assert "reading the result raised KeyboardInterrupt: from " in by_node["hostile"].message
+    assert by_node["ok"].passed
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(support().missing is not None, reason=f"no sandbox here: {support().missing}")
+async def test_a_hostile_result_is_malformed_in_the_sandbox() -> None:
+    """A sandboxed worker encodes the result itself: a value whose own method raises
+    KeyboardInterrupt meanwhile is `malformed` (not a worker that died), and so is a
+    mapping that is not plain data; the run goes on."""
+    with anyio.fail_after(60):
+        raising = await execute_graph(results_graph("sandbox", "utcoffset"))
+        mapping = await execute_graph(results_graph("sandbox", "get"))
+    by_node = {r.node: r.result for r in raising.validations}
+    assert by_node["hostile"].data["error"] == "malformed"
+    assert by_node["hostile"].message == (
+        "h returned a value that raised KeyboardInterrupt: from utcoffset while it was read, "
+        "so it cannot leave the sandbox"
+    )
+    assert by_node["ok"].passed
+    (record, _) = mapping.validations
+    assert record.result.data["error"] == "malformed"
+    assert "is not plain data" in record.result.message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("raised", RAISED_BY_RESULTS)
+async def test_validate_fails_a_hostile_result_as_malformed(raised: str) -> None:
+    """`validate()`: the verdict fails with the validation's `malformed` result."""
+    verdict = await validate(
+        None,
+        [
+            {
+                "validation": {"name": "h", "entrypoint": f"{RESULTS}:run_async"},
+                "arguments": {"method": "get", "raised": raised},
+            }
+        ],
+    )
+    assert verdict.passed is False
+    (record,) = verdict.records
+    assert record.result.data["error"] == "malformed"
+    assert f"reading the result raised {raised}" in record.result.message
+
+
+HOSTILE_GRAPH = """
+version: 1
+name: hostile-result
+validations:
+  - {name: h, entrypoint: "hostile_results:run", mode: MODE}
+  - {name: fine, entrypoint: "gategraph.runtime.testing:passing"}
+nodes:
+  - {id: hostile, validation: h, isolation: ISOLATION, arguments: {method: get}}
+  - {id: ok, validation: fine, needs: [hostile]}
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("isolation", ["thread", "process"])
+def test_gategraph_execute_fails_a_hostile_result_as_malformed(
+    tmp_path: Path, isolation: str
+) -> None:
+    """`gategraph execute`: a result raising KeyboardInterrupt while it is read fails its
+    validation as malformed (exit 1, the other validation ran), never 130."""
+    text = HOSTILE_GRAPH.replace("MODE", "required").replace("ISOLATION", isolation)
+    path = write(tmp_path, text)
+    tests = Path(__file__).parent
+    done = run_gategraph(
+        tmp_path / "home", "execute", "--json", str(path), cwd=tmp_path, pythonpath=tests
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "interrupted" not in done.stderr and "Traceback" not in done.stderr
+    records = {r["node"]: r for r in json.loads(done.stdout)["validations"]}
+    assert records["hostile"]["result"]["data"]["error"] == "malformed"
+    assert "reading the result raised KeyboardInterrupt" in records["hostile"]["result"]["message"]
+    assert records["ok"]["result"]["passed"] is True
+
+
+@pytest.mark.timeout(120)
+def test_gategraph_run_shows_a_hostile_result_as_malformed(tmp_path: Path) -> None:
+    """`gategraph run`: the plan goes on past an informational validation whose result
+    raised KeyboardInterrupt while it was read, shown as malformed; not exit code 130."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    text = HOSTILE_GRAPH.replace("MODE", "informational").replace("ISOLATION", "thread")
+    text += "resources:\n  repo: {kind: directory, path: project}\n"
+    path = write(tmp_path, text)
+    tests = Path(__file__).parent
+    done = run_gategraph(tmp_path / "home", "run", str(path), cwd=tmp_path, pythonpath=tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "interrupted" not in done.stderr and "Traceback" not in done.stderr
+    assert "malformed validation result: reading the result raised KeyboardInterrupt" in (
+        done.stdout
+    )

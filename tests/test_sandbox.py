@@ -198,7 +198,9 @@ async def test_an_entrypoint_that_fails_to_import_is_a_misconfiguration_of_its_c
     """What only importing can tell (here: the module raises as it loads) the sandbox
     reports, as that call's misconfiguration."""
     module = repo / "gg_breaks_on_import.py"
-    module.write_text("raise ImportError('needs a package this machine lacks')\ndef run():\n    pass\n")
+    module.write_text(
+        "raise ImportError('needs a package this machine lacks')\ndef run():\n    pass\n"
+    )
     text = (
         "version: 1\nname: loads\nvalidations:\n"
         '  - {name: broken, entrypoint: "gg_breaks_on_import:run"}\n'
