@@ -1230,7 +1230,7 @@ class Catalog:
                 "WHERE plan_id = ? AND given_at >= ?",
                 (plan_id, since),
             ).fetchall()
-        return Verdicts(latest={who: verdict for who, verdict in rows})
+        return Verdicts(latest=dict(rows))
 
     def record_refusal(self, plan_id: str, validator_id: str, reason: str) -> None:
         """Keep that a verdict of ``validator_id`` on plan ``plan_id`` was refused."""

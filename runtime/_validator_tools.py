@@ -419,9 +419,7 @@ def attest(
     project_root: str | None = None,
 ) -> dict[str, Any]:
     """``validator.attest`` as a tool."""
-    return validator_attest(
-        caller, attestation, credential=credential, project_root=project_root
-    )
+    return validator_attest(caller, attestation, credential=credential, project_root=project_root)
 
 
 def reject(

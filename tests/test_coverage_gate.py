@@ -166,9 +166,7 @@ async def test_a_plan_waits_for_an_outside_validator_then_applies(tmp_path: Path
     assert "validator-eve rejected it" in held.message
     assert len(await log.read(plan_id)) == before  # what is shown is not logged
     # One criterion attested: not enough (the rejection is taken back, though).
-    partial = validator_attest(
-        VALIDATOR, attestation(plan_id, acs[:1]), evidence=catalog, **eve
-    )
+    partial = validator_attest(VALIDATOR, attestation(plan_id, acs[:1]), evidence=catalog, **eve)
     assert partial["ok"] and partial["bindingsWritten"] == 1
     still = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
     assert still.status is PlanStatus.AWAITING_ATTESTATION
@@ -201,14 +199,10 @@ async def test_two_outside_validators_each_attest(tmp_path: Path) -> None:
     plan_id, graph = outcome.plan_id, load_graph(text)
     acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
     one, two = signed(catalog, "validator-one"), signed(catalog, "validator-two")
-    validator_attest(
-        VALIDATOR, attestation(plan_id, acs, "validator-one"), evidence=catalog, **one
-    )
+    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-one"), evidence=catalog, **one)
     waiting = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
     assert waiting.status is PlanStatus.AWAITING_ATTESTATION
-    validator_attest(
-        VALIDATOR, attestation(plan_id, acs, "validator-two"), evidence=catalog, **two
-    )
+    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-two"), evidence=catalog, **two)
     done = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
     assert done.status is PlanStatus.APPLIED
     [received] = [e for e in await log.read(plan_id) if event_tag(e) == "attestations_received"]
@@ -347,12 +341,8 @@ async def test_partial_attestations_by_different_validators_do_not_add_up(
     plan_id, graph = outcome.plan_id, load_graph(text)
     acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
     a, b = signed(catalog, "validator-a"), signed(catalog, "validator-b")
-    validator_attest(
-        VALIDATOR, attestation(plan_id, acs[:1], "validator-a"), evidence=catalog, **a
-    )
-    validator_attest(
-        VALIDATOR, attestation(plan_id, acs[1:], "validator-b"), evidence=catalog, **b
-    )
+    validator_attest(VALIDATOR, attestation(plan_id, acs[:1], "validator-a"), evidence=catalog, **a)
+    validator_attest(VALIDATOR, attestation(plan_id, acs[1:], "validator-b"), evidence=catalog, **b)
     still = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
     assert still.status is PlanStatus.AWAITING_ATTESTATION
     validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-b"), evidence=catalog, **b)
