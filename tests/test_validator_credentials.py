@@ -279,3 +279,13 @@ def test_a_forged_attestation_does_not_let_resume_apply_the_plan(tmp_path: Path)
     done = run_gategraph(home, "resume", plan_id, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (root / "src" / "greet.py").exists()
+
+
+def test_a_credential_is_revoked_alone_by_its_digest(store: Any) -> None:
+    """How a spawn retires the credential it issued, leaving the validator's others."""
+    kept = register_validator("validator-alice", evidence=store)
+    store.add_credential("validator-alice", credential_digest("spawned"), "plan-1")
+    assert len(store.credentials("validator-alice", "plan-1")) == 2
+    assert store.credentials("validator-alice", "plan-2") == [credential_digest(kept)]
+    assert store.revoke_credentials("validator-alice", credential_digest("spawned")) == 1
+    assert store.credentials("validator-alice", "plan-1") == [credential_digest(kept)]
