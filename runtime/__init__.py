@@ -225,6 +225,8 @@ if TYPE_CHECKING:
     from ._validator_runtime import run_validator_max_n as run_validator_max_n
     from ._validator_spawn import RerunValidator as RerunValidator
     from ._validator_spawn import validator_spawn as validator_spawn
+    from ._validator_tools import register_validator as register_validator
+    from ._validator_tools import revoke_validator as revoke_validator
     from ._validator_tools import validator_ac_pull as validator_ac_pull
     from ._validator_tools import validator_attest as validator_attest
     from ._validator_tools import validator_reject as validator_reject
@@ -449,11 +451,13 @@ _WHERE: dict[str, str] = {
     "read_audit": "._maxn",
     "read_events": "._eventlog",
     "record_statistics": "._telemetry",
+    "register_validator": "._validator_tools",
     "replay_plan": "._replay",
     "rerun_rounds": "._rerun",
     "resume_gate": "._gate",
     "resume_plan": "._supervisor",
     "resume_plan_sync": "._supervisor",
+    "revoke_validator": "._validator_tools",
     "run_plan": "._supervisor",
     "run_plan_sync": "._supervisor",
     "run_validator_max_n": "._validator_runtime",
@@ -680,11 +684,13 @@ __all__ = [
     "read_audit",
     "read_events",
     "record_statistics",
+    "register_validator",
     "replay_plan",
     "rerun_rounds",
     "resume_gate",
     "resume_plan",
     "resume_plan_sync",
+    "revoke_validator",
     "run_plan",
     "run_plan_sync",
     "run_validator_max_n",

@@ -18,13 +18,21 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
 import msgspec
 from pydantic import ValidationError
 
 from ._builtins import shipped
-from ._evidence import COVERAGE, Coverage, PlanCriterion, atom_id, binding_id
+from ._evidence import (
+    COVERAGE,
+    Coverage,
+    PlanCriterion,
+    Refusal,
+    Verdicts,
+    atom_id,
+    binding_id,
+)
 from ._exceptions import (
     CatalogError,
     ConfigError,
@@ -159,6 +167,33 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (skill, tool)
     );
     CREATE INDEX skill_members_tool ON skill_members (tool);
+    """,
+    # 6: outside validators' credentials (only their digests: the file never holds one
+    # that can be used), each one's latest verdict on a plan (a rejection stands until the
+    # same validator attests), and the verdicts refused for want of a valid credential.
+    """
+    CREATE TABLE validator_credentials (
+        digest       TEXT PRIMARY KEY,
+        validator_id TEXT NOT NULL,
+        plan_id      TEXT,
+        created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
+    CREATE INDEX validator_credentials_id ON validator_credentials (validator_id);
+    CREATE TABLE validator_verdicts (
+        plan_id      TEXT NOT NULL,
+        validator_id TEXT NOT NULL,
+        verdict      TEXT NOT NULL CHECK (verdict IN ('attest', 'reject')),
+        given_at     REAL NOT NULL,
+        PRIMARY KEY (plan_id, validator_id)
+    );
+    CREATE TABLE validator_refusals (
+        seq          INTEGER PRIMARY KEY,
+        plan_id      TEXT NOT NULL,
+        validator_id TEXT NOT NULL,
+        reason       TEXT NOT NULL,
+        refused_at   REAL NOT NULL
+    );
+    CREATE INDEX validator_refusals_plan ON validator_refusals (plan_id);
     """,
 )
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -1042,7 +1077,12 @@ class Catalog:
                 ).fetchall()
                 if [tuple(row) for row in kept] == [(c.id, c.key) for c in roster.criteria]:
                     return
-                for table in ("evidence_ac_bindings", "acceptance_criteria"):
+                for table in (
+                    "evidence_ac_bindings",
+                    "acceptance_criteria",
+                    "validator_verdicts",
+                    "validator_refusals",
+                ):
                     db.execute(f"DELETE FROM {table} WHERE plan_id = ?", (roster.plan_id,))
                 db.execute(
                     "UPDATE evidence_plans SET criteria = ? WHERE plan_id = ?",
@@ -1133,6 +1173,83 @@ class Catalog:
         for criterion, validator in rows:
             by.setdefault(criterion, set()).add(validator)
         return Coverage(by={c: frozenset(v) for c, v in by.items()}, complete=frozenset())
+
+    def add_credential(self, validator_id: str, digest: str, plan_id: str | None = None) -> None:
+        """Keep the digest of a credential of ``validator_id`` (only the digest: see
+        :func:`~gategraph.runtime.credential_digest`), good for plan ``plan_id`` only, or
+        for every plan (None)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO validator_credentials (digest, validator_id, plan_id) "
+                "VALUES (?, ?, ?)",
+                (digest, validator_id, plan_id),
+            )
+
+    def credentials(self, validator_id: str, plan_id: str) -> builtins.list[str]:
+        """The digests of the credentials ``validator_id`` may sign plan ``plan_id`` with."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT digest FROM validator_credentials WHERE validator_id = ? "
+                "AND (plan_id IS NULL OR plan_id = ?)",
+                (validator_id, plan_id),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def revoke_credentials(self, validator_id: str, digest: str | None = None) -> int:
+        """Forget ``validator_id``'s credential of ``digest`` (None: all of them); how
+        many were forgotten."""
+        with self._write() as db:
+            if digest is None:
+                cursor = db.execute(
+                    "DELETE FROM validator_credentials WHERE validator_id = ?", (validator_id,)
+                )
+            else:
+                cursor = db.execute(
+                    "DELETE FROM validator_credentials WHERE validator_id = ? AND digest = ?",
+                    (validator_id, digest),
+                )
+            return cursor.rowcount
+
+    def record_verdict(
+        self, plan_id: str, validator_id: str, verdict: Literal["attest", "reject"]
+    ) -> None:
+        """``validator_id``'s verdict on plan ``plan_id``, now: it replaces the one before."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO validator_verdicts (plan_id, validator_id, verdict, given_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (plan_id, validator_id) "
+                "DO UPDATE SET verdict = excluded.verdict, given_at = excluded.given_at",
+                (plan_id, validator_id, verdict, time.time()),
+            )
+
+    def verdicts(self, plan_id: str, *, since: float = 0.0) -> Verdicts:
+        """Each validator's latest verdict on plan ``plan_id``, given at ``since`` or after."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT validator_id, verdict FROM validator_verdicts "
+                "WHERE plan_id = ? AND given_at >= ?",
+                (plan_id, since),
+            ).fetchall()
+        return Verdicts(latest=dict(rows))
+
+    def record_refusal(self, plan_id: str, validator_id: str, reason: str) -> None:
+        """Keep that a verdict of ``validator_id`` on plan ``plan_id`` was refused."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO validator_refusals (plan_id, validator_id, reason, refused_at) "
+                "VALUES (?, ?, ?, ?)",
+                (plan_id, validator_id, reason, time.time()),
+            )
+
+    def refusals(self, plan_id: str, *, since: float = 0.0) -> builtins.list[Refusal]:
+        """The verdicts on plan ``plan_id`` refused at ``since`` or after, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT validator_id, reason, refused_at FROM validator_refusals "
+                "WHERE plan_id = ? AND refused_at >= ? ORDER BY seq",
+                (plan_id, since),
+            ).fetchall()
+        return [Refusal(validator_id=who, reason=why, at=at) for who, why, at in rows]
 
     # -- flakes ----------------------------------------------------------------------------
 

@@ -726,6 +726,45 @@ def validation_resolve(project: str | None, plan: str | None, resource: str, as_
     _print_attachments(found, as_json)
 
 
+# -- gategraph validator ----------------------------------------------------------------------
+
+
+@cli.group()
+def validator() -> None:
+    """Register and revoke the credentials outside validators sign their verdicts with."""
+
+
+@validator.command("register")
+@click.argument("validator_id")
+def validator_register(validator_id: str) -> None:
+    """Register a credential for the outside validator VALIDATOR_ID (like validator-alice)
+    and print it, once: the catalog keeps only its digest. Give it to the validator; its
+    attestations and rejections count only with it."""
+    from ._validator_tools import register_validator
+
+    with _catalog(create=True) as catalog:
+        credential = register_validator(validator_id, evidence=catalog)
+    click.echo(credential)
+    click.echo(
+        f"registered {validator_id}: keep this credential, it is not shown again "
+        f"(revoke it with: gategraph validator revoke {validator_id})",
+        err=True,
+    )
+
+
+@validator.command("revoke")
+@click.argument("validator_id")
+def validator_revoke(validator_id: str) -> None:
+    """Revoke every credential of VALIDATOR_ID: what it signs from now on is refused."""
+    from ._validator_tools import revoke_validator
+
+    with _catalog(create=False) as catalog:
+        gone = revoke_validator(validator_id, evidence=catalog)
+    if not gone:
+        _fail(f"{validator_id} has no credential in this catalog")
+    click.echo(f"revoked {_plural(gone, 'credential', 'credentials')} of {validator_id}")
+
+
 # -- gategraph check --------------------------------------------------------------------------
 
 
@@ -1204,8 +1243,8 @@ def _show_outcome(
         elif outcome.status is PlanStatus.AWAITING_ATTESTATION:
             click.echo(
                 "outside validators pull its acceptance criteria with validator.ac-pull and "
-                "attest them with validator.attest (served by: gategraph mcp serve "
-                "--validators); "
+                "attest them with validator.attest and their credential (gategraph "
+                "validator register; served by: gategraph mcp serve --validators); "
                 f"then continue it with: gategraph resume {outcome.plan_id}"
             )
     if report is not None:

@@ -352,6 +352,9 @@ class AttestationRequired(
     """How many validators besides gategraph's own round must attest each criterion."""
     criteria: int
     """How many acceptance criteria the plan has."""
+    policy: str = "no-rejection"
+    """How their verdicts combine (``policy.attestation``): ``no-rejection`` or
+    ``any-attests``."""
 
 
 class AttestationsReceived(
@@ -362,6 +365,8 @@ class AttestationsReceived(
     round: int
     validators: list[str]
     """The outside validators whose attestations cover the plan, sorted."""
+    policy: str = "no-rejection"
+    """How their verdicts combined (``policy.attestation``)."""
 
 
 class ApprovalDecided(EventBase, tag="approval_decided", kw_only=True, frozen=True, gc=False):

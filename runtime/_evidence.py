@@ -12,6 +12,13 @@ attestation writes one ``coverage`` binding per criterion with the atom id
 ``validator:<validatorId>:<planId>``; a rejection writes nothing (rejection is the
 absence of a binding). A plan is applied only when every one of its criteria is covered.
 
+An outside validator proves who it is with a *credential*: a secret issued to it by
+``spawn.validator`` (bound to the one plan it reviews) or registered for it by a person
+(``gategraph validator register``). A store keeps only each credential's digest
+(:func:`credential_digest`), so reading it never gives a credential that can be used.
+It also keeps each validator's latest verdict on a plan (an attestation or a rejection:
+a rejection stands until that validator attests) and the verdicts it refused.
+
 Two stores keep them: a :class:`~gategraph.runtime.Catalog` (in its SQLite file, shared
 by every process that opens it) and :class:`MemoryEvidence` (a plan run without one).
 """
@@ -19,6 +26,8 @@ by every process that opens it) and :class:`MemoryEvidence` (a plan run without 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 import threading
 import time
 from typing import TYPE_CHECKING, Final, Literal, Protocol
@@ -41,8 +50,13 @@ __all__ = [
     "MemoryEvidence",
     "PlanCriterion",
     "PlanRoster",
+    "Refusal",
+    "Verdicts",
     "atom_id",
     "binding_id",
+    "credential_digest",
+    "credential_matches",
+    "new_credential",
 ]
 
 _REQUIRED: Final = ValidationMode.REQUIRED.value
@@ -57,6 +71,55 @@ BindingStatus = Literal["satisfied", "unsatisfied"]
 # a lookup. The plan's part is hashed once; the ordinal fills the last 48 bits. The
 # version nibble says 8 (RFC 9562's custom layout), the variant bits are RFC 4122's.
 _ID_SALT: Final = b"gategraph acceptance criterion\x00"
+
+
+_CREDENTIAL_SALT: Final = b"gategraph validator credential\x00"
+_CREDENTIAL_PREFIX: Final = "ggv1_"
+
+
+def new_credential() -> str:
+    """A new validator credential: 256 random bits, printable."""
+    return _CREDENTIAL_PREFIX + secrets.token_urlsafe(32)
+
+
+def credential_digest(credential: str) -> str:
+    """What a store keeps of ``credential``: its salted SHA-256. A credential is 256
+    random bits, so a fast hash is enough: nothing can be guessed from the digest."""
+    return hashlib.sha256(_CREDENTIAL_SALT + credential.encode()).hexdigest()
+
+
+def credential_matches(credential: str, digests: Sequence[str]) -> bool:
+    """Whether ``credential`` is one of those ``digests`` name, compared in constant time
+    (every digest is compared, found or not)."""
+    given = credential_digest(credential).encode()
+    found = False
+    for digest in digests:
+        found |= hmac.compare_digest(given, digest.encode())
+    return found
+
+
+class Refusal(msgspec.Struct, frozen=True, kw_only=True):
+    """A verdict a validator tool refused for want of a valid credential."""
+
+    validator_id: str
+    """The id the refused envelope was signed with."""
+    reason: str
+    """Why it was refused, in one line."""
+    at: float
+    """When (seconds since the epoch)."""
+
+
+class Verdicts(msgspec.Struct, frozen=True, kw_only=True):
+    """Each outside validator's latest verdict on a plan."""
+
+    latest: dict[str, Literal["attest", "reject"]]
+    """Validator id → its latest verdict (since the moment asked about)."""
+
+    @property
+    def rejecting(self) -> list[str]:
+        """The validators whose latest verdict is a rejection, sorted: their rejections
+        stand."""
+        return sorted(v for v, kind in self.latest.items() if kind == "reject")
 
 
 def atom_id(validator_id: str, plan_id: str) -> str:
@@ -182,6 +245,31 @@ class EvidenceStore(Protocol):
         """The coverage bindings of plan ``plan_id`` written at ``since`` (seconds since
         the epoch) or after."""
 
+    def add_credential(self, validator_id: str, digest: str, plan_id: str | None = None) -> None:
+        """Keep the digest of a credential of ``validator_id``: good for plan ``plan_id``
+        only (a spawned validator's), or for every plan (None: a person registered it)."""
+
+    def credentials(self, validator_id: str, plan_id: str) -> list[str]:
+        """The digests of the credentials ``validator_id`` may sign plan ``plan_id`` with."""
+
+    def revoke_credentials(self, validator_id: str, digest: str | None = None) -> int:
+        """Forget ``validator_id``'s credential of ``digest`` (None: all of them); how
+        many were forgotten."""
+
+    def record_verdict(
+        self, plan_id: str, validator_id: str, verdict: Literal["attest", "reject"]
+    ) -> None:
+        """``validator_id``'s verdict on plan ``plan_id``, now: it replaces the one before."""
+
+    def verdicts(self, plan_id: str, *, since: float = 0.0) -> Verdicts:
+        """Each validator's latest verdict on plan ``plan_id``, given at ``since`` or after."""
+
+    def record_refusal(self, plan_id: str, validator_id: str, reason: str) -> None:
+        """Keep that a verdict of ``validator_id`` on plan ``plan_id`` was refused."""
+
+    def refusals(self, plan_id: str, *, since: float = 0.0) -> list[Refusal]:
+        """The verdicts on plan ``plan_id`` refused at ``since`` or after, oldest first."""
+
 
 def binding_id(atom: str, criterion_id: str) -> str:
     """A binding's id: named by what it binds, so binding again gives the same id."""
@@ -199,6 +287,9 @@ class MemoryEvidence:
         self._rosters: dict[str, PlanRoster] = {}
         self._bindings: dict[str, dict[tuple[str, str], float]] = {}
         self._complete: dict[str, dict[str, float]] = {}
+        self._credentials: list[tuple[str, str, str | None]] = []
+        self._verdicts: dict[str, dict[str, tuple[Literal["attest", "reject"], float]]] = {}
+        self._refusals: dict[str, list[Refusal]] = {}
 
     def register_roster(self, roster: PlanRoster) -> None:
         plan_id = roster.plan_id
@@ -210,6 +301,8 @@ class MemoryEvidence:
             self._rosters[plan_id] = roster
             self._bindings.pop(plan_id, None)
             self._complete.pop(plan_id, None)
+            self._verdicts.pop(plan_id, None)
+            self._refusals.pop(plan_id, None)
 
     def roster(self, plan_id: str) -> list[PlanCriterion] | None:
         with self._lock:
@@ -238,3 +331,46 @@ class MemoryEvidence:
                 if at >= since:
                     by.setdefault(criterion, set()).add(validator)
         return Coverage(by={c: frozenset(v) for c, v in by.items()}, complete=complete)
+
+    def add_credential(self, validator_id: str, digest: str, plan_id: str | None = None) -> None:
+        with self._lock:
+            self._credentials.append((validator_id, digest, plan_id))
+
+    def credentials(self, validator_id: str, plan_id: str) -> list[str]:
+        with self._lock:
+            return [
+                digest
+                for who, digest, plan in self._credentials
+                if who == validator_id and plan in (None, plan_id)
+            ]
+
+    def revoke_credentials(self, validator_id: str, digest: str | None = None) -> int:
+        with self._lock:
+            kept = [
+                c
+                for c in self._credentials
+                if c[0] != validator_id or (digest is not None and c[1] != digest)
+            ]
+            gone = len(self._credentials) - len(kept)
+            self._credentials = kept
+        return gone
+
+    def record_verdict(
+        self, plan_id: str, validator_id: str, verdict: Literal["attest", "reject"]
+    ) -> None:
+        with self._lock:
+            self._verdicts.setdefault(plan_id, {})[validator_id] = (verdict, time.time())
+
+    def verdicts(self, plan_id: str, *, since: float = 0.0) -> Verdicts:
+        with self._lock:
+            given = self._verdicts.get(plan_id, {})
+            return Verdicts(latest={v: kind for v, (kind, at) in given.items() if at >= since})
+
+    def record_refusal(self, plan_id: str, validator_id: str, reason: str) -> None:
+        refusal = Refusal(validator_id=validator_id, reason=reason, at=time.time())
+        with self._lock:
+            self._refusals.setdefault(plan_id, []).append(refusal)
+
+    def refusals(self, plan_id: str, *, since: float = 0.0) -> list[Refusal]:
+        with self._lock:
+            return [r for r in self._refusals.get(plan_id, []) if r.at >= since]

@@ -335,6 +335,11 @@ class Policy(_Model):
     acceptance criterion before the plan is applied. Above 0, a plan whose round passed
     waits (status ``awaiting_attestation``) until that many outside validators attested it
     (``validator.attest``), and applies when resumed after."""
+    attestation: Literal["no-rejection", "any-attests"] = "no-rejection"
+    """How outside validators' verdicts combine. ``no-rejection`` (the default): the plan
+    is not applied while a rejection of any outside validator stands (its latest verdict
+    on the candidate is a rejection), whatever others attest. ``any-attests``: enough
+    attestations apply it, rejections notwithstanding."""
     require_sandbox: bool = False
     """Run every validation of the plan (its nodes and the attached ones) in the sandbox,
     confined by the kernel (``isolation: sandbox``). A validation node that asks for

@@ -926,11 +926,19 @@ async def call_validator_tool(
         call = functools.partial(validator_ac_pull, given["task_id"], evidence=catalog)
     elif name == ATTEST:
         call = functools.partial(
-            validator_attest, given["caller"], given["attestation"], evidence=catalog
+            validator_attest,
+            given["caller"],
+            given["attestation"],
+            credential=given["credential"],
+            evidence=catalog,
         )
     else:
         call = functools.partial(
-            validator_reject, given["caller"], given["rejection"], evidence=catalog
+            validator_reject,
+            given["caller"],
+            given["rejection"],
+            credential=given["credential"],
+            evidence=catalog,
         )
     answer = await anyio.to_thread.run_sync(call)
     return ToolReply(structured=answer, text=_json(answer), is_error=not answer["ok"])

@@ -124,8 +124,8 @@ _COMPARED: Final[Mapping[str, tuple[str, ...]]] = {
     "fix_requested": ("attempt", "note"),
     "strategy_revision_requested": ("revision",),
     "escalation_requested": ("reason",),
-    "attestation_required": ("round", "needed", "criteria"),
-    "attestations_received": ("round",),
+    "attestation_required": ("round", "needed", "criteria", "policy"),
+    "attestations_received": ("round", "policy"),
     "plan_finished": ("status",),
 }
 _DECISION_FIELDS: Final = (

@@ -702,7 +702,7 @@ class Supervisor:
                 if isinstance(outcome, Passed):
                     held = await self.gate.check()
                     if held is not None:
-                        return await self._finish(*held)
+                        return await self._finish(*held, detail=self.gate.note)
                     applied, message, changes = await self.applier.apply(pipeline.validated)
                     status = PlanStatus.APPLIED if applied else PlanStatus.FAILED
                     return await self._finish(status, message, changes=changes)
@@ -856,13 +856,20 @@ class Supervisor:
         self.context.withdrawal = reason
 
     async def _finish(
-        self, status: PlanStatus, message: str, *, changes: dict[str, str] | None = None
+        self,
+        status: PlanStatus,
+        message: str,
+        *,
+        changes: dict[str, str] | None = None,
+        detail: str = "",
     ) -> PlanOutcome:
         await self.journal.emit(PlanFinished, status=status.value, message=message)
+        # `detail` is shown, not logged: it changes while the plan waits, and a resume
+        # must find the log's decision unchanged.
         return PlanOutcome(
             plan_id=self.plan_id,
             status=status,
-            message=message,
+            message=f"{message}; {detail}" if detail else message,
             verdict=self.verdict,
             attempts=self.attempts,
             rounds=self.rounds,

@@ -7,7 +7,8 @@ themselves) — and builds a validator for this pass: the graph's ``lifecycle.va
 class, or by default one that runs the plan's validations again on the candidate. The
 validator is always a new object: never the plan's execution actor (the worker that made
 the change), never one that validated before (seed 003's independence rule). Its
-envelope is submitted as ``validator.attest`` or ``validator.reject`` would.
+envelope is submitted as ``validator.attest`` or ``validator.reject`` would, with a
+credential the spawn issues for that one verdict and keeps to itself.
 """
 
 from __future__ import annotations
@@ -382,7 +383,7 @@ async def validator_spawn(
     is_attestation = envelope_json.get("verdict") == "attest"
     submit = validator_attest if is_attestation else validator_reject
     submitted = await anyio.to_thread.run_sync(
-        lambda: submit({"role": "validator"}, envelope_json, evidence=store_of)
+        functools.partial(_submit, submit, envelope_json, store_of, validator_id, task_id)
     )
     if not submitted["ok"]:
         return submitted
@@ -390,6 +391,27 @@ async def validator_spawn(
         "ok": True,
         "result": {"validatorId": validator_id, "verdict": envelope_json, "submitted": submitted},
     }
+
+
+def _submit(
+    submit: Callable[..., dict[str, Any]],
+    envelope: Mapping[str, Any],
+    store: EvidenceStore,
+    validator_id: str,
+    plan_id: str,
+) -> dict[str, Any]:
+    """Submit the spawned validator's ``envelope`` with a credential issued for this one
+    verdict: bound to its id and the plan, held only here (the validator never sees it:
+    the spawn signs for it once its envelope is checked), and retired once used."""
+    from ._evidence import credential_digest, new_credential
+
+    credential = new_credential()
+    digest = credential_digest(credential)
+    store.add_credential(validator_id, digest, plan_id)
+    try:
+        return submit({"role": "validator"}, envelope, credential=credential, evidence=store)
+    finally:
+        store.revoke_credentials(validator_id, digest)
 
 
 def _graph_of(started: Any, catalog: Catalog | None) -> PlanGraph:

@@ -3,9 +3,15 @@
 ``validator.ac-pull`` lists a plan's acceptance criteria with whether each is covered;
 ``validator.attest`` binds a validator's attestation to the criteria it covers (one
 ``coverage`` binding each, in one transaction); ``validator.reject`` checks a rejection
-and writes nothing (a rejection is the absence of a binding: the criteria it leaves
-uncovered keep the plan from being applied). A plan plays the seed's *task*: its id is
-the ``task_id``.
+and records it as the validator's latest verdict (by default, a plan is not applied while
+a rejection stands). A plan plays the seed's *task*: its id is the ``task_id``.
+
+A validator id is only a name: an attestation or a rejection counts only with the
+validator's *credential*, a secret issued to it by ``spawn.validator`` or registered for
+it by a person (:func:`register_validator`, ``gategraph validator register``). Stores
+keep only digests of credentials, so a plan's code that reads the catalog learns none.
+A verdict without a valid credential is refused, and the refusal is kept where the plan's
+resume reports it.
 
 Each returns the seed's shapes: ``{"ok": True, ...}``, or ``{"ok": False, "code": ...,
 "message": ...}`` with the seed's error codes; bad input never raises. They are built-in
@@ -20,6 +26,7 @@ import contextlib
 import contextvars
 import datetime as dt
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -28,6 +35,7 @@ from ._exceptions import ConfigError
 from ._verdicts import (
     AGENT_ROLES,
     VALIDATOR_ID,
+    VALIDATOR_ID_PATTERN,
     ValidatorAttestation,
     ValidatorRejection,
     parse_verdict,
@@ -44,12 +52,15 @@ __all__ = [
     "E_NOT_FOUND",
     "E_VALIDATOR_AC_NOT_FOUND",
     "E_VALIDATOR_ATTESTATION_INVALID",
+    "E_VALIDATOR_AUTH_CREDENTIAL",
     "E_VALIDATOR_AUTH_ROLE",
     "E_VALIDATOR_REJECTION_INVALID",
     "REJECT",
     "SPAWN",
     "VALIDATOR_TOOLS",
     "current_evidence",
+    "register_validator",
+    "revoke_validator",
     "validator_ac_pull",
     "validator_attest",
     "validator_reject",
@@ -62,6 +73,8 @@ REJECT: Final = "validator.reject"
 
 E_VALIDATOR_AUTH_ROLE: Final = "E_VALIDATOR_AUTH_ROLE"
 """The caller's role may not do this (only a ``validator`` attests or rejects)."""
+E_VALIDATOR_AUTH_CREDENTIAL: Final = "E_VALIDATOR_AUTH_CREDENTIAL"
+"""The verdict came without its validator's credential, or with one that is not its."""
 E_VALIDATOR_ATTESTATION_INVALID: Final = "E_VALIDATOR_ATTESTATION_INVALID"
 E_VALIDATOR_REJECTION_INVALID: Final = "E_VALIDATOR_REJECTION_INVALID"
 E_VALIDATOR_AC_NOT_FOUND: Final = "E_VALIDATOR_AC_NOT_FOUND"
@@ -145,14 +158,18 @@ def _checked(
     project_root: str | os.PathLike[str] | None,
     verdict: ValidatorAttestation | ValidatorRejection,
     code: str,
+    credential: Any,
 ) -> Iterator[EvidenceStore]:
-    """The store, once the plan the verdict is about and every criterion its findings
-    name are known there (refused with ``code`` otherwise)."""
+    """The store, once the plan the verdict is about is known there, the verdict comes
+    with its validator's credential, and every criterion its findings name is the plan's
+    (refused with ``code``, or ``E_VALIDATOR_AUTH_CREDENTIAL``, otherwise)."""
     try:
         with _store(evidence, project_root) as store:
             roster = store.roster(verdict.task_id)
             if roster is None:
                 raise _Refused(code, f"no plan {verdict.task_id} is known here")
+            # Before the criteria: a caller without the credential learns nothing more.
+            _check_credential(store, verdict, credential)
             known = {c.id for c in roster}
             unknown = [f.ac_id for f in verdict.findings if f.ac_id not in known]
             if unknown:
@@ -167,6 +184,68 @@ def _checked(
         if refused.reply["code"] in (E_NOT_FOUND, E_INVALID_INPUT):
             raise _Refused(code, refused.reply["message"]) from None
         raise
+
+
+def _check_credential(
+    store: EvidenceStore, verdict: ValidatorAttestation | ValidatorRejection, credential: Any
+) -> None:
+    """Refuse, and keep the refusal, unless ``credential`` is one of the verdict's
+    validator's for its plan: the id an envelope is signed with proves nothing alone."""
+    from ._evidence import credential_matches
+
+    who, plan_id = verdict.validator_id, verdict.task_id
+    kind = "attestation" if isinstance(verdict, ValidatorAttestation) else "rejection"
+    if not isinstance(credential, str) or not credential:
+        reason = (
+            f"{who}'s {kind} came without a credential: an outside validator signs with the "
+            "credential spawn.validator issued it or a person registered for it "
+            f"(gategraph validator register {who})"
+        )
+    elif not credential_matches(credential, store.credentials(who, plan_id)):
+        reason = (
+            f"{who}'s {kind} came with a credential that is not {who}'s for plan "
+            f"{plan_id} (wrong, revoked, or issued to another validator or plan)"
+        )
+    else:
+        return
+    store.record_refusal(plan_id, who, reason)
+    raise _Refused(E_VALIDATOR_AUTH_CREDENTIAL, reason)
+
+
+def _check_validator_id(validator_id: Any) -> str:
+    if not isinstance(validator_id, str) or not re.fullmatch(VALIDATOR_ID_PATTERN, validator_id):
+        raise ConfigError.at(
+            "validator_id",
+            f"{validator_id!r} is not a validator id (like validator-alice: 'validator-', "
+            "then lower-case letters, digits and dashes)",
+        )
+    if validator_id == VALIDATOR_ID or validator_id.startswith(f"{VALIDATOR_ID}-"):
+        raise ConfigError.at(
+            "validator_id",
+            f"{validator_id!r} is gategraph's own: a person's validator needs an id of its own",
+        )
+    return validator_id
+
+
+def register_validator(validator_id: str, *, evidence: EvidenceStore) -> str:
+    """Register a credential for the outside validator ``validator_id`` and return it:
+    the only time it is seen, since ``evidence`` keeps only its digest. It signs every
+    attestation and rejection the validator gives, on any plan, until revoked
+    (:func:`revoke_validator`). A validator may hold several (one per machine, say).
+    :class:`ConfigError` for an id that is not a validator's, or is gategraph's own."""
+    from ._evidence import credential_digest, new_credential
+
+    _check_validator_id(validator_id)
+    credential = new_credential()
+    evidence.add_credential(validator_id, credential_digest(credential))
+    return credential
+
+
+def revoke_validator(validator_id: str, *, evidence: EvidenceStore) -> int:
+    """Revoke every credential of ``validator_id``; how many there were. What it signed
+    before stays (revoking does not take back a verdict); what it signs now is refused."""
+    _check_validator_id(validator_id)
+    return evidence.revoke_credentials(validator_id)
 
 
 def _check_role(caller: Any, what: str) -> None:
@@ -235,13 +314,17 @@ def validator_attest(
     caller: Mapping[str, Any],
     attestation: Mapping[str, Any] | ValidatorAttestation | str,
     *,
+    credential: str | None = None,
     project_root: str | os.PathLike[str] | None = None,
     evidence: EvidenceStore | None = None,
 ) -> dict[str, Any]:
     """Bind ``attestation`` (a seed 003 ``ValidatorAttestation``: every finding passes) to
     the criteria its findings name: one coverage binding each, in one transaction, with the
     atom id ``validator:<validatorId>:<taskId>``. Attesting again changes nothing; several
-    validators give several bindings. Only a caller whose ``role`` is ``validator`` may."""
+    validators give several bindings. Only a caller whose ``role`` is ``validator`` may,
+    with ``credential``, the credential of the attestation's ``validatorId`` (see
+    :func:`register_validator`); without it, the attestation is refused
+    (``E_VALIDATOR_AUTH_CREDENTIAL``) and the refusal kept."""
     from ._evidence import atom_id, binding_id
 
     try:
@@ -260,8 +343,11 @@ def validator_attest(
                 "validator signs with an id of its own",
             )
         named = list(dict.fromkeys(f.ac_id for f in parsed.findings))
-        with _checked(evidence, project_root, parsed, E_VALIDATOR_AC_NOT_FOUND) as store:
+        with _checked(
+            evidence, project_root, parsed, E_VALIDATOR_AC_NOT_FOUND, credential
+        ) as store:
             store.bind_coverage(parsed.task_id, parsed.validator_id, named)
+            store.record_verdict(parsed.task_id, parsed.validator_id, "attest")
     except _Refused as refused:
         return refused.reply
     atom = atom_id(parsed.validator_id, parsed.task_id)
@@ -277,12 +363,16 @@ def validator_reject(
     caller: Mapping[str, Any],
     rejection: Mapping[str, Any] | ValidatorRejection | str,
     *,
+    credential: str | None = None,
     project_root: str | os.PathLike[str] | None = None,
     evidence: EvidenceStore | None = None,
 ) -> dict[str, Any]:
     """Check ``rejection`` (a seed 003 ``ValidatorRejection``: at least one finding fails
-    or is inconclusive) and return its failing findings. Writes nothing: the criteria it
-    leaves uncovered keep the plan from being applied. Only a ``validator`` may reject."""
+    or is inconclusive), record it as its validator's latest verdict on the plan, and
+    return its failing findings. It binds nothing; under the default
+    ``policy.attestation`` (``no-rejection``) the plan is not applied while it stands
+    (until the same validator attests). Only a ``validator`` may reject, with its
+    ``credential``, as for :func:`validator_attest`."""
     try:
         _check_role(caller, "reject")
         parsed = _parse(rejection, "rejection", E_VALIDATOR_REJECTION_INVALID)
@@ -292,8 +382,10 @@ def validator_reject(
                 "the rejection's verdict must be 'reject' (send an attestation with "
                 "validator.attest)",
             )
-        with _checked(evidence, project_root, parsed, E_VALIDATOR_REJECTION_INVALID):
-            pass  # checked only: a rejection writes nothing
+        with _checked(
+            evidence, project_root, parsed, E_VALIDATOR_REJECTION_INVALID, credential
+        ) as store:
+            store.record_verdict(parsed.task_id, parsed.validator_id, "reject")
     except _Refused as refused:
         return refused.reply
     failing = [f.ac_id for f in parsed.findings if f.status != "pass"]
@@ -321,23 +413,35 @@ def ac_pull(
 
 
 def attest(
-    caller: Any = None, attestation: Any = None, project_root: str | None = None
+    caller: Any = None,
+    attestation: Any = None,
+    credential: Any = None,
+    project_root: str | None = None,
 ) -> dict[str, Any]:
     """``validator.attest`` as a tool."""
-    return validator_attest(caller, attestation, project_root=project_root)
+    return validator_attest(caller, attestation, credential=credential, project_root=project_root)
 
 
 def reject(
-    caller: Any = None, rejection: Any = None, project_root: str | None = None
+    caller: Any = None,
+    rejection: Any = None,
+    credential: Any = None,
+    project_root: str | None = None,
 ) -> dict[str, Any]:
     """``validator.reject`` as a tool."""
-    return validator_reject(caller, rejection, project_root=project_root)
+    return validator_reject(caller, rejection, credential=credential, project_root=project_root)
 
 
 _CALLER: Final = {
     "type": "object",
     "properties": {"role": {"type": "string", "enum": list(AGENT_ROLES)}},
     "required": ["role"],
+}
+_CREDENTIAL: Final = {
+    "type": "string",
+    "description": "The validator's credential: issued by spawn.validator, or registered "
+    "for its validatorId by a person (gategraph validator register). Without it the "
+    "verdict is refused.",
 }
 _ROOT: Final = {
     "type": "string",
@@ -377,28 +481,30 @@ VALIDATOR_TOOLS: Final[Mapping[str, dict[str, Any]]] = {
             "properties": {
                 "caller": _CALLER,
                 "attestation": {"type": "object"},
+                "credential": _CREDENTIAL,
                 "project_root": _ROOT,
             },
-            "required": ["caller", "attestation"],
+            "required": ["caller", "attestation", "credential"],
             "additionalProperties": False,
         },
     },
     REJECT: {
         "name": REJECT,
         "description": "Reject a plan as an independent validator: a ValidatorRejection "
-        "(at least one finding fails or is inconclusive) is checked and its failing "
-        "criteria returned. Nothing is written: uncovered criteria keep the plan from "
-        "being applied.",
+        "(at least one finding fails or is inconclusive) is checked, recorded as the "
+        "validator's latest verdict, and its failing criteria returned. By default a plan "
+        "is not applied while a rejection stands.",
         "entrypoint": "gategraph.runtime._validator_tools:reject",
-        "capability": {"read_only": True},
+        "idempotent": True,
         "input_schema": {
             "type": "object",
             "properties": {
                 "caller": _CALLER,
                 "rejection": {"type": "object"},
+                "credential": _CREDENTIAL,
                 "project_root": _ROOT,
             },
-            "required": ["caller", "rejection"],
+            "required": ["caller", "rejection", "credential"],
             "additionalProperties": False,
         },
     },

@@ -248,6 +248,9 @@ def test_every_expected_command_exists() -> None:
         ("validation", "detach"),
         ("validation", "list"),
         ("validation", "resolve"),
+        ("validator",),
+        ("validator", "register"),
+        ("validator", "revoke"),
     ]
 
 

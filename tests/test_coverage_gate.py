@@ -20,6 +20,7 @@ from gategraph.runtime import (
     Supervisor,
     is_agent_role,
     load_graph,
+    register_validator,
     replay_plan,
 )
 from gategraph.runtime._journal import event_tag
@@ -38,6 +39,12 @@ from gategraph.runtime._validator_tools import (
 )
 
 VALIDATOR = {"role": "validator"}
+
+
+def signed(store: Any, who: str = "validator-eve") -> dict[str, str]:
+    """The keyword a validator tool takes for ``who``: a credential registered for it now,
+    as a person would with ``gategraph validator register``."""
+    return {"credential": register_validator(who, evidence=store)}
 
 
 def now() -> str:
@@ -69,11 +76,13 @@ def attestation(
     }
 
 
-def rejection(plan_id: str, acs: list[dict[str, Any]]) -> dict[str, Any]:
+def rejection(
+    plan_id: str, acs: list[dict[str, Any]], who: str = "validator-mallory"
+) -> dict[str, Any]:
     return {
         "verdict": "reject",
         "taskId": plan_id,
-        "validatorId": "validator-mallory",
+        "validatorId": who,
         "findings": findings(acs[:1], "fail") + findings(acs[1:]),
         "summary": "the first criterion does not hold",
         "rejectedAt": now(),
@@ -145,20 +154,24 @@ async def test_a_plan_waits_for_an_outside_validator_then_applies(tmp_path: Path
     acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
     # The plan's own round covers them already; that is not an outside validator.
     assert all(a["bindingStatus"] == "satisfied" for a in acs)
-    # A rejection writes nothing: still waiting.
-    rejected = validator_reject(VALIDATOR, rejection(plan_id, acs), evidence=catalog)
+    eve = signed(catalog)
+    # A rejection binds nothing: still waiting.
+    rejected = validator_reject(
+        VALIDATOR, rejection(plan_id, acs, "validator-eve"), evidence=catalog, **eve
+    )
     assert rejected["ok"] and rejected["failingAcIds"] == [acs[0]["id"]]
     assert rejected["failingFindingCount"] == 1
-    assert (await resume_plan(plan_id, graph, event_log=log, catalog=catalog)).status is (
-        PlanStatus.AWAITING_ATTESTATION
-    )
-    # One criterion attested: not enough.
-    partial = validator_attest(VALIDATOR, attestation(plan_id, acs[:1]), evidence=catalog)
+    held = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
+    assert held.status is PlanStatus.AWAITING_ATTESTATION
+    assert "validator-eve rejected it" in held.message
+    assert len(await log.read(plan_id)) == before  # what is shown is not logged
+    # One criterion attested: not enough (the rejection is taken back, though).
+    partial = validator_attest(VALIDATOR, attestation(plan_id, acs[:1]), evidence=catalog, **eve)
     assert partial["ok"] and partial["bindingsWritten"] == 1
-    assert (await resume_plan(plan_id, graph, event_log=log, catalog=catalog)).status is (
-        PlanStatus.AWAITING_ATTESTATION
-    )
-    whole = validator_attest(VALIDATOR, attestation(plan_id, acs), evidence=catalog)
+    still = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
+    assert still.status is PlanStatus.AWAITING_ATTESTATION
+    assert "rejected" not in still.message
+    whole = validator_attest(VALIDATOR, attestation(plan_id, acs), evidence=catalog, **eve)
     assert whole["ok"] and whole["bindingsWritten"] == 2 and len(set(whole["bindingIds"])) == 2
     assert whole["bindingIds"][0] == partial["bindingIds"][0]  # attesting again collapses
     done = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
@@ -185,10 +198,11 @@ async def test_two_outside_validators_each_attest(tmp_path: Path) -> None:
     outcome, _, log = await start(tmp_path, text, catalog)
     plan_id, graph = outcome.plan_id, load_graph(text)
     acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
-    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-one"), evidence=catalog)
+    one, two = signed(catalog, "validator-one"), signed(catalog, "validator-two")
+    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-one"), evidence=catalog, **one)
     waiting = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
     assert waiting.status is PlanStatus.AWAITING_ATTESTATION
-    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-two"), evidence=catalog)
+    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-two"), evidence=catalog, **two)
     done = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
     assert done.status is PlanStatus.APPLIED
     [received] = [e for e in await log.read(plan_id) if event_tag(e) == "attestations_received"]
@@ -199,6 +213,7 @@ async def test_two_outside_validators_each_attest(tmp_path: Path) -> None:
 async def test_an_attestation_of_an_earlier_candidate_does_not_count(tmp_path: Path) -> None:
     """Only what was attested after the round passed counts: a fix makes a new candidate."""
     evidence = MemoryEvidence()
+    eve = signed(evidence)
     text = plan(repo(tmp_path), [BAD, GOOD], outside_validators=1)
     graph = load_graph(text)
     log = MemoryEventLog()
@@ -214,7 +229,7 @@ async def test_an_attestation_of_an_earlier_candidate_does_not_count(tmp_path: P
             artifact = await self.inner.execute(request)
             acs = validator_ac_pull(request.plan_id, evidence=evidence)["acs"]
             attested["early"] = validator_attest(
-                VALIDATOR, attestation(request.plan_id, acs), evidence=evidence
+                VALIDATOR, attestation(request.plan_id, acs), evidence=evidence, **eve
             )
             return artifact
 
@@ -276,7 +291,9 @@ async def test_a_finding_must_name_a_criterion_of_the_plan(tmp_path: Path) -> No
     catalog = Catalog.open(tmp_path / "gategraph.db")
     outcome, _, _ = await start(tmp_path, two_criteria(tmp_path), catalog)
     forged = [{"id": str(uuid.uuid4()), "alias": "AC9"}]
-    answer = validator_attest(VALIDATOR, attestation(outcome.plan_id, forged), evidence=catalog)
+    answer = validator_attest(
+        VALIDATOR, attestation(outcome.plan_id, forged), evidence=catalog, **signed(catalog)
+    )
     assert answer["code"] == E_VALIDATOR_AC_NOT_FOUND
     assert forged[0]["id"] in answer["message"]
     by_root = validator_ac_pull(outcome.plan_id, project_root=tmp_path / "elsewhere")
@@ -323,11 +340,12 @@ async def test_partial_attestations_by_different_validators_do_not_add_up(
     outcome, _, log = await start(tmp_path, text, catalog)
     plan_id, graph = outcome.plan_id, load_graph(text)
     acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
-    validator_attest(VALIDATOR, attestation(plan_id, acs[:1], "validator-a"), evidence=catalog)
-    validator_attest(VALIDATOR, attestation(plan_id, acs[1:], "validator-b"), evidence=catalog)
+    a, b = signed(catalog, "validator-a"), signed(catalog, "validator-b")
+    validator_attest(VALIDATOR, attestation(plan_id, acs[:1], "validator-a"), evidence=catalog, **a)
+    validator_attest(VALIDATOR, attestation(plan_id, acs[1:], "validator-b"), evidence=catalog, **b)
     still = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
     assert still.status is PlanStatus.AWAITING_ATTESTATION
-    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-b"), evidence=catalog)
+    validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-b"), evidence=catalog, **b)
     done = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
     assert done.status is PlanStatus.APPLIED
 

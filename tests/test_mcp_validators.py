@@ -19,7 +19,14 @@ pytest.importorskip("mcp")
 
 from _helpers import cli_env, run_gategraph
 from _plans import GOOD, plan, repo
-from gategraph.runtime import Catalog, MemoryEventLog, PlanStatus, Supervisor, load_graph
+from gategraph.runtime import (
+    Catalog,
+    MemoryEventLog,
+    PlanStatus,
+    Supervisor,
+    load_graph,
+    register_validator,
+)
 from gategraph.runtime._maxn import InMemoryAuditLog
 from gategraph.runtime._mcp_serve import create_mcp_server
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -119,13 +126,18 @@ async def test_an_attestation_over_mcp_lets_the_plan_of_the_same_catalog_apply(
         first = Supervisor(graph, catalog=catalog, event_log=log, audit=InMemoryAuditLog())
         waiting = await first.run()
         assert waiting.status is PlanStatus.AWAITING_ATTESTATION
+        credential = register_validator("validator-reviewer", evidence=catalog)
         async with session_with(create_mcp_server(catalog, validators=True)) as session:
             result, _ = await call(session, "validator.ac-pull", {"task_id": waiting.plan_id})
             acs = result.structured_content["acs"]
             result, _ = await call(
                 session,
                 "validator.attest",
-                {"caller": VALIDATOR, "attestation": envelope(waiting.plan_id, acs, failing=False)},
+                {
+                    "caller": VALIDATOR,
+                    "attestation": envelope(waiting.plan_id, acs, failing=False),
+                    "credential": credential,
+                },
             )
             assert result.structured_content["ok"] is True
         again = Supervisor(
@@ -150,6 +162,11 @@ async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
     assert ran.returncode == 3, ran.stdout + ran.stderr
     assert "awaiting_attestation" in ran.stdout and "validator.attest" in ran.stdout
     assert not (root / "src" / "greet.py").exists()
+    # A person registers the reviewer; the credential is printed once, to give it.
+    registered = gategraph(home, "validator", "register", "validator-reviewer", cwd=tmp_path)
+    assert registered.returncode == 0, registered.stderr
+    credential = registered.stdout.strip()
+    assert "not shown again" in registered.stderr
 
     async with served(home, tmp_path, "--plans", "--validators") as session:
         # The agent finds the plan that waits for it, and its criteria.
@@ -160,21 +177,30 @@ async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
         result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})
         acs = result.structured_content["acs"]
         assert [a["alias"] for a in acs] == ["AC1"]
-        # A rejection: nothing is written, the plan cannot apply.
+        # A rejection: it stands, the plan cannot apply.
         result, _ = await call(
             session,
             "validator.reject",
-            {"caller": VALIDATOR, "rejection": envelope(plan_id, acs, failing=True)},
+            {
+                "caller": VALIDATOR,
+                "rejection": envelope(plan_id, acs, failing=True),
+                "credential": credential,
+            },
         )
         assert result.structured_content["failingAcIds"] == [acs[0]["id"]]
         still = gategraph(home, "resume", plan_id, cwd=tmp_path)
         assert still.returncode == 3, still.stdout + still.stderr
+        assert "validator-reviewer rejected it" in still.stdout
         assert not (root / "src" / "greet.py").exists()
-        # The attestation: the plan applies when resumed.
+        # Its attestation (which takes the rejection back): the plan applies when resumed.
         result, _ = await call(
             session,
             "validator.attest",
-            {"caller": VALIDATOR, "attestation": envelope(plan_id, acs, failing=False)},
+            {
+                "caller": VALIDATOR,
+                "attestation": envelope(plan_id, acs, failing=False),
+                "credential": credential,
+            },
         )
         assert result.structured_content["bindingsWritten"] == 1
         result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})

@@ -121,16 +121,29 @@ class Rejecting:
 
 
 @pytest.mark.anyio
-async def test_a_rejection_writes_nothing_and_the_plan_keeps_waiting(tmp_path: Path) -> None:
+async def test_a_rejection_stands_and_the_plan_keeps_waiting(tmp_path: Path) -> None:
+    """The spawn signs for its validator with a credential issued for that one verdict:
+    never the validator's to keep, retired once used. Its rejection stands: another
+    validator's attestation does not outweigh it."""
     waiting = Waiting(tmp_path)
     await waiting.run()
+    plan_id = waiting.outcome.plan_id
     answer = await waiting.spawn(validator=Rejecting)
     assert answer["ok"] and answer["result"]["submitted"]["failingFindingCount"] == 1
     [request] = Rejecting.seen[-1:]
     assert request.artifact == {"files": ["src/greet.py"]} and len(request.criteria) == 1
-    sandbox = waiting.home / "sandboxes" / waiting.outcome.plan_id / "r0" / "repo"
+    assert not any("credential" in name for name in request.__struct_fields__)
+    sandbox = waiting.home / "sandboxes" / plan_id / "r0" / "repo"
     assert (sandbox / "src" / "greet.py").read_text() != "scribbled\n"
+    rejecter = answer["result"]["validatorId"]
+    assert waiting.catalog.verdicts(plan_id).latest == {rejecter: "reject"}
+    assert waiting.catalog.credentials(rejecter, plan_id) == []  # retired once used
     assert (await waiting.resume()).status is PlanStatus.AWAITING_ATTESTATION
+    attested = await waiting.spawn()
+    assert attested["ok"] and attested["result"]["verdict"]["verdict"] == "attest"
+    held = await waiting.resume()
+    assert held.status is PlanStatus.AWAITING_ATTESTATION
+    assert f"{rejecter} rejected it" in held.message
 
 
 @pytest.mark.anyio
