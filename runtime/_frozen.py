@@ -112,7 +112,7 @@ class FrozenList(list[Any]):
     def __iadd__(self, other: Iterable[Any]) -> NoReturn:  # type: ignore[misc]
         _refuse(self._where, " += ...")
 
-    def __imul__(self, count: SupportsIndex) -> NoReturn:  # type: ignore[misc]
+    def __imul__(self, count: SupportsIndex) -> NoReturn:
         _refuse(self._where, " *= ...")
 
     def append(self, value: Any) -> NoReturn:

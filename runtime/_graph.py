@@ -1316,6 +1316,7 @@ class _Loader:
                     timeout=timeout,
                     default_timeout=default_timeout,
                     sandboxed=required and isinstance(tool, Validation),
+                    tell=False,
                 )
             except ConfigError as exc:
                 return exc
@@ -1335,8 +1336,8 @@ class _Loader:
             # Code that runs only in the sandbox is checked without running it here; code a
             # node declared trusted is loaded, as that node will load it; code no node
             # calls is checked where it would run by default.
-            where = "sandbox" if name in sandboxed else "thread" if name in trusted else None
-            found = problem(tool, where, None)
+            place = "sandbox" if name in sandboxed else "thread" if name in trusted else None
+            found = problem(tool, place, None)
             if found is not None and wraps is not None and found.issues[0].field != "transform":
                 # The wrapped tool (from the catalog) cannot be called: say so at `wraps`.
                 message = found.issues[0].message

@@ -261,6 +261,23 @@ def _check_defines(name: str, code: str, function: str) -> None:
         for node in tree.body
     ):
         raise ConfigError.at("code", f"inline code of {name!r} must define `{function}(...)`")
+    # Its plain top-level imports must be there to be had (found as the import system
+    # finds them, without running them); one inside `try:` may be optional.
+    for node in tree.body:
+        modules = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+            else []
+        )
+        for module in modules:
+            if _module_origin(module) is None:
+                raise ConfigError.at(
+                    "code",
+                    f"inline code of {name!r} failed to load: cannot import {module!r}: "
+                    "no module of that name",
+                )
 
 
 def check_entrypoint(entrypoint: str, *, field: str = "entrypoint") -> None:
@@ -1359,6 +1376,8 @@ class Prepared:
             guarded=context.guard is not None,
             backend=_backend(),
             plan=context.plan_id,
+            result=self.is_validation,
+            guard_label=context.guard.what if context.guard is not None else "",
         )
         pool = current_pool()
         if pool is not None:
@@ -1758,6 +1777,10 @@ def _run_guarded(
     state = take(guard)
     try:
         value = _run_entry(func, kwargs, backend)
+    except BaseException:
+        if guard.violation is not None:
+            return _violation(guard)  # what it raised is the refusal (or came after it)
+        raise
     finally:
         leave(state)
     if guard.violation is not None:
@@ -1790,6 +1813,12 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     plan: str = ""
     """The plan the call belongs to: its worker runs each plan's calls in a process of its
     own."""
+    result: bool = False
+    """Whether the call's value is a validation's result (not a wrapped tool's output):
+    judged in the worker, where its value still is what the code returned."""
+    guard_label: str = ""
+    """What the call's guard is called in its messages: the validation's (a wrapped tool
+    runs under the validation that wraps it)."""
 
 
 def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None = None) -> Outcome:
@@ -1804,7 +1833,8 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
         return Outcome(False, error=MISCONFIGURED, message=f"{request.name}: {exc}")
     except BaseException as exc:
         return exception_outcome(request.name, exc)
-    guard = Guard(f"sandboxed validation {request.name!r}") if request.guarded else None
+    label = request.guard_label or f"validation {request.name!r}"
+    guard = Guard(f"sandboxed {label}") if request.guarded else None
     context = ToolContext(resources=request.resources, guard=guard)
     try:
         kwargs = _bind(
@@ -1816,7 +1846,12 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
             request.inputs,
             context,
         )
-        return _run_guarded(func, kwargs, request.backend, guard, enter_process)
+        outcome = _run_guarded(func, kwargs, request.backend, guard, enter_process)
+        if outcome.ok and request.result:
+            # The answer crosses as MessagePack, which would carry a set as a list, a tuple
+            # as a list...: a result is judged here as anywhere else (a set is malformed).
+            outcome.value = msgspec.structs.asdict(coerce_result(outcome.value))
+        return outcome
     except BaseException as exc:  # nothing cancels a worker's call: all is the tool's
         return exception_outcome(request.name, exc)
     finally:
@@ -1865,13 +1900,15 @@ def prepare(
     default_timeout: float = 60.0,
     sandboxed: bool = False,
     judging: bool = False,
+    tell: bool = True,
 ) -> Prepared:
     """Make ``tool`` ready to call; raise :class:`ConfigError` if it cannot be.
 
     ``isolation`` is what its node or the run declared; with none, a validation (and the
     tool a wrapped validation calls, ``judging``) runs where :func:`default_isolation`
-    says. Work tools keep running where their isolation says: they change the plan's
-    sandbox copy, which a sandboxed call cannot write.
+    says (``tell=False``: without its warning, for a check rather than a run). Work tools
+    keep running where their isolation says: they change the plan's sandbox copy, which a
+    sandboxed call cannot write.
 
     ``sandboxed``: the call must run in the sandbox (a plan policy's ``require_sandbox``,
     for a validation); an ``untrusted`` tool always must. Its code then runs nowhere else:
@@ -1884,7 +1921,7 @@ def prepare(
     if sandboxed or tool.untrusted:
         isolation = _sandbox_isolation(tool, isolation, policy=sandboxed)
     elif isolation is None and (judging or isinstance(tool, Validation)):
-        isolation = default_isolation(tool)
+        isolation = default_isolation(tool, tell=tell)
     if isolation == "sandbox" and tool.source in (ToolSource.PYTHON, ToolSource.CODE):
         # Nothing of it is imported or run here: in the sandbox only (its worker reports
         # an entrypoint that does not import as a misconfiguration).
@@ -1919,6 +1956,7 @@ def prepare(
             default_timeout=default_timeout,
             sandboxed=sandboxed or tool.untrusted,
             judging=True,
+            tell=tell,
         )
         return Prepared(
             tool,

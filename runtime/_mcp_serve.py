@@ -252,7 +252,7 @@ def _root_signature(tool: Tool, get_tool: Callable[[str], Tool]) -> inspect.Sign
         return None  # a cycle: the catalog refuses it, the loader reports it
     if current.source is ToolSource.MCP:
         return None  # its arguments are the server's (its input_schema)
-    prepared = prepare(current, get_tool, judging=True)
+    prepared = prepare(current, get_tool, judging=True, tell=False)
     if prepared.func is None:
         return static_signature(current)
     try:

@@ -80,13 +80,19 @@ def callable_problem(context: PlanContext, attached: bool, name: str) -> str | N
     # Code that only runs sandboxed is checked without being loaded here.
     runs: frozenset[str | None] = graph.isolations_of(name) or frozenset({None})
     isolation = context.executor.isolation if runs == {None} else None
-    sandboxed_only = runs == frozenset({"sandbox"}) or isolation == "sandbox"
+    if runs == frozenset({"sandbox"}) or isolation == "sandbox":
+        where: str | None = "sandbox"
+    elif runs - {None, "sandbox"}:
+        where = "thread"  # a node declared it trusted: loaded, as that node loads it
+    else:
+        where = isolation  # the run's, else where it runs by default
     try:
         prepare(
             getter(name),
             getter,
-            isolation="sandbox" if sandboxed_only else None,
+            isolation=where,  # type: ignore[arg-type]
             sandboxed=graph.policy.require_sandbox,
+            tell=False,
         )
     except (ConfigError, CatalogError, KeyError) as exc:
         return str(exc)

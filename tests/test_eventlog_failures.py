@@ -124,7 +124,9 @@ async def test_a_log_that_fails_midway_stops_a_fan_out_of_leaves(
             "version": 1,
             "name": "leaves",
             "validations": [{"name": "nap", "entrypoint": f"{module}:nap"}],
-            "nodes": [{"id": f"v{i}", "validation": "nap"} for i in range(n)],
+            "nodes": [
+                {"id": f"v{i}", "validation": "nap", "isolation": "inline"} for i in range(n)
+            ],
             "policy": {"max_concurrency": 50},
         }
     )

@@ -470,26 +470,32 @@ def test_the_demo_graphs_apply_with_the_default_executor(tmp_path: Path) -> None
     assert not (tmp_path / "graphs" / "demo-repo" / ".gategraph-journal").exists()
 
 
-def test_writes_to_the_stdout_descriptor_never_reach_json_output(tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["thread", None])
+def test_writes_to_the_stdout_descriptor_never_reach_json_output(
+    tmp_path: Path, isolation: str | None
+) -> None:
     """A validation writing to file descriptor 1 itself: `run --json` stays one JSON
-    document on stdout; the stray bytes go to standard error."""
+    document on stdout. In gategraph's own process (a declared `thread`) the stray bytes go
+    to standard error; in the sandbox (the default) the worker keeps them in the record."""
     import json
 
+    declared = f", isolation: {isolation}" if isolation else ""
     graph = tmp_path / "fd.yaml"
     graph.write_text(
         "version: 1\nname: fd\nresources: {notes: {kind: memory, files: {a.txt: hi}}}\n"
         "validations:\n  - name: noisy\n    code: |\n      import os\n"
         "      def run(**_):\n          os.write(1, b'junk on fd 1\\n')\n"
         "          print('a captured print')\n          return {'passed': True}\n"
-        "nodes: [{id: n, validation: noisy}]\n"
+        f"nodes: [{{id: n, validation: noisy{declared}}}]\n"
     )
     done = run_cli("run", str(graph), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["status"] == "applied"
-    assert "junk on fd 1" in done.stderr
+    records = json.dumps(document["validations"])
+    assert "junk on fd 1" in (done.stderr if isolation else records)
     assert "a captured print" not in done.stderr  # kept in the record instead:
-    assert "a captured print" in json.dumps(document["validations"])
+    assert "a captured print" in records
 
 
 @pytest.mark.anyio
@@ -625,7 +631,9 @@ async def test_an_execution_actor_raising_a_base_exception_fails_its_work_not_th
 @pytest.mark.parametrize("command", ["run", "execute"])
 def test_json_output_survives_threads_and_swapped_streams(tmp_path: Path, command: str) -> None:
     """A validation that prints from a thread of its own and then replaces sys.stdout:
-    --json still prints exactly one JSON document on stdout."""
+    --json still prints exactly one JSON document on stdout. (Declared trusted: this is
+    gategraph's own process protecting its output; a sandboxed call's output is its
+    worker's.)"""
     import json
 
     graph = tmp_path / "th.yaml"
@@ -636,7 +644,7 @@ def test_json_output_survives_threads_and_swapped_streams(tmp_path: Path, comman
         "          worker = threading.Thread(target=lambda: print('FROM THREAD'))\n"
         "          worker.start()\n          worker.join()\n"
         "          sys.stdout = io.StringIO()\n          return {'passed': True}\n"
-        "nodes: [{id: n, validation: noisy}]\n"
+        "nodes: [{id: n, validation: noisy, isolation: thread}]\n"
     )
     done = run_cli(command, str(graph), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -123,7 +123,7 @@ async def test_an_abandoned_thread_is_a_daemon_and_keeps_what_it_printed(
         version: 1
         name: abandoned
         validations: [{{name: v, entrypoint: "{mod}:stuck", timeout: 0.2}}]
-        nodes: [{{id: n, validation: v}}]
+        nodes: [{{id: n, validation: v, isolation: thread}}]
         """)
     try:
         with anyio.fail_after(30):
@@ -300,8 +300,18 @@ async def test_each_call_keeps_what_it_printed(
             ],
             "nodes": [
                 {"id": "make", "tool": "make"},
-                {"id": "a1", "validation": "a", "arguments": {"name": "one"}},
-                {"id": "a2", "validation": "a", "arguments": {"name": "two"}},
+                {
+                    "id": "a1",
+                    "validation": "a",
+                    "isolation": "inline",
+                    "arguments": {"name": "one"},
+                },
+                {
+                    "id": "a2",
+                    "validation": "a",
+                    "isolation": "inline",
+                    "arguments": {"name": "two"},
+                },
                 {"id": "thread", "validation": "s", "arguments": {"name": "thread"}},
                 {
                     "id": "proc",
@@ -355,7 +365,7 @@ async def test_a_flood_of_output_is_kept_to_its_tail(monkeypatch: pytest.MonkeyP
         version: 1
         name: flood
         validations: [{{name: v, entrypoint: "{mod}:flood"}}]
-        nodes: [{{id: n, validation: v}}]
+        nodes: [{{id: n, validation: v, isolation: thread}}]
         """)
     with anyio.fail_after(60):
         run = await execute_graph(g)

@@ -763,7 +763,7 @@ def test_a_compiled_graph_is_a_gategraph_tool(monkeypatch: pytest.MonkeyPatch) -
         nodes:
           - {{id: count, tool: count_words, arguments: {{text: "a b c d"}}}}
           - {{id: acount, tool: acount_words, arguments: {{text: "a b"}}}}
-          - {{id: check, validation: short, arguments: {{text: "a b c d"}}}}
+          - {{id: check, validation: short, arguments: {{text: "a b c d"}}, isolation: thread}}
         """
     )
     run = execute_graph_sync(load_graph(text))

@@ -112,7 +112,12 @@ def flaky(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         return {"passed": True, "message": "ok"}
 
     module = fake_module(monkeypatch, "gategraph_test_flaky", check=check)
-    yield {"config": {"name": "flaky", "entrypoint": f"{module}:check"}, "calls": calls}
+    # A sync function of a module that exists only in this process: in a thread here.
+    config = {
+        "validation": {"name": "flaky", "entrypoint": f"{module}:check"},
+        "isolation": "thread",
+    }
+    yield {"config": config, "calls": calls}
 
 
 # -- the output validator ---------------------------------------------------------------------

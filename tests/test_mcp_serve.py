@@ -404,11 +404,11 @@ async def test_a_validation_that_writes_fails_read_only_violation(
 
 @pytest.mark.anyio
 async def test_a_read_only_tool_that_writes_is_stopped(catalog: Catalog, project: Path) -> None:
-    """A tool that says it only reads runs under the guard too: its write fails the call."""
+    """A tool that says it only reads runs in the sandbox too: its write fails the call."""
     async with session_with(create_mcp_server(catalog)) as session:
         result, text = await call(session, "sneaky-count", {"root": str(project)})
     assert result.is_error
-    assert text.startswith("tool 'sneaky-count' attempted a write"), text
+    assert text.startswith("sandboxed tool 'sneaky-count' attempted a write"), text
     assert not (project / "touched").exists()
 
 
@@ -686,7 +686,9 @@ async def exercise(session: ClientSession, project: Path) -> None:
 @pytest.mark.anyio
 async def test_serve_over_stdio(tmp_path: Path, project: Path) -> None:
     """`gategraph mcp serve` speaks MCP on stdin/stdout, with the catalog of GATEGRAPH_HOME;
-    what validations print does not reach the wire."""
+    what validations print does not reach the wire. The catalog's validations run in the
+    sandbox: what one writes, to sys.stdout or to file descriptor 1, is in its record, and
+    what a thread it leaves running prints stays in its worker."""
     home = make_home(tmp_path)
     with Catalog.open(home / "gategraph.db") as catalog:
         noisy = "def run():\n    import os\n    print('to stdout')\n    os.write(1, b'to fd 1\\n')\n    return {'passed': True}\n"
@@ -704,17 +706,18 @@ async def test_serve_over_stdio(tmp_path: Path, project: Path) -> None:
                 await exercise(session, project)
                 result, _ = await call(session, "noisy", {})
                 assert result.structured_content["passed"] is True
-                assert result.structured_content["data"]["captured"]["stdout"] == "to stdout\n"
+                captured = result.structured_content["data"]["captured"]["stdout"]
+                assert captured == "to stdout\nto fd 1\n"
                 result, _ = await call(session, "stray", {})
+                # Its thread ends within the grace its worker gives it: what it prints
+                # stays in the worker.
                 assert result.structured_content["passed"] is True
-                await anyio.sleep(0.5)  # the thread prints meanwhile, outside any call
+                await anyio.sleep(0.5)
                 result, _ = await call(session, "has-readme", {"root": str(project)})
                 assert result.structured_content["passed"] is True
         errlog.seek(0)
         diagnostics = errlog.read()
-    # What reached file descriptor 1, or sys.stdout outside a call, went to standard
-    # error, not into the MCP stream.
-    assert "to fd 1" in diagnostics and "printed later" in diagnostics
+    assert "to fd 1" not in diagnostics and "printed later" not in diagnostics
     assert "Traceback" not in diagnostics
 
 

@@ -36,6 +36,12 @@ class Desk:
         self.attested += 1
 
 
+def in_this_process(validations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes parts_graph makes, each declaring it runs in a thread of this process
+    (their validations are sync functions of a module that exists only here)."""
+    return [{"id": v["name"], "validation": v["name"], "isolation": "thread"} for v in validations]
+
+
 def pipeline(context: Any, desk: Desk, **options: Any) -> RoundPipeline:
     return RoundPipeline(context, ask=desk.ask, attest=desk.attest, **options)
 
@@ -93,7 +99,8 @@ async def test_a_validation_that_cannot_be_called_is_rejected_at_routing(
 ) -> None:
     """Removed since the plan started: a missing capability, named with its node."""
     name = fake_module(monkeypatch, "gg_round_gone", check=lambda **_: {"passed": True})
-    graph = parts_graph(folder(tmp_path), [{"name": "gone", "entrypoint": f"{name}:check"}])
+    gone = [{"name": "gone", "entrypoint": f"{name}:check"}]
+    graph = parts_graph(folder(tmp_path), gone, nodes=in_this_process(gone))
     context = await context_for(graph, tmp_path)
     monkeypatch.delitem(__import__("sys").modules, name)
     outcome = await pipeline(context, Desk()).run(None)
@@ -134,13 +141,11 @@ async def test_a_validator_retry_reruns_only_what_the_fault_failed(
         return {"passed": True}
 
     name = fake_module(monkeypatch, "gg_round_retry", ok=ok, shaky=shaky)
-    graph = parts_graph(
-        folder(tmp_path),
-        [
-            {"name": "ok", "entrypoint": f"{name}:ok"},
-            {"name": "shaky", "entrypoint": f"{name}:shaky"},
-        ],
-    )
+    validations = [
+        {"name": "ok", "entrypoint": f"{name}:ok"},
+        {"name": "shaky", "entrypoint": f"{name}:shaky"},
+    ]
+    graph = parts_graph(folder(tmp_path), validations, nodes=in_this_process(validations))
     context = await context_for(graph, tmp_path)
     rounds = pipeline(context, Desk())
     first = await rounds.run(None)
@@ -169,9 +174,11 @@ async def test_a_failure_that_does_not_hold_is_flaky(
         return {"passed": calls["n"] > 1, "message": f"call {calls['n']}"}
 
     name = fake_module(monkeypatch, "gg_round_coin", coin=coin)
+    validations = [{"name": "coin", "entrypoint": f"{name}:coin"}]
     graph = parts_graph(
         folder(tmp_path),
-        [{"name": "coin", "entrypoint": f"{name}:coin"}],
+        validations,
+        nodes=in_this_process(validations),
         policy={"confirm_failures": True},
     )
     context = await context_for(graph, tmp_path)

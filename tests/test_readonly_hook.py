@@ -526,9 +526,17 @@ def test_network_is_refused_to_transforms_only(event: str) -> None:
 @pytest.mark.parametrize(
     ("event", "args"), [("os.putenv", (b"HOME", b"/x")), ("os.unsetenv", (b"HOME",))]
 )
-def test_the_environment_is_refused_to_transforms_only(event: str, args: tuple[Any, ...]) -> None:
-    """A validation may set variables for its commands; a transform may change none."""
-    assert allowed(validation(), event, *args)
+def test_the_environment_is_refused_to_every_guarded_call(
+    event: str, args: tuple[Any, ...]
+) -> None:
+    """The environment is the whole process's: no validation may change it (its commands
+    get theirs with ``env=``), and a transform is told it is a transform."""
+    guard = validation()
+    refusal(guard, event, *args)
+    assert guard.violation == (
+        "changing the environment variable 'HOME' (it is the whole process's; pass env= to "
+        "the command instead)"
+    )
     guard = validation(pure=True)
     refusal(guard, event, *args)
     assert guard.violation == "changing the environment variable 'HOME' in a transform"

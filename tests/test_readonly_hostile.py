@@ -53,12 +53,15 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
     return out
 
 
-def two_step_graph(module: str, repo: Path, first: str, second: str | None) -> Any:
-    """``first`` runs, then ``second`` (it needs ``first``), on one worker."""
-    nodes = "  - {id: first, validation: first}\n"
+def two_step_graph(
+    module: str, repo: Path, first: str, second: str | None, isolation: str = "inline"
+) -> Any:
+    """``first`` runs, then ``second`` (it needs ``first``), on one worker, both in this
+    process (``isolation``: ``inline`` for async functions, ``thread`` for sync ones)."""
+    nodes = f"  - {{id: first, validation: first, isolation: {isolation}}}\n"
     validations = f'  - {{name: first, entrypoint: "{module}:{first}", resource_slots: [root]}}\n'
     if second is not None:
-        nodes += "  - {id: second, validation: second, needs: [first]}\n"
+        nodes += f"  - {{id: second, validation: second, needs: [first], isolation: {isolation}}}\n"
         validations += f'  - {{name: second, entrypoint: "{module}:{second}"}}\n'
     text = (
         "version: 1\nname: hostile\n"
@@ -129,7 +132,7 @@ async def test_sync_validation_feeds_a_command_in_its_copy(
         return {"passed": out.stdout.strip() == "OK", "message": out.stdout.strip()}
 
     module = fake_module(monkeypatch, "hostile_feeds", feeds=feeds)
-    run = await execute_graph(two_step_graph(module, tree, "feeds", None))
+    run = await execute_graph(two_step_graph(module, tree, "feeds", None, "thread"))
     result = run.validations[0].result
     assert result.passed, result
 
@@ -310,7 +313,7 @@ graph = load_graph(
     "version: 1\\nname: unhandled\\n"
     f"resources: {{repo: {{kind: directory, path: {sys.argv[2]!r}}}}}\\n"
     "validations: [{name: v, entrypoint: 'leaves_module:leaves', resource_slots: [root]}]\\n"
-    "nodes: [{id: n, validation: v}]\\n"
+    "nodes: [{id: n, validation: v, isolation: inline}]\\n"
 )
 
 async def main():
@@ -372,7 +375,7 @@ async def test_thread_abandoned_at_its_timeout_writes_nothing(
         "version: 1\nname: overstays\n"
         f'resources: {{repo: {{kind: directory, path: "{tree}"}}}}\n'
         f'validations: [{{name: v, entrypoint: "{module}:overstays", resource_slots: [root]}}]\n'
-        "nodes: [{id: n, validation: v, timeout: 0.2}]\n"
+        "nodes: [{id: n, validation: v, timeout: 0.2, isolation: thread}]\n"
     )
     run = await execute_graph(load_graph(text))
     assert run.validations[0].result.data["error"] == "timeout"
@@ -458,7 +461,8 @@ async def test_clearing_the_record_does_not_pass_the_validation(
         return {"passed": True, "message": "nothing to see"}
 
     module = fake_module(monkeypatch, "hostile_clears", clears=clears)
-    result = (await execute_graph(two_step_graph(module, tree, "clears", None))).validations[0]
+    graph = two_step_graph(module, tree, "clears", None, "thread")
+    result = (await execute_graph(graph)).validations[0]
     assert result.result.data["error"] == "read_only_violation"
     assert (tree / "pkg" / "a.py").read_text() == ORIGINAL
 
@@ -711,15 +715,32 @@ def test_transform_may_not_change_the_environment_or_directory(
     assert Path.cwd() == cwd
 
 
-def test_validation_may_set_the_environment_for_its_commands(
+def test_no_validation_can_poison_the_environment_of_the_next(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Only a transform is held to purity; a validation may set variables."""
+    """The environment is the whole process's: a validation's change is refused (and
+    recorded), so no later validation, nor gategraph, sees it; a command gets its own
+    environment with env=."""
     monkeypatch.setenv("GATEGRAPH_HOSTILE", "before")
     guard = Guard("validation 'v'")
+    context = ToolContext(resources={}, guard=guard)
     with guarded(guard):
-        os.environ["GATEGRAPH_HOSTILE"] = "after"
-    assert guard.violation is None and os.environ["GATEGRAPH_HOSTILE"] == "after"
+        with pytest.raises(ReadOnlyViolationError, match="GATEGRAPH_HOSTILE"):
+            os.environ["GATEGRAPH_HOSTILE"] = "after"
+        with pytest.raises(ReadOnlyViolationError):
+            del os.environ["GATEGRAPH_HOSTILE"]
+        done = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.environ['GATEGRAPH_HOSTILE'])"],
+            env={**os.environ, "GATEGRAPH_HOSTILE": "for the command"},
+            capture_output=True,
+            text=True,
+            cwd=context.scratch,
+            check=True,
+        )
+    context.cleanup()
+    assert done.stdout == "for the command\n"
+    assert guard.violation is not None and "GATEGRAPH_HOSTILE" in guard.violation
+    assert os.environ["GATEGRAPH_HOSTILE"] == "before"
 
 
 @pytest.mark.anyio

@@ -84,7 +84,7 @@ async def flaky_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str)
     return plan(repo(tmp_path), [GOOD]).replace(
         "nodes:\n",
         f'  - {{name: flaky, entrypoint: "{name}:flaky"}}\nnodes:\n'
-        "  - {id: flaky, validation: flaky}\n",
+        "  - {id: flaky, validation: flaky, isolation: thread}\n",
     )
 
 

@@ -88,7 +88,8 @@ async def test_rounds_rerun_on_their_inputs_give_their_outcomes(tmp_path: Path) 
 
 
 def _coin_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> str:
-    """A plan with a required validation that fails its first call only, whatever it sees."""
+    """A plan with a required validation that fails its first call only, whatever it sees
+    (a sync function of a module that exists only in this process: in a thread here)."""
     calls = {"n": 0}
 
     def coin(**_: Any) -> dict[str, Any]:
@@ -98,7 +99,8 @@ def _coin_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> st
     fake_module(monkeypatch, name, coin=coin)
     return plan(repo(tmp_path), [GOOD, GOOD]).replace(
         "nodes:\n",
-        f'  - {{name: coin, entrypoint: "{name}:coin"}}\nnodes:\n  - {{id: coin, validation: coin}}\n',
+        f'  - {{name: coin, entrypoint: "{name}:coin"}}\nnodes:\n'
+        "  - {id: coin, validation: coin, isolation: thread}\n",
     )
 
 

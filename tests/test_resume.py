@@ -434,7 +434,7 @@ async def test_a_cancelled_plan_resumes(tmp_path: Path) -> None:
         plan(root, [GOOD])
         .replace(
             "  - {id: advice, validation: advice}",
-            "  - {id: advice, validation: advice}\n  - {id: hold, validation: hold}",
+            "  - {id: advice, validation: advice}\n  - {id: hold, validation: hold, isolation: inline}",
         )
         .replace(
             "validations:\n", "validations:\n  - name: hold\n    entrypoint: test_resume:held\n"

@@ -725,8 +725,11 @@ def test_a_machine_without_the_sandbox_refuses_a_plan_that_asks_for_it(
             4, True, "x86_64", "the sandbox needs Landlock ABI 6; this kernel has ABI 4"
         ),
     )
+    asked = graph_text(repo, "honest").replace(
+        "validation: honest", "validation: honest, isolation: sandbox"
+    )
     with pytest.raises(ConfigError, match="Landlock ABI 6"):
-        anyio.run(run, repo, "honest")
+        anyio.run(execute_graph, load_graph(asked))
 
 
 def test_no_thread_is_left_behind_by_the_pool(repo: Path) -> None:
@@ -829,15 +832,18 @@ async def test_the_record_says_what_ran_each_call(repo: Path, tmp_path: Path) ->
         f'  - {{name: sync, entrypoint: "{MODULE}:reads_env", resource_slots: [root]}}\n'
         f'  - {{name: async, entrypoint: "{MODULE}:honest_async", resource_slots: [root]}}\n'
         "nodes:\n"
-        "  - {id: t, validation: sync}\n"
+        "  - {id: t, validation: sync, isolation: thread}\n"
         "  - {id: p, validation: sync, isolation: process}\n"
         "  - {id: s, validation: sync, isolation: sandbox}\n"
-        "  - {id: i, validation: async}\n"
+        "  - {id: i, validation: async, isolation: inline}\n"
+        "  - {id: d, validation: async}\n"
     )
     log = MemoryEventLog()
     done = await execute_graph(load_graph(text), event_log=log)
     ran = {r.node: r.isolation for r in done.validations}
-    assert ran == {"t": "thread", "p": "process", "s": "sandbox", "i": "inline"}
+    assert ran == {"t": "thread", "p": "process", "s": "sandbox", "i": "inline", "d": "sandbox"}
+    held = {r.node: r.enforced_by for r in done.validations}
+    assert held == {"t": "guard", "p": "guard", "s": "kernel", "i": "guard", "d": "kernel"}
     events = [e for e in await log.read(done.plan_id) if isinstance(e, ValidationCompleted)]
     assert {e.node: e.isolation for e in events} == ran
 

@@ -453,7 +453,9 @@ def isolation_graph(folder: Path, isolation: str | None) -> Any:
 @pytest.mark.anyio
 async def test_a_skill_call_runs_as_isolated_as_the_plan_runs_it(tmp_path: Path) -> None:
     """The plan's node says `process`: the skill's call runs in a worker process too; a
-    member no node calls runs as the executor's isolation says."""
+    member no node calls runs as the executor's isolation says; one that nothing declares
+    for runs where a validation runs by default (the sandbox, for code of a graph's); a
+    node's `thread` keeps it here."""
     import os
 
     in_a_worker = SkillTools(isolation_graph(tmp_path, "process"), {"repo": tmp_path})
@@ -462,7 +464,9 @@ async def test_a_skill_call_runs_as_isolated_as_the_plan_runs_it(tmp_path: Path)
         isolation_graph(tmp_path, None), {"repo": tmp_path}, isolation="process"
     )
     assert (await by_the_executor.call("pid")).data["pid"] != os.getpid()
-    here = SkillTools(isolation_graph(tmp_path, None), {"repo": tmp_path})
+    by_default = SkillTools(isolation_graph(tmp_path, None), {"repo": tmp_path})
+    assert (await by_default.call("pid")).data["pid"] != os.getpid()
+    here = SkillTools(isolation_graph(tmp_path, "thread"), {"repo": tmp_path})
     assert (await here.call("pid")).data["pid"] == os.getpid()
 
 

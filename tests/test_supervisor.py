@@ -183,7 +183,7 @@ async def test_infra_fault_retries_only_the_validator(
         "nodes:\n",
         '  - {name: flaky, entrypoint: "'
         + mod
-        + ':flaky"}\nnodes:\n  - {id: flaky, validation: flaky}\n',
+        + ':flaky"}\nnodes:\n  - {id: flaky, validation: flaky, isolation: thread}\n',
     )
     slept: list[float] = []
 

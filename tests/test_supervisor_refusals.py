@@ -79,8 +79,8 @@ async def test_every_uncallable_node_is_reported_at_once(monkeypatch: pytest.Mon
     g = graph(
         [
             {"id": "make", "tool": "make"},
-            {"id": "first", "validation": "broken", "needs": ["make"]},
-            {"id": "second", "validation": "broken", "needs": ["make"]},
+            {"id": "first", "validation": "broken", "needs": ["make"], "isolation": "thread"},
+            {"id": "second", "validation": "broken", "needs": ["make"], "isolation": "thread"},
         ],
         tools=[{"name": "make", "entrypoint": f"{module}:run"}],
         validations=[{"name": "broken", "entrypoint": f"{module}:run"}],

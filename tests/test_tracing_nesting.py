@@ -143,10 +143,10 @@ validations:
   - {{name: raising-check, entrypoint: "{MODULE}:raising_check", mode: informational}}
 nodes:
   - {{id: make, tool: make}}
-  - {{id: sync, validation: sync-check, needs: [make]}}
-  - {{id: async, validation: async-check, needs: [make]}}
+  - {{id: sync, validation: sync-check, needs: [make], isolation: thread}}
+  - {{id: async, validation: async-check, needs: [make], isolation: inline}}
   - {{id: threaded, validation: threaded-async-check, needs: [make], isolation: thread}}
-  - {{id: raising, validation: raising-check, needs: [make]}}
+  - {{id: raising, validation: raising-check, needs: [make], isolation: thread}}
   - {{id: review, uses: "{MODULE}:Reviewer", needs: [sync, async]}}
 """
 
@@ -209,9 +209,9 @@ async def test_a_timed_out_or_raising_call_leaves_no_span_current(traced: Traced
           - {{name: boom, entrypoint: "{MODULE}:raising_check"}}
           - {{name: fine, entrypoint: "{MODULE}:async_check"}}
         nodes:
-          - {{id: hang, validation: hang, timeout: 0.05}}
-          - {{id: boom, validation: boom}}
-          - {{id: fine, validation: fine}}
+          - {{id: hang, validation: hang, timeout: 0.05, isolation: inline}}
+          - {{id: boom, validation: boom, isolation: thread}}
+          - {{id: fine, validation: fine, isolation: inline}}
         policy: {{max_concurrency: 1}}
         """)
     with traced.tracer.start_as_current_span("caller") as caller:
@@ -253,7 +253,7 @@ async def test_lifecycle_actors_as_objects_run_under_their_phase_span(traced: Tr
     graph = load_graph(
         "version: 1\nname: edited\n"
         f"validations: [{{name: parses, entrypoint: '{MODULE}:parses'}}]\n"
-        "nodes: [{id: parses, validation: parses}]\n"
+        "nodes: [{id: parses, validation: parses, isolation: thread}]\n"
     )
     outcome = await run_plan(
         graph,
@@ -286,7 +286,7 @@ async def test_an_escalation_handler_runs_under_the_escalation_span(traced: Trac
     graph = load_graph(
         "version: 1\nname: stuck\n"
         f"validations: [{{name: never, entrypoint: '{MODULE}:never'}}]\n"
-        "nodes: [{id: gate, validation: never}]\n"
+        "nodes: [{id: gate, validation: never, isolation: thread}]\n"
         "policy: {retry_limit: 0, strategy_revisions: 0}\n"
     )
     outcome = await run_plan(
@@ -312,7 +312,7 @@ async def test_an_approval_asked_of_the_handler_runs_under_the_approval_span(
     graph = load_graph(
         "version: 1\nname: approved\n"
         f"validations: [{{name: ok, entrypoint: '{MODULE}:sync_check'}}]\n"
-        "nodes: [{id: gate, validation: ok}]\n"
+        "nodes: [{id: gate, validation: ok, isolation: thread}]\n"
         "policy: {approval: {rules: [{match: gate, action: require, tier: high}]}}\n"
     )
     outcome = await run_plan(
