@@ -1850,7 +1850,9 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
         if outcome.ok and request.result:
             # The answer crosses as MessagePack, which would carry a set as a list, a tuple
             # as a list...: a result is judged here as anywhere else (a set is malformed).
-            outcome.value = msgspec.structs.asdict(coerce_result(outcome.value))
+            # One that raises while it is read is left to the worker, which says so.
+            with contextlib.suppress(BaseException):
+                outcome.value = msgspec.structs.asdict(coerce_result(outcome.value))
         return outcome
     except BaseException as exc:  # nothing cancels a worker's call: all is the tool's
         return exception_outcome(request.name, exc)

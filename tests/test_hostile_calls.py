@@ -595,7 +595,8 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 graph = load_graph({
     "version": 1, "name": "ctrl-c",
     "validations": [{"name": "v", "entrypoint": "hostile_module:" + sys.argv[2]}],
-    "nodes": [{"id": "n", "validation": "v"}],
+    # On this loop, in this process (declared): where a person's Ctrl-C lands.
+    "nodes": [{"id": "n", "validation": "v", "isolation": "inline"}],
 })
 
 async def main():
@@ -740,7 +741,8 @@ def cancelled_graph(code: str) -> PlanGraph:
                 {"name": "ok", "entrypoint": f"{T}:passing"},
             ],
             "nodes": [
-                {"id": "n", "validation": "v"},
+                # On this loop (declared): the point is the engine's own worker and task.
+                {"id": "n", "validation": "v", "isolation": "inline"},
                 {"id": "other", "validation": "ok"},
                 {"id": "after", "validation": "ok", "needs": ["n"]},
             ],
@@ -907,7 +909,8 @@ def test_sys_exit_while_a_tool_loads_is_a_config_error(tmp_path: Path, kind: str
             "name": "loads",
             "tools": [{"name": "t", "read_only": True, "code": "def run(**_):\n    return 1\n"}],
             "validations": [validation],
-            "nodes": [{"id": "n", "validation": "v"}],
+            # Loaded here (declared trusted): what its loading does is the point.
+            "nodes": [{"id": "n", "validation": "v", "isolation": "thread"}],
         },
     )
     for command in ("check", "run"):
@@ -936,7 +939,7 @@ def test_prepare_turns_a_base_exception_at_import_into_a_config_error(
     monkeypatch.syspath_prepend(str(tmp_path))
     tool = Validation.from_config({"name": "v", "entrypoint": f"{name}:run"})
     with pytest.raises(ConfigError) as caught:
-        prepare(tool, lambda n: tool)
+        prepare(tool, lambda n: tool, isolation="thread")
     assert caught.value.field == "entrypoint"
     assert f"cannot import {name!r}: {raised}" in str(caught.value)
 
@@ -987,7 +990,7 @@ def test_a_ctrl_c_while_a_tool_loads_propagates(monkeypatch: pytest.MonkeyPatch)
     tool = Validation.from_config({"name": "v", "code": "raise KeyboardInterrupt\n"})
     monkeypatch.setattr(signal, "getsignal", lambda signum: signal.default_int_handler)
     with pytest.raises(KeyboardInterrupt):
-        prepare(tool, lambda n: tool)
+        prepare(tool, lambda n: tool, isolation="thread")
 
 
 # -- explicit isolation holds for async callables -------------------------------------------------
@@ -1065,8 +1068,9 @@ async def run(**_):
 @pytest.mark.anyio
 @pytest.mark.parametrize("isolation", [None, "inline", "thread", "process"])
 async def test_where_an_async_validation_runs(isolation: str | None) -> None:
-    """Without isolation (or `inline`) an async validation runs on the caller's loop; with
-    `thread` in another thread, with `process` in another process, on either backend."""
+    """With `inline` an async validation runs on the caller's loop; with `thread` in
+    another thread, with `process` (and without isolation: the sandbox, the default for a
+    graph's code) in another process, on either backend."""
     node: dict[str, Any] = {"id": "n", "validation": "v"}
     if isolation is not None:
         node["isolation"] = isolation
@@ -1083,7 +1087,7 @@ async def test_where_an_async_validation_runs(isolation: str | None) -> None:
     result = run.validations[0].result
     assert result.passed, result
     here = {"pid": os.getpid(), "thread": threading.get_ident()}
-    if isolation in (None, "inline"):
+    if isolation == "inline":
         assert result.data == here
     elif isolation == "thread":
         assert result.data["pid"] == here["pid"] and result.data["thread"] != here["thread"]
@@ -1255,7 +1259,15 @@ async def test_a_call_cannot_close_or_detach_gategraph_s_streams(
             "validations": [
                 {"name": name, "code": code} for name, code in sorted(STREAM_TRICKS.items())
             ],
-            "nodes": [{"id": name, "validation": name} for name in sorted(STREAM_TRICKS)],
+            # In this process (declared): its streams are what the tricks go after.
+            "nodes": [
+                {
+                    "id": name,
+                    "validation": name,
+                    "isolation": "inline" if "async def" in code else "thread",
+                }
+                for name, code in sorted(STREAM_TRICKS.items())
+            ],
         }
     )
     with anyio.fail_after(30):
@@ -1292,7 +1304,7 @@ def test_gategraph_run_survives_a_call_closing_or_detaching_stdout(
             "name": "tricks",
             "resources": {"repo": {"kind": "directory", "path": "project"}},
             "validations": [{"name": "v", "code": STREAM_TRICKS[trick]}],
-            "nodes": [{"id": "n", "validation": "v"}],
+            "nodes": [{"id": "n", "validation": "v", "isolation": "thread"}],
         },
     )
     done = gategraph(tmp_path, "run", *(["--json"] if as_json else []), str(path))
@@ -1417,8 +1429,7 @@ def results_graph(isolation: str, method: str, raised: str = "KeyboardInterrupt"
         "validation": "h",
         "arguments": {"method": method, "raised": raised},
     }
-    if isolation != "inline":  # an async callable is awaited on the loop by default
-        node["isolation"] = isolation
+    node["isolation"] = isolation  # each declared: the default would be the sandbox
     return load_graph(
         {
             "version": 1,
@@ -1479,6 +1490,7 @@ async def test_validate_fails_a_hostile_result_as_malformed(raised: str) -> None
             {
                 "validation": {"name": "h", "entrypoint": f"{RESULTS}:run_async"},
                 "arguments": {"method": "get", "raised": raised},
+                "isolation": "inline",  # read here (the sandbox's worker reads it there)
             }
         ],
     )
