@@ -218,7 +218,9 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
 """A validation configuration for each built-in, by name, for ``Validation.from_config``."""
 
 
-IN_PROCESS: Final = frozenset({"json_schema", "paths_exist", "python_syntax", "regex", "unsafe_command"})
+IN_PROCESS: Final = frozenset(
+    {"json_schema", "paths_exist", "python_syntax", "regex", "unsafe_command"}
+)
 """The built-ins that only read (the artifact, the folder) and run none of the candidate's
 code: gategraph runs them in its own process, under its guard. The others
 (``pytest_suite``, ``unittest_suite``) run the candidate's code (its tests, its
