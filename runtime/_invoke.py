@@ -497,20 +497,30 @@ def _transform_function(name: str, source: str) -> Callable[[Any], Any]:
         raise ConfigError.at("transform", f"the transform of {name!r}: {exc}") from None
     else:
         return lambda output: eval(expression, {"output": output, "tool_output": output})
+    # A transform must be pure, and its code is the graph's: it is held to that while it
+    # loads too (what its top level does runs here, in gategraph's own process).
+    guard = Guard(f"the transform of {name!r}", pure=True)
     try:
-        function = _inline_function(
-            f"{name}.transform",
-            source,
-            "transform",
-            field="transform",
-            what=f"the transform of {name!r}",
-        )
+        with guarded(guard):
+            function = _inline_function(
+                f"{name}.transform",
+                source,
+                "transform",
+                field="transform",
+                what=f"the transform of {name!r}",
+            )
     except ConfigError:
         raise  # says what is wrong already (no `transform`, or sys.exit() while loading)
-    except Exception as exc:  # an import that fails, a syntax error ...
+    except Exception as exc:  # an import that fails, a syntax error, a refused write ...
         raise ConfigError.at(
             "transform", f"the transform of {name!r} failed to load: {_describe(exc)}"
         ) from None
+    if guard.violation is not None:
+        raise ConfigError.at(
+            "transform",
+            f"the transform of {name!r} is not pure: while it loaded, {guard.violation} "
+            "was refused",
+        )
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):

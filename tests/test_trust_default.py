@@ -406,3 +406,29 @@ def test_a_validation_cannot_rewrite_what_another_judges_through_the_cli(tmp_pat
     assert "artifact['commands']" in results["tidy"]["message"]
     assert results["safe"]["passed"] is False
     assert "rm -rf /" in json.dumps(results["safe"])
+
+
+def test_a_transform_is_held_to_purity_while_it_loads(tmp_path: Path) -> None:
+    """A wrapped validation's transform is the graph's code and runs in gategraph's own
+    process: what its top level attempts while it loads is refused, and `check` says so."""
+    target = tmp_path / "written-at-load"
+    transform = (
+        "try:\n"
+        f"    open({str(target)!r}, 'w').write('x')\n"
+        "except Exception:\n"
+        "    pass\n"
+        "def transform(output):\n"
+        "    return {'passed': True}\n"
+    )
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "version: 1\nname: tr\n"
+        'tools:\n  - {name: t, read_only: true, code: "def run(**_):\\n    return 1\\n"}\n'
+        f"validations:\n  - {{name: v, wraps: t, transform: {json.dumps(transform)}}}\n"
+        "nodes:\n  - {id: n, validation: v}\n"
+    )
+    done = run_gategraph(tmp_path / "home", "check", str(plan), cwd=tmp_path)
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert "validations[0].transform: the transform of 'v' is not pure" in line
+    assert not target.exists()
