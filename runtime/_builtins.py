@@ -63,7 +63,14 @@ def in_process(tool: Tool) -> bool:
     entrypoint = tool.entrypoint
     if entrypoint is None or tool.code is not None:
         return False
-    return entrypoint in _own_readers() or entrypoint.startswith(_TESTING)
+    if entrypoint in _own_readers():
+        return True
+    # Only the module's own fakes by name: `testing:anyio.run_process` is not one.
+    if entrypoint.startswith(_TESTING):
+        from . import testing
+
+        return entrypoint[len(_TESTING) :] in testing.__all__
+    return False
 
 
 def builtin(name: str) -> Tool | None:

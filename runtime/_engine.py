@@ -596,7 +596,11 @@ class _Engine:
         artifact: Any = None,
     ) -> None:
         self.given = given or {}
-        self.artifact = artifact
+        # One frozen projection for the round's validations: none can change what another
+        # judges, nor the caller's own object (a copy). Work and actor nodes get the
+        # artifact as it was given: theirs to change.
+        self.artifact = freeze(artifact)
+        self.given_artifact = artifact
         self.cause = causation_id
         self.graph = graph
         self.units = units
@@ -894,7 +898,7 @@ class _Engine:
 
     # -- one unit ----------------------------------------------------------------------------
 
-    def _inputs(self, unit: _Unit) -> tuple[dict[str, Any] | None, Any]:
+    def _inputs(self, unit: _Unit, *, frozen: bool = True) -> tuple[dict[str, Any] | None, Any]:
         """What a unit that needs nodes is given: their outputs, and its artifact (the one
         output it needs, or all of them)."""
         inputs = {}
@@ -903,10 +907,12 @@ class _Engine:
             output = result.output if result is not None else self.given[need]
             if isinstance(output, ValidationResult):
                 output = msgspec.structs.asdict(output)
-            # Frozen like the artifact: the nodes that need this output share it. One
-            # output is the unit's artifact too, and named so.
-            named = "artifact" if len(unit.needs) == 1 else f"inputs[{need!r}]"
-            inputs[need] = freeze(output, named)
+            if frozen:
+                # Frozen like the artifact for a validation: the nodes that need this
+                # output share it. One output is the unit's artifact too, and named so.
+                named = "artifact" if len(unit.needs) == 1 else f"inputs[{need!r}]"
+                output = freeze(output, named)
+            inputs[need] = output
         return inputs, next(iter(inputs.values())) if len(inputs) == 1 else inputs
 
     async def _validate(self, worker: _Worker, unit: _Unit) -> bool:
@@ -1004,8 +1010,9 @@ class _Engine:
     async def _execute(self, worker: _Worker, unit: _Unit) -> tuple[Outcome, float, str]:
         """Run one work or actor node (a validation is :meth:`_validate`'s)."""
         spec = unit.spec
-        # (The call only for a unit that needs nodes: a fan-out's validations need none.)
-        inputs, artifact = self._inputs(unit) if unit.needs else (None, self.artifact)
+        inputs, artifact = (
+            self._inputs(unit, frozen=False) if unit.needs else (None, self.given_artifact)
+        )
         event_id = new_ulid()
         self.seq += 1
         self.append(
@@ -1464,9 +1471,7 @@ async def execute_graph(
             given=given,
             first_seq=first_seq,
             causation_id=causation_id,
-            # One frozen projection for the round: no validation can change what another
-            # judges, nor the caller's own object (a copy).
-            artifact=freeze(artifact),
+            artifact=artifact,
         )
         uses = compiler.mcp_uses(units) if compiler.has_mcp else None
         sandboxed = _sandboxed(units) if compiler.has_sandbox else 0

@@ -44,8 +44,9 @@ def _text(where: _Where) -> str:
     return str(where[0]) + "".join(f"[{key!r}]" for key in reversed(keys))
 
 
-def _refuse(where: _Where, change: str) -> NoReturn:
-    description = f"changing the artifact ({_text(where)}{change})"
+def _refuse(where: _Where | None, change: str) -> NoReturn:
+    # A container made by its class itself (`type(x)()`), not by `freeze`, has no place.
+    description = f"changing the artifact ({_text(where or ('artifact',))}{change})"
     lease = LEASE.get()
     if lease:
         refuse(lease, description)
@@ -62,28 +63,28 @@ class FrozenDict(dict[Any, Any]):
     _where: _Where
 
     def __setitem__(self, key: Any, value: Any) -> NoReturn:
-        _refuse(self._where, f"[{key!r}] = ...")
+        _refuse(getattr(self, "_where", None), f"[{key!r}] = ...")
 
     def __delitem__(self, key: Any) -> NoReturn:
-        _refuse(self._where, f": del [{key!r}]")
+        _refuse(getattr(self, "_where", None), f": del [{key!r}]")
 
     def __ior__(self, other: Any) -> NoReturn:  # type: ignore[misc]
-        _refuse(self._where, " |= ...")
+        _refuse(getattr(self, "_where", None), " |= ...")
 
     def clear(self) -> NoReturn:
-        _refuse(self._where, ".clear()")
+        _refuse(getattr(self, "_where", None), ".clear()")
 
     def pop(self, key: Any, *default: Any) -> NoReturn:
-        _refuse(self._where, f".pop({key!r})")
+        _refuse(getattr(self, "_where", None), f".pop({key!r})")
 
     def popitem(self) -> NoReturn:
-        _refuse(self._where, ".popitem()")
+        _refuse(getattr(self, "_where", None), ".popitem()")
 
     def setdefault(self, key: Any, default: Any = None) -> NoReturn:
-        _refuse(self._where, f".setdefault({key!r}, ...)")
+        _refuse(getattr(self, "_where", None), f".setdefault({key!r}, ...)")
 
     def update(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _refuse(self._where, ".update(...)")
+        _refuse(getattr(self, "_where", None), ".update(...)")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled for another process (process isolation, Ray): frozen there too. The
@@ -104,40 +105,40 @@ class FrozenList(list[Any]):
     _where: _Where
 
     def __setitem__(self, index: Any, value: Any) -> NoReturn:
-        _refuse(self._where, f"[{index!r}] = ...")
+        _refuse(getattr(self, "_where", None), f"[{index!r}] = ...")
 
     def __delitem__(self, index: Any) -> NoReturn:
-        _refuse(self._where, f": del [{index!r}]")
+        _refuse(getattr(self, "_where", None), f": del [{index!r}]")
 
     def __iadd__(self, other: Iterable[Any]) -> NoReturn:  # type: ignore[misc]
-        _refuse(self._where, " += ...")
+        _refuse(getattr(self, "_where", None), " += ...")
 
     def __imul__(self, count: SupportsIndex) -> NoReturn:
-        _refuse(self._where, " *= ...")
+        _refuse(getattr(self, "_where", None), " *= ...")
 
     def append(self, value: Any) -> NoReturn:
-        _refuse(self._where, ".append(...)")
+        _refuse(getattr(self, "_where", None), ".append(...)")
 
     def extend(self, values: Iterable[Any]) -> NoReturn:
-        _refuse(self._where, ".extend(...)")
+        _refuse(getattr(self, "_where", None), ".extend(...)")
 
     def insert(self, index: SupportsIndex, value: Any) -> NoReturn:
-        _refuse(self._where, ".insert(...)")
+        _refuse(getattr(self, "_where", None), ".insert(...)")
 
     def pop(self, index: SupportsIndex = -1) -> NoReturn:
-        _refuse(self._where, ".pop()")
+        _refuse(getattr(self, "_where", None), ".pop()")
 
     def remove(self, value: Any) -> NoReturn:
-        _refuse(self._where, ".remove(...)")
+        _refuse(getattr(self, "_where", None), ".remove(...)")
 
     def clear(self) -> NoReturn:
-        _refuse(self._where, ".clear()")
+        _refuse(getattr(self, "_where", None), ".clear()")
 
     def sort(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _refuse(self._where, ".sort()")
+        _refuse(getattr(self, "_where", None), ".sort()")
 
     def reverse(self) -> NoReturn:
-        _refuse(self._where, ".reverse()")
+        _refuse(getattr(self, "_where", None), ".reverse()")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_list, (list(self), self._where))
@@ -163,8 +164,17 @@ def _rebuild_list(items: list[Any], where: _Where) -> FrozenList:
 
 def freeze(value: Any, name: str = "artifact") -> Any:
     """The frozen projection of ``value`` (see the module's docstring); ``name`` is what a
-    refusal calls it. A value frozen already is returned as it is."""
-    return _freeze(value, (name,))
+    refusal calls it. A value frozen already is returned as it is.
+
+    A value too deep to walk here (or one that contains itself) is deep-copied instead:
+    the caller's object stays untouched, but that copy is not frozen."""
+    try:
+        return _freeze(value, (name,))
+    except RecursionError:
+        try:
+            return copy.deepcopy(value)
+        except Exception:
+            return value
 
 
 def _freeze(value: Any, where: _Where) -> Any:

@@ -1333,11 +1333,10 @@ class _Loader:
             if wraps is not None and wraps in reported:
                 reported.add(name)  # its wrapped tool's problem is reported where it is
                 continue
-            # Code that runs only in the sandbox is checked without running it here; code a
-            # node declared trusted is loaded, as that node will load it; code no node
-            # calls is checked where it would run by default.
-            place = "sandbox" if name in sandboxed else "thread" if name in trusted else None
-            found = problem(tool, place, None)
+            # Code that runs only in the sandbox (or, by default, outside this process) is
+            # checked where it runs by default, without running it here; code a node
+            # declared trusted is loaded, as that node will load it.
+            found = problem(tool, "thread" if name in trusted else None, None)
             if found is not None and wraps is not None and found.issues[0].field != "transform":
                 # The wrapped tool (from the catalog) cannot be called: say so at `wraps`.
                 message = found.issues[0].message
@@ -1414,10 +1413,12 @@ class _Loader:
             tool = self.registry.get(node.target)
             if tool is None:
                 return False
+            # Where the kernel cannot sandbox, that is a worker process: loaded there, not
+            # here, all the same.
             if isinstance(tool, Validation) and tool.wraps is not None:
                 inner = self.registry.get(tool.wraps)
-                return inner is not None and default_isolation(inner, tell=False) == "sandbox"
-            return default_isolation(tool, tell=False) == "sandbox"
+                return inner is not None and default_isolation(inner, tell=False) is not None
+            return default_isolation(tool, tell=False) is not None
 
         outside = closure(n.target for n in calls if not sandboxed(n))
         return closure(n.target for n in calls if sandboxed(n)) - outside, outside

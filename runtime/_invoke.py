@@ -71,7 +71,7 @@ from ._results import (
 from ._sigint import is_ctrl_c
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from anyio import CapacityLimiter
 
@@ -178,6 +178,20 @@ def _inline_function(
     if not callable(target):
         raise ConfigError.at(field, f"{what} must define `{function}(...)`")
     return target  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def _loading_guarded(tool: Tool) -> Iterator[None]:
+    """Load ``tool``'s code under a guard of its own: a write, a command or a change to the
+    environment that its top level attempts is refused, and a :class:`ConfigError`."""
+    guard = Guard(f"validation {tool.name!r} while it loads")
+    with guarded(guard):
+        yield
+    if guard.violation is not None:
+        field = "code" if tool.code is not None else "entrypoint"
+        raise ConfigError.at(
+            field, f"{tool.name!r} attempted, while it loaded: {guard.violation} (refused)"
+        )
 
 
 def default_isolation(tool: Tool, *, tell: bool = True) -> Isolation | None:
@@ -1934,6 +1948,19 @@ def prepare(
         isolation = _sandbox_isolation(tool, isolation, policy=sandboxed)
     elif isolation is None and (judging or isinstance(tool, Validation)):
         isolation = default_isolation(tool, tell=tell)
+        if isolation == "process":
+            # The fallback where the kernel cannot sandbox: the code is not trusted, and
+            # finding its signature means loading it here, so it loads under the guard.
+            with _loading_guarded(tool):
+                return prepare(
+                    tool,
+                    get_tool,
+                    isolation="process",
+                    timeout=timeout,
+                    default_timeout=default_timeout,
+                    judging=judging,
+                    tell=tell,
+                )
     if isolation == "sandbox" and tool.source in (ToolSource.PYTHON, ToolSource.CODE):
         # Nothing of it is imported or run here: in the sandbox only (its worker reports
         # an entrypoint that does not import as a misconfiguration).

@@ -267,8 +267,20 @@ class SkillTools:
             validation=name if is_validation else None,
             arguments=given,
             resources=picked,
-            isolation=_strictest(self._graph.isolations_of(name)),
+            isolation=_strictest(self._graph.isolations_of(name), self._default(tool)),
         )
+
+    def _default(self, tool: Tool) -> str | None:
+        """Where a node of the plan that declares nothing runs ``tool``: the executor's
+        isolation, else where a validation runs by default (the sandbox, for code that is
+        not gategraph's own)."""
+        if self._isolation is not None or not isinstance(tool, Validation):
+            return None
+        from ._invoke import default_isolation
+
+        if tool.wraps is not None:
+            return default_isolation(self._graph.get_tool(tool.wraps), tell=False)
+        return default_isolation(tool, tell=False)
 
 
 def names_of(value: str | Iterable[str]) -> list[str]:
@@ -285,9 +297,11 @@ _STRICTNESS: Final[Mapping[str, int]] = {
 }
 
 
-def _strictest(isolations: Iterable[str | None]) -> Isolation | None:
-    """The most confining isolation the plan's nodes give a name (None: the executor's)."""
-    given = [kind for kind in isolations if kind is not None]
+def _strictest(isolations: Iterable[str | None], default: str | None = None) -> Isolation | None:
+    """The most confining isolation the plan's nodes give a name (None: ``default``, where
+    a node that declares nothing runs it; with no default, the executor's)."""
+    given = [kind if kind is not None else default for kind in isolations]
+    given = [kind for kind in given if kind is not None]
     if not given:
         return None
     return cast("Isolation", max(given, key=_STRICTNESS.__getitem__))

@@ -150,9 +150,12 @@ class LocalExecutor(msgspec.Struct, kw_only=True, frozen=True):
     max_concurrency: int | None = None
     """At most this many at once (default: the graph's policy)."""
     isolation: Isolation | None = None
-    """How validations run: ``thread`` (default) or ``process``, sync and async callables
-    alike (an async one on an event loop of its own there); ``inline`` runs on the event
-    loop and is refused for a sync callable, which no timeout could stop there."""
+    """Where validations run whose nodes declare nothing. None (the default): the kernel
+    sandbox for code that is not gategraph's own, gategraph's own process for its own.
+    ``thread`` or ``process`` (sync and async callables alike, an async one on an event
+    loop of its own there), ``inline`` (the event loop; refused for a sync callable, which
+    no timeout could stop there) or ``sandbox``: a choice made for every such node, and
+    for the first three a choice to trust their code."""
 
     def connect(self) -> None:
         """Nothing to connect to."""
@@ -518,6 +521,22 @@ class Supervisor:
                 await self.gate.register()
                 return await self._drive()
 
+    def _sandboxed_by_default(self) -> bool:
+        """Whether a validation node of the plan runs in the sandbox with no isolation
+        declared (the default for code that is not gategraph's own)."""
+        from ._invoke import default_isolation
+        from ._models import Validation
+
+        for node in self.graph.validation_nodes():
+            if node.isolation is not None:
+                continue
+            tool = self.graph.get_tool(node.target)
+            if isinstance(tool, Validation) and tool.wraps is not None:
+                tool = self.graph.get_tool(tool.wraps)
+            if default_isolation(tool, tell=False) == "sandbox":
+                return True
+        return False
+
     @contextlib.asynccontextmanager
     async def _mcp_sessions(self) -> AsyncIterator[None]:
         """What the plan's rounds share: its MCP sessions, and its sandboxed workers (so a
@@ -536,6 +555,7 @@ class Supervisor:
                 or self.graph.policy.require_sandbox
                 or any(node.isolation == "sandbox" for node in self.graph.nodes)
                 or any(tool.untrusted for tool in self.graph.registry.values())
+                or (self.executor.isolation is None and self._sandboxed_by_default())
             ):
                 from ._sandbox import current_pool, sandbox_pool
 

@@ -432,3 +432,79 @@ def test_a_transform_is_held_to_purity_while_it_loads(tmp_path: Path) -> None:
     [line] = done.stderr.splitlines()
     assert "validations[0].transform: the transform of 'v' is not pure" in line
     assert not target.exists()
+
+
+@pytest.mark.anyio
+async def test_work_nodes_get_their_inputs_as_given_not_frozen() -> None:
+    """Only validations judge the frozen projection: a work node may change what it is
+    given (it is the plan's own work), and the validation after it sees the change."""
+    produce = json.dumps('def run():\n    return {"items": [1]}\n')
+    consume = json.dumps(
+        'def run(artifact):\n    artifact["items"].append(2)\n    return artifact\n'
+    )
+    plan = load_graph(
+        "version: 1\nname: work\n"
+        f"tools:\n  - {{name: produce, code: {produce}}}\n  - {{name: consume, code: {consume}}}\n"
+        "validations:\n  - {name: echo, entrypoint: 'gategraph.runtime.testing:echo'}\n"
+        "nodes:\n  - {id: a, tool: produce}\n  - {id: b, tool: consume, needs: [a]}\n"
+        "  - {id: c, validation: echo, needs: [b]}\n"
+    )
+    run = await execute_graph(plan)
+    assert run.passed, run.nodes
+    assert run.nodes["b"].output == {"items": [1, 2]}
+
+
+@pytest.mark.anyio
+async def test_an_artifact_too_deep_to_freeze_is_copied_not_a_crash() -> None:
+    """Valid JSON nested deeper than freezing walks (or a list that holds itself): copied
+    for the round instead, and the run goes on."""
+    deep = json.loads("[" * 600 + "]" * 600)
+    code = json.dumps('def run(artifact):\n    return {"passed": isinstance(artifact, list)}\n')
+    plan = load_graph(
+        f"version: 1\nname: deep\nvalidations:\n  - {{name: v, code: {code}}}\n"
+        "nodes:\n  - {id: n, validation: v, isolation: thread}\n"
+    )
+    run = await execute_graph(plan, artifact=deep)
+    assert run.passed
+    looped: list[Any] = []
+    looped.append(looped)
+    assert freeze(looped) is not looped
+
+
+def test_only_the_testing_module_s_own_fakes_are_gategraph_s_own() -> None:
+    """`gategraph.runtime.testing:anyio.run_process` reaches code that is not a fake: it is
+    sandboxed like any other entrypoint."""
+    from gategraph.runtime._builtins import in_process
+    from gategraph.runtime._models import Validation
+
+    def named(entrypoint: str) -> bool:
+        return in_process(Validation.from_config({"name": "v", "entrypoint": entrypoint}))
+
+    assert named("gategraph.runtime.testing:passing")
+    assert not named("gategraph.runtime.testing:anyio.run_process")
+    assert not named("gategraph.runtime.testing:Path")
+
+
+def test_without_the_sandbox_untrusted_code_loads_under_the_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the fallback must load a graph's module here to call it in a worker process,
+    its top level runs under the guard: a write it attempts while it loads is refused, and
+    the graph with it, in one line naming the field."""
+    import gategraph.runtime._kernel as kernel
+
+    monkeypatch.setattr(kernel, "_support", NO_SANDBOX)
+    target = tmp_path / "written-at-import"
+    (tmp_path / "gg_writes_at_import.py").write_text(
+        f"try:\n    open({str(target)!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
+        "def run():\n    return {'passed': True}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = (
+        "version: 1\nname: g\nvalidations:\n"
+        "  - {name: v, entrypoint: 'gg_writes_at_import:run'}\n"
+        "nodes:\n  - {id: n, validation: v}\n"
+    )
+    with pytest.raises(ConfigError, match="attempted, while it loaded: opening"):
+        load_graph(text)
+    assert not target.exists()
