@@ -300,8 +300,7 @@ _STRICTNESS: Final[Mapping[str, int]] = {
 def _strictest(isolations: Iterable[str | None], default: str | None = None) -> Isolation | None:
     """The most confining isolation the plan's nodes give a name (None: ``default``, where
     a node that declares nothing runs it; with no default, the executor's)."""
-    given = [kind if kind is not None else default for kind in isolations]
-    given = [kind for kind in given if kind is not None]
+    given = [k for k in (kind if kind is not None else default for kind in isolations) if k]
     if not given:
         return None
     return cast("Isolation", max(given, key=_STRICTNESS.__getitem__))
