@@ -73,7 +73,8 @@ async def test_a_call_outside_the_engine_captures_its_own_output() -> None:
 async def test_a_sync_call_outside_the_engine_runs_in_a_worker_thread() -> None:
     """The thread path works without an engine too: value, output and failure."""
     sync = prepared(
-        {"name": "sync", "code": "def run(n, **_):\n    print(n)\n    return {'passed': n > 0}\n"}
+        {"name": "sync", "code": "def run(n, **_):\n    print(n)\n    return {'passed': n > 0}\n"},
+        isolation="thread",
     )
     outcome = await sync.call({"n": 2}, {})
     assert outcome.ok and outcome.value == {"passed": True}
