@@ -336,7 +336,9 @@ def _module_origin(name: str) -> str | None:
             full = ".".join(parts[: index + 1])
             module = sys.modules.get(full)
             if module is not None:
-                spec = module.__spec__
+                spec = getattr(module, "__spec__", None)
+                if spec is None:
+                    return ""  # made at run time: nothing to read, nothing to say
             else:
                 locations = None
                 if spec is not None:
@@ -345,7 +347,9 @@ def _module_origin(name: str) -> str | None:
                     locations = list(spec.submodule_search_locations)
                 spec = _find(full, locations)
             if spec is None:
-                return None
+                # Sure only of a top-level module: a package may add to its own __path__
+                # as it loads (pkgutil style), which only importing it shows.
+                return None if index == 0 else ""
     except (ImportError, ValueError, AttributeError, TypeError):
         return None
     origin: str | None = spec.origin if spec.has_location else None

@@ -63,3 +63,16 @@ def run_gategraph(
         check=False,
         stdin=subprocess.DEVNULL,
     )
+
+
+def plugin_project(tmp_path: Path, text: str) -> Path:
+    """A project folder holding ``app.py`` and a plan graph that runs the test plugin's
+    ``no_todo`` validation on it; returns the graph's path."""
+    (tmp_path / "repo").mkdir(exist_ok=True)
+    (tmp_path / "repo" / "app.py").write_text(text)
+    graph = tmp_path / "plan.yaml"
+    graph.write_text(
+        "version: 1\nname: plugged\nresources: {repo: {kind: directory, path: repo}}\n"
+        "nodes:\n  - {id: todo, validation: no_todo}\n"
+    )
+    return graph

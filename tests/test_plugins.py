@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _helpers import run_gategraph
+from _helpers import plugin_project, run_gategraph
 from gategraph.runtime import (
     Catalog,
     IntegrityError,
@@ -141,17 +141,6 @@ def gategraph(site: Path, home: Path, *args: str, cwd: Path) -> subprocess.Compl
     return run_gategraph(home, *args, cwd=cwd, pythonpath=site)
 
 
-def project(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "repo").mkdir()
-    (tmp_path / "repo" / "app.py").write_text(text)
-    graph = tmp_path / "plan.yaml"
-    graph.write_text(
-        "version: 1\nname: plugged\nresources: {repo: {kind: directory, path: repo}}\n"
-        "nodes:\n  - {id: todo, validation: no_todo}\n"
-    )
-    return graph
-
-
 def test_a_user_lists_shows_and_runs_a_plugins_validation(installed: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     listed = gategraph(installed, home, "tool", "list", cwd=tmp_path)
@@ -171,7 +160,7 @@ def test_a_user_lists_shows_and_runs_a_plugins_validation(installed: Path, tmp_p
     assert json.loads(shown.stdout)["plugin"] == "gg-demo-plugin"
     assert json.loads(shown.stdout)["untrusted"] is True
 
-    graph = project(tmp_path, "x = 1  # TODO\n")
+    graph = plugin_project(tmp_path, "x = 1  # TODO\n")
     checked = gategraph(installed, home, "check", str(graph), cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     failed = gategraph(installed, home, "run", str(graph), cwd=tmp_path)
@@ -186,7 +175,7 @@ def test_a_user_lists_shows_and_runs_a_plugins_validation(installed: Path, tmp_p
 async def test_its_code_runs_sandboxed_and_is_never_imported_here(
     plugged: Path, tmp_path: Path
 ) -> None:
-    graph = load_graph(project(tmp_path, "x = 1\n"))
+    graph = load_graph(plugin_project(tmp_path, "x = 1\n"))
     log = MemoryEventLog()
     outcome = await run_plan(graph, event_log=log)
     assert outcome.status.value == "applied", outcome.message

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _helpers import run_gategraph
+from _helpers import plugin_project, run_gategraph
 from coverage import Coverage, CoverageData
 from coverage.exceptions import CoverageWarning
 from gategraph.runtime import _kernel, _plugins
@@ -57,17 +57,6 @@ def site(folder: Path, **declarations: str) -> Path:
     return target
 
 
-def project(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "repo").mkdir(exist_ok=True)
-    (tmp_path / "repo" / "app.py").write_text(text)
-    graph = tmp_path / "plan.yaml"
-    graph.write_text(
-        "version: 1\nname: plugged\nresources: {repo: {kind: directory, path: repo}}\n"
-        "nodes:\n  - {id: todo, validation: no_todo}\n"
-    )
-    return graph
-
-
 def gategraph(
     plugins: Path, tmp_path: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -95,7 +84,7 @@ def test_a_plugin_that_exits_when_read_does_not_make_a_failing_execute_pass(
     tmp_path: Path,
 ) -> None:
     plugins = site(tmp_path, exits="import os\nos._exit(0)\n", good=GOOD)
-    graph = project(tmp_path, "x = 1  # TODO\n")
+    graph = plugin_project(tmp_path, "x = 1  # TODO\n")
     failed = gategraph(plugins, tmp_path, "execute", str(graph))
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "todo" in failed.stdout and "app.py" in failed.stdout
@@ -162,7 +151,7 @@ def test_what_a_plugin_prints_when_read_never_reaches_gategraphs_output(tmp_path
     )
     quiet = site(tmp_path / "quiet", good=GOOD)
     noisy = site(tmp_path / "noisy", good=GOOD, talks=talks)
-    graph = project(tmp_path, "x = 1\n")
+    graph = plugin_project(tmp_path, "x = 1\n")
     for args in (("check", str(graph)), ("execute", str(graph))):
         expected = gategraph(quiet, tmp_path, *args)
         got = gategraph(noisy, tmp_path, *args)

@@ -508,3 +508,25 @@ def test_without_the_sandbox_untrusted_code_loads_under_the_guard(
     with pytest.raises(ConfigError, match="attempted, while it loaded: opening"):
         load_graph(text)
     assert not target.exists()
+
+
+def test_a_package_that_extends_its_own_path_is_not_refused_by_the_static_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only importing a package shows what it adds to its own ``__path__`` (pkgutil
+    style): a submodule the static check cannot find is left to the sandbox, never refused
+    at load; a top-level module that is not there still is."""
+    package = tmp_path / "gg_extpkg"
+    package.mkdir()
+    (tmp_path / "extra").mkdir()
+    (package / "__init__.py").write_text(f"__path__.append({str(tmp_path / 'extra')!r})\n")
+    (tmp_path / "extra" / "sub.py").write_text("def run():\n    return {'passed': True}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = (
+        "version: 1\nname: g\nvalidations:\n"
+        "  - {name: v, entrypoint: 'gg_extpkg.sub:run'}\n"
+        "nodes:\n  - {id: n, validation: v}\n"
+    )
+    load_graph(text)  # not refused: nothing here can tell without importing it
+    with pytest.raises(ConfigError, match="cannot import 'gg_extpkg_missing'"):
+        load_graph(text.replace("gg_extpkg.sub", "gg_extpkg_missing"))
