@@ -957,7 +957,7 @@ class _Engine:
                 assert capture is not None and prepared.func is not None
                 assert prepared.guard_label is not None  # a validation's
                 capture.captured = PENDING
-                guard = Guard(prepared.guard_label)
+                guard = Guard(prepared.guard_label, network=prepared.network)
                 context = _context_of_call(plan_id, unit.id, attempt, spec.resources, guard)
                 # `enter` and `leave`, inline (the worker made the hook ready: `own_slot`).
                 lease = [guard, True]

@@ -180,11 +180,16 @@ def _inline_function(
     return target  # type: ignore[no-any-return]
 
 
+def _declares_network(tool: Tool) -> bool:
+    """Whether ``tool`` is a validation that declares it uses the network."""
+    return bool(getattr(tool, "network", False))
+
+
 @contextlib.contextmanager
 def _loading_guarded(tool: Tool) -> Iterator[None]:
     """Load ``tool``'s code under a guard of its own: a write, a command or a change to the
     environment that its top level attempts is refused, and a :class:`ConfigError`."""
-    guard = Guard(f"validation {tool.name!r} while it loads")
+    guard = Guard(f"validation {tool.name!r} while it loads", network=_declares_network(tool))
     with guarded(guard):
         yield
     if guard.violation is not None:
@@ -951,9 +956,12 @@ class _Threads:
             jobs = self._idle.pop() if self._idle else None
         if jobs is None:
             jobs = queue.SimpleQueue()
-            threading.Thread(
-                target=self._serve, args=(jobs,), name="gategraph worker thread", daemon=True
-            ).start()
+            # It serves call after call, each in its own context: the call that happens to
+            # start it must not leave its lease in the thread's own.
+            with unguarded():
+                threading.Thread(
+                    target=self._serve, args=(jobs,), name="gategraph worker thread", daemon=True
+                ).start()
         jobs.put(job)
 
     def _serve(self, jobs: queue.SimpleQueue[_Job]) -> None:
@@ -1164,6 +1172,7 @@ class Prepared:
         "is_validation",
         "isolation",
         "mcp",
+        "network",
         "ran_in",
         "signature",
         "slots",
@@ -1211,6 +1220,9 @@ class Prepared:
             require()  # fail closed: never a silent downgrade to a weaker isolation
         self.is_validation = isinstance(tool, Validation)
         self.guard_label = f"validation {tool.name!r}" if self.is_validation else None
+        self.network = _declares_network(tool)
+        """The validation declares ``network: true``: its guard (and its sandbox) lets it
+        use the network."""
         self.isolation: Isolation = isolation or "thread"
         self.timeout = timeout
         self.wrapped = wrapped
@@ -1271,7 +1283,9 @@ class Prepared:
         # Capturing from here. On cancellation the slot stays so: the engine takes what a
         # call that timed out wrote.
         capture.captured = PENDING
-        guard = Guard(self.guard_label) if self.guard_label is not None else None
+        guard = (
+            Guard(self.guard_label, network=self.network) if self.guard_label is not None else None
+        )
         context = ToolContext._of_call(plan_id, node, attempt, resources, guard)
         state = enter(guard) if guard is not None else None
         try:
@@ -1351,6 +1365,7 @@ class Prepared:
             wants_context,
             # Only a context needs the resources, and every call pickles them.
             _picklable(context.resources) if wants_context else {},
+            context.guard is not None and context.guard.network,
             _backend(),
         )
 
@@ -1406,6 +1421,7 @@ class Prepared:
             plan=context.plan_id,
             result=self.is_validation,
             guard_label=context.guard.what if context.guard is not None else "",
+            network=context.guard is not None and context.guard.network,
         )
         pool = current_pool()
         if pool is not None:
@@ -1708,6 +1724,7 @@ def _process_entry(
     is_validation: bool,
     wants_context: bool,
     resources: dict[str, Any],
+    network: bool = False,
     backend: str = "asyncio",
     parent: int | None = None,
 ) -> Outcome:
@@ -1728,6 +1745,7 @@ def _process_entry(
             is_validation,
             wants_context,
             resources,
+            network,
             backend,
         )
     )
@@ -1767,11 +1785,12 @@ def _entry_outcome(
     is_validation: bool,
     wants_context: bool,
     resources: dict[str, Any],
+    network: bool = False,
     backend: str = "asyncio",
 ) -> Outcome:
     try:
         func = _load(name, entrypoint, inline[1] if inline is not None else None)
-        guard = Guard("validation in a worker process") if is_validation else None
+        guard = Guard("validation in a worker process", network=network) if is_validation else None
         context = ToolContext(resources=resources, guard=guard)
         if wants_context:
             kwargs["context"] = context
@@ -1847,11 +1866,40 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     guard_label: str = ""
     """What the call's guard is called in its messages: the validation's (a wrapped tool
     runs under the validation that wraps it)."""
+    network: bool = False
+    """The validation declares ``network: true``: the call may use the network (the
+    worker's process keeps internet sockets open to it, and so does its guard)."""
+
+
+def sandbox_network(request: SandboxRequest) -> Outcome | None:
+    """Hold a sandboxed call's process to its validation's declaration of the network
+    before the call runs (the kernel: :func:`._kernel.close_network`); an outcome when it
+    cannot be held to it."""
+    from ._kernel import close_network, network_closed
+
+    if not request.network:
+        close_network()  # once per process; this plan's process only, never reopened
+        return None
+    if network_closed():
+        # This worker loaded the same code for a validation that does not declare the
+        # network: a kernel's refusal cannot be lifted.
+        from ._maxn import UNAVAILABLE
+
+        return Outcome(
+            False,
+            error=UNAVAILABLE,
+            message=f"{request.name}: its sandboxed worker was confined without the network, "
+            "which it declares (`network: true`)",
+        )
+    return None
 
 
 def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None = None) -> Outcome:
     """Load (unless its worker ``loaded`` it already), bind and run a sandboxed call, in
     the worker's child, the whole process guarded."""
+    refused = sandbox_network(request)
+    if refused is not None:
+        return refused
     try:
         func = loaded or _load(request.name, request.entrypoint, request.code)
     except ConfigError as exc:
@@ -1862,7 +1910,7 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
     except BaseException as exc:
         return exception_outcome(request.name, exc)
     label = request.guard_label or f"validation {request.name!r}"
-    guard = Guard(f"sandboxed {label}") if request.guarded else None
+    guard = Guard(f"sandboxed {label}", network=request.network) if request.guarded else None
     context = ToolContext(resources=request.resources, guard=guard)
     try:
         kwargs = _bind(

@@ -13,10 +13,11 @@ A sandboxed worker confines itself once, at its start, while it is still single-
   worker's processes only.
 - **Landlock** (Linux 5.13+, ABI 6 = Linux 6.12 needed here): reading and executing are
   allowed everywhere; creating, writing, truncating, renaming, linking and removing only
-  beneath the worker's own folder (and writing to ``/dev/null``); every TCP bind and
-  connect is refused; signals and abstract Unix sockets cannot reach outside the worker.
-- **seccomp**: ``socket()`` fails (no UDP, raw, netlink or Unix-path socket either, which
-  Landlock does not cover), so does ``io_uring_setup`` (its operations bypass the
+  beneath the worker's own folder (and writing to ``/dev/null``); every TCP bind is
+  refused; signals and abstract Unix sockets cannot reach outside the worker.
+- **seccomp**: ``socket()`` fails but for an internet socket (no raw, netlink or
+  Unix-path socket, which Landlock does not cover), so does ``io_uring_setup`` (its
+  operations bypass the
   syscall filter), ``setsid``/``setpgid`` (every process the call starts stays in the
   worker's process group, so killing the group ends them all), and every way to a new
   namespace or mount (``unshare``, ``setns``, ``mount``..., and ``clone`` with a
@@ -25,6 +26,10 @@ A sandboxed worker confines itself once, at its start, while it is still single-
   files it does not own); ``no_new_privs`` stops set-uid programs from regaining any.
 - **resource limits**: address space, CPU seconds, file size, open files, processes (not
   enforced by the kernel for root), no core dumps; the folder's size.
+- **the network**, last (:func:`close_network`), once the worker knows which validation
+  it serves and before any of its code loads, unless that validation declares
+  ``network: true``: a Landlock layer refuses every TCP connect, and a seccomp filter
+  every ``socket()``. Both only add to what is refused: nothing can take them back.
 
 Why ctypes rather than a library: the one Landlock package on PyPI (``landlock``, an
 alpha) covers file system rules only, not TCP or scopes, and the seccomp bindings need
@@ -58,12 +63,14 @@ if TYPE_CHECKING:
 __all__ = [
     "SandboxLimits",
     "Support",
+    "close_network",
     "confine",
     "gone",
     "hidden_now",
     "keep_out",
     "kept_out",
     "let_in",
+    "network_closed",
     "sandbox_support",
     "support",
 ]
@@ -119,11 +126,14 @@ class _Arch:
     audit: int  # AUDIT_ARCH_*: a syscall made under another ABI is refused outright
     capset: int
     clone: int
+    socket: int
     denied: tuple[tuple[int, int], ...]  # (syscall, errno)
 
 
 _DENIED: Final = (
-    "socket",  # no socket of any kind: Landlock does not cover UDP, raw or Unix paths
+    # Only internet sockets (and not even those once the network is closed): Landlock does
+    # not cover raw, netlink or Unix-path sockets.
+    "socket",
     "io_uring_setup",  # its operations bypass this filter
     "setsid",  # every process of a call stays in the worker's process group
     "setpgid",
@@ -171,6 +181,7 @@ _ARCHES: Final = {
         audit,
         capset,
         clone,
+        _NUMBERS[arch][_DENIED.index("socket")],
         tuple(
             (number, _ERRNO.get(name, errno.EPERM))
             for name, number in zip(_DENIED, _NUMBERS[arch], strict=True)
@@ -181,6 +192,8 @@ _ARCHES: Final = {
         ("aarch64", 0xC00000B7, 91, 220),
     )
 }
+_AF_INET: Final = 2
+_AF_INET6: Final = 10
 _CLONE_PARENT: Final = 0x8000
 _CLONE_NEWNS: Final = 0x00020000
 _CLONE_NEWUSER: Final = 0x10000000
@@ -477,6 +490,48 @@ def confine(writable: str, limits: SandboxLimits, hidden: Iterable[str] = ()) ->
     _drop_capabilities(keep_read_search=root)
     _restrict_files_and_network(writable, found.landlock_abi)
     _filter_syscalls(_ARCHES[found.arch])
+    _state["confined"] = True
+
+
+_state: Final = {"confined": False, "network_closed": False}
+"""What this process did to itself: :func:`confine`, then :func:`close_network`."""
+
+
+def close_network() -> None:
+    """Refuse this process (and every thread and process it starts from now on) the
+    network: every TCP connect (Landlock) and every new socket (seccomp). Only in a
+    process :func:`confine` confined, once; elsewhere it does nothing (the guard still
+    refuses what Python code tries). A thread already running keeps what it had: call
+    it before the code it holds runs (gategraph's own capture reader may run beside it)."""
+    if not _state["confined"] or _state["network_closed"]:
+        return
+    attr = _RulesetAttr(0, _NET_BIND_TCP | _NET_CONNECT_TCP, 0)
+    ruleset = _syscall(
+        _SYS_LANDLOCK_CREATE_RULESET,
+        ctypes.cast(ctypes.byref(attr), ctypes.c_void_p),
+        ctypes.sizeof(attr),
+        0,
+    )
+    try:
+        _syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0)
+    finally:
+        os.close(ruleset)
+    socket = _ARCHES[support().arch].socket
+    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+    _install_filter(
+        [
+            (ld_w_abs, 0, 0, 0),  # seccomp_data.nr (the first filter kills other ABIs)
+            (jeq_k, 0, 1, socket),
+            (ret_k, 0, 0, _SECCOMP_RET_ERRNO | errno.EACCES),
+            (ret_k, 0, 0, _SECCOMP_RET_ALLOW),
+        ]
+    )
+    _state["network_closed"] = True
+
+
+def network_closed() -> bool:
+    """Whether :func:`close_network` closed this process's network."""
+    return _state["network_closed"]
 
 
 def _own_mounts(writable: str, hidden: Iterable[str], disk: int) -> bool:
@@ -678,9 +733,9 @@ def _fs_rights(abi: int) -> int:
 
 def _restrict_files_and_network(writable: str, abi: int) -> None:
     handled = _fs_rights(abi)
-    attr = _RulesetAttr(
-        handled, _NET_BIND_TCP | _NET_CONNECT_TCP, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
-    )
+    # Connecting is handled (refused) by `close_network`'s own layer, where the validation
+    # does not declare the network.
+    attr = _RulesetAttr(handled, _NET_BIND_TCP, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL)
     ruleset = _syscall(
         _SYS_LANDLOCK_CREATE_RULESET,
         ctypes.cast(ctypes.byref(attr), ctypes.c_void_p),
@@ -728,7 +783,16 @@ def _filter_syscalls(arch: _Arch) -> None:
     if arch.audit == _ARCHES["x86_64"].audit:
         program += [(jge_k, 0, 1, _X32_SYSCALL_BIT), (ret_k, 0, 0, _SECCOMP_RET_KILL_PROCESS)]
     for number, err in arch.denied:
-        program += [(jeq_k, 0, 1, number), (ret_k, 0, 0, _SECCOMP_RET_ERRNO | err)]
+        if number != arch.socket:
+            program += [(jeq_k, 0, 1, number), (ret_k, 0, 0, _SECCOMP_RET_ERRNO | err)]
+    program += [
+        (jeq_k, 0, 5, arch.socket),
+        (ld_w_abs, 0, 0, 16),  # args[0]'s low word: the address family
+        (jeq_k, 2, 0, _AF_INET),
+        (jeq_k, 1, 0, _AF_INET6),
+        (ret_k, 0, 0, _SECCOMP_RET_ERRNO | errno.EACCES),
+        (ret_k, 0, 0, _SECCOMP_RET_ALLOW),
+    ]
     and_k = 0x54
     program += [
         (jeq_k, 0, 5, arch.clone),
@@ -739,6 +803,11 @@ def _filter_syscalls(arch: _Arch) -> None:
         (ret_k, 0, 0, _SECCOMP_RET_ALLOW),
     ]
     program.append((ret_k, 0, 0, _SECCOMP_RET_ALLOW))
+    _install_filter(program)
+
+
+def _install_filter(program: list[tuple[int, int, int, int]]) -> None:
+    """Add a classic BPF program to this thread's seccomp filters (they only stack)."""
     code = b"".join(struct.pack("=HBBI", *insn) for insn in program)
     buffer = ctypes.create_string_buffer(code, len(code))
     fprog = _SockFprog(len(program), ctypes.cast(buffer, ctypes.c_void_p))

@@ -492,6 +492,12 @@ class Validation(Tool):
     argument_mapping: dict[str, Any] | None = None
     """Arguments for the wrapped tool: ``{"tool_arg": "$validation_arg"}`` passes one of
     this validation's arguments on; any other value is passed as it is."""
+    network: bool = False
+    """The validation uses the network (a web API, a package index, a service on another
+    machine). Without it, the in-process guard refuses its connections, its datagrams,
+    binding an internet address and looking names up, and the sandbox lets it open no
+    internet socket; with it, both let it reach the network. Recorded in each result's
+    record (``network``)."""
     trust_read_only: bool = False
     """For a validation over an MCP tool (itself one, ``source: mcp``, or wrapping one):
     take the tool as read-only although its server does not declare it so

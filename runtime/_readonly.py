@@ -38,6 +38,7 @@ tests/test_readonly_hostile.py.
 from __future__ import annotations
 
 import _socket
+import contextlib
 import contextvars
 import functools
 import operator
@@ -85,15 +86,16 @@ class _GuardFields:
     allowance are taken out of the class below and kept in ``_FIELD``: no attribute
     assignment, ``object.__setattr__`` included, reaches them from outside."""
 
-    __slots__ = ("_allowed", "_links", "_pure", "_violation", "_what")
+    __slots__ = ("_allowed", "_links", "_network", "_pure", "_violation", "_what")
     _allowed: tuple[str, ...]
     _links: set[tuple[int, int]]
+    _network: bool
     _pure: bool
     _violation: str | None
     _what: str
 
 
-_SEALED: Final = ("_allowed", "_links", "_violation")
+_SEALED: Final = ("_allowed", "_links", "_network", "_violation")
 _FIELD: Final = {name: _GuardFields.__dict__[name] for name in _SEALED}
 for _name in _SEALED:
     delattr(_GuardFields, _name)
@@ -101,6 +103,7 @@ _set_violation: Final = _FIELD["_violation"].__set__
 _violation_of: Final = _FIELD["_violation"].__get__
 _set_allowed: Final = _FIELD["_allowed"].__set__
 _set_links: Final = _FIELD["_links"].__set__
+_set_network: Final = _FIELD["_network"].__set__
 
 
 def _allowed_of(guard: Guard) -> tuple[str, ...]:
@@ -109,6 +112,14 @@ def _allowed_of(guard: Guard) -> tuple[str, ...]:
         return _FIELD["_allowed"].__get__(guard)  # type: ignore[no-any-return]
     except AttributeError:
         return ()
+
+
+def _network_of(guard: Guard) -> bool:
+    # Unset unless the call declared the network: nothing more to do for every other call.
+    try:
+        return _FIELD["_network"].__get__(guard)  # type: ignore[no-any-return]
+    except AttributeError:
+        return False
 
 
 def _links_of(guard: Guard) -> set[tuple[int, int]] | None:
@@ -128,10 +139,12 @@ class Guard(_GuardFields):
 
     __slots__ = ()
 
-    def __init__(self, what: str, *, pure: bool = False) -> None:
+    def __init__(self, what: str, *, pure: bool = False, network: bool = False) -> None:
         self._what = what
         self._pure = pure
         _set_violation(self, None)
+        if network and not pure:  # a transform never reaches the network
+            _set_network(self, True)
 
     if TYPE_CHECKING:
 
@@ -156,12 +169,18 @@ class Guard(_GuardFields):
         violation = property(_violation_of, doc="The first refused operation; once set, it stays.")
 
     @property
+    def network(self) -> bool:
+        """Whether the call may use the network (its validation declares ``network: true``)."""
+        return _network_of(self)
+
+    @property
     def allowed(self) -> tuple[str, ...]:
         """Folders (absolute, resolved, with a trailing separator) writes may go to."""
         return _allowed_of(self)
 
     def __repr__(self) -> str:
-        return f"Guard({self.what!r}, pure={self.pure}, violation={self.violation!r})"
+        network = ", network=True" if self.network else ""
+        return f"Guard({self.what!r}, pure={self.pure}{network}, violation={self.violation!r})"
 
 
 def allow(guard: Guard, folder: str | os.PathLike[str]) -> None:
@@ -408,17 +427,71 @@ def _judge_chdir(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     )
 
 
+def _network_allowed(lease: list[Any]) -> bool:
+    """The call declared the network (``network: true``) and still runs."""
+    return bool(lease[1]) and _network_of(lease[0])
+
+
+def _is_unix(sock: Any) -> bool:
+    return _AF_UNIX is not None and getattr(sock, "family", None) == _AF_UNIX
+
+
+_UNDECLARED: Final = " (a validation that uses the network declares `network: true`)"
+
+
 def _judge_network(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    # connect, sendto, sendmsg. Reaching a Unix socket by its path creates nothing and
+    # never leaves the machine: the guard does not count it as the network.
     if lease[0]._pure:
         refuse(lease, f"network access ({event}) in a transform")
+    if _network_allowed(lease) or _is_unix(args[0]):
+        return
+    refuse(lease, f"network access ({event} to {_show(args[1])}){_UNDECLARED}")
+
+
+def _judge_lookup(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    # A name lookup asks the system's resolver, which may ask a DNS server: that is the
+    # network too. An address written out, or the local host's name, asks no one.
+    if lease[0]._pure:
+        refuse(lease, f"network access ({event}) in a transform")
+    if _network_allowed(lease):
+        return
+    target = args[0] if args else None
+    if event == "socket.getnameinfo" and isinstance(target, tuple) and target:
+        target = target[0]
+    reverse = event in ("socket.gethostbyaddr", "socket.getnameinfo")
+    if not _asks_no_one(target, reverse=reverse):
+        refuse(lease, f"looking up {_show(target)} ({event}){_UNDECLARED}")
+
+
+def _asks_no_one(host: Any, *, reverse: bool) -> bool:
+    """True when resolving ``host`` cannot leave the machine."""
+    import ipaddress
+
+    if host is None:
+        return True
+    try:
+        name = host if isinstance(host, str) else os.fsdecode(host)
+    except TypeError:
+        return False
+    if name.lower() in ("", "localhost", "localhost.", "ip6-localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name.split("%", 1)[0])
+    except ValueError:
+        return False  # a name: the resolver may ask a server
+    # An address asks no one forwards; backwards (its name) only the loopback's does not.
+    return not reverse or address.is_loopback
 
 
 def _judge_bind(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     if lease[0]._pure:
         refuse(lease, f"network access ({event}) in a transform")
     sock, address = args[0], args[1]
-    if _AF_UNIX is None or getattr(sock, "family", None) != _AF_UNIX:
-        return  # an internet address names no file
+    if not _is_unix(sock):
+        # An internet address names no file, and binding one sends nothing (libraries
+        # bind the loopback to learn what the machine supports): connecting is judged.
+        return
     if isinstance(address, str):
         raw = os.fsencode(address)
     else:
@@ -433,6 +506,36 @@ def _judge_bind(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     path = raw.split(b"\0", 1)[0]
     if not _path_allowed(lease, path, None, False):
         refuse(lease, f"binding a Unix socket at {_show(path)} (it creates a file)")
+
+
+def _judge_gc(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    # Every object of the process, gategraph's own included (its database connections,
+    # the guard's record, other calls' artifacts): none of a validation's business.
+    refuse(lease, f"{event}() (it reaches every object of the process, gategraph's own too)")
+
+
+def _judge_sqlite(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
+    # SQLite opens, creates and writes its files in C, unseen by the hook: a database is
+    # judged when it is connected to. Connecting creates a database that is not there (a
+    # write); an existing one opens (to read it, as honest code does), and what is then
+    # written to it goes unseen. Read-only is asked for in a URI; the event does not say
+    # whether `uri=True` was passed, so a name that reads as one is taken for one.
+    database = args[0] if args else None
+    if isinstance(database, int) or database is None:
+        refuse(lease, f"opening a SQLite database ({_show(database)})")
+    name = os.fsdecode(database)
+    if name in ("", ":memory:"):
+        return  # private to the connection: no file
+    if name.startswith("file:"):
+        path, _, query = name[5:].partition("?")
+        options = dict(part.partition("=")[::2] for part in query.split("&") if part)
+        if options.get("mode") in ("ro", "memory") or options.get("immutable") == "1":
+            return
+        if path.startswith("//"):  # file://host/path, the host empty or localhost
+            path = "/" + path[2:].partition("/")[2]
+        name = path
+    if not _path_allowed(lease, name, None, True) and not os.path.isfile(name):
+        refuse(lease, f"creating the SQLite database {_show(name)}")
 
 
 def _judge_environment(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
@@ -479,8 +582,13 @@ _JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], None]]] = {
     ),
     "os.chdir": _judge_chdir,
     "socket.bind": _judge_bind,
-    # Connecting and sending to a Unix socket's path create nothing: judged only for purity.
     **dict.fromkeys(("socket.connect", "socket.sendto", "socket.sendmsg"), _judge_network),
+    **dict.fromkeys(
+        ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr"), _judge_lookup
+    ),
+    "socket.getnameinfo": _judge_lookup,
+    **dict.fromkeys(("gc.get_objects", "gc.get_referrers", "gc.get_referents"), _judge_gc),
+    "sqlite3.connect": _judge_sqlite,
     "os.putenv": _judge_environment,
     "os.unsetenv": _judge_environment,
 }
@@ -567,7 +675,9 @@ def _judge_sandboxed_environment(lease: list[Any], event: str, args: tuple[Any, 
 
 
 _PROCESS_JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], None]]] = {
-    **_JUDGES,
+    # Not the garbage collector (a sandboxed worker holds nothing of gategraph's to reach),
+    # nor SQLite (its read-only mounts refuse a database's creation, in C as in Python).
+    **{event: judge for event, judge in _JUDGES.items() if judge not in (_judge_gc, _judge_sqlite)},
     "ctypes.dlsym": _judge_native,
     "os.putenv": _judge_sandboxed_environment,
     "os.unsetenv": _judge_sandboxed_environment,
@@ -644,13 +754,84 @@ def _audited_mknod(original: Callable[..., None]) -> Callable[..., None]:
     return mknod
 
 
+# -- threads a guarded call starts carry its lease ---------------------------------------------
+# A new thread starts in an empty context: without this, a thread the call starts itself
+# (threading.Thread, _thread.start_new_thread, an executor's worker) would run unguarded.
+# Python 3.14 can pass the context on by itself (`sys.flags.thread_inherit_context`);
+# 3.11 to 3.13 raise no event a hook could act on, so the functions that start threads
+# are wrapped. Only the lease is passed on, not the whole context: what a thread sees of
+# anything else stays as Python has it.
+
+
+def _carried(lease: list[Any], function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    # The thread's own context: it ends with the thread, nothing to reset.
+    _current.set(lease)
+    return function(*args, **kwargs)
+
+
+def _leasing_start(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def start(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        lease = _current.get()
+        if lease:  # not for unguarded code, nor gategraph's housekeeping (`unguarded()`)
+            function = functools.partial(_carried, lease, function)
+        return original(function, *args, **kwargs)
+
+    return start
+
+
+def _as_submitted(
+    lease: list[Any] | None, function: Callable[..., Any], /, *args: Any, **kwargs: Any
+) -> Any:
+    # A pool's thread runs one submitter's work after another's, in its own context.
+    token = _current.set(lease)
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _current.reset(token)
+
+
+def _leasing_submit(original: Callable[..., Any]) -> Callable[..., Any]:
+    # Work handed to a ThreadPoolExecutor (loop.run_in_executor's default executor is
+    # one) runs under the lease of whoever submitted it, whichever thread of the pool
+    # takes it: one started before the call included, and one a call started (whose own
+    # context carries that call's lease) running an unguarded submitter's work.
+    @functools.wraps(original)
+    def submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return original(self, functools.partial(_as_submitted, _current.get(), fn), *args, **kwargs)
+
+    return submit
+
+
+def _wrap_thread_starts() -> None:
+    import _thread
+    import concurrent.futures.thread
+
+    for module in (_thread, threading):
+        # threading keeps its own reference to the function Thread.start calls.
+        for name in (
+            "start_new_thread",
+            "start_new",
+            "start_joinable_thread",
+            "_start_new_thread",
+            "_start_joinable_thread",
+        ):
+            original = module.__dict__.get(name)
+            if original is not None:
+                setattr(module, name, _leasing_start(original))
+    pool = concurrent.futures.thread.ThreadPoolExecutor
+    pool.submit = _leasing_submit(pool.submit)  # type: ignore[method-assign]
+
+
 def install_hook(hook: Callable[[str, tuple[Any, ...]], None] | None = None) -> bool:
     """Install the audit hook once per process (hooks cannot be removed); True if this
     call installed it. ``hook`` is for :func:`guard_process` only.
 
     It also wraps ``os.mkfifo`` and ``os.mknod``, which raise no audit event of their own,
-    so that the hook sees them; a reference taken before (``from os import mkfifo``) is
-    not seen.
+    so that the hook sees them, and the functions that start threads (and
+    ``ThreadPoolExecutor.submit``), so that a thread or pool started during a call works
+    under the call's lease; a reference taken before (``from os import mkfifo``) is not
+    seen.
     """
     global _installed
     if _installed:
@@ -662,6 +843,7 @@ def install_hook(hook: Callable[[str, tuple[Any, ...]], None] | None = None) -> 
                 original = getattr(os, name, None)
                 if original is not None:
                     setattr(os, name, wrap(original))
+            _wrap_thread_starts()
             sys.addaudithook(hook or _hook)
             _installed = True
     return installing
@@ -703,9 +885,23 @@ def guarded(guard: Guard) -> Iterator[Guard]:
         leave(state)
 
 
+_OWN: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def unguarded() -> contextlib.AbstractContextManager[None]:
+    """Lift the guard for runtime housekeeping (creating or removing scratch space).
+
+    gategraph's own code only: called under a call's lease (while the call runs, or in code
+    it left running) from code outside gategraph's package, it is refused like a write.
+    """
+    lease = _current.get()
+    if lease and not sys._getframe(1).f_code.co_filename.startswith(_OWN):
+        refuse(lease, "lifting the guard (unguarded() is gategraph's own)")
+    return _lifted()
+
+
 @contextmanager
-def unguarded() -> Iterator[None]:
-    """Lift the guard for runtime housekeeping (creating or removing scratch space)."""
+def _lifted() -> Iterator[None]:
     token = _current.set(_UNGUARDED)
     try:
         yield

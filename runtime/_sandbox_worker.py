@@ -432,6 +432,7 @@ class _Worker:
         from ._readonly import Guard
 
         self.loaded = None
+        _invoke.sandbox_network(request)  # the kernel holds its code to its declaration
         baseline = _tasks()
         guard = Guard(f"sandboxed validation {request.name!r}") if request.guarded else None
         state = _readonly.enter_process(guard) if guard is not None else None

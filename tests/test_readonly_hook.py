@@ -512,15 +512,29 @@ def test_changing_the_working_directory_is_refused(scratch: Path) -> None:
 # -- network and environment ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "event", ["socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"]
-)
-def test_network_is_refused_to_transforms_only(event: str) -> None:
-    """A validation may talk to the network (a documented limit); a transform may not."""
-    assert allowed(validation(), event, object(), ("127.0.0.1", 9))
-    guard = validation(pure=True)
-    refusal(guard, event, object(), ("127.0.0.1", 9))
+@pytest.mark.parametrize("event", ["socket.connect", "socket.sendto", "socket.sendmsg"])
+def test_network_is_refused_unless_declared(event: str) -> None:
+    """A validation reaches the network only if it declares it; a transform never."""
+    sock, address = object(), ("127.0.0.1", 9)
+    guard = validation()
+    refusal(guard, event, sock, address)
+    assert guard.violation == (
+        f"network access ({event} to ('127.0.0.1', 9)) (a validation that uses the network "
+        "declares `network: true`)"
+    )
+    assert allowed(Guard("validation 'v'", network=True), event, sock, address)
+    guard = Guard("transform of 'v'", pure=True, network=True)
+    refusal(guard, event, sock, address)
     assert guard.violation == f"network access ({event}) in a transform"
+
+
+def test_binding_an_internet_address_is_refused_to_transforms_only() -> None:
+    """Binding sends nothing: a validation may (libraries probe the loopback); a transform
+    may not."""
+    assert allowed(validation(), "socket.bind", object(), ("127.0.0.1", 0))
+    guard = validation(pure=True)
+    refusal(guard, "socket.bind", object(), ("127.0.0.1", 0))
+    assert guard.violation == "network access (socket.bind) in a transform"
 
 
 @pytest.mark.parametrize(
@@ -638,6 +652,9 @@ def test_a_guard_shows_what_it_guards_and_what_it_recorded(outside: Path, scratc
     refusal(guard, "os.remove", str(outside / "a.py"), -1)
     assert repr(guard) == (f"Guard(\"transform of 'v'\", pure=True, violation={guard.violation!r})")
     assert Guard("validation 'w'").allowed == ()
+    assert repr(Guard("validation 'w'", network=True)) == (
+        "Guard(\"validation 'w'\", pure=False, network=True, violation=None)"
+    )
 
 
 def test_a_bytecode_cache_is_told_by_its_folder() -> None:

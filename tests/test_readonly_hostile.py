@@ -773,19 +773,222 @@ async def test_impure_transform_fails_through_the_engine(transform: str) -> None
     assert Path.cwd() == cwd
 
 
+# -- 6. threads a validation starts carry its guard --------------------------------------------
+
+
+def test_a_thread_the_validation_starts_carries_its_guard(tree: Path) -> None:
+    """threading.Thread and _thread.start_new_thread: the thread answers to the call."""
+    import _thread
+
+    guard = Guard("validation 'v'")
+    outcomes: list[BaseException | None] = []
+    done = threading.Semaphore(0)
+
+    def write(target: Path) -> None:
+        try:
+            target.write_text("x")
+        except BaseException as exc:
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+        done.release()
+
+    with guarded(guard):
+        thread = threading.Thread(target=write, args=(tree / "by-thread",))
+        thread.start()
+        thread.join()
+        _thread.start_new_thread(write, (tree / "by-start-new-thread",))
+        assert done.acquire(timeout=60) and done.acquire(timeout=60)
+    assert len(outcomes) == 2
+    assert all(isinstance(o, ReadOnlyViolationError) for o in outcomes), outcomes
+    assert not (tree / "by-thread").exists() and not (tree / "by-start-new-thread").exists()
+    assert guard.violation is not None and "by-thread" in guard.violation
+
+
+def test_a_thread_left_running_is_refused_once_the_call_ended(tree: Path) -> None:
+    """A thread the call started and left behind writes nothing, and blames no one."""
+    release = threading.Event()
+    outcome: list[str] = []
+
+    def later() -> None:
+        release.wait(60)
+        try:
+            (tree / "late").write_text("x")
+        except PermissionError as exc:
+            outcome.append(str(exc))
+
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        thread = threading.Thread(target=later)
+        thread.start()
+    release.set()
+    thread.join(60)
+    assert outcome and "has ended" in outcome[0]
+    assert not (tree / "late").exists() and guard.violation is None
+
+
+def test_executor_work_answers_to_whoever_submitted_it(tree: Path) -> None:
+    """A ThreadPoolExecutor's work runs under its submitter's guard: in a pool the call
+    made, in one whose thread was started before the call, and (unguarded) in a pool the
+    call started once the call is over."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    guard = Guard("validation 'v'")
+    with ThreadPoolExecutor(max_workers=1) as before:
+        before.submit(lambda: None).result()  # its thread runs already
+        with guarded(guard):
+            with pytest.raises(ReadOnlyViolationError):
+                before.submit((tree / "by-old-pool").write_text, "x").result()
+            made = ThreadPoolExecutor(max_workers=1)
+            with pytest.raises(ReadOnlyViolationError):
+                made.submit((tree / "by-new-pool").write_text, "x").result()
+        # The pool the call started serves unguarded code afterwards: not refused.
+        made.submit((tree / "after-the-call").write_text, "x").result()
+        made.shutdown()
+    assert not (tree / "by-old-pool").exists() and not (tree / "by-new-pool").exists()
+    assert (tree / "after-the-call").exists()
+    assert guard.violation is not None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_run_in_executor_carries_the_guard(tree: Path) -> None:
+    """loop.run_in_executor, its default executor's thread started before the call, and
+    anyio.to_thread: each refuses the write."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, lambda: None)  # the default executor's thread runs
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        with pytest.raises(ReadOnlyViolationError):
+            await loop.run_in_executor(None, (tree / "by-executor").write_text, "x")
+        with pytest.raises(PermissionError):
+            await anyio.to_thread.run_sync((tree / "by-to-thread").write_text, "x")
+    await loop.run_in_executor(None, (tree / "unguarded").write_text, "x")
+    assert not (tree / "by-executor").exists() and not (tree / "by-to-thread").exists()
+    assert (tree / "unguarded").exists()
+
+
+@pytest.mark.anyio
+async def test_a_thread_cannot_poison_the_next_validation(
+    monkeypatch: pytest.MonkeyPatch, tree: Path
+) -> None:
+    """A validation's thread that changes os.environ or the working directory is refused:
+    the next validation (and gategraph) sees both as they were."""
+    monkeypatch.setenv("GATEGRAPH_POISON", "before")
+    cwd = os.getcwd()
+    seen: dict[str, Any] = {}
+
+    async def poisons(root: Path, **_: Any) -> dict[str, Any]:
+        refused: list[str] = []
+
+        def change() -> None:
+            for attempt in (
+                lambda: os.environ.__setitem__("GATEGRAPH_POISON", "after"),
+                lambda: os.environ.__delitem__("GATEGRAPH_POISON"),
+                lambda: os.chdir(root),
+            ):
+                try:
+                    attempt()
+                except ReadOnlyViolationError:
+                    refused.append("refused")
+
+        thread = threading.Thread(target=change)
+        thread.start()
+        await anyio.to_thread.run_sync(thread.join)
+        return {"passed": True, "message": ",".join(refused)}
+
+    async def looks(**_: Any) -> dict[str, Any]:
+        seen["env"] = os.environ.get("GATEGRAPH_POISON")
+        seen["cwd"] = os.getcwd()
+        return {"passed": True}
+
+    module = fake_module(monkeypatch, "hostile_poison", poisons=poisons, looks=looks)
+    run = await execute_graph(two_step_graph(module, tree, "poisons", "looks"))
+    first = {v.node: v.result for v in run.validations}["first"]
+    assert first.data["error"] == "read_only_violation", first
+    assert "GATEGRAPH_POISON" in first.message
+    assert seen == {"env": "before", "cwd": cwd}
+    assert os.environ["GATEGRAPH_POISON"] == "before" and os.getcwd() == cwd
+
+
+# -- 7. gategraph's own: unguarded(), the garbage collector, SQLite -----------------------------
+
+
+def test_unguarded_is_gategraphs_own(tree: Path) -> None:
+    """Validation code cannot lift its guard with gategraph's unguarded(): refused and
+    recorded; gategraph's own housekeeping (scratch, a disposable copy) still lifts it."""
+    from gategraph.runtime._readonly import unguarded
+
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        copy = context.disposable_copy()  # gategraph's own code lifts the guard to copy
+        with pytest.raises(ReadOnlyViolationError, match="unguarded"):
+            with unguarded():
+                (tree / "lifted").write_text("x")
+        left_behind = contextvars.copy_context()
+    assert copy.is_dir() and not (tree / "lifted").exists()
+    assert guard.violation is not None and "unguarded" in guard.violation
+    with pytest.raises(ReadOnlyViolationError, match="has ended"):
+        left_behind.run(unguarded)
+    with unguarded():  # outside any call: nothing to lift
+        pass
+    context.cleanup()
+
+
+def test_the_garbage_collector_is_refused(tree: Path) -> None:
+    """gc.get_objects, get_referrers and get_referents reach every object of the process,
+    gategraph's database connections and the guard's record included: refused."""
+    import gc
+
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        for reach in (
+            gc.get_objects,
+            lambda: gc.get_referrers(guard),
+            lambda: gc.get_referents(guard),
+        ):
+            with pytest.raises(ReadOnlyViolationError, match=r"gc\.get_"):
+                reach()
+    assert guard.violation is not None
+
+
+def test_sqlite_creates_databases_only_in_scratch(tree: Path) -> None:
+    """Connecting creates a SQLite database that is not there: outside scratch, refused.
+    An existing database opens (to read it); in scratch and in memory, it is the call's."""
+    existing = tree / "data.db"
+    with sqlite3.connect(existing) as made:
+        made.execute("create table t (x)")
+        made.execute("insert into t values (1)")
+    made.close()
+    before = snapshot(tree)
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        for database in (tree / "new.db", f"file:{tree / 'new.db'}?mode=rwc", tree / "no" / "x"):
+            with pytest.raises(ReadOnlyViolationError, match="creating the SQLite database"):
+                sqlite3.connect(database, uri=True)
+        assert guard.violation is not None
+        for reader in (
+            sqlite3.connect(f"file:{existing}?mode=ro", uri=True),
+            sqlite3.connect(existing),
+        ):
+            assert reader.execute("select x from t").fetchall() == [(1,)]
+            reader.close()
+        own = sqlite3.connect(context.scratch / "own.db")
+        own.execute("create table t (x)")
+        own.commit()
+        own.close()
+        sqlite3.connect(":memory:").close()
+    assert snapshot(tree) == before
+    context.cleanup()
+
+
 # -- 6. known limits: what the guard does NOT see (docs/readonly.md) ---------------------------
 # Each test asserts that the write gets through. A test here that starts failing means the
 # guard now sees more: move the case up, and take it off the list in docs/readonly.md.
-
-
-def test_limit_a_thread_the_validation_starts(tree: Path) -> None:
-    """KNOWN LIMIT: a threading.Thread does not inherit the guard."""
-    guard = Guard("validation 'v'")
-    with guarded(guard):
-        thread = threading.Thread(target=(tree / "by-thread").write_text, args=("x",))
-        thread.start()
-        thread.join()
-    assert (tree / "by-thread").exists() and guard.violation is None
 
 
 def test_limit_a_fresh_context(tree: Path) -> None:
@@ -815,19 +1018,26 @@ async def test_limit_a_trio_system_task(tree: Path) -> None:
     assert (tree / "by-system-task").exists() and guard.violation is None
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_limit_run_in_executor(tree: Path) -> None:
-    """KNOWN LIMIT: loop.run_in_executor does not pass the context on (anyio.to_thread does)."""
-    import asyncio
+def test_limit_work_handed_to_a_thread_already_running(tree: Path) -> None:
+    """KNOWN LIMIT: a thread that was running before the call (not a ThreadPoolExecutor's)
+    does what it is handed through a queue of its own under its own context: unguarded."""
+    import queue
 
+    jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    done = threading.Event()
+
+    def serve() -> None:
+        jobs.get()()
+        done.set()
+
+    server = threading.Thread(target=serve)
+    server.start()
     guard = Guard("validation 'v'")
     with guarded(guard):
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, (tree / "by-executor").write_text, "x")
-        with pytest.raises(PermissionError):
-            await anyio.to_thread.run_sync((tree / "by-to-thread").write_text, "x")
-    assert (tree / "by-executor").exists() and not (tree / "by-to-thread").exists()
+        jobs.put(functools.partial((tree / "by-a-running-thread").write_text, "x"))
+        assert done.wait(60)
+    server.join(60)
+    assert (tree / "by-a-running-thread").exists() and guard.violation is None
 
 
 def test_limit_compiled_code_and_ctypes(tree: Path) -> None:
@@ -943,35 +1153,58 @@ def test_os_level_starts_that_have_an_audit_event_are_refused(tree: Path) -> Non
     assert guard.violation is not None
 
 
-def test_limit_sqlite(tree: Path) -> None:
-    """KNOWN LIMIT: SQLite opens and writes its files in C."""
+def test_limit_sqlite_writes_to_an_existing_database(tree: Path) -> None:
+    """KNOWN LIMIT: SQLite writes in C: an existing database (opened during the call, or
+    a connection held from before it) is written unseen."""
+    with sqlite3.connect(tree / "held.db") as made:
+        made.execute("create table t (x)")
+    made.close()
+    held = sqlite3.connect(tree / "held.db")
     guard = Guard("validation 'v'")
-    with guarded(guard):
-        db = sqlite3.connect(tree / "made.db")
-        db.execute("create table t (x)")
-        db.commit()
-        db.close()
-    assert (tree / "made.db").stat().st_size > 0 and guard.violation is None
-
-
-def test_limit_the_network_is_open_to_validations() -> None:
-    """By design, not blindness: a validation may connect (a transform may not)."""
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        port = server.getsockname()[1]
-        guard = Guard("validation 'v'")
-        with guarded(guard), socket.create_connection(("127.0.0.1", port), timeout=10):
-            pass
+    try:
+        with guarded(guard):
+            held.execute("insert into t values (1)")
+            held.commit()
+            opened = sqlite3.connect(tree / "held.db")
+            opened.execute("insert into t values (2)")
+            opened.commit()
+            opened.close()
+    finally:
+        held.close()
+    with sqlite3.connect(tree / "held.db") as check:
+        assert check.execute("select x from t order by x").fetchall() == [(1,), (2,)]
+    check.close()
     assert guard.violation is None
 
 
-def test_limit_private_runtime_names(tree: Path) -> None:
-    """KNOWN LIMIT: code that reaches into the runtime's private module can lift the guard."""
-    from gategraph.runtime._readonly import unguarded
+def test_limit_code_written_to_defeat_the_guard(tree: Path) -> None:
+    """KNOWN LIMIT: code that sets the guard's context variable itself, or runs in a fresh
+    context, where it reaches every object of the process through the garbage collector
+    (here a database connection standing for gategraph's own), acts unguarded."""
+    import gc
 
+    from gategraph.runtime._readonly import LEASE
+
+    owned = sqlite3.connect(":memory:")  # gategraph's event log, say
+    owned.execute("create table events (x)")
     guard = Guard("validation 'v'")
-    with guarded(guard), unguarded():
-        (tree / "lifted").write_text("x")
-    assert (tree / "lifted").exists() and guard.violation is None
+
+    def through_the_collector() -> None:
+        found = [o for o in gc.get_objects() if isinstance(o, sqlite3.Connection)]
+        for connection in found:
+            if connection is owned:
+                connection.execute("insert into events values (1)")
+
+    with guarded(guard):
+        contextvars.Context().run(through_the_collector)
+        token = LEASE.set(None)
+        try:
+            (tree / "lease-lifted").write_text("x")
+        finally:
+            LEASE.reset(token)
+    assert owned.execute("select count(*) from events").fetchone() == (1,)
+    assert (tree / "lease-lifted").exists() and guard.violation is None
+    owned.close()
 
 
 def test_allow_is_the_runtimes_own(tree: Path) -> None:
