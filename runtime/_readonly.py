@@ -11,12 +11,20 @@ to everything else running at the same time.
   mkfifo, mknod, rmdir, chmod, chown, link, symlink, truncate, utime, xattrs, rmtree,
   binding a Unix socket to a path (it creates a file) — outside the call's own scratch
   folder, a hard link that would share a file's data between scratch and the rest of
-  the file system, changing the working directory (it is the whole process's, and it
-  would let a relative path escape judgement), and starting an external command whose
-  working directory is not inside scratch (so commands run against a disposable copy);
-- a transform guard (``pure=True``) also refuses every external command, every network
-  connection and every change to the environment: a transform is a pure data
-  transformation (seed 000, Constraints).
+  the file system, changing the working directory or the environment (they are the whole
+  process's: refused rather than restored, since everything running at the same time
+  would see a change before it could be undone), starting an external command whose
+  working directory is not inside scratch (so commands run against a disposable copy),
+  creating a SQLite database outside scratch, the garbage collector's view of every
+  object, ``unguarded()`` called from outside gategraph, and the network (connecting,
+  sending a datagram, looking a name up) unless the validation declares it;
+- a transform guard (``pure=True``) also refuses every external command and all network
+  access, declared or not: a transform is a pure data transformation (seed 000,
+  Constraints).
+
+Threads a guarded call starts carry its lease (the functions that start threads are
+wrapped: Python before 3.14 passes no context to a new thread), and work handed to a
+``ThreadPoolExecutor`` runs under the lease of whoever submitted it.
 
 A refused operation raises :class:`ReadOnlyViolationError` (a ``PermissionError``) where
 it was attempted, and the guard records the first one. The record, and the folders the
