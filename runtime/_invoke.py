@@ -1580,9 +1580,7 @@ class _Reader:
     capture gets another reader.
     """
 
-    def __init__(self, kept: bool) -> None:
-        self.kept = kept
-        """Kept for the next capture; else it ends with its first."""
+    def __init__(self) -> None:
         self.jobs: queue.SimpleQueue[tuple[_FdCapture, list[int]]] = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._serve, daemon=True, name="gategraph-output")
         self.thread.start()
@@ -1602,17 +1600,46 @@ class _Reader:
                 return
             # Idle again before the capture hears it is drained: the call that stopped it
             # finds this reader for its next one.
-            if self.kept:
-                _IDLE_READERS.append(self)
+            _IDLE_READERS.append(self)
             capture.drained.set()
-            if not self.kept:
-                return
 
 
 _IDLE_READERS: list[_Reader] = []
 """The readers with nothing to drain (appended and popped whole: atomic under the GIL)."""
 # A forked child has none of its parent's threads: their readers are not its.
 os.register_at_fork(after_in_child=_IDLE_READERS.clear)
+
+
+class OutputTails:
+    """The last :data:`CAPTURE_LIMIT` bytes a process wrote to descriptors 1 and 2 during
+    one call, and how many earlier ones were not kept: fed by whoever drains the pipes (a
+    worker process's reader thread, or a sandboxed child's worker)."""
+
+    __slots__ = ("dropped", "tails")
+
+    def __init__(self) -> None:
+        self.tails = (bytearray(), bytearray())
+        self.dropped = [0, 0]
+
+    def add(self, index: int, data: bytes) -> None:
+        """Keep what stream ``index`` (0 for descriptor 1, 1 for 2) wrote."""
+        tail = self.tails[index]
+        tail += data
+        if len(tail) > 2 * CAPTURE_LIMIT:
+            self.dropped[index] += len(tail) - CAPTURE_LIMIT
+            del tail[:-CAPTURE_LIMIT]
+
+    def result(self) -> dict[str, str] | None:
+        """The call's ``captured``: ``{"stdout": ..., "stderr": ...}`` for the streams it
+        wrote to, or ``None``."""
+        found = {}
+        for index, name in enumerate(_STREAMS):
+            data = bytes(self.tails[index][-CAPTURE_LIMIT:])
+            dropped = self.dropped[index] + len(self.tails[index]) - len(data)
+            if data or dropped:
+                text = data.decode("utf-8", "replace")
+                found[name] = f"[{dropped} earlier bytes not kept]\n{text}" if dropped else text
+        return found or None
 
 
 class _FdCapture:
@@ -1626,10 +1653,8 @@ class _FdCapture:
     read them, would break the worker.
     """
 
-    def __init__(self, keep_reader: bool = True) -> None:
-        self.keep_reader = keep_reader
-        self.tails = (bytearray(), bytearray())
-        self.dropped = [0, 0]
+    def __init__(self) -> None:
+        self.tails = OutputTails()
         self.saved: list[int] = []
         self.streams: tuple[Any, Any] = (sys.stdout, sys.stderr)
         self.reader: threading.Thread | None = None
@@ -1662,10 +1687,9 @@ class _FdCapture:
             raise
         sys.stdout = open(1, "w", 1, "utf-8", "replace", closefd=False)
         sys.stderr = open(2, "w", 1, "utf-8", "replace", closefd=False)
-        kept = self.keep_reader
-        reader = _IDLE_READERS.pop() if kept and _IDLE_READERS else None
+        reader = _IDLE_READERS.pop() if _IDLE_READERS else None
         if reader is None or not reader.thread.is_alive():
-            reader = _Reader(kept)
+            reader = _Reader()
         self.reader = reader.thread
         reader.jobs.put((self, readers))
 
@@ -1680,11 +1704,7 @@ class _FdCapture:
                         selector.unregister(key.fd)
                         os.close(key.fd)
                         continue
-                    tail = self.tails[key.data]
-                    tail += data
-                    if len(tail) > 2 * CAPTURE_LIMIT:
-                        self.dropped[key.data] += len(tail) - CAPTURE_LIMIT
-                        del tail[:-CAPTURE_LIMIT]
+                    self.tails.add(key.data, data)
 
     def stop(self) -> None:
         for stream in (sys.stdout, sys.stderr):
@@ -1698,22 +1718,11 @@ class _FdCapture:
             os.close(saved)
         # The write ends are closed now (unless a process the call started holds them):
         # the reader sees the end of both pipes once it has read everything.
-        if self.reader is None:
-            pass
-        elif self.keep_reader:
+        if self.reader is not None:
             self.drained.wait(_DRAIN_GRACE)
-        else:
-            self.reader.join(_DRAIN_GRACE)
 
     def result(self) -> dict[str, str] | None:
-        found = {}
-        for index, name in enumerate(_STREAMS):
-            data = bytes(self.tails[index][-CAPTURE_LIMIT:])
-            dropped = self.dropped[index] + len(self.tails[index]) - len(data)
-            if data or dropped:
-                text = data.decode("utf-8", "replace")
-                found[name] = f"[{dropped} earlier bytes not kept]\n{text}" if dropped else text
-        return found or None
+        return self.tails.result()
 
 
 def _process_entry(
@@ -1735,7 +1744,7 @@ def _process_entry(
     a call that loops never runs on as an orphan."""
     if parent is not None:
         die_with_parent(parent)
-    outcome, _ = run_captured(
+    return run_captured(
         functools.partial(
             _entry_outcome,
             name,
@@ -1749,18 +1758,12 @@ def _process_entry(
             backend,
         )
     )
-    return outcome
 
 
-def run_captured(
-    call: Callable[[], Outcome], *, keep_reader: bool = True
-) -> tuple[Outcome, threading.Thread | None]:
+def run_captured(call: Callable[[], Outcome]) -> Outcome:
     """Run a worker process's ``call`` with descriptors 1 and 2 captured into its
-    outcome; also return the capture's reader thread (it may outlive the call while a
-    process the call started holds the output open). ``keep_reader=False``: the reader
-    ends with the call, for a process that must have no thread but its own between calls
-    (a sandboxed child)."""
-    capture: _FdCapture | None = _FdCapture(keep_reader)
+    outcome."""
+    capture: _FdCapture | None = _FdCapture()
     try:
         assert capture is not None
         capture.start()
@@ -1771,10 +1774,9 @@ def run_captured(
     finally:
         if capture is not None:
             capture.stop()
-    if capture is None:
-        return outcome, None
-    outcome.captured = capture.result()
-    return outcome, capture.reader
+    if capture is not None:
+        outcome.captured = capture.result()
+    return outcome
 
 
 def _entry_outcome(

@@ -30,6 +30,7 @@ process on a pidfd while it waits, and ends its process group when gategraph is 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -115,6 +116,25 @@ def _receive(fd: int) -> bytes | None:
     if header is None:
         return None
     return _read_exactly(fd, _HEADER.unpack(header)[0])
+
+
+def _echoed(child: _Child, grace: float) -> bool:
+    """Send the child the byte that says its answer arrived, and wait up to ``grace``
+    seconds for its own in return (False only where it ended meanwhile)."""
+    try:
+        os.write(child.requests, b"\0")
+    except BrokenPipeError:
+        return False
+    poller = select.poll()
+    for watched in (child.answers, child.exited):
+        poller.register(watched, select.POLLIN)
+    ready = {found for found, _ in poller.poll(int(grace * 1000))}
+    if child.answers in ready:
+        try:
+            return os.read(child.answers, 1) == b"\0"
+        except BlockingIOError:
+            return True  # not echoed: what it left is judged
+    return child.exited not in ready
 
 
 def _tasks(pid: int | str = "self") -> set[int]:
@@ -257,18 +277,21 @@ def _sentinel(watched: int, own: tuple[int, ...]) -> int:
 class _Child:
     """A child of the worker, running one plan's calls."""
 
-    __slots__ = ("answers", "exited", "pid", "plan", "requests")
+    __slots__ = ("answers", "exited", "output", "pid", "plan", "requests")
 
-    def __init__(self, pid: int, requests: int, answers: int) -> None:
+    def __init__(self, pid: int, requests: int, answers: int, output: tuple[int, int]) -> None:
         self.pid = pid
         self.plan: str | None = None
         """The plan whose calls it runs (None for a spare, not yet given one)."""
         self.requests = requests
         self.answers = answers
+        self.output = output
+        """The read ends of its descriptors 1 and 2: the worker drains them during each
+        call, so the child captures its calls' output with no thread of its own."""
         self.exited = os.pidfd_open(pid)
 
-    def fds(self) -> tuple[int, int, int]:
-        return self.requests, self.answers, self.exited
+    def fds(self) -> tuple[int, ...]:
+        return self.requests, self.answers, self.exited, *self.output
 
     def ended(self) -> bool:
         poller = select.poll()
@@ -299,6 +322,8 @@ class _Worker:
         self.environment = dict(os.environ)
 
     def serve(self, frame: bytes) -> Answer:
+        from . import _invoke
+
         request = pickle.loads(frame)
         name = request.name
         if self.unfit:
@@ -325,9 +350,10 @@ class _Worker:
             self.child.plan = request.plan
         child = self.child
         del request
+        tails = _invoke.OutputTails()
         try:
             _write_all(child.requests, _HEADER.pack(len(frame)) + frame)
-            data = self._answer_of(child)
+            data = self._answer_of(child, tails)
         except BrokenPipeError:
             data = None  # it ended before it read the request
         answer = _decoded(name, data)
@@ -338,6 +364,7 @@ class _Worker:
             if answer is None:
                 answer = _died(name, code, ran_on)
         outcome = answer.outcome
+        outcome["captured"] = tails.result()
         if self.child is not child and self._strays():  # it ended: what did it leave?
             return self._left(name, outcome)
         return Answer("done", name, outcome, keep=True)
@@ -349,6 +376,12 @@ class _Worker:
         from . import _invoke
 
         deadline = time.monotonic() + _LEFTOVER_GRACE
+        # The child, once it has answered, reads this byte and answers it with one of its
+        # own: a call that wrote an answer itself and went on (to start a thread or a
+        # process, say) does neither, and is judged by what it left once the grace is up.
+        if not _echoed(child, _LEFTOVER_GRACE):
+            return Answer("done", name, answer.outcome, keep=False)  # it ended
+        pause = 0.00005
         while True:
             try:
                 threads, children = len(_tasks(child.pid)) - 1, len(_children(child.pid))
@@ -356,7 +389,8 @@ class _Worker:
                 return Answer("done", name, answer.outcome, keep=False)  # it ended
             if not (threads or children) or time.monotonic() >= deadline:
                 break
-            time.sleep(0.001)  # an ending thread, still listed for a moment
+            time.sleep(pause)  # an ending thread, still listed for a moment
+            pause = min(pause * 2, 0.005)
         if not (threads or children):
             return answer
         outcome = msgspec.convert(answer.outcome, _invoke.Outcome)
@@ -466,6 +500,8 @@ class _Worker:
     def _fork(self) -> _Child:
         requests_read, requests_write = os.pipe()
         answers_read, answers_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        stderr_read, stderr_write = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - measured in the child, which never returns
             code = 0
@@ -474,26 +510,43 @@ class _Worker:
                 others = [c.fds() for c in (self.child, self.spare) if c is not None]
                 for fd in (*self.own, requests_write, answers_read, *sum(others, ())):
                     os.close(fd)
+                os.dup2(stdout_write, 1)
+                os.dup2(stderr_write, 2)
+                for fd in (stdout_read, stdout_write, stderr_read, stderr_write):
+                    os.close(fd)
                 _serve_plan(self, requests_read, answers_write)
             except BaseException:
                 code = 70
             finally:
                 os._exit(code)
-        os.close(requests_read)
-        os.close(answers_write)
-        return _Child(pid, requests_write, answers_read)
+        for fd in (requests_read, answers_write, stdout_write, stderr_write):
+            os.close(fd)
+        for fd in (stdout_read, stderr_read):
+            os.set_blocking(fd, False)
+        return _Child(pid, requests_write, answers_read, (stdout_read, stderr_read))
 
-    def _answer_of(self, child: _Child) -> bytes | None:
-        """Read one answer frame from the child, while watching it end."""
+    def _answer_of(self, child: _Child, tails: Any) -> bytes | None:
+        """Read one answer frame from the child, while watching it end and keeping what
+        its call writes (into ``tails``, an :class:`._invoke.OutputTails`)."""
         fd = child.answers
         os.set_blocking(fd, False)
         poller = select.poll()
-        for watched in (fd, child.exited):
+        for watched in (fd, child.exited, *child.output):
             poller.register(watched, select.POLLIN)
+        try:
+            return self._frame_of(child, poller, tails)
+        finally:
+            # All the call wrote before its answer (or its end) is in the pipes by now.
+            _drain(child.output, tails, poller)
+
+    def _frame_of(self, child: _Child, poller: select.poll, tails: Any) -> bytes | None:
+        fd = child.answers
         data = bytearray()
         need = _HEADER.size
         while True:
             ready = {found for found, _ in poller.poll()}
+            if ready & set(child.output):
+                _drain(child.output, tails, poller)
             while len(data) < need:
                 try:
                     chunk = os.read(fd, need - len(data))
@@ -551,6 +604,24 @@ class _Worker:
                 self._end(child)
         _wipe(self.folder, None)
         return self._clear_strays()
+
+
+def _drain(output: tuple[int, int], tails: Any, poller: select.poll) -> None:
+    """Keep what a child wrote to its descriptors 1 and 2 so far (non-blocking ends); an
+    end that closed (the call closed its descriptor) is watched no more."""
+    for index, fd in enumerate(output):
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                with contextlib.suppress(KeyError, ValueError):
+                    poller.unregister(fd)
+                break
+            tails.add(index, chunk)
 
 
 def _replaced(name: str) -> Answer:
@@ -618,8 +689,13 @@ def _serve_plan(worker: _Worker, requests: int, answers: int) -> None:  # pragma
     # call's, and left running.
     baseline = {os.getpid()}
     environment = dict(os.environ)
-    while (frame := _receive(requests)) is not None:
-        name, outcome, keep = _call(pickle.loads(frame), baseline, worker)
+    # Descriptors 1 and 2 are pipes its worker drains: written through as they are (a
+    # buffer is flushed after each call), undecodable text replaced, never refused.
+    sys.stdout = open(1, "w", 1, "utf-8", "replace", closefd=False)
+    sys.stderr = open(2, "w", 1, "utf-8", "replace", closefd=False)
+    _OUTPUT[:] = os.dup(1), os.dup(2)
+
+    def tidy() -> None:
         with _readonly.unguarded():
             if os.environ != environment:  # only the call's C code can have changed it
                 os.environ.clear()
@@ -627,9 +703,20 @@ def _serve_plan(worker: _Worker, requests: int, answers: int) -> None:  # pragma
             parent_folder = _context._parent.path if _context._parent is not None else None
             _wipe(worker.folder, parent_folder)
             os.chdir(worker.folder)  # where the call found it (its chdir is refused if guarded)
-        _send(answers, Answer("done", name, _plain(outcome), keep))
+
+    while (frame := _receive(requests)) is not None:
+        name, outcome, keep = _call(pickle.loads(frame), baseline, worker)
         if not keep:
+            tidy()
+            _send(answers, Answer("done", name, _plain(outcome), keep))
             return
+        _send(answers, Answer("done", name, _plain(outcome), keep))
+        # Its worker's byte, echoed: the sign that the call is over (_Worker._checked).
+        # Tidied after it, while the answer travels on; before the next request is read.
+        if _read_exactly(requests, 1) is None:
+            return
+        _write_all(answers, b"\0")
+        tidy()
 
 
 def death(code: int) -> str:
@@ -663,15 +750,8 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     from ._results import ResultError
 
     before = _fingerprint(request)
-    # The child's worker checks that it has no thread but its own between calls: the
-    # capture's reader ends with the call.
-    outcome, reader = _invoke.run_captured(
-        functools.partial(_invoke.sandbox_outcome, request, worker.loaded), keep_reader=False
-    )
-    if reader is not None and reader.native_id is not None:
-        # The capture's reader may outlive the call while a process the call started
-        # holds the output open: that process is what counts, not the reader.
-        baseline = baseline | {reader.native_id}
+    # Its output goes to descriptors 1 and 2, which its worker drains: no thread here.
+    outcome = _streamed(functools.partial(_invoke.sandbox_outcome, request, worker.loaded))
     pooled = _idle_pool_threads()
     threads, children = _leftovers(baseline | pooled)
     # Trio keeps the threads of `to_thread` idle for a while after its loop ended: no code
@@ -701,6 +781,28 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     if used > worker.limits.cpu_seconds / 2:
         keep = False  # the next call could run out of CPU seconds midway: a fresh child
     return name, outcome, keep
+
+
+def _streamed(call: Any) -> Any:
+    """Run a call whose output its worker captures (from the child's descriptors 1 and 2),
+    then flush what its streams still hold and give the child its own back: descriptors
+    1 and 2 as they were (a call may have closed or replaced them), and the streams."""
+    streams = sys.stdout, sys.stderr
+    try:
+        return call()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass  # a stream the call broke: what it held is lost, nothing else
+        sys.stdout, sys.stderr = streams
+        for fd, kept in enumerate(_OUTPUT, 1):
+            os.dup2(kept, fd)
+
+
+_OUTPUT: list[int] = []
+"""A sandboxed child's own descriptors 1 and 2 (duplicates, put back after each call)."""
 
 
 def _left_running(outcome: Any, name: str, threads: int, processes: int) -> Any:

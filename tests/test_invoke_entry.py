@@ -474,19 +474,6 @@ def test_a_capture_held_open_by_a_leftover_process_does_not_delay_the_next_one()
         holder.wait()
 
 
-def test_a_reader_that_ends_with_its_capture_is_gone_once_it_stopped() -> None:
-    """``keep_reader=False`` (a sandboxed child, which must have no other thread between
-    calls): the reader has ended when ``stop`` returns."""
-    capture = _FdCapture(keep_reader=False)
-    capture.start()
-    try:
-        os.write(2, b"once")
-    finally:
-        capture.stop()
-    assert capture.result() == {"stderr": "once"}
-    assert capture.reader is not None and not capture.reader.is_alive()
-
-
 def test_a_reader_that_fails_is_not_handed_the_next_capture(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

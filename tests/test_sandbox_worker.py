@@ -1485,3 +1485,76 @@ def test_a_refused_kernel_call_raises_its_error() -> None:
     with pytest.raises(OSError) as refused:
         _kernel._prctl(-1)
     assert refused.value.errno == errno.EINVAL
+
+
+# -- the call's output, drained by the worker ---------------------------------------------
+
+_TALKS: Final = """
+import os, sys, threading
+def run(text="", size=0, close=False, unflushed=""):
+    print(text)
+    sys.stderr.write("err:" + text + "\\n")
+    if size:
+        os.write(1, b"x" * size)
+    if unflushed:
+        sys.stdout = open(1, "w", 4096, closefd=False)  # a buffer of its own, left unflushed
+        sys.stdout.write(unflushed)
+    if close:
+        os.close(1)
+    return {"threads": threading.active_count(), "tasks": len(os.listdir("/proc/self/task"))}
+"""
+
+
+def test_a_call_s_output_is_its_own_and_its_process_has_no_thread_but_its_own(
+    open_worker: Any,
+) -> None:
+    """Each call's stdout and stderr come back with its own answer, none of it in the
+    next call's; the child runs no thread to capture it (its worker drains the pipes)."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    first = outcome_of(worker.call(request(_TALKS, arguments={"text": "one"})))
+    second = outcome_of(worker.call(request(_TALKS, arguments={"text": "two"})))
+    assert first["captured"] == {"stdout": "one\n", "stderr": "err:one\n"}, first
+    assert second["captured"] == {"stdout": "two\n", "stderr": "err:two\n"}, second
+    assert first["value"]["threads"] == 1 and first["value"]["tasks"] == 1, first
+    assert worker.finish() == 0
+
+
+def test_more_output_than_a_pipe_holds_keeps_its_tail(open_worker: Any) -> None:
+    """Far more than a pipe's buffer: the call is not blocked, the answer keeps the last
+    CAPTURE_LIMIT bytes and says how many earlier ones it dropped."""
+    from gategraph.runtime._invoke import CAPTURE_LIMIT
+
+    size = 1 << 20
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    outcome = outcome_of(worker.call(request(_TALKS, arguments={"text": "big", "size": size})))
+    assert outcome["ok"], outcome
+    stdout = outcome["captured"]["stdout"]
+    dropped = len("big\n") + size - CAPTURE_LIMIT
+    assert stdout == f"[{dropped} earlier bytes not kept]\n" + "x" * CAPTURE_LIMIT
+    assert worker.finish() == 0
+
+
+def test_a_buffer_left_unflushed_is_the_call_s_output(open_worker: Any) -> None:
+    """What a call leaves in a stream's buffer is flushed when it returns, into its own
+    answer: never into the next call's."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    first = outcome_of(worker.call(request(_TALKS, arguments={"text": "a", "unflushed": "kept"})))
+    second = outcome_of(worker.call(request(_TALKS, arguments={"text": "b"})))
+    assert first["captured"]["stdout"] == "a\nkept", first
+    assert second["captured"]["stdout"] == "b\n", second
+    assert worker.finish() == 0
+
+
+def test_a_call_that_closes_its_stdout_loses_only_its_own(open_worker: Any) -> None:
+    """A call that closes descriptor 1 passes with what it wrote before; the plan's next
+    call finds its descriptors as they were, and its output is captured."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    first = outcome_of(worker.call(request(_TALKS, arguments={"text": "a", "close": True})))
+    second = outcome_of(worker.call(request(_TALKS, arguments={"text": "b"})))
+    assert first["ok"] and first["captured"]["stdout"] == "a\n", first
+    assert second["ok"] and second["captured"] == {"stdout": "b\n", "stderr": "err:b\n"}
+    assert worker.finish() == 0
