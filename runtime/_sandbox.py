@@ -67,7 +67,7 @@ def require(where: str = "isolation") -> None:
         raise ConfigError.at(where, f"sandbox: {missing}")
 
 
-_Owner = tuple[str, str | None, str | None, bool]
+_Owner = tuple[str, str | None, str | None, bool, bool]
 
 
 class _Worker:
@@ -82,7 +82,8 @@ class _Worker:
         """What it hides (:func:`._kernel.hidden_now`): it runs no call once something of
         gategraph's own it must not see exists that it does not hide."""
         self.owner: _Owner | None = None
-        """The validation it loaded (name, entrypoint, code, guarded): it runs no other.
+        """The validation it loaded (name, entrypoint, code, guarded, network): it runs no
+        other (a worker confined without the network stays so).
         Each call runs in a child of the worker and ends with it; what the validation's
         code did while it was loaded (once, before any call) can only sway that
         validation's own verdicts, which it decides anyway."""
@@ -282,7 +283,7 @@ class SandboxPool:
         # Only this validation's calls ever share the worker, each plan's in a process of
         # its own: what a call leaves behind stays with its plan, and what the validation's
         # code did when the worker loaded it reaches no other validation.
-        owner = (request.name, request.entrypoint, request.code, request.guarded)
+        owner = (request.name, request.entrypoint, request.code, request.guarded, request.network)
         async with self._limiter:
             try:
                 worker = await self._take(owner)

@@ -313,7 +313,7 @@ class _Worker:
         """The worker's requests and answers: closed in its children."""
         self.sentinel = sentinel
         self.loaded: Any = None
-        self.key: tuple[str, str | None, str | None, bool] | None = None
+        self.key: tuple[str, str | None, str | None, bool, bool] | None = None
         self.child: _Child | None = None
         self.spare: _Child | None = None
         """A child forked ahead, while the worker waited, for the next plan."""
@@ -328,7 +328,7 @@ class _Worker:
         name = request.name
         if self.unfit:
             return _replaced(name)
-        key = (name, request.entrypoint, request.code, request.guarded)
+        key = (name, request.entrypoint, request.code, request.guarded, request.network)
         if self.key != key:
             # The pool sends a worker one validation's calls only; another's is loaded
             # in place of the first all the same (a call never runs another's code).
