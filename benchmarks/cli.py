@@ -35,9 +35,12 @@ _SCENARIOS = (
     "ray",
     "startup",
     "embed",
+    "suite",
 )
 """Every scenario, in run order (the harness's SCENARIO_ORDER, kept here so that parsing
 the command line imports nothing else; a test pins the two together)."""
+_ON_REQUEST = ("suite",)
+"""Run only when named (``--scenario suite`` or ``all``): the harness's ON_REQUEST."""
 
 
 class BenchError(click.ClickException):
@@ -115,7 +118,7 @@ def _scenarios(values: Sequence[str]) -> list[str]:
                     param_hint="'--scenario'",
                 )
             names.append(name)
-    return list(dict.fromkeys(names)) or list(_SCENARIOS)
+    return list(dict.fromkeys(names)) or [n for n in _SCENARIOS if n not in _ON_REQUEST]
 
 
 def _writable(path: Path | None, option: str) -> None:
@@ -175,6 +178,12 @@ def _progress(message: str) -> None:
     help="Draw µs per node and validations/s against N to FILE.png (needs gategraph[bench]).",
 )
 @click.option("--no-rss", is_flag=True, help="Skip the peak-RSS measurements (fresh processes).")
+@click.option(
+    "--project",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The project whose tests/ the suite scenario runs (default: more-itertools 10.5.0, "
+    "fetched once with pip).",
+)
 def bench(
     graph: Path | None,
     quick: bool,
@@ -185,14 +194,16 @@ def bench(
     json_path: Path | None,
     plot_path: Path | None,
     no_rss: bool,
+    project: Path | None,
 ) -> None:
     """Measure validation throughput against baselines run in the same process.
 
-    Without GRAPH, runs the scenarios (all by default) and prints a table per scenario:
-    µs per node, validations/s, p50/p99 latency and peak RSS of the engine and of
-    asyncio.gather, one anyio task per node and LangGraph's Send fan-out (when installed),
-    then start-up times, the per-call overhead of one-call validation (validate), and the
-    performance targets, met or missed. With GRAPH, runs that plan (on temporary copies of
+    Without GRAPH, runs the scenarios (all but suite by default) and prints a table per
+    scenario: µs per node, validations/s, p50/p99 latency and peak RSS of the engine and
+    of asyncio.gather, one anyio task per node and LangGraph's Send fan-out (when
+    installed), then start-up times, the per-call overhead of one-call validation
+    (validate), and the performance targets, met or missed. The suite scenario runs a real
+    project's tests sandboxed, in a worker process and by hand. With GRAPH, runs that plan (on temporary copies of
     its folders) at each --concurrency level and reports validations/s, latency and time per
     pipeline layer. Nothing is asserted: the figures depend on the machine.
     """
@@ -205,6 +216,7 @@ def bench(
             (scenario_names, "--scenario"),
             (sizes, "--n"),
             (plot_path, "--plot"),
+            (project, "--project"),
         ):
             if given:
                 raise click.UsageError(f"{option} applies to the scenarios, not to a GRAPH")
@@ -216,6 +228,8 @@ def bench(
         )
         return
     names = _scenarios(scenario_names)
+    if project is not None and "suite" not in names:
+        raise click.UsageError("--project applies to the suite scenario (--scenario suite)")
     if plot_path is not None:
         import importlib.util
 
@@ -230,9 +244,15 @@ def bench(
         sizes=widths,
         concurrency=levels,
         rss=not no_rss,
+        project=None if project is None else str(project),
         progress=_progress,
     )
-    report = run_benchmarks(names, settings)
+    from .bench_suite import SuiteError
+
+    try:
+        report = run_benchmarks(names, settings)
+    except SuiteError as exc:
+        raise BenchError(f"{exc} (the suite must pass to be timed)") from None
     click.echo(render_table(report))
     if json_path is not None:
         write_json(report, json_path)

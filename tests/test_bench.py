@@ -21,7 +21,7 @@ from gategraph.benchmarks.bench_sandbox import sandbox_unavailable
 from gategraph.benchmarks.cli import _SCENARIOS, bench
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
-WIDTH_SCENARIOS = [name for name in _SCENARIOS if name not in {"ray", "startup", "embed"}]
+WIDTH_SCENARIOS = [name for name in _SCENARIOS if name not in {"ray", "startup", "embed", "suite"}]
 RAY_MISSING = ray_unavailable()
 SANDBOX_MISSING = sandbox_unavailable()
 SPREAD = {"min", "median", "max"}
@@ -108,7 +108,9 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
     assert {"python", "cpus", "platform", "processor"} <= set(report["machine"])
     assert report["settings"]["quick"] is True
     assert report["settings"]["sizes"] == [10, 20]
-    assert report["settings"]["scenarios"] == list(_SCENARIOS)
+    # All but the suite, which runs a real project's tests only when named.
+    assert report["settings"]["scenarios"] == [n for n in _SCENARIOS if n != "suite"]
+    assert report["suite"] is None
     assert set(report["baselines"]) >= {"asyncio_gather", "anyio_taskgroup", "langgraph"}
     assert set(report["scenarios"]) == set(WIDTH_SCENARIOS)
     for name, scenario in report["scenarios"].items():
@@ -478,3 +480,68 @@ def test_the_plan_scenario_checks_every_run_and_compares_with_the_engine() -> No
     }
     extra = bench_plan._extra(case, samples)
     assert extra == {"plan_vs_engine": 2.0, "plan_sqlite_vs_engine": None}
+
+
+# -- suite: a real project's tests --------------------------------------------------------
+
+
+def _small_project(root: Path) -> Path:
+    """A project of its own with a few real tests (offline: nothing is fetched)."""
+    (root / "tests").mkdir(parents=True)
+    (root / "mathy.py").write_text("def double(x):\n    return 2 * x\n", encoding="utf-8")
+    (root / "tests" / "test_mathy.py").write_text(
+        "import sys, pathlib\n"
+        "sys.path.insert(0, str(pathlib.Path(__file__).parent.parent))\n"
+        "import mathy\n"
+        + "".join(
+            f"def test_double_{i}():\n    assert mathy.double({i}) == {2 * i}\n" for i in range(5)
+        ),
+        encoding="utf-8",
+    )
+    return root
+
+
+def test_suite_runs_a_project_s_tests_three_ways(tmp_path: Path) -> None:
+    """--scenario suite --project: the suite sandboxed by default, in a worker process and
+    by hand, timed side by side; the ratio is the suite-sandbox target's figure."""
+    project = _small_project(tmp_path / "project")
+    out = tmp_path / "bench.json"
+    result = _invoke(
+        "--scenario", "suite", "--project", str(project), "--repeat", "1", "--json", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    assert "### suite — project's test suite" in result.stdout
+    report = json.loads(out.read_text(encoding="utf-8"))
+    suite = report["suite"]
+    assert suite["project"] == "project" and suite["skipped"] is None
+    for way in ("sandbox", "process", "by_hand"):
+        assert 0 < suite[f"{way}_s"]["min"] <= suite[f"{way}_s"]["median"]
+    ratio = suite["ratios"]["sandbox_vs_process"]
+    assert ratio == suite["sandbox_s"]["median"] / suite["process_s"]["median"]
+    [row] = [t for t in report["targets"] if t["id"] == "suite-sandbox"]
+    assert row["measured"] == ratio
+    assert not list(project.rglob("__pycache__"))  # by hand, nothing written in the folder
+
+
+def test_a_suite_that_fails_is_not_timed(tmp_path: Path) -> None:
+    """A project whose tests fail: the run stops with the reason, never a figure."""
+    project = _small_project(tmp_path / "project")
+    (project / "tests" / "test_broken.py").write_text(
+        "def test_no():\n    assert False\n", encoding="utf-8"
+    )
+    result = _invoke("--scenario", "suite", "--project", str(project), "--repeat", "1")
+    assert result.exit_code == 2
+    assert "error: suite sandbox: 1 of 6 tests failed" in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_suite_s_project_needs_its_tests(tmp_path: Path) -> None:
+    """A folder without tests/ is skipped with a note; --project without the suite is a
+    usage error."""
+    (tmp_path / "empty").mkdir()
+    result = _invoke("--scenario", "suite", "--project", str(tmp_path / "empty"), "--repeat", "1")
+    assert result.exit_code == 0, result.output
+    assert "### suite — skipped: " in result.stdout and "no tests/ folder" in result.stdout
+    refused = _invoke("--scenario", "noop", "--project", str(tmp_path / "empty"))
+    assert refused.exit_code == 2
+    assert "--project applies to the suite scenario" in refused.output
