@@ -118,23 +118,29 @@ def _receive(fd: int) -> bytes | None:
     return _read_exactly(fd, _HEADER.unpack(header)[0])
 
 
+_ECHO: Final = b"\xee"
+"""The byte a child echoes once it has answered: never the first byte of an answer, whose
+4-byte length is at most :data:`MAX_ANSWER`."""
+
+
 def _echoed(child: _Child, grace: float) -> bool:
     """Send the child the byte that says its answer arrived, and wait up to ``grace``
-    seconds for its own in return (False only where it ended meanwhile)."""
+    seconds for it in return: False where it ended, did not echo in time or echoed
+    something else."""
     try:
-        os.write(child.requests, b"\0")
+        os.write(child.requests, _ECHO)
     except BrokenPipeError:
         return False
     poller = select.poll()
     for watched in (child.answers, child.exited):
         poller.register(watched, select.POLLIN)
     ready = {found for found, _ in poller.poll(int(grace * 1000))}
-    if child.answers in ready:
-        try:
-            return os.read(child.answers, 1) == b"\0"
-        except BlockingIOError:
-            return True  # not echoed: what it left is judged
-    return child.exited not in ready
+    if child.answers not in ready:
+        return False
+    try:
+        return os.read(child.answers, 1) == _ECHO
+    except BlockingIOError:
+        return False
 
 
 def _tasks(pid: int | str = "self") -> set[int]:
@@ -376,11 +382,11 @@ class _Worker:
         from . import _invoke
 
         deadline = time.monotonic() + _LEFTOVER_GRACE
-        # The child, once it has answered, reads this byte and answers it with one of its
-        # own: a call that wrote an answer itself and went on (to start a thread or a
-        # process, say) does neither, and is judged by what it left once the grace is up.
-        if not _echoed(child, _LEFTOVER_GRACE):
-            return Answer("done", name, answer.outcome, keep=False)  # it ended
+        # The child, once it has answered, reads this byte and echoes it: a call that
+        # wrote an answer itself and went on (to start a thread or a process, say) does
+        # not. Without the echo the child runs no more calls (an echo that came late
+        # would be read as the next answer), and what it left running is judged now.
+        echoed = _echoed(child, _LEFTOVER_GRACE)
         pause = 0.00005
         while True:
             try:
@@ -392,7 +398,7 @@ class _Worker:
             time.sleep(pause)  # an ending thread, still listed for a moment
             pause = min(pause * 2, 0.005)
         if not (threads or children):
-            return answer
+            return answer if echoed else Answer("done", name, answer.outcome, keep=False)
         outcome = msgspec.convert(answer.outcome, _invoke.Outcome)
         return Answer("done", name, _plain(_left_running(outcome, name, threads, children)))
 
@@ -460,15 +466,19 @@ class _Worker:
         """Load the validation's code into the worker, once, as its call would (under a
         guard of its own for a validation): ``None`` when loaded, or when its load failed
         (each call then loads it again and fails with the reason), else the call's
-        outcome when loading left threads or processes running (a fork cannot copy
-        threads)."""
+        outcome when loading attempted what a validation may not (a write, the network
+        undeclared) or left threads or processes running (a fork cannot copy threads)."""
         from . import _invoke, _readonly
         from ._readonly import Guard
 
         self.loaded = None
         _invoke.sandbox_network(request)  # the kernel holds its code to its declaration
         baseline = _tasks()
-        guard = Guard(f"sandboxed validation {request.name!r}") if request.guarded else None
+        guard = (
+            Guard(f"sandboxed validation {request.name!r}", network=request.network)
+            if request.guarded
+            else None
+        )
         state = _readonly.enter_process(guard) if guard is not None else None
         try:
             loaded = _invoke._load(request.name, request.entrypoint, request.code)
@@ -489,9 +499,12 @@ class _Worker:
                 f"{request.name} left threads or processes running when its code was "
                 "loaded (a sandboxed call must end everything it starts)",
             )
-        if guard is None or guard.violation is None:
-            self.loaded = loaded  # else its calls' own loads are refused, and say so
         _readonly.release_process()
+        if guard is not None and guard.violation is not None:
+            # Its top level attempted what a validation may not: every call fails so (the
+            # pool replaces the worker), never a load again in the child, unguarded.
+            return _invoke._violation(guard)
+        self.loaded = loaded
         if os.environ != self.environment:  # only native code of the load can have
             os.environ.clear()
             os.environ.update(self.environment)
@@ -689,10 +702,7 @@ def _serve_plan(worker: _Worker, requests: int, answers: int) -> None:  # pragma
     # call's, and left running.
     baseline = {os.getpid()}
     environment = dict(os.environ)
-    # Descriptors 1 and 2 are pipes its worker drains: written through as they are (a
-    # buffer is flushed after each call), undecodable text replaced, never refused.
-    sys.stdout = open(1, "w", 1, "utf-8", "replace", closefd=False)
-    sys.stderr = open(2, "w", 1, "utf-8", "replace", closefd=False)
+    # Descriptors 1 and 2 are pipes its worker drains (each call's streams write there).
     _OUTPUT[:] = os.dup(1), os.dup(2)
 
     def tidy() -> None:
@@ -715,7 +725,7 @@ def _serve_plan(worker: _Worker, requests: int, answers: int) -> None:  # pragma
         # Tidied after it, while the answer travels on; before the next request is read.
         if _read_exactly(requests, 1) is None:
             return
-        _write_all(answers, b"\0")
+        _write_all(answers, _ECHO)
         tidy()
 
 
@@ -785,18 +795,25 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
 
 def _streamed(call: Any) -> Any:
     """Run a call whose output its worker captures (from the child's descriptors 1 and 2),
-    then flush what its streams still hold and give the child its own back: descriptors
-    1 and 2 as they were (a call may have closed or replaced them), and the streams."""
-    streams = sys.stdout, sys.stderr
+    on streams of its own (written through, undecodable text replaced, never refused);
+    then flush every stream it may have written to and give the child back its own:
+    descriptors 1 and 2 as they were (a call may have closed or replaced them), and the
+    streams."""
+    saved = sys.stdout, sys.stderr
+    own = (
+        open(1, "w", 1, "utf-8", "replace", closefd=False),
+        open(2, "w", 1, "utf-8", "replace", closefd=False),
+    )
+    sys.stdout, sys.stderr = own
     try:
         return call()
     finally:
-        for stream in (sys.stdout, sys.stderr):
+        for stream in (sys.stdout, sys.stderr, *own, *saved):
             try:
                 stream.flush()
             except BaseException:
                 pass  # a stream the call broke: what it held is lost, nothing else
-        sys.stdout, sys.stderr = streams
+        sys.stdout, sys.stderr = saved
         for fd, kept in enumerate(_OUTPUT, 1):
             os.dup2(kept, fd)
 

@@ -111,6 +111,10 @@ try:
     elif failure == "a-thread":
         import threading
         threading.Thread(target=threading.Event().wait, daemon=True).start()
+    elif failure == "no-grace":
+        # No grace for a child's echo: as a child descheduled past it on a loaded machine.
+        from gategraph.runtime import _sandbox_worker
+        _sandbox_worker._LEFTOVER_GRACE = 0.0
     main()
 finally:
     if cov is not None:
@@ -1557,4 +1561,72 @@ def test_a_call_that_closes_its_stdout_loses_only_its_own(open_worker: Any) -> N
     second = outcome_of(worker.call(request(_TALKS, arguments={"text": "b"})))
     assert first["ok"] and first["captured"]["stdout"] == "a\n", first
     assert second["ok"] and second["captured"] == {"stdout": "b\n", "stderr": "err:b\n"}
+    assert worker.finish() == 0
+
+
+_CLOSES_STREAMS: Final = """
+import sys
+def run(text="", close=False, swap=False):
+    print(text)
+    if swap:
+        sys.stdout.write("unfinished")  # no newline, in the stream the call was given
+        sys.stdout = sys.stderr
+    if close:
+        sys.stdout.close()
+        sys.stderr.close()
+    return {"passed": True}
+"""
+
+
+def test_a_call_that_closes_or_swaps_its_streams_leaves_the_next_call_its_own(
+    open_worker: Any,
+) -> None:
+    """Each call gets streams of its own: one that closes them, or swaps one for another
+    with text left in its buffer, passes with all it wrote, and the plan's next call
+    prints as usual."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    closed = outcome_of(
+        worker.call(request(_CLOSES_STREAMS, arguments={"text": "a", "close": True}))
+    )
+    swapped = outcome_of(
+        worker.call(request(_CLOSES_STREAMS, arguments={"text": "b", "swap": True}))
+    )
+    after = outcome_of(worker.call(request(_CLOSES_STREAMS, arguments={"text": "c"})))
+    assert closed["ok"] and closed["captured"] == {"stdout": "a\n"}, closed
+    assert swapped["ok"] and swapped["captured"] == {"stdout": "b\nunfinished"}, swapped
+    assert after["ok"] and after["captured"] == {"stdout": "c\n"}, after
+    assert worker.finish() == 0
+
+
+_WRITES_ON_LOAD: Final = """
+open("/tmp/gategraph-never-written-on-load", "w")
+def run():
+    return {"passed": True}
+"""
+
+
+def test_a_load_that_attempts_a_write_fails_every_call_with_it(open_worker: Any) -> None:
+    """A top level that attempts a write while the worker loads it: the call fails with
+    that refusal (never loaded again, unguarded, in the plan's process), and the worker
+    is not kept."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(request(_WRITES_ON_LOAD))
+    outcome = outcome_of(answer)
+    assert outcome["error"] == "read_only_violation", outcome
+    assert "gategraph-never-written-on-load" in outcome["message"], outcome
+    assert not answer.keep
+    assert not os.path.exists("/tmp/gategraph-never-written-on-load")
+
+
+def test_an_echo_that_comes_late_is_never_read_as_an_answer(open_worker: Any) -> None:
+    """A child that echoes after the grace (descheduled on a loaded machine): its call's
+    answer stands, the child runs no more calls, and the plan's next calls, in fresh
+    children, are never blamed for the late byte."""
+    worker = open_worker(confine_fails="no-grace")
+    assert worker.start().kind == "ready"
+    for text in ("one", "two", "three"):
+        outcome = outcome_of(worker.call(request(_TALKS, arguments={"text": text}, plan="A")))
+        assert outcome["ok"] and outcome["captured"]["stdout"] == f"{text}\n", outcome
     assert worker.finish() == 0
