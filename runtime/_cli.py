@@ -844,6 +844,8 @@ def _node_row(result: Any, mode: str | None) -> list[str]:
         status = result.status.value
         text = result.error or (json.dumps(output, default=str) if output is not None else "")
     held = getattr(result, "enforced_by", None) or ""
+    if getattr(result, "network", False):
+        held += ", network declared"  # the one thing it was let do beyond reading
     return [result.node, kind, status, held, f"{result.duration:.3f}s", text[:100]]
 
 

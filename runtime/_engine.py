@@ -149,6 +149,9 @@ class ValidationRecord(NodeResult, kw_only=True, gc=False):
     guard, where the validation runs by default because it is gategraph's own, or where
     its node or the run declared an isolation: a choice to trust it) or ``server`` (an MCP
     tool's server)."""
+    network: bool = False
+    """The validation declared ``network: true``: the call was let use the network (else
+    the guard, and in the sandbox the kernel, refused it every connection)."""
 
     @property
     def blocking(self) -> bool:
@@ -1172,6 +1175,7 @@ class _Engine:
         prepared = spec.prepared
         ran_in = prepared.ran_in if prepared is not None else None
         enforced_by = prepared.enforced_by if prepared is not None else None
+        network = prepared.network if prepared is not None else False
         # (`to_result`, without its frame for a call that returned.)
         result = coerce_result(outcome.value) if outcome.ok else to_result(outcome)
         if spec.mcp is not None:
@@ -1197,6 +1201,7 @@ class _Engine:
                 result=result,
                 duration=duration,
                 isolation=ran_in,
+                network=network,
             )
         )
         record = ValidationRecord(
@@ -1213,6 +1218,7 @@ class _Engine:
             result=result,
             isolation=ran_in,
             enforced_by=enforced_by,
+            network=network,
         )
         self.validations.append(record)
         unit.result = record

@@ -153,6 +153,8 @@ class ValidationCompleted(
     isolation: str | None = None
     """What ran the call: ``inline``, ``thread``, ``process``, ``sandbox``, ``ray``, or
     ``mcp`` (its server); absent in logs written before it was recorded."""
+    network: bool = False
+    """The validation declared ``network: true``: the call was let use the network."""
 
 
 class ArtifactProduced(EventBase, tag="artifact_produced", kw_only=True, frozen=True, gc=False):

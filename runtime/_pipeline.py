@@ -510,6 +510,7 @@ def logged_result(event: Any, kind: str, mode: str | None) -> NodeResult | None:
             result=event.result,
             isolation=event.isolation,
             enforced_by=enforcement(event.isolation),
+            network=event.network,
         )
     if tag == "node_completed":
         return NodeResult(

@@ -80,8 +80,9 @@ class RoundView(msgspec.Struct, kw_only=True, frozen=True):
     """Seconds spent in each pipeline layer, where the log has them."""
     validations: tuple[dict[str, Any], ...] = ()
     """Each validation call: ``node``, ``validation``, ``passed``, ``message``,
-    ``duration``, ``isolation`` and ``enforced_by`` (what held it to read-only:
-    ``kernel``, ``guard`` or ``server``; None where the log does not say)."""
+    ``duration``, ``isolation``, ``enforced_by`` (what held it to read-only:
+    ``kernel``, ``guard`` or ``server``; None where the log does not say) and
+    ``network`` (whether it declared ``network: true``)."""
 
 
 class PlanView(msgspec.Struct, kw_only=True, frozen=True):
@@ -188,6 +189,7 @@ def _rounds(events: Sequence[Event]) -> tuple[RoundView, ...]:
                 duration=round(event.duration, 6),
                 isolation=event.isolation,
                 enforced_by=enforcement(event.isolation),
+                network=event.network,
             )
         elif isinstance(event, ArtifactValidated):
             close(True, None, event.at, event.seconds)

@@ -223,7 +223,8 @@ def _timeline(view: PlanView, informational: frozenset[str]) -> str:
                 out.append(
                     f"<tr><td>{_e(call['node'])}</td><td>{_e(call.get('validation', ''))}</td>"
                     f'<td><span class="badge {badge}">{result}</span></td>'
-                    f"<td>{_e(call.get('enforced_by') or '')}</td>"
+                    f"<td>{_e(call.get('enforced_by') or '')}"
+                    f"{', network declared' if call.get('network') else ''}</td>"
                     f"<td>{'' if duration is None else f'{duration:.3f} s'}</td>"
                     f'<td class="track"><div class="bar{kind}" style="width:{share:.1f}%">'
                     f"</div></td><td>{_e(call.get('message', ''))}</td></tr>"

@@ -50,6 +50,8 @@ def _junit(outcome: PlanOutcome, name: str) -> str:
             held = ET.SubElement(case, "properties")
             ET.SubElement(held, "property", {"name": "isolation", "value": str(record.isolation)})
             ET.SubElement(held, "property", {"name": "enforced_by", "value": record.enforced_by})
+            if record.network:
+                ET.SubElement(held, "property", {"name": "network", "value": "declared"})
         if not record.result.passed:
             # An informational failure is shown, never counted as a failing test (seed 000).
             tag = "failure" if record.mode.value == "required" else "system-out"
@@ -122,6 +124,7 @@ def _sarif(outcome: PlanOutcome, name: str) -> str:
                     "mode": record.mode.value,
                     "isolation": record.isolation,
                     "enforcedBy": record.enforced_by,
+                    "network": record.network,
                     "data": record.result.data,
                 },
             }

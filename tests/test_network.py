@@ -275,3 +275,72 @@ async def test_the_kernel_refuses_the_network_a_defeated_guard_lets_through(
     done = await execute_graph(sandboxed_graph(DEFEATS_THE_GUARD, network=True, port=port))
     assert done.validations[0].result.passed, done.validations[0].result
     assert heard(listener)
+
+
+# -- the declaration, recorded -----------------------------------------------------------------
+
+DECLARES = """\
+version: 1
+name: declares
+resources: {repo: {kind: directory, path: repo}}
+validations:
+  - name: fetches
+    network: true
+    resource_slots: [root]
+    code: |
+      def run(root):
+          return {"passed": True}
+  - name: reads
+    resource_slots: [root]
+    code: |
+      def run(root):
+          return {"passed": True}
+nodes:
+  - {id: online, validation: fetches, isolation: thread}
+  - {id: offline, validation: reads, isolation: thread}
+"""
+
+
+def test_a_declared_network_is_recorded_everywhere_a_record_is_shown(tmp_path: Path) -> None:
+    """What a validation was let do beyond reading is recorded: the run's table, its JSON,
+    the JUnit and SARIF reports, `gategraph show` and the HTML report (from the event log)
+    all say which call declared the network, and only that one."""
+    from _helpers import run_gategraph
+
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "plan.yaml").write_text(DECLARES, encoding="utf-8")
+    home = tmp_path / "home"
+    table = run_gategraph(
+        home, "run", "plan.yaml", "--auto-approve", "--report", "junit", "j.xml", cwd=tmp_path
+    )
+    assert table.returncode == 0, table.stderr
+    [online] = [line for line in table.stdout.splitlines() if line.lstrip().startswith("online")]
+    [offline] = [line for line in table.stdout.splitlines() if line.lstrip().startswith("offline")]
+    assert "network declared" in online and "network declared" not in offline
+    junit = (tmp_path / "j.xml").read_text(encoding="utf-8")
+    assert junit.count('name="network" value="declared"') == 1
+    shown = run_gategraph(
+        home,
+        "run",
+        "plan.yaml",
+        "--auto-approve",
+        "--json",
+        "--report",
+        "sarif",
+        "s.sarif",
+        cwd=tmp_path,
+    )
+    assert shown.returncode == 0, shown.stderr
+    records = {r["node"]: r for r in json.loads(shown.stdout)["validations"]}
+    assert records["online"]["network"] is True and records["offline"]["network"] is False
+    sarif = json.loads((tmp_path / "s.sarif").read_text(encoding="utf-8"))
+    properties = [r["properties"] for r in sarif["runs"][0]["results"]]
+    assert all("network" in p for p in properties)
+    plan_id = json.loads(shown.stdout)["plan_id"]
+    view = run_gategraph(home, "show", plan_id, "--json", cwd=tmp_path)
+    assert view.returncode == 0, view.stderr
+    calls = {c["node"]: c for c in json.loads(view.stdout)["timeline"][-1]["validations"]}
+    assert calls["online"]["network"] is True and calls["offline"]["network"] is False
+    report = run_gategraph(home, "report", plan_id, "--html", "r.html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "r.html").read_text(encoding="utf-8").count("network declared") == 1
