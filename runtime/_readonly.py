@@ -527,23 +527,63 @@ def _judge_sqlite(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     # judged when it is connected to. Connecting creates a database that is not there (a
     # write); an existing one opens (to read it, as honest code does), and what is then
     # written to it goes unseen. Read-only is asked for in a URI; the event does not say
-    # whether `uri=True` was passed, so a name that reads as one is taken for one.
+    # whether `uri=True` was passed, so a name that reads as one is judged both ways.
     database = args[0] if args else None
     if isinstance(database, int) or database is None:
         refuse(lease, f"opening a SQLite database ({_show(database)})")
-    name = os.fsdecode(database)
-    if name in ("", ":memory:"):
-        return  # private to the connection: no file
-    if name.startswith("file:"):
-        path, _, query = name[5:].partition("?")
-        options = dict(part.partition("=")[::2] for part in query.split("&") if part)
-        if options.get("mode") in ("ro", "memory") or options.get("immutable") == "1":
-            return
-        if path.startswith("//"):  # file://host/path, the host empty or localhost
-            path = "/" + path[2:].partition("/")[2]
-        name = path
-    if not _path_allowed(lease, name, None, True) and not os.path.isfile(name):
+    name = _sqlite_creates(lease, os.fsdecode(database))
+    if name is not None:
         refuse(lease, f"creating the SQLite database {_show(name)}")
+
+
+def _sqlite_creates(lease: list[Any], name: str) -> str | None:
+    """The file opening ``name`` (a SQLite file name or URI) may create outside scratch,
+    or None when it creates none there."""
+    if name in ("", ":memory:"):
+        return None  # private to the connection: no file
+    if not name.startswith("file:"):
+        return None if _path_allowed(lease, name, None, True) or os.path.isfile(name) else name
+    # Without `uri=True` the whole name is a file's, relative to the working directory.
+    plain = os.path.dirname(name)
+    if not (_path_allowed(lease, name, None, True) or os.path.isfile(name)) and (
+        os.path.isdir(plain or os.curdir)
+    ):
+        return name
+    from urllib.parse import unquote  # SQLite decodes %XX in the path and the query
+
+    # A URI ends at "#"; its query, after "?", holds `key=value` pairs. SQLite reads each
+    # `mode`: only read-only (or memory) for every one of them creates nothing. (`immutable`
+    # says the file cannot change, not that it may not be made.)
+    path, _, query = name[5:].partition("#")[0].partition("?")
+    modes = [
+        unquote(value)
+        for key, _, value in (part.partition("=") for part in query.split("&") if part)
+        if unquote(key) == "mode"
+    ]
+    if modes and all(mode in ("ro", "memory") for mode in modes):
+        return None
+    if path.startswith("//"):  # file://host/path, the host empty or localhost
+        path = "/" + path[2:].partition("/")[2]
+    path = unquote(path)
+    if _path_allowed(lease, path, None, True) or os.path.isfile(path):
+        return None
+    return path
+
+
+def _sqlite_authorizer(lease: list[Any], action: int, first: Any, *_: Any) -> int:
+    # Asked by SQLite before it runs each statement of a connection made under a lease.
+    import sqlite3
+
+    if action != sqlite3.SQLITE_ATTACH:
+        return sqlite3.SQLITE_OK
+    name = _sqlite_creates(lease, first) if isinstance(first, str) else "?"
+    if name is None:
+        return sqlite3.SQLITE_OK
+    try:  # SQLite ignores the error an authorizer raises: record it, and deny
+        refuse(lease, f"creating the SQLite database {_show(name)} (ATTACH or VACUUM INTO)")
+    except ReadOnlyViolationError:
+        pass
+    return sqlite3.SQLITE_DENY
 
 
 def _judge_environment(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
@@ -762,6 +802,34 @@ def _audited_mknod(original: Callable[..., None]) -> Callable[..., None]:
     return mknod
 
 
+# -- a SQLite connection made under a lease attaches no database outside scratch ----------
+# `ATTACH DATABASE` and `VACUUM INTO` (which attaches the file it writes) create files in C,
+# and the connection's own audit event comes before it can take an authorizer: the
+# functions that connect are wrapped to give it one.
+
+
+def _authorizing_connect(original: Callable[..., Any]) -> Callable[..., Any]:
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        connection = original(*args, **kwargs)
+        lease = _current.get()
+        if lease:
+            connection.set_authorizer(functools.partial(_sqlite_authorizer, lease))
+        return connection
+
+    functools.update_wrapper(connect, original, updated=())
+    del connect.__wrapped__  # type: ignore[attr-defined]  # no way back to the original
+    return connect
+
+
+def _wrap_sqlite_connect() -> None:
+    import sqlite3
+    import sqlite3.dbapi2
+
+    wrapped = _authorizing_connect(sqlite3.dbapi2.connect)
+    for module in (sqlite3, sqlite3.dbapi2):
+        module.connect = wrapped
+
+
 # -- threads a guarded call starts carry its lease ---------------------------------------------
 # A new thread starts in an empty context: without this, a thread the call starts itself
 # (threading.Thread, _thread.start_new_thread, an executor's worker) would run unguarded.
@@ -852,6 +920,8 @@ def install_hook(hook: Callable[[str, tuple[Any, ...]], None] | None = None) -> 
                 if original is not None:
                     setattr(os, name, wrap(original))
             _wrap_thread_starts()
+            if hook is None:  # in a sandboxed worker, its read-only mounts refuse them
+                _wrap_sqlite_connect()
             sys.addaudithook(hook or _hook)
             _installed = True
     return installing

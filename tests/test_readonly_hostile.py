@@ -986,6 +986,62 @@ def test_sqlite_creates_databases_only_in_scratch(tree: Path) -> None:
     context.cleanup()
 
 
+def test_sqlite_uris_cannot_smuggle_a_new_database_out(tree: Path) -> None:
+    """A URI is judged as SQLite reads it: percent-escapes decoded (a ``..%2F`` climbing out
+    of scratch), every ``mode`` read-only, ``immutable`` no permission to create, a
+    fragment ending it; the name is also judged as a plain file name (without
+    ``uri=True``)."""
+    outside = tree / "outside"
+    outside.mkdir()
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        scratch = context.scratch
+        for database in (
+            f"file:{scratch}/{'..%2F' * 40}{str(outside).lstrip('/').replace('/', '%2F')}%2Fb.db",
+            f"file:{scratch}/..%2Fb.db",
+            f"file:{outside}/c.db?mode=rwc&immutable=1",
+            f"file:{outside}/c.db?immutable=1",
+            f"file:{outside}/c.db?mode=ro&mode=rwc",
+            f"file:{outside}/c.db#?mode=ro",
+            f"file:{outside}/c.db?m%6Fde=rwc",
+        ):
+            with pytest.raises(ReadOnlyViolationError, match="creating the SQLite database"):
+                sqlite3.connect(database, uri=True).execute("create table t (x)")
+        for relative in ("file:plain.db", "file:plain.db?mode=ro"):
+            with pytest.raises(ReadOnlyViolationError, match="creating the SQLite database"):
+                sqlite3.connect(relative)  # a file named so in the working directory
+        own = sqlite3.connect(f"file:{scratch}/own.db?mode=rwc", uri=True)
+        own.execute("create table t (x)")
+        own.close()
+    assert guard.violation is not None
+    assert list(outside.iterdir()) == []
+    context.cleanup()
+
+
+@pytest.mark.parametrize("statement", ["attach database '{}' as x", "vacuum into '{}'"])
+def test_sqlite_attaches_no_new_database_outside_scratch(tree: Path, statement: str) -> None:
+    """``ATTACH DATABASE`` and ``VACUUM INTO`` create the file they name: a connection made
+    during the call is denied one outside scratch (SQLite's error; the guard records it),
+    and may attach an existing database, or one in scratch."""
+    existing = tree / "data.db"
+    sqlite3.connect(existing).close()
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        connection = sqlite3.connect(":memory:")
+        connection.execute("create table t (x)")
+        with pytest.raises(sqlite3.DatabaseError, match="authoriz"):
+            connection.execute(statement.format(tree / "new.db"))
+        assert guard.violation is not None and "new.db" in guard.violation
+        connection.execute(statement.format(context.scratch / "copy.db"))
+        if statement.startswith("attach"):
+            connection.execute(statement.format(existing).replace(" x", " y"))
+        connection.close()
+    assert not (tree / "new.db").exists()
+    context.cleanup()
+
+
 # -- 6. known limits: what the guard does NOT see (docs/readonly.md) ---------------------------
 # Each test asserts that the write gets through. A test here that starts failing means the
 # guard now sees more: move the case up, and take it off the list in docs/readonly.md.
@@ -1174,6 +1230,30 @@ def test_limit_sqlite_writes_to_an_existing_database(tree: Path) -> None:
     with sqlite3.connect(tree / "held.db") as check:
         assert check.execute("select x from t order by x").fetchall() == [(1,), (2,)]
     check.close()
+    assert guard.violation is None
+
+
+def test_limit_sqlite_attach_through_an_authorizer_of_its_own(tree: Path) -> None:
+    """KNOWN LIMIT: a connection's authorizer is what denies ``ATTACH`` and ``VACUUM INTO``
+    outside scratch: one the validation replaces (``set_authorizer``), or a connection made
+    by ``sqlite3.Connection(...)`` itself or through a ``connect`` taken before gategraph
+    first guarded a call, attaches anywhere unseen."""
+    import sqlite3.dbapi2
+
+    guard = Guard("validation 'v'")
+    try:
+        with guarded(guard):
+            replaced = sqlite3.connect(":memory:")
+            replaced.set_authorizer(None)
+            replaced.execute(f"vacuum into '{tree / 'replaced.db'}'")
+            replaced.close()
+            direct = sqlite3.Connection(":memory:")
+            direct.execute(f"attach database '{tree / 'direct.db'}' as x")
+            direct.execute("create table x.t (a)")
+            direct.close()
+    finally:
+        assert sqlite3.dbapi2.connect is sqlite3.connect
+    assert (tree / "replaced.db").exists() and (tree / "direct.db").exists()
     assert guard.violation is None
 
 
