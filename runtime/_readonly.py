@@ -250,8 +250,10 @@ def refuse(lease: list[Any], description: str) -> NoReturn:
         if len(lease) > 2 and not lease[2]:
             lease[2].append(description)
         raise ReadOnlyViolationError(
-            f"{guard.what} has ended: {description} refused (it came from code the call "
-            "left running: a callback, a task or a thread)"
+            f"{guard.what} has ended: {description} refused in thread "
+            f"{threading.current_thread().name!r} (it came from code the call left running: "
+            "a callback, a task, or a thread first started during the call, a library's "
+            "background thread included)"
         )
     if _violation_of(guard) is None:
         _set_violation(guard, description)
@@ -799,11 +801,24 @@ def release_process() -> None:
     _process_lease[0] = _UNGUARDED
 
 
+def _wraps(original: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """:func:`functools.wraps` without ``__wrapped__``: a wrapper of gategraph's gives no
+    way back to the function it wraps (``_thread.start_new_thread.__wrapped__`` would
+    start a thread that carries no lease)."""
+
+    def wrap(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+        functools.update_wrapper(wrapper, original, updated=())
+        del wrapper.__wrapped__  # type: ignore[attr-defined]
+        return wrapper
+
+    return wrap
+
+
 # -- os.mkfifo and os.mknod raise no audit event: these wrappers raise one. --------------
 
 
 def _audited_mkfifo(original: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(original)
+    @_wraps(original)
     def mkfifo(path: Any, mode: int = 0o666, *, dir_fd: int | None = None) -> None:
         sys.audit("os.mkfifo", path, mode, -1 if dir_fd is None else dir_fd)
         original(path, mode, dir_fd=dir_fd)
@@ -812,7 +827,7 @@ def _audited_mkfifo(original: Callable[..., None]) -> Callable[..., None]:
 
 
 def _audited_mknod(original: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(original)
+    @_wraps(original)
     def mknod(path: Any, mode: int = 0o600, device: int = 0, *, dir_fd: int | None = None) -> None:
         sys.audit("os.mknod", path, mode, device, -1 if dir_fd is None else dir_fd)
         original(path, mode, device, dir_fd=dir_fd)
@@ -827,6 +842,7 @@ def _audited_mknod(original: Callable[..., None]) -> Callable[..., None]:
 
 
 def _authorizing_connect(original: Callable[..., Any]) -> Callable[..., Any]:
+    @_wraps(original)
     def connect(*args: Any, **kwargs: Any) -> Any:
         connection = original(*args, **kwargs)
         lease = _current.get()
@@ -834,8 +850,6 @@ def _authorizing_connect(original: Callable[..., Any]) -> Callable[..., Any]:
             connection.set_authorizer(functools.partial(_sqlite_authorizer, lease))
         return connection
 
-    functools.update_wrapper(connect, original, updated=())
-    del connect.__wrapped__  # type: ignore[attr-defined]  # no way back to the original
     return connect
 
 
@@ -864,7 +878,7 @@ def _carried(lease: list[Any], function: Callable[..., Any], /, *args: Any, **kw
 
 
 def _leasing_start(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
+    @_wraps(original)
     def start(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         lease = _current.get()
         if lease:  # not for unguarded code, nor gategraph's housekeeping (`unguarded()`)
@@ -890,7 +904,7 @@ def _leasing_submit(original: Callable[..., Any]) -> Callable[..., Any]:
     # one) runs under the lease of whoever submitted it, whichever thread of the pool
     # takes it: one started before the call included, and one a call started (whose own
     # context carries that call's lease) running an unguarded submitter's work.
-    @functools.wraps(original)
+    @_wraps(original)
     def submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         return original(self, functools.partial(_as_submitted, _current.get(), fn), *args, **kwargs)
 
@@ -981,9 +995,6 @@ def guarded(guard: Guard) -> Iterator[Guard]:
         leave(state)
 
 
-_OWN: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
 def unguarded() -> contextlib.AbstractContextManager[None]:
     """Lift the guard for runtime housekeeping (creating or removing scratch space).
 
@@ -991,9 +1002,21 @@ def unguarded() -> contextlib.AbstractContextManager[None]:
     it left running) from code outside gategraph's package, it is refused like a write.
     """
     lease = _current.get()
-    if lease and not sys._getframe(1).f_code.co_filename.startswith(_OWN):
+    if lease and not _is_own(sys._getframe(1).f_globals):
         refuse(lease, "lifting the guard (unguarded() is gategraph's own)")
     return _lifted()
+
+
+def _is_own(namespace: dict[str, Any]) -> bool:
+    """Whether code running in ``namespace`` is gategraph's: the globals of one of its
+    loaded modules, whatever file name the code was compiled with and wherever gategraph
+    is installed. (A file name is forged with ``compile``, a module's name by the globals
+    handed to ``exec``; a module's own dictionary is only had by reaching into it.)"""
+    name = namespace.get("__name__")
+    if type(name) is not str or not name.startswith("gategraph."):
+        return False
+    module = sys.modules.get(name)
+    return module is not None and getattr(module, "__dict__", None) is namespace
 
 
 @contextmanager

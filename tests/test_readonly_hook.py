@@ -674,6 +674,6 @@ def test_installing_twice_wraps_mkfifo_and_mknod_once() -> None:
     readonly.install_hook()
     for name in ("mkfifo", "mknod"):
         wrapper = getattr(os, name)
-        original = wrapper.__wrapped__
-        assert not hasattr(original, "__wrapped__")
-        assert original.__module__ == "posix"
+        # The original is in the wrapper's closure (no `__wrapped__` leads back to it).
+        (original,) = [cell.cell_contents for cell in wrapper.__closure__]
+        assert original.__module__ == "posix" and not hasattr(original, "__closure__")

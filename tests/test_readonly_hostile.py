@@ -938,6 +938,111 @@ def test_unguarded_is_gategraphs_own(tree: Path) -> None:
     context.cleanup()
 
 
+@pytest.mark.parametrize("name", [None, "gategraph.runtime._readonly"])
+def test_unguarded_cannot_be_called_from_code_posing_as_gategraphs(
+    tree: Path, name: str | None
+) -> None:
+    """Code compiled under the file name of gategraph's own module, and run with globals
+    that bear a gategraph module's name, is still not gategraph's: refused."""
+    import gategraph.runtime._readonly as readonly
+
+    forged = compile(
+        "from gategraph.runtime._readonly import unguarded\n"
+        "with unguarded():\n"
+        "    open(target, 'w').close()\n",
+        readonly.__file__,
+        "exec",
+    )
+    namespace: dict[str, Any] = {"target": str(tree / "lifted")}
+    if name is not None:
+        namespace["__name__"] = name
+    guard = Guard("validation 'v'")
+    with guarded(guard), pytest.raises(ReadOnlyViolationError, match="unguarded"):
+        exec(forged, namespace)
+    assert not (tree / "lifted").exists()
+    assert guard.violation is not None and "unguarded" in guard.violation
+
+
+def test_no_wrapper_leads_back_to_the_function_it_wraps(tree: Path) -> None:
+    """The functions gategraph wraps to see threads start, ``os.mkfifo`` and ``os.mknod``,
+    and SQLite connections, carry no ``__wrapped__``: no unwrapped original to call."""
+    import _thread
+    import concurrent.futures
+
+    import gategraph.runtime._readonly as readonly
+
+    readonly.install_hook()
+    wrappers = [
+        _thread.start_new_thread,
+        threading._start_new_thread,  # type: ignore[attr-defined]
+        concurrent.futures.ThreadPoolExecutor.submit,
+        os.mkfifo,
+        sqlite3.connect,
+    ]
+    if hasattr(os, "mknod"):
+        wrappers.append(os.mknod)
+    for wrapper in wrappers:
+        assert not hasattr(wrapper, "__wrapped__"), wrapper
+    written = tree / "escaped"
+    outcome: list[str] = []
+
+    def write() -> None:
+        try:
+            written.write_text("x")
+            outcome.append("written")
+        except ReadOnlyViolationError as exc:
+            outcome.append(str(exc))
+
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        done = threading.Event()
+        start = getattr(_thread.start_new_thread, "__wrapped__", _thread.start_new_thread)
+        start(lambda: (write(), done.set()), ())
+        done.wait(10)
+    assert outcome and "read-only" in outcome[0] and not written.exists()
+    assert guard.violation is not None
+
+
+def test_a_library_thread_first_started_in_a_call_names_itself_once_refused(
+    tree: Path,
+) -> None:
+    """A library's background thread first started during a call keeps that call's lease:
+    once the call has ended, what it does for anyone is refused, and the refusal names
+    the thread, to find it by (warm the library up before, or start it under
+    ``unguarded()`` from host code)."""
+    import queue
+
+    jobs: queue.Queue[tuple[Path, list[str], threading.Event]] = queue.Queue()
+
+    def serve() -> None:
+        while True:
+            path, out, done = jobs.get()
+            try:
+                path.write_text("x")
+                out.append("written")
+            except ReadOnlyViolationError as exc:
+                out.append(str(exc))
+            done.set()
+
+    def log(path: Path) -> str:
+        out: list[str] = []
+        done = threading.Event()
+        jobs.put((path, out, done))
+        done.wait(10)
+        return out[0]
+
+    guard = Guard("validation 'v'")
+    context = ToolContext(resources={"root": tree}, guard=guard)
+    with guarded(guard):
+        threading.Thread(target=serve, name="lib-logger", daemon=True).start()
+        assert log(context.scratch / "log") == "written"
+    outcome = log(tree / "host-log")  # host code, unguarded, after the call
+    assert "has ended" in outcome and "'lib-logger'" in outcome, outcome
+    assert not (tree / "host-log").exists()
+    assert guard.violation is None
+    context.cleanup()
+
+
 def test_the_garbage_collector_is_refused(tree: Path) -> None:
     """gc.get_objects, get_referrers and get_referents reach every object of the process,
     gategraph's database connections and the guard's record included: refused."""
