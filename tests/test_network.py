@@ -93,6 +93,20 @@ def test_datagrams_and_lookups_are_refused() -> None:
     assert guard.violation is not None
 
 
+def test_looking_up_the_machines_own_name_is_refused() -> None:
+    """``socket.getfqdn()`` looks the machine's own name up (the resolver may ask a
+    server): refused, and recorded though getfqdn catches the error and falls back.
+    ``socket.gethostname()`` asks no one."""
+    if socket.gethostname().lower() in ("", "localhost", "localhost.", "ip6-localhost"):
+        pytest.skip("this machine is named localhost: looking it up asks no one")
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        assert socket.gethostname()
+        assert guard.violation is None
+        socket.getfqdn()
+    assert guard.violation is not None and "looking up" in guard.violation
+
+
 def test_a_declared_network_is_open_while_the_call_runs(listener: socket.socket) -> None:
     """network=True: the connection is made and heard; once the call has ended, code it
     left running is refused the network like everything else."""

@@ -1239,17 +1239,31 @@ def test_limit_a_descriptor_opened_before_the_call(tree: Path) -> None:
 
 
 def test_limit_a_command_once_started_in_its_copy(tree: Path) -> None:
-    """KNOWN LIMIT: a command run in a disposable copy is not watched."""
+    """KNOWN LIMIT: a command run in a disposable copy is not watched: it writes anywhere,
+    and reaches the network though the validation does not declare it."""
     guard = Guard("validation 'v'")
     context = ToolContext(resources={"root": tree}, guard=guard)
     target = tree / "pkg" / "a.py"
-    with guarded(guard):
-        copy = context.disposable_copy()
-        subprocess.run(
-            [sys.executable, "-c", f"open({str(target)!r}, 'w').write('by a child')"],
-            cwd=copy,
-            check=True,
-        )
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        with guarded(guard):
+            copy = context.disposable_copy()
+            subprocess.run(
+                [sys.executable, "-c", f"open({str(target)!r}, 'w').write('by a child')"],
+                cwd=copy,
+                check=True,
+            )
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    f"import socket; socket.create_connection(('127.0.0.1', {port})).close()",
+                ],
+                cwd=copy,
+                check=True,
+            )
+        listener.settimeout(10)
+        listener.accept()[0].close()
     assert target.read_text() == "by a child" and guard.violation is None
     context.cleanup()
 
