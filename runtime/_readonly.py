@@ -859,7 +859,7 @@ def _wrap_sqlite_connect() -> None:
 
     wrapped = _authorizing_connect(sqlite3.dbapi2.connect)
     for module in (sqlite3, sqlite3.dbapi2):
-        module.connect = wrapped
+        setattr(module, "connect", wrapped)  # noqa: B010 - typeshed has no dbapi2.connect
 
 
 # -- threads a guarded call starts carry its lease ---------------------------------------------
