@@ -677,3 +677,88 @@ def test_installing_twice_wraps_mkfifo_and_mknod_once() -> None:
         # The original is in the wrapper's closure (no `__wrapped__` leads back to it).
         (original,) = [cell.cell_contents for cell in wrapper.__closure__]
         assert original.__module__ == "posix" and not hasattr(original, "__closure__")
+
+
+# -- the network and SQLite, judged by the hook itself ---------------------------------------
+# (The audit hook runs untraced: these call it directly, as the tests above do.)
+
+
+@pytest.mark.parametrize(
+    ("event", "args", "asks_someone"),
+    [
+        ("socket.getaddrinfo", ("example.org", 443, 0, 0, 0, 0), True),
+        ("socket.getaddrinfo", ("localhost", 80, 0, 0, 0, 0), False),
+        ("socket.getaddrinfo", ("127.0.0.1", 80, 0, 0, 0, 0), False),
+        ("socket.getaddrinfo", ("fe80::1%eth0", 80, 0, 0, 0, 0), False),
+        ("socket.getaddrinfo", (None, 80, 0, 0, 0, 0), False),
+        ("socket.getaddrinfo", (b"example.org", 443, 0, 0, 0, 0), True),
+        ("socket.getaddrinfo", (12, 443, 0, 0, 0, 0), True),
+        ("socket.gethostbyname", ("example.org",), True),
+        ("socket.gethostbyaddr", ("127.0.0.1",), False),
+        ("socket.gethostbyaddr", ("192.0.2.1",), True),
+        ("socket.getnameinfo", (("192.0.2.1", 80), 0), True),
+        ("socket.getnameinfo", (("::1", 80), 0), False),
+    ],
+)
+def test_a_lookup_is_the_network_unless_it_asks_no_one(
+    event: str, args: tuple[Any, ...], asks_someone: bool
+) -> None:
+    """A name's lookup may ask a DNS server: refused, naming the declaration. An address
+    written out, looked up forwards, or the loopback's own name, asks no one."""
+    if asks_someone:
+        assert "network: true" in refusal(validation(), event, *args)
+    else:
+        assert allowed(validation(), event, *args)
+    declared = Guard("validation 'v'", network=True)
+    assert allowed(declared, event, *args)
+
+
+def test_a_transform_looks_up_nothing() -> None:
+    assert "in a transform" in refusal(
+        validation(pure=True), "socket.getaddrinfo", "localhost", 80, 0, 0, 0, 0
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "{outside}/new.db",
+        "file:{outside}/new.db",
+        "file:{outside}/new.db?mode=rwc",
+        "file:{outside}/new.db?mode=ro&mode=rwc",
+        "file:{outside}/new.db?immutable=1",
+        "file:{scratch}/..%2F..%2Fresource%2Fnew.db",
+        "file://localhost{outside}/new.db",
+    ],
+)
+def test_a_sqlite_name_that_would_create_a_database_outside_scratch_is_refused(
+    scratch: Path, outside: Path, name: str
+) -> None:
+    """Judged as SQLite reads it: percent-escapes decoded, every `mode`, `immutable` no
+    pass, a `file://` host."""
+    database = name.format(outside=outside, scratch=scratch)
+    message = refusal(validation(scratch), "sqlite3.connect", database)
+    assert "creating the SQLite database" in message
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ":memory:",
+        "",
+        "{outside}/a.py",  # exists: opened, not created
+        "{scratch}/new.db",
+        "file:{outside}/new.db?mode=ro",
+        "file:{outside}/new.db?mode=memory#fragment",
+        "file:{scratch}/new.db?mode=rwc",
+    ],
+)
+def test_a_sqlite_name_that_creates_nothing_outside_scratch_opens(
+    scratch: Path, outside: Path, name: str
+) -> None:
+    database = name.format(outside=outside, scratch=scratch)
+    assert allowed(validation(scratch), "sqlite3.connect", database)
+
+
+def test_a_sqlite_database_given_by_descriptor_is_refused(scratch: Path) -> None:
+    assert "opening a SQLite database" in refusal(validation(scratch), "sqlite3.connect", 3)
