@@ -70,7 +70,7 @@ class Answer(msgspec.Struct, array_like=True):
     keep: bool = False
 
 
-def _send(fd: int, answer: Answer) -> None:
+def _send(fd: int, answer: Answer, trailer: bytes = b"") -> None:
     try:
         data = msgspec.msgpack.encode(answer)
     except BaseException as exc:
@@ -96,7 +96,7 @@ def _send(fd: int, answer: Answer) -> None:
         data = msgspec.msgpack.encode(
             Answer("done", answer.text, msgspec.to_builtins(failed), answer.keep)
         )
-    view = memoryview(_HEADER.pack(len(data)) + data)
+    view = memoryview(_HEADER.pack(len(data)) + data + trailer)
     while view:
         view = view[os.write(fd, view) :]
 
@@ -124,13 +124,9 @@ _ECHO: Final = b"\xee"
 
 
 def _echoed(child: _Child, grace: float) -> bool:
-    """Send the child the byte that says its answer arrived, and wait up to ``grace``
-    seconds for it in return: False where it ended, did not echo in time or echoed
+    """Wait up to ``grace`` seconds for the child to echo the byte sent behind its request
+    (read only once it has answered): False where it ended, did not echo in time or echoed
     something else."""
-    try:
-        os.write(child.requests, _ECHO)
-    except BrokenPipeError:
-        return False
     poller = select.poll()
     for watched in (child.answers, child.exited):
         poller.register(watched, select.POLLIN)
@@ -141,6 +137,18 @@ def _echoed(child: _Child, grace: float) -> bool:
         return os.read(child.answers, 1) == _ECHO
     except BlockingIOError:
         return False
+
+
+def _census(pid: int) -> tuple[int, int]:
+    """How many threads process ``pid`` runs, and how many children it has (each thread's
+    listed only where it runs more than one: a file read per thread)."""
+    with open(f"/proc/{pid}/stat", "rb") as status:
+        # Field 20, counted after the command's closing parenthesis (it may hold spaces).
+        threads = int(status.read().rpartition(b")")[2].split()[17])
+    if threads != 1:
+        return threads, len(_children(pid))
+    with open(f"/proc/{pid}/task/{pid}/children", "rb") as listing:
+        return 1, len(listing.read().split())
 
 
 def _tasks(pid: int | str = "self") -> set[int]:
@@ -158,26 +166,26 @@ def _children(pid: int | str = "self") -> set[int]:
     return found
 
 
-def _reap() -> set[int]:
+def _reap() -> bool:
     """Collect the exit status of children that ended (adopted orphans included); return
-    their pids."""
-    reaped: set[int] = set()
+    whether any child is still running."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return reaped
+            return False
         if pid == 0:
-            return reaped
-        reaped.add(pid)
+            return True
 
 
 def _leftovers(baseline: set[int]) -> tuple[int, int]:
     """Threads and processes of the call still running once it returned, after a grace."""
     deadline = time.monotonic() + _LEFTOVER_GRACE
     while True:
-        _reap()
-        threads, children = len(_tasks() - baseline), len(_children())
+        # Children listed only where one runs: most calls leave none, and the listing
+        # reads a file per thread.
+        children = len(_children()) if _reap() else 0
+        threads = len(_tasks() - baseline)
         if not (threads or children) or time.monotonic() >= deadline:
             return threads, children
         time.sleep(0.01)
@@ -358,7 +366,9 @@ class _Worker:
         del request
         tails = _invoke.OutputTails()
         try:
-            _write_all(child.requests, _HEADER.pack(len(frame)) + frame)
+            # The echo byte rides behind the request: the child reads it once it has
+            # answered, and sends it back behind its answer (no round trip after it).
+            _write_all(child.requests, _HEADER.pack(len(frame)) + frame + _ECHO)
             data = self._answer_of(child, tails)
         except BrokenPipeError:
             data = None  # it ended before it read the request
@@ -382,15 +392,16 @@ class _Worker:
         from . import _invoke
 
         deadline = time.monotonic() + _LEFTOVER_GRACE
-        # The child, once it has answered, reads this byte and echoes it: a call that
-        # wrote an answer itself and went on (to start a thread or a process, say) does
-        # not. Without the echo the child runs no more calls (an echo that came late
+        # The child, once its call has returned, reads the byte sent behind its request
+        # and echoes it behind its answer: a call that wrote an answer itself and went on
+        # (to start a thread or a process, say) does not. Without the echo the child runs no more calls (an echo that came late
         # would be read as the next answer), and what it left running is judged now.
         echoed = _echoed(child, _LEFTOVER_GRACE)
         pause = 0.00005
         while True:
             try:
-                threads, children = len(_tasks(child.pid)) - 1, len(_children(child.pid))
+                threads, children = _census(child.pid)
+                threads -= 1
             except OSError:
                 return Answer("done", name, answer.outcome, keep=False)  # it ended
             if not (threads or children) or time.monotonic() >= deadline:
@@ -720,12 +731,12 @@ def _serve_plan(worker: _Worker, requests: int, answers: int) -> None:  # pragma
             tidy()
             _send(answers, Answer("done", name, _plain(outcome), keep))
             return
-        _send(answers, Answer("done", name, _plain(outcome), keep))
-        # Its worker's byte, echoed: the sign that the call is over (_Worker._checked).
-        # Tidied after it, while the answer travels on; before the next request is read.
+        # Its worker's byte, sent behind the request, read now and echoed behind the
+        # answer: the sign that the call is over (_Worker._checked). Tidied after it,
+        # while the answer travels on; before the next request is read.
         if _read_exactly(requests, 1) is None:
             return
-        _write_all(answers, _ECHO)
+        _send(answers, Answer("done", name, _plain(outcome), keep), _ECHO)
         tidy()
 
 
