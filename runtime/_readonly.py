@@ -724,21 +724,9 @@ def _judge_sandboxed_environment(lease: list[Any], event: str, args: tuple[Any, 
     )
 
 
-# -1: `_socket.socket()` without a family, which makes an AF_INET one.
-_INTERNET: Final = frozenset((-1, _socket.AF_INET, getattr(_socket, "AF_INET6", _socket.AF_INET)))
-
-
-def _judge_new_socket(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
-    # In a sandboxed worker the kernel refuses a call that does not declare the network
-    # every new socket: a bare PermissionError a validation may catch. Refused here first,
-    # an internet socket is the call's read-only violation, as it is in-process.
-    family = args[1] if len(args) > 1 else None
-    if family not in _INTERNET:
-        return
-    if lease[0]._pure:
-        refuse(lease, "network access (socket.__new__) in a transform")
-    if not _network_allowed(lease):
-        refuse(lease, f"network access (making an internet socket){_UNDECLARED}")
+# Not `socket.__new__`: making a socket is not the network (libraries probe with one as
+# they load: urllib3 binds an IPv6 socket to learn whether the machine has IPv6, and
+# catches the kernel's refusal). Where the kernel refuses the socket, nothing is sent.
 
 
 _PROCESS_JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], None]]] = {
@@ -746,7 +734,6 @@ _PROCESS_JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], Non
     # nor SQLite (its read-only mounts refuse a database's creation, in C as in Python).
     **{event: judge for event, judge in _JUDGES.items() if judge not in (_judge_gc, _judge_sqlite)},
     "ctypes.dlsym": _judge_native,
-    "socket.__new__": _judge_new_socket,
     "os.putenv": _judge_sandboxed_environment,
     "os.unsetenv": _judge_sandboxed_environment,
 }
