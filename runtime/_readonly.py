@@ -529,26 +529,29 @@ def _judge_sqlite(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
     # judged when it is connected to. Connecting creates a database that is not there (a
     # write); an existing one opens (to read it, as honest code does), and what is then
     # written to it goes unseen. Read-only is asked for in a URI; the event does not say
-    # whether `uri=True` was passed, so a name that reads as one is judged both ways.
+    # whether `uri=True` was passed (the wrapped `connect` does), and a name that reads as
+    # one where that is not known is judged both ways.
     database = args[0] if args else None
     if isinstance(database, int) or database is None:
         refuse(lease, f"opening a SQLite database ({_show(database)})")
-    name = _sqlite_creates(lease, os.fsdecode(database))
+    name = _sqlite_creates(lease, os.fsdecode(database), _SQLITE_URI.get())
     if name is not None:
         refuse(lease, f"creating the SQLite database {_show(name)}")
 
 
-def _sqlite_creates(lease: list[Any], name: str) -> str | None:
-    """The file opening ``name`` (a SQLite file name or URI) may create outside scratch,
-    or None when it creates none there."""
+def _sqlite_creates(lease: list[Any], name: str, uri: bool | None = None) -> str | None:
+    """The file opening ``name`` (a SQLite file name, or a URI where ``uri`` is not False)
+    may create outside scratch, or None when it creates none there."""
     if name in ("", ":memory:"):
         return None  # private to the connection: no file
-    if not name.startswith("file:"):
+    if not name.startswith("file:") or uri is False:
         return None if _path_allowed(lease, name, None, True) or os.path.isfile(name) else name
     # Without `uri=True` the whole name is a file's, relative to the working directory.
     plain = os.path.dirname(name)
-    if not (_path_allowed(lease, name, None, True) or os.path.isfile(name)) and (
-        os.path.isdir(plain or os.curdir)
+    if (
+        uri is None
+        and not (_path_allowed(lease, name, None, True) or os.path.isfile(name))
+        and os.path.isdir(plain or os.curdir)
     ):
         return name
     from urllib.parse import unquote  # SQLite decodes %XX in the path and the query
@@ -567,8 +570,8 @@ def _sqlite_creates(lease: list[Any], name: str) -> str | None:
     if path.startswith("//"):  # file://host/path, the host empty or localhost
         path = "/" + path[2:].partition("/")[2]
     path = unquote(path)
-    if _path_allowed(lease, path, None, True) or os.path.isfile(path):
-        return None
+    if path == ":memory:" or _path_allowed(lease, path, None, True) or os.path.isfile(path):
+        return None  # (`file::memory:?cache=shared`: a database in memory, shared)
     return path
 
 
@@ -828,10 +831,22 @@ def _audited_mknod(original: Callable[..., None]) -> Callable[..., None]:
 # functions that connect are wrapped to give it one.
 
 
+_SQLITE_URI: Final[contextvars.ContextVar[bool | None]] = contextvars.ContextVar(
+    "gategraph_sqlite_uri", default=None
+)
+"""Whether the `sqlite3.connect` being judged was passed ``uri=True`` (None: not known,
+when it was reached by a reference taken before the guard wrapped it)."""
+
+
 def _authorizing_connect(original: Callable[..., Any]) -> Callable[..., Any]:
     @_wraps(original)
     def connect(*args: Any, **kwargs: Any) -> Any:
-        connection = original(*args, **kwargs)
+        # `uri` is connect's eighth parameter: the audit event does not carry it.
+        token = _SQLITE_URI.set(bool(kwargs.get("uri", args[7] if len(args) > 7 else False)))
+        try:
+            connection = original(*args, **kwargs)
+        finally:
+            _SQLITE_URI.reset(token)
         lease = _current.get()
         if lease:
             connection.set_authorizer(functools.partial(_sqlite_authorizer, lease))

@@ -1505,3 +1505,26 @@ def test_a_parent_without_its_lock_yet_is_kept_while_its_process_lives(tmp_path:
     older_release.mkdir()
     assert _sweep(str(tmp_path)) == [str(dead)]
     assert mine.exists() and older_release.exists() and not dead.exists()
+
+
+def test_honest_sqlite_uris_open_as_they_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `uri=True` a name is read as SQLite reads it: an existing database opened
+    read-only by a relative URI, and a database in shared memory, open; the same names
+    without `uri=True` would create files of those names, and are refused."""
+    import sqlite3
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    sqlite3.connect(folder / "ro.db").close()
+    monkeypatch.chdir(folder)
+    guard = Guard("validation 'v'")
+    with guarded(guard):
+        for name in ("file:ro.db?mode=ro", "file:memdb1?mode=memory&cache=shared"):
+            sqlite3.connect(name, uri=True).close()
+        sqlite3.connect("file::memory:?cache=shared", uri=True).close()
+    assert guard.violation is None, guard.violation
+    with guarded(Guard("validation 'v'")), pytest.raises(ReadOnlyViolationError, match="creating"):
+        sqlite3.connect("file:ro.db?mode=ro")
+    assert sorted(p.name for p in folder.iterdir()) == ["ro.db"]
