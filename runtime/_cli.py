@@ -843,9 +843,15 @@ def _node_row(result: Any, mode: str | None) -> list[str]:
     else:
         status = result.status.value
         text = result.error or (json.dumps(output, default=str) if output is not None else "")
-    held = getattr(result, "enforced_by", None) or ""
-    if getattr(result, "network", False):
-        held += ", network declared"  # the one thing it was let do beyond reading
+    held = ", ".join(
+        part
+        for part in (
+            getattr(result, "enforced_by", None),
+            # The one thing it was let do beyond reading.
+            "network declared" if getattr(result, "network", None) else None,
+        )
+        if part
+    )
     return [result.node, kind, status, held, f"{result.duration:.3f}s", text[:100]]
 
 

@@ -149,9 +149,10 @@ class ValidationRecord(NodeResult, kw_only=True, gc=False):
     guard, where the validation runs by default because it is gategraph's own, or where
     its node or the run declared an isolation: a choice to trust it) or ``server`` (an MCP
     tool's server)."""
-    network: bool = False
-    """The validation declared ``network: true``: the call was let use the network (else
-    the guard, and in the sandbox the kernel, refused it every connection)."""
+    network: bool | None = None
+    """Whether the validation declared ``network: true``: the call was let use the network
+    (else the guard, and in the sandbox the kernel, refused it every connection); None
+    where the event log does not say (written before it was recorded)."""
 
     @property
     def blocking(self) -> bool:

@@ -153,8 +153,9 @@ class ValidationCompleted(
     isolation: str | None = None
     """What ran the call: ``inline``, ``thread``, ``process``, ``sandbox``, ``ray``, or
     ``mcp`` (its server); absent in logs written before it was recorded."""
-    network: bool = False
-    """The validation declared ``network: true``: the call was let use the network."""
+    network: bool | None = None
+    """Whether the validation declared ``network: true`` (the call was let use the
+    network); absent (None) in logs written before it was recorded."""
 
 
 class ArtifactProduced(EventBase, tag="artifact_produced", kw_only=True, frozen=True, gc=False):

@@ -369,9 +369,9 @@ class _Worker:
             # The echo byte rides behind the request: the child reads it once it has
             # answered, and sends it back behind its answer (no round trip after it).
             _write_all(child.requests, _HEADER.pack(len(frame)) + frame + _ECHO)
-            data = self._answer_of(child, tails)
         except BrokenPipeError:
-            data = None  # it ended before it read the request
+            pass  # it ended: before the request, or (answering keep=False) before the echo
+        data = self._answer_of(child, tails)
         answer = _decoded(name, data)
         if answer is not None and answer.keep:
             answer = self._checked(name, child, answer)
@@ -511,6 +511,11 @@ class _Worker:
                 "loaded (a sandboxed call must end everything it starts)",
             )
         _readonly.release_process()
+        for stream in (sys.stdout, sys.stderr):
+            # What its top level printed goes where the worker's own output goes (nowhere),
+            # now: left in a buffer, every plan's child would flush it into its first call.
+            with contextlib.suppress(Exception):
+                stream.flush()
         if guard is not None and guard.violation is not None:
             # Its top level attempted what a validation may not: every call fails so (the
             # pool replaces the worker), never a load again in the child, unguarded.

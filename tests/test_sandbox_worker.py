@@ -1630,3 +1630,24 @@ def test_an_echo_that_comes_late_is_never_read_as_an_answer(open_worker: Any) ->
         outcome = outcome_of(worker.call(request(_TALKS, arguments={"text": text}, plan="A")))
         assert outcome["ok"] and outcome["captured"]["stdout"] == f"{text}\n", outcome
     assert worker.finish() == 0
+
+
+_PRINTS_ON_LOAD: Final = """
+import sys
+print("a banner, printed as it loads", end="")
+sys.stderr.write("and a warning")
+def run():
+    print("the call's own")
+    return {"passed": True}
+"""
+
+
+def test_what_the_code_printed_as_it_loaded_is_no_call_s_output(open_worker: Any) -> None:
+    """Printed while the worker loaded the code (into a buffer, before any fork): no
+    plan's first call gets it as its own output."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    for plan in ("A", "B"):
+        outcome = outcome_of(worker.call(request(_PRINTS_ON_LOAD, plan=plan)))
+        assert outcome["captured"] == {"stdout": "the call's own\n"}, outcome
+    assert worker.finish() == 0
