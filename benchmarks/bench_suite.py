@@ -27,6 +27,7 @@ processes are kept for the whole scenario, as a long-running gategraph keeps the
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -64,19 +65,31 @@ def _cache() -> Path:
     return Path(base) / "gategraph" / "bench-projects"
 
 
+_DOWNLOADING: Final = "download-"
+"""The prefix of a download's folder in the cache, until it is renamed into place."""
+_STALE: Final = 24 * 3600.0
+"""Seconds after which a download's folder is one a killed run left behind."""
+
+
 def project_folder(given: str | None) -> tuple[Path | None, str]:
-    """The project to measure and its name, or ``None`` and why it cannot be had."""
+    """The project to measure and its name, or ``None`` and why it cannot be had (the
+    default project only: a folder the user named that has no tests is a
+    :class:`SuiteError`)."""
     if given is not None:
         folder = Path(given).resolve()
         if not (folder / TESTS).is_dir():
-            return None, f"{given}: no {TESTS}/ folder to run"
+            raise SuiteError(f"--project {given}: no {TESTS}/ folder to run")
         return folder, folder.name
     name, version = PROJECT
     wanted = _cache() / f"{name}-{version}"
     if (wanted / TESTS).is_dir():
         return wanted, f"{name} {version}"
     wanted.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=wanted.parent) as scratch:
+    for left in wanted.parent.glob(f"{_DOWNLOADING}*"):
+        # A run killed while it downloaded: its folder goes (a day on, none is running).
+        if time.time() - left.stat().st_mtime > _STALE:
+            shutil.rmtree(left, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=_DOWNLOADING, dir=wanted.parent) as scratch:
         source = ("--no-binary", ":all:", "--dest", scratch, f"{name}=={version}")
         fetched = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *source],
@@ -89,11 +102,28 @@ def project_folder(given: str | None) -> tuple[Path | None, str]:
             last = (fetched.stderr.strip().splitlines() or ["no source release"])[-1]
             return None, f"pip could not fetch {name} {version} ({last}); pass --project FOLDER"
         with tarfile.open(archives[0]) as archive:
-            archive.extractall(scratch, filter="data")
+            _extract(archive, scratch)
         unpacked = next(p for p in Path(scratch).iterdir() if p.is_dir())
-        # Renamed into place whole: an interrupted download leaves nothing half-made.
-        os.replace(unpacked, wanted)
+        try:
+            # Renamed into place whole: an interrupted download leaves nothing half-made.
+            os.replace(unpacked, wanted)
+        except OSError as exc:
+            if not (wanted / TESTS).is_dir():  # not another run's, renamed there first
+                return None, f"{wanted}: cannot be made ({exc.strerror}); remove it"
     return wanted, f"{name} {version}"
+
+
+def _extract(archive: tarfile.TarFile, folder: str) -> None:
+    """Unpack a source release: files and folders inside ``folder`` only."""
+    if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+        archive.extractall(folder, filter="data")
+        return
+    members = archive.getmembers()
+    for member in members:
+        path = Path(member.name)
+        if path.is_absolute() or ".." in path.parts or not (member.isfile() or member.isdir()):
+            raise SuiteError(f"{archive.name}: {member.name!r} is not a plain file inside it")
+    archive.extractall(folder, members=members)
 
 
 def suite_contenders(folder: Path) -> list[Contender]:
@@ -123,7 +153,9 @@ def suite_contenders(folder: Path) -> list[Contender]:
             wall = time.perf_counter() - started
             [record] = done.validations
             if not record.result.passed:
-                raise SuiteError(f"suite {name}: {record.result.message}")
+                raise SuiteError(
+                    f"suite {name}: {record.result.message} (the suite must pass to be timed)"
+                )
             if isolation is None and record.isolation != "sandbox":
                 raise SuiteError(f"suite {name}: ran {record.isolation}, not sandboxed")
             return Sample(wall)
@@ -137,7 +169,10 @@ def suite_contenders(folder: Path) -> list[Contender]:
         ran = await anyio.run_process(command, cwd=folder, env=environment, check=False)
         wall = time.perf_counter() - started
         if ran.returncode != 0:
-            raise SuiteError(f"suite by_hand: pytest exited with {ran.returncode}")
+            raise SuiteError(
+                f"suite by_hand: pytest exited with {ran.returncode} (the suite must pass to "
+                "be timed)"
+            )
         return Sample(wall)
 
     return [gated("sandbox", None), gated("process", "process"), Contender("by_hand", by_hand)]

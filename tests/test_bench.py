@@ -536,12 +536,49 @@ def test_a_suite_that_fails_is_not_timed(tmp_path: Path) -> None:
 
 
 def test_the_suite_s_project_needs_its_tests(tmp_path: Path) -> None:
-    """A folder without tests/ is skipped with a note; --project without the suite is a
-    usage error."""
+    """A folder without tests/ is one error line; --project without the suite is a usage
+    error."""
     (tmp_path / "empty").mkdir()
     result = _invoke("--scenario", "suite", "--project", str(tmp_path / "empty"), "--repeat", "1")
-    assert result.exit_code == 0, result.output
-    assert "### suite — skipped: " in result.stdout and "no tests/ folder" in result.stdout
+    assert result.exit_code == 2, result.output
+    assert "error: --project " in result.output and "no tests/ folder to run" in result.output
+    assert "Traceback" not in result.output
     refused = _invoke("--scenario", "noop", "--project", str(tmp_path / "empty"))
     assert refused.exit_code == 2
     assert "--project applies to the suite scenario" in refused.output
+
+
+def _release(tmp_path: Path, *names: str) -> Path:
+    import io
+    import tarfile
+
+    archive = tmp_path / "release.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in names:
+            data = b"x = 1\n"
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+@pytest.mark.parametrize("filtered", [True, False], ids=["data filter", "older Python"])
+def test_a_source_release_unpacks_inside_its_folder_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filtered: bool
+) -> None:
+    """The project's release is unpacked with tarfile's data filter, or where Python has
+    none (before 3.11.4) only after every member is checked: nothing outside the folder."""
+    import tarfile
+
+    from gategraph.benchmarks.bench_suite import SuiteError, _extract
+
+    if not filtered:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    safe = _release(tmp_path, "pkg-1.0/tests/test_a.py")
+    with tarfile.open(safe) as archive:
+        _extract(archive, str(tmp_path / "out"))
+    assert (tmp_path / "out" / "pkg-1.0" / "tests" / "test_a.py").is_file()
+    hostile = _release(tmp_path, "pkg-1.0/../../escaped.py")
+    with tarfile.open(hostile) as archive, pytest.raises((SuiteError, tarfile.TarError)):
+        _extract(archive, str(tmp_path / "out2"))
+    assert not (tmp_path / "escaped.py").exists()
