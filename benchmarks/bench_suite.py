@@ -122,7 +122,7 @@ def _extract(archive: tarfile.TarFile, folder: str) -> None:
     for member in members:
         path = Path(member.name)
         if path.is_absolute() or ".." in path.parts or not (member.isfile() or member.isdir()):
-            raise SuiteError(f"{archive.name}: {member.name!r} is not a plain file inside it")
+            raise SuiteError(f"{archive.name!s}: {member.name!r} is not a plain file inside it")
     archive.extractall(folder, members=members)
 
 
