@@ -494,10 +494,10 @@ class Validation(Tool):
     this validation's arguments on; any other value is passed as it is."""
     network: bool = False
     """The validation uses the network (a web API, a package index, a service on another
-    machine). Without it, the in-process guard refuses its connections, its datagrams,
-    binding an internet address and looking names up, and the sandbox lets it open no
-    internet socket; with it, both let it reach the network (a wrapped tool runs under
-    the declaration of the validation that wraps it)."""
+    machine). Without it, the in-process guard refuses its connections, its datagrams and
+    its name lookups, and the sandbox lets it open no internet socket; with it, both let
+    it reach the network (a wrapped tool runs under the declaration of the validation
+    that wraps it)."""
     trust_read_only: bool = False
     """For a validation over an MCP tool (itself one, ``source: mcp``, or wrapping one):
     take the tool as read-only although its server does not declare it so
