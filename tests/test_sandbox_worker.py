@@ -89,10 +89,10 @@ if fd is not None:
         from gategraph.runtime import _sandbox_worker
         from gategraph.runtime._readonly import unguarded
         send = _sandbox_worker._send
-        def handing_off(target, answer):
+        def handing_off(target, answer, trailer=b""):
             # The answer made first (into a file), so that making it is measured too.
             with unguarded(), tempfile.TemporaryFile() as made:
-                send(made.fileno(), answer)
+                send(made.fileno(), answer, trailer)
                 hand_off()
                 made.seek(0)
                 view = memoryview(made.read())
