@@ -53,8 +53,10 @@ from ._invoke import (
     Outcome,
     Prepared,
     call_hook,
+    check_entrypoint,
     ended,
     exception_outcome,
+    folders_of,
     install_output_router,
     own_capture,
     prepare,
@@ -374,7 +376,7 @@ class _Compiler:
                 isolation=isolation or self.isolation,  # type: ignore[arg-type]
                 timeout=timeout,
                 default_timeout=self.graph.policy.default_timeout,
-                sandboxed=self.graph.policy.require_sandbox and isinstance(tool, Validation),
+                sandboxed=self.graph.policy.require_sandbox,
             )
             self.has_mcp = self.has_mcp or _calls_mcp(found)
             self.has_sandbox = self.has_sandbox or found.ran_in == "sandbox"
@@ -689,10 +691,18 @@ class _Engine:
     async def _call_hook(self, hooks: _Hooks, which: Literal["setup", "teardown"]) -> Outcome:
         hook = hooks.setup if which == "setup" else hooks.teardown
         assert hook is not None
-        outcome = await call_hook(f"the {which} hook of {hooks.tool!r}", hook, hooks.timeout)
+        name = hooks.tool.name
+        outcome = await call_hook(
+            f"the {which} hook of {name!r}",
+            hook,
+            hooks.timeout,
+            tool=hooks.tool,
+            plan=self.plan_id,
+            writable=hooks.writable,
+        )
         if outcome.captured:
             # Kept on the run like a call's output: never mixed into the program's own.
-            self.hook_output[f"{hooks.tool}.hooks.{which}"] = outcome.captured
+            self.hook_output[f"{name}.hooks.{which}"] = outcome.captured
         return outcome
 
     async def _run(self) -> GraphRun:
@@ -1316,37 +1326,56 @@ class _Engine:
 class _Hooks(NamedTuple):
     """One tool's lifecycle hooks, resolved, and how long each may take."""
 
-    tool: str
-    setup: Callable[[], Any] | None
-    teardown: Callable[[], Any] | None
+    tool: Tool
+    setup: Callable[[], Any] | str | None
+    teardown: Callable[[], Any] | str | None
+    """A callable, or where the tool runs in the sandbox, its entrypoint (never imported
+    here: it runs in the sandbox, as the tool's calls do)."""
     timeout: float
     """The tool's timeout (else the graph policy's default)."""
+    writable: tuple[str, ...] = ()
+    """A sandboxed work tool's: the folders of its nodes' resources."""
 
 
 def _collect_hooks(specs: Sequence[_Spec], default_timeout: float) -> list[_Hooks]:
     """Each tool's setup and teardown hooks, once per tool, in the order tools first appear
-    (``specs`` in the order units first use them)."""
+    (``specs`` in the order units first use them). A hook runs where its tool's calls do:
+    in the sandbox (a work tool's with the folders of its resources writable there), or
+    in gategraph's own process."""
     seen: dict[str, _Hooks | None] = {}
+    folders: dict[str, set[str]] = {}
     for spec in specs:
         prepared = spec.prepared
         while prepared is not None:
             tool = prepared.tool
+            sandboxed = prepared.isolation == "sandbox" and prepared.mcp is None
+            if sandboxed and not prepared.is_validation and prepared is spec.prepared:
+                folders.setdefault(tool.name, set()).update(folders_of(spec.resources))
             if tool.name not in seen:
-                setup = _resolve_hook(tool.name, tool.hooks.setup, "setup")
-                teardown = _resolve_hook(tool.name, tool.hooks.teardown, "teardown")
+                setup = _resolve_hook(tool.name, tool.hooks.setup, "setup", sandboxed)
+                teardown = _resolve_hook(tool.name, tool.hooks.teardown, "teardown", sandboxed)
                 seen[tool.name] = (
-                    _Hooks(tool.name, setup, teardown, tool.timeout or default_timeout)
+                    _Hooks(tool, setup, teardown, tool.timeout or default_timeout)
                     if setup is not None or teardown is not None
                     else None
                 )
             prepared = prepared.wrapped
-    return [hooks for hooks in seen.values() if hooks is not None]
+    return [
+        hooks._replace(writable=tuple(sorted(folders.get(hooks.tool.name, ()))))
+        for hooks in seen.values()
+        if hooks is not None
+    ]
 
 
-def _resolve_hook(tool: str, entrypoint: str | None, which: str) -> Callable[[], Any] | None:
+def _resolve_hook(
+    tool: str, entrypoint: str | None, which: str, sandboxed: bool
+) -> Callable[[], Any] | str | None:
     if not entrypoint:
         return None
     try:
+        if sandboxed:
+            check_entrypoint(entrypoint, field=f"hooks.{which}")
+            return entrypoint
         return resolve_entrypoint(entrypoint, field=f"hooks.{which}")
     except ConfigError as exc:
         issue = exc.issues[0]
@@ -1481,9 +1510,11 @@ async def execute_graph(
             artifact=artifact,
         )
         uses = compiler.mcp_uses(units) if compiler.has_mcp else None
+        # Workers started ahead serve validations only (a work tool's worker is made for
+        # its folders).
         sandboxed = _sandboxed(units) if compiler.has_sandbox else 0
         async with contextlib.AsyncExitStack() as stack:
-            if sandboxed:
+            if compiler.has_sandbox:
                 from ._sandbox import current_pool, sandbox_pool
 
                 # Sandboxed workers started while the run begins: in the pool this runs inside
@@ -1504,11 +1535,14 @@ async def execute_graph(
 
 
 def _sandboxed(units: Sequence[_Unit]) -> int:
-    """How many of ``units`` call something in the sandbox (directly, or wrapped)."""
+    """How many of ``units`` are validations that call something in the sandbox
+    (directly, or wrapped)."""
     return sum(
         1
         for unit in units
-        if unit.spec.prepared is not None and unit.spec.prepared.ran_in == "sandbox"
+        if unit.spec.prepared is not None
+        and unit.spec.prepared.ran_in == "sandbox"
+        and unit.spec.kind == "validation"
     )
 
 

@@ -1315,7 +1315,7 @@ class _Loader:
                     isolation=isolation,
                     timeout=timeout,
                     default_timeout=default_timeout,
-                    sandboxed=required and isinstance(tool, Validation),
+                    sandboxed=required,
                     tell=False,
                 )
             except ConfigError as exc:
@@ -1345,7 +1345,7 @@ class _Loader:
             elif found is not None:
                 self._adopt(found, path)
                 reported.add(name)
-            for hook, message in _hook_problems(tool):
+            for hook, message in _hook_problems(tool, name in sandboxed):
                 self.add([*path, "hooks", hook], message)
         for index, node in parts.nodes:
             if node.kind is NodeKind.ACTOR or node.target in reported:
@@ -1359,7 +1359,7 @@ class _Loader:
             found = problem(tool, node.isolation, node.timeout)
             if found is None:
                 if not inline:
-                    for hook, message in _hook_problems(tool):
+                    for hook, message in _hook_problems(tool, node.target in sandboxed):
                         what = f"{node.target!r} cannot be called: hooks.{hook}: "
                         self.add(["nodes", index, _TARGET_FIELD[node.kind]], what + message)
                 self._check_parameters(
@@ -1406,13 +1406,15 @@ class _Loader:
         def sandboxed(node: Node) -> bool:
             if node.isolation == "sandbox" or (required and node.kind is NodeKind.VALIDATION):
                 return True
-            if node.isolation is not None or node.kind is not NodeKind.VALIDATION:
+            if node.isolation is not None:
                 return False
             # No isolation declared: where the validation runs by default (a wrapped one's
             # own code is only a transform; the tool it calls is judged on its own).
             tool = self.registry.get(node.target)
             if tool is None:
                 return False
+            if node.kind is not NodeKind.VALIDATION:
+                return default_isolation(tool, tell=False, work=True) is not None
             # Where the kernel cannot sandbox, that is a worker process: loaded there, not
             # here, all the same.
             if isinstance(tool, Validation) and tool.wraps is not None:
@@ -1640,9 +1642,10 @@ def _is_informational(tool: Tool | None) -> bool:
     return isinstance(tool, Validation) and tool.mode is ValidationMode.INFORMATIONAL
 
 
-def _hook_problems(tool: Tool) -> list[tuple[str, str]]:
-    """What is wrong with a tool's lifecycle hooks: ``(setup|teardown, message)``."""
-    from ._invoke import resolve_entrypoint
+def _hook_problems(tool: Tool, sandboxed: bool) -> list[tuple[str, str]]:
+    """What is wrong with a tool's lifecycle hooks: ``(setup|teardown, message)``. The
+    hooks of a tool that runs in the sandbox run there too: never imported here."""
+    from ._invoke import check_entrypoint, resolve_entrypoint
 
     found = []
     for hook in ("setup", "teardown"):
@@ -1650,7 +1653,10 @@ def _hook_problems(tool: Tool) -> list[tuple[str, str]]:
         if entrypoint is None:
             continue
         try:
-            resolve_entrypoint(entrypoint)
+            if sandboxed or tool.untrusted:
+                check_entrypoint(entrypoint)
+            else:
+                resolve_entrypoint(entrypoint)
         except ConfigError as exc:
             found.append((hook, exc.issues[0].message))
     return found

@@ -93,6 +93,7 @@ __all__ = [
     "default_isolation",
     "ended",
     "exception_outcome",
+    "folders_of",
     "install_output_router",
     "own_capture",
     "prepare",
@@ -180,16 +181,11 @@ def _inline_function(
     return target  # type: ignore[no-any-return]
 
 
-def _declares_network(tool: Tool) -> bool:
-    """Whether ``tool`` is a validation that declares it uses the network."""
-    return bool(getattr(tool, "network", False))
-
-
 @contextlib.contextmanager
 def _loading_guarded(tool: Tool) -> Iterator[None]:
     """Load ``tool``'s code under a guard of its own: a write, a command or a change to the
     environment that its top level attempts is refused, and a :class:`ConfigError`."""
-    guard = Guard(f"validation {tool.name!r} while it loads", network=_declares_network(tool))
+    guard = Guard(f"validation {tool.name!r} while it loads", network=tool.network)
     with guarded(guard):
         yield
     if guard.violation is not None:
@@ -199,7 +195,9 @@ def _loading_guarded(tool: Tool) -> Iterator[None]:
         )
 
 
-def default_isolation(tool: Tool, *, tell: bool = True) -> Isolation | None:
+def default_isolation(
+    tool: Tool, *, tell: bool = True, work: bool = False, required: bool = False
+) -> Isolation | None:
     """Where ``tool`` runs when neither its node nor the run says (docs/isolation.md):
     ``None`` (the event loop or a thread, under the in-process guard) for gategraph's own
     code that runs none of the candidate's, and for tools that run elsewhere (an MCP
@@ -209,7 +207,13 @@ def default_isolation(tool: Tool, *, tell: bool = True) -> Isolation | None:
 
     The code a validation runs includes the agent's change (a test suite imports it), so
     the default must hold against code nobody trusted; a declared ``isolation`` is a
-    choice to trust it. ``tell=False`` asks without the warning (a check, not a run)."""
+    choice to trust it. ``tell=False`` asks without the warning (a check, not a run).
+
+    A ``work`` tool (one that changes the candidate, not a validation's) falls back to
+    where it always ran, gategraph's own process: the guard, which refuses every write,
+    cannot hold code that is there to write, so a worker process would hold it no better.
+    Where the sandbox is ``required`` (a plan policy's
+    ``require_sandbox``), no fallback: a :class:`ConfigError` says what is missing."""
     from ._builtins import in_process
     from ._kernel import support
     from ._models import ToolSource
@@ -219,19 +223,30 @@ def default_isolation(tool: Tool, *, tell: bool = True) -> Isolation | None:
     missing = support().missing
     if missing is None:
         return "sandbox"
+    if required:
+        from ._sandbox import require
+
+        require()
+    fallback: Isolation | None = None if work else "process"
     if not tell:
-        return "process"
+        return fallback
     import warnings
 
     # The same text every time: Python's warning filter then says it once a process.
     warnings.warn(
-        f"the kernel sandbox is not available here ({missing}): validations and tools that "
-        "would run in it run in worker processes under the in-process guard instead "
-        "(`policy.require_sandbox: true` refuses to run them)",
+        f"the kernel sandbox is not available here ({missing}): "
+        + (
+            "work tools that would run in it run in gategraph's own process instead, "
+            "where nothing holds them to their resources"
+            if work
+            else "validations and tools that would run in it run in worker processes "
+            "under the in-process guard instead (`policy.require_sandbox: true` refuses "
+            "to run them)"
+        ),
         RuntimeWarning,
         stacklevel=2,
     )
-    return "process"
+    return fallback
 
 
 def _sandbox_isolation(tool: Tool, isolation: Isolation | None, *, policy: bool) -> Isolation:
@@ -251,20 +266,10 @@ def _sandbox_isolation(tool: Tool, isolation: Isolation | None, *, policy: bool)
             f"{why}, and {tool.name!r} calls the MCP tool {tool.mcp_tool_name!r}, which "
             "runs in its server, outside any sandbox",
         )
-    if tool.hooks.setup or tool.hooks.teardown:
-        raise ConfigError.at(
-            "hooks", f"{why}, and hooks run in gategraph's own process: it cannot have any"
-        )
-    if tool.source is ToolSource.WRAPPED:
-        raise ConfigError.at(
-            "transform",
-            f"{why}, and a transform runs in gategraph's own process: such a validation "
-            "cannot have one (make what it does part of the sandboxed code instead)",
-        )
     return "sandbox"
 
 
-def _check_defines(name: str, code: str, function: str) -> None:
+def _check_defines(name: str, code: str, function: str, field: str = "code") -> None:
     """What :func:`_inline_function` would refuse, told without running ``code``: a syntax
     error, or no top-level ``def function``."""
     import ast
@@ -273,13 +278,13 @@ def _check_defines(name: str, code: str, function: str) -> None:
         tree = ast.parse(code, f"<{name}>")
     except (SyntaxError, ValueError) as exc:
         raise ConfigError.at(
-            "code", f"inline code of {name!r} failed to load: {_describe(exc)}"
+            field, f"inline code of {name!r} failed to load: {_describe(exc)}"
         ) from None
     if not any(
         isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function
         for node in tree.body
     ):
-        raise ConfigError.at("code", f"inline code of {name!r} must define `{function}(...)`")
+        raise ConfigError.at(field, f"inline code of {name!r} must define `{function}(...)`")
     # Its plain top-level imports must be there to be had (found as the import system
     # finds them, without running them); one inside `try:` may be optional.
     for node in tree.body:
@@ -293,7 +298,7 @@ def _check_defines(name: str, code: str, function: str) -> None:
         for module in modules:
             if _module_origin(module) is None:
                 raise ConfigError.at(
-                    "code",
+                    field,
                     f"inline code of {name!r} failed to load: cannot import {module!r}: "
                     "no module of that name",
                 )
@@ -503,6 +508,22 @@ def _interrupts(exc: BaseException) -> bool:
 
 
 _OUTPUT_NAMES: Final = ("output", "tool_output")
+
+
+def _kernel_sandbox() -> bool:
+    from ._kernel import support
+
+    return support().missing is None
+
+
+def _check_transform(name: str, source: str) -> None:
+    """What :func:`_transform_function` would refuse, told without running ``source``."""
+    try:
+        compile(source, f"<transform of {name}>", "eval")
+    except SyntaxError:
+        _check_defines(f"{name}.transform", source, "transform", field="transform")
+    except ValueError as exc:  # null bytes in the source
+        raise ConfigError.at("transform", f"the transform of {name!r}: {exc}") from None
 
 
 def _transform_function(name: str, source: str) -> Callable[[Any], Any]:
@@ -1024,26 +1045,42 @@ def _is_async(func: Callable[..., Any]) -> bool:
     )
 
 
-async def call_hook(what: str, hook: Callable[[], Any], time_limit: float) -> Outcome:
+async def call_hook(
+    what: str,
+    hook: Callable[[], Any] | str,
+    time_limit: float,
+    *,
+    tool: Tool | None = None,
+    plan: str = "",
+    writable: tuple[str, ...] = (),
+) -> Outcome:
     """Call a lifecycle hook with no arguments, within ``time_limit`` seconds, its output
     captured; ``what`` names it in the outcome's message (``the setup hook of 'v'``).
 
-    A hook runs in one of our daemon worker threads — an async one on an event loop of its
-    own there — and is abandoned at its timeout like a sync call: hooks choose no
-    isolation, so even one that never awaits cannot hold the run past its limit (hooks
-    run once per run, off the hot path). Like a call, it never raises for its own failure;
-    cancellation and a person's Ctrl-C propagate.
+    A callable runs in one of our daemon worker threads — an async one on an event loop
+    of its own there — and is abandoned at its timeout like a sync call: even one that
+    never awaits cannot hold the run past its limit (hooks run once per run, off the hot
+    path). An entrypoint (``hook`` a string) is a hook of ``tool``, whose calls run in the
+    sandbox: it runs there too, held as they are (a validation's read-only, a work tool's
+    to the folders ``writable``), in plan ``plan``'s process, and is killed at its
+    timeout. Like a call, it never raises for its own failure; cancellation and a
+    person's Ctrl-C propagate.
     """
     install_output_router()
     slot = _CaptureSlot(PENDING)
     token = _capture.set(slot)
     outcome: Outcome | None = None
-    if _is_async(hook):
-        hook = functools.partial(_run_on_own_loop, _backend(), hook)
     try:
         with anyio.move_on_after(time_limit):
-            job = await _threads.run(hook, None)
-            outcome = Outcome(True) if job.ok else _hook_failure(what, job.value)
+            if isinstance(hook, str):
+                assert tool is not None
+                done = _adopt_output(await _hook_in_sandbox(tool, hook, plan, writable))
+                outcome = done if done.ok else _hook_failed(what, done)
+            else:
+                if _is_async(hook):
+                    hook = functools.partial(_run_on_own_loop, _backend(), hook)
+                job = await _threads.run(hook, None)
+                outcome = Outcome(True) if job.ok else _hook_failure(what, job.value)
     finally:
         _capture.reset(token)
     if outcome is None:
@@ -1054,6 +1091,42 @@ async def call_hook(what: str, hook: Callable[[], Any], time_limit: float) -> Ou
             detail={"timeout": time_limit},
         )
     outcome.captured = slot.take()
+    return outcome
+
+
+async def _hook_in_sandbox(
+    tool: Tool, entrypoint: str, plan: str, writable: tuple[str, ...]
+) -> Outcome:
+    from ._models import Validation
+    from ._sandbox import current_pool, sandbox_pool
+
+    judging = isinstance(tool, Validation)
+    request = SandboxRequest(
+        name=tool.name,
+        entrypoint=entrypoint,
+        code=None,
+        slots=(),
+        arguments={},
+        resources={},
+        artifact=None,
+        inputs=None,
+        guarded=judging,
+        backend=_backend(),
+        plan=plan,
+        guard_label=f"validation {tool.name!r}" if judging else "",
+        network=tool.network,
+        writable=writable,
+    )
+    pool = current_pool()
+    if pool is not None:
+        return await pool.call(tool.name, request)
+    async with sandbox_pool() as own:
+        return await own.call(tool.name, request)
+
+
+def _hook_failed(what: str, outcome: Outcome) -> Outcome:
+    """A sandboxed hook's failure, told as a hook's."""
+    outcome.message = f"{what} failed: {outcome.message}"
     return outcome
 
 
@@ -1192,7 +1265,7 @@ class Prepared:
         isolation: Isolation | None,
         timeout: float,
         wrapped: Prepared | None = None,
-        transform: Callable[[Any], Any] | None = None,
+        transform: Callable[[Any], Any] | str | None = None,
         mcp: McpCall | None = None,
     ) -> None:
         """``isolation`` is what the node (or the executor) asked for; ``None`` is the
@@ -1220,14 +1293,15 @@ class Prepared:
             require()  # fail closed: never a silent downgrade to a weaker isolation
         self.is_validation = isinstance(tool, Validation)
         self.guard_label = f"validation {tool.name!r}" if self.is_validation else None
-        self.network = _declares_network(tool)
-        """The validation declares ``network: true``: its guard (and its sandbox) lets it
-        use the network."""
+        self.network = tool.network
+        """The tool declares ``network: true``: its sandbox (and a validation's guard) lets
+        it use the network."""
         self.isolation: Isolation = isolation or "thread"
         self.timeout = timeout
         self.wrapped = wrapped
         self.transform = transform
-        self.transform_is_async = transform is not None and inspect.iscoroutinefunction(transform)
+        """A callable; or its source, for a transform that runs in the sandbox."""
+        self.transform_is_async = callable(transform) and inspect.iscoroutinefunction(transform)
         self.slots = tuple(slot.name for slot in tool.resource_slots)
         self.bind: Callable[..., dict[str, Any]] = (
             _binder(self.signature, self.slots) if self.signature is not None else _plain
@@ -1398,13 +1472,20 @@ class Prepared:
         artifact: Any,
         inputs: Mapping[str, Any] | None,
         context: ToolContext,
+        transform: tuple[str, str] | None = None,
     ) -> Outcome:
         """Run the call in a worker process confined by the kernel (see ``_sandbox``): the
         pool of the run, or one of its own for a call made outside a run. The callable is
-        loaded, and its arguments bound, in the worker only: none of its code runs here."""
+        loaded, and its arguments bound, in the worker only: none of its code runs here.
+
+        ``transform`` (the validation's name, its transform's source): the call's output
+        goes through the transform there, and the outcome is that validation's result; a
+        validation without code of its own (a wrapped one) runs only the transform, of
+        ``arguments["output"]``."""
         from ._sandbox import current_pool, sandbox_pool
 
         tool = self.tool
+        guard = context.guard
         request = SandboxRequest(
             name=tool.name,
             entrypoint=tool.entrypoint,
@@ -1412,16 +1493,21 @@ class Prepared:
             slots=self.slots,
             arguments=dict(arguments),
             resources=_picklable(resources),
+            read_only=tuple(k for k, v in resources.items() if isinstance(v, MappingProxyType)),
             artifact=artifact,
             inputs=dict(inputs) if inputs is not None else None,
             # The guard of the call, not of this tool: a wrapped tool runs under the
             # validation that wraps it.
-            guarded=context.guard is not None,
+            guarded=guard is not None,
             backend=_backend(),
             plan=context.plan_id,
-            result=self.is_validation,
-            guard_label=context.guard.what if context.guard is not None else "",
-            network=context.guard is not None and context.guard.network,
+            result=self.is_validation or transform is not None,
+            guard_label=guard.what if guard is not None else "",
+            network=guard.network if guard is not None else self.network,
+            # A work tool changes the candidate: the folders of its resources (the plan's
+            # copies) are the ones it may change, and nothing else on the machine.
+            writable=() if guard is not None else folders_of(resources),
+            transform=transform,
         )
         pool = current_pool()
         if pool is not None:
@@ -1483,10 +1569,33 @@ class Prepared:
                 else:
                     tool_arguments[key] = value
         wrapped = self.wrapped
+        source = self.transform if isinstance(self.transform, str) else None
+        if source is not None and wrapped.isolation == "sandbox" and wrapped.wrapped is None:
+            # One call of its worker: the tool, then the transform of its output.
+            return await wrapped._call_in_sandbox(
+                tool_arguments,
+                resources,
+                artifact,
+                inputs,
+                context,
+                transform=(validation.name, source),
+            )
         inner = await wrapped._call(tool_arguments, resources, artifact, inputs, context, limiter)
         if not inner.ok:
             inner.message = f"wrapped tool {wrapped.tool.name!r}: {inner.message}"
             return inner
+        if source is not None:
+            # The tool ran elsewhere (an MCP server, gategraph's own reader): the
+            # transform of its output runs in a sandboxed call of its own.
+            return await self._call_in_sandbox(
+                {"output": inner.value},
+                {},
+                None,
+                None,
+                context,
+                transform=(validation.name, source),
+            )
+        assert self.transform is not None and not isinstance(self.transform, str)
         # seed 000, Constraints: transforms are pure data transformations.
         guard = Guard(f"transform of {validation.name!r}", pure=True)
         name = f"transform of {validation.name}"
@@ -1533,6 +1642,14 @@ def _picklable(values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` for another process: read-only mapping views (memory resources) do not
     pickle, so the child gets plain copies of them."""
     return {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in values.items()}
+
+
+def folders_of(resources: Mapping[str, Any]) -> tuple[str, ...]:
+    """The folders among a call's resources, each once, as the kernel sees them."""
+    found = {
+        os.path.realpath(value) for value in resources.values() if isinstance(value, os.PathLike)
+    }
+    return tuple(sorted(found))
 
 
 def _adopt_output(outcome: Outcome) -> Outcome:
@@ -1869,8 +1986,18 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     """What the call's guard is called in its messages: the validation's (a wrapped tool
     runs under the validation that wraps it)."""
     network: bool = False
-    """The validation declares ``network: true``: the call may use the network (the
-    worker's process keeps internet sockets open to it, and so does its guard)."""
+    """The tool declares ``network: true``: the call may use the network (the worker's
+    process keeps internet sockets open to it, and so does a validation's guard)."""
+    writable: tuple[str, ...] = ()
+    """The folders outside its worker's own the call may change: a work tool's resources
+    (a validation's call may change none)."""
+    read_only: tuple[str, ...] = ()
+    """The resources given as read-only mappings (memory resources): given so there too."""
+    transform: tuple[str, str] | None = None
+    """A wrapped validation's name and its transform's source: the call's output goes
+    through it (in the same process), and the outcome is the validation's result. With
+    neither ``entrypoint`` nor ``code``, only the transform runs, of
+    ``arguments["output"]``."""
 
 
 def sandbox_network(request: SandboxRequest) -> Outcome | None:
@@ -1898,10 +2025,25 @@ def sandbox_network(request: SandboxRequest) -> Outcome | None:
 
 def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None = None) -> Outcome:
     """Load (unless its worker ``loaded`` it already), bind and run a sandboxed call, in
-    the worker's child, the whole process guarded."""
+    the worker's child, the whole process guarded; then its validation's transform, if
+    it has one."""
     refused = sandbox_network(request)
     if refused is not None:
         return refused
+    transform = request.transform
+    if request.entrypoint is None and request.code is None:
+        assert transform is not None
+        return _sandboxed_transform(transform, request.arguments["output"], request.backend)
+    outcome = _sandboxed_call(request, loaded)
+    if transform is None:
+        return outcome
+    if not outcome.ok:
+        outcome.message = f"wrapped tool {request.name!r}: {outcome.message}"
+        return outcome
+    return _sandboxed_transform(transform, outcome.value, request.backend)
+
+
+def _sandboxed_call(request: SandboxRequest, loaded: Callable[..., Any] | None) -> Outcome:
     try:
         func = loaded or _load(request.name, request.entrypoint, request.code)
     except ConfigError as exc:
@@ -1913,19 +2055,24 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
         return exception_outcome(request.name, exc)
     label = request.guard_label or f"validation {request.name!r}"
     guard = Guard(f"sandboxed {label}", network=request.network) if request.guarded else None
-    context = ToolContext(resources=request.resources, guard=guard)
+    # Read-only where they were: a memory resource is a mapping no call changes.
+    resources = {
+        k: MappingProxyType(v) if k in request.read_only else v
+        for k, v in request.resources.items()
+    }
+    context = ToolContext(resources=resources, guard=guard)
     try:
         kwargs = _bind(
             _Signature(func),
             request.slots,
             request.arguments,
-            request.resources,
+            resources,
             request.artifact,
             request.inputs,
             context,
         )
         outcome = _run_guarded(func, kwargs, request.backend, guard, enter_process)
-        if outcome.ok and request.result:
+        if outcome.ok and request.result and request.transform is None:
             # The answer crosses as MessagePack, which would carry a set as a list, a tuple
             # as a list...: a result is judged here as anywhere else (a set is malformed).
             # One that raises while it is read is left to the worker, which says so.
@@ -1936,6 +2083,32 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
         return exception_outcome(request.name, exc)
     finally:
         context.cleanup()
+
+
+def _sandboxed_transform(transform: tuple[str, str], output: Any, backend: str) -> Outcome:
+    """A wrapped validation's transform of its tool's ``output``, in a sandboxed call's
+    process: loaded and run under a guard that lets it do nothing but compute (seed 000,
+    Constraints: transforms are pure data transformations); a validation's result."""
+    name, source = transform
+    try:
+        function = _transform_function(name, source)
+    except ConfigError as exc:
+        from ._maxn import MISCONFIGURED  # pydantic: only for this rare case
+
+        return Outcome(False, error=MISCONFIGURED, message=exc.issues[0].message)
+    guard = Guard(f"transform of {name!r}", pure=True)
+    try:
+        outcome = _run_guarded(
+            functools.partial(function, output), {}, backend, guard, enter_process
+        )
+    except BaseException as exc:  # nothing cancels a worker's call: all is the code's
+        outcome = exception_outcome(f"transform of {name}", exc)
+    outcome = _transform_failure(guard, outcome)
+    if outcome.ok:
+        # Judged here as anywhere else (MessagePack would carry a set as a list).
+        with contextlib.suppress(BaseException):
+            outcome.value = msgspec.structs.asdict(coerce_result(outcome.value))
+    return outcome
 
 
 def _run_entry(func: Callable[..., Any], kwargs: dict[str, Any], backend: str) -> Any:
@@ -1986,23 +2159,25 @@ def prepare(
 
     ``isolation`` is what its node or the run declared; with none, a validation (and the
     tool a wrapped validation calls, ``judging``) runs where :func:`default_isolation`
-    says (``tell=False``: without its warning, for a check rather than a run). Work tools
-    keep running where their isolation says: they change the plan's sandbox copy, which a
-    sandboxed call cannot write.
+    says (``tell=False``: without its warning, for a check rather than a run); so does a
+    work tool, whose sandbox lets it change the folders of its resources (the plan's
+    copies).
 
-    ``sandboxed``: the call must run in the sandbox (a plan policy's ``require_sandbox``,
-    for a validation); an ``untrusted`` tool always must. Its code then runs nowhere else:
+    ``sandboxed``: the call must run in the sandbox (a plan policy's ``require_sandbox``;
+    a work tool only where it declares no isolation: a declared one is a choice to trust
+    it); an ``untrusted`` tool always must. Its code then runs nowhere else:
     a node asking for another isolation is refused, and so is a part of it that would run
     in this process (an untrusted validation's transform) or out of reach (an MCP tool,
     for a plan that requires the sandbox)."""
     from ._models import ToolSource, Validation
 
     effective_timeout = timeout or tool.timeout or default_timeout
-    if sandboxed or tool.untrusted:
+    work = not (judging or isinstance(tool, Validation))
+    if (sandboxed and not work) or tool.untrusted:
         isolation = _sandbox_isolation(tool, isolation, policy=sandboxed)
-    elif isolation is None and (judging or isinstance(tool, Validation)):
-        isolation = default_isolation(tool, tell=tell)
-        if isolation == "process":
+    elif isolation is None:
+        isolation = default_isolation(tool, tell=tell, work=work, required=sandboxed)
+        if isolation == "process" and not work:
             # The fallback where the kernel cannot sandbox: the code is not trusted, and
             # finding its signature means loading it here, so it loads under the guard.
             with _loading_guarded(tool):
@@ -2051,13 +2226,21 @@ def prepare(
             judging=True,
             tell=tell,
         )
+        transform: Callable[[Any], Any] | str
+        if isolation == "sandbox" or (isolation is None and _kernel_sandbox()):
+            # The transform is the graph's code: it runs in the sandbox too (with the
+            # wrapped tool's call, where that runs there), never loaded here.
+            _check_transform(tool.name, tool.transform)
+            transform = tool.transform
+        else:
+            transform = _transform_function(tool.name, tool.transform)
         return Prepared(
             tool,
             None,
             isolation=isolation,
             timeout=effective_timeout,
             wrapped=wrapped,
-            transform=_transform_function(tool.name, tool.transform),
+            transform=transform,
         )
     assert tool.source is ToolSource.MCP
     from ._mcp import McpCall

@@ -58,7 +58,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
 __all__ = [
     "SandboxLimits",
@@ -459,11 +459,17 @@ _WHY_LEAST: Final = {
 }
 
 
-def confine(writable: str, limits: SandboxLimits, hidden: Iterable[str] = ()) -> None:
-    """Confine this process for good: see the module's docstring. ``writable`` is the only
-    folder it may change (it becomes a private ``tmpfs``, and the working directory);
-    ``hidden`` are databases (with their ``-wal``, ``-shm`` and ``-journal``) it must not
-    see. Must run before the process starts any thread."""
+def confine(
+    writable: str,
+    limits: SandboxLimits,
+    hidden: Iterable[str] = (),
+    shared: Sequence[str] = (),
+) -> None:
+    """Confine this process for good: see the module's docstring. ``writable`` is its own
+    folder (it becomes a private ``tmpfs``, and the working directory); ``shared`` are
+    folders of the machine it may change as well (a work tool's: the plan's copies of its
+    resources), and nothing else; ``hidden`` are databases (with their ``-wal``, ``-shm``
+    and ``-journal``) it must not see. Must run before the process starts any thread."""
     found = support()
     if found.missing is not None:
         raise OSError(errno.ENOTSUP, found.missing)
@@ -472,7 +478,11 @@ def confine(writable: str, limits: SandboxLimits, hidden: Iterable[str] = ()) ->
         # Landlock, seccomp and unshare bind the calling thread (and what it starts).
         raise RuntimeError(f"cannot confine a process that runs {threads} threads")
     root = os.geteuid() == 0
-    own_user = _own_mounts(writable, hidden, limits.disk)
+    shared = [os.path.realpath(path) for path in shared]
+    for path in shared:
+        if not os.path.isdir(path):
+            raise OSError(errno.ENOTDIR, f"{path} is not a folder it could change")
+    own_user = _own_mounts(writable, hidden, limits.disk, shared)
     _set_limits(limits, processes=own_user)
     try:
         # The first the kernel kills when memory runs out: a worker, not gategraph.
@@ -488,7 +498,7 @@ def confine(writable: str, limits: SandboxLimits, hidden: Iterable[str] = ()) ->
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     _drop_capabilities(keep_read_search=root)
-    _restrict_files_and_network(writable, found.landlock_abi)
+    _restrict_files_and_network([writable, *shared], found.landlock_abi)
     _filter_syscalls(_ARCHES[found.arch])
     _state["confined"] = True
 
@@ -505,7 +515,10 @@ def close_network() -> None:
     it before the code it holds runs (gategraph's own capture reader may run beside it)."""
     if not _state["confined"] or _state["network_closed"]:
         return
-    attr = _RulesetAttr(0, _NET_BIND_TCP | _NET_CONNECT_TCP, 0)
+    # Every Landlock layer refuses moving or linking a file into another folder unless it
+    # handles that right (REFER) and grants it: this layer is about the network, so it
+    # grants it everywhere (the first layer decides where).
+    attr = _RulesetAttr(_FS_REFER, _NET_BIND_TCP | _NET_CONNECT_TCP, 0)
     ruleset = _syscall(
         _SYS_LANDLOCK_CREATE_RULESET,
         ctypes.cast(ctypes.byref(attr), ctypes.c_void_p),
@@ -513,6 +526,7 @@ def close_network() -> None:
         0,
     )
     try:
+        _add_path(ruleset, "/", _FS_REFER)
         _syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
@@ -534,9 +548,12 @@ def network_closed() -> bool:
     return _state["network_closed"]
 
 
-def _own_mounts(writable: str, hidden: Iterable[str], disk: int) -> bool:
-    """Give this process mounts of its own: all read-only, ``hidden`` behind ``/dev/null``,
-    and ``writable`` a fresh ``tmpfs`` of ``disk`` bytes, made the working directory.
+def _own_mounts(
+    writable: str, hidden: Iterable[str], disk: int, shared: Sequence[str] = ()
+) -> bool:
+    """Give this process mounts of its own: all read-only but ``shared`` (each a mount of
+    its own), ``hidden`` behind ``/dev/null``, and ``writable`` a fresh ``tmpfs`` of
+    ``disk`` bytes, made the working directory.
     Return whether that took a user namespace of its own (where this process may not
     mount in the one it is in: any user but root)."""
     libc = _libc()
@@ -561,20 +578,30 @@ def _own_mounts(writable: str, hidden: Iterable[str], disk: int) -> bool:
             path = kept + companion
             if os.path.isfile(path):
                 _mount("/dev/null", path, None, _MS_BIND)
-    attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
-    _syscall(
-        _SYS_MOUNT_SETATTR,
-        ctypes.c_int(_AT_FDCWD),
-        ctypes.c_char_p(b"/"),
-        ctypes.c_uint(_AT_RECURSIVE),
-        ctypes.cast(ctypes.byref(attr), ctypes.c_void_p),
-        ctypes.c_size_t(ctypes.sizeof(attr)),
-    )
+    for path in shared:
+        # A mount of its own (with what is mounted inside it, gategraph's hidden files
+        # included), so that it alone can be made writable again below.
+        _mount(path, path, None, _MS_BIND | _MS_REC)
+    _set_mount(b"/", _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0), _AT_RECURSIVE)
+    for path in shared:
+        # That mount only, not what is mounted inside it: those stay read-only.
+        _set_mount(os.fsencode(path), _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0), 0)
     # Mounted after the rest went read-only: the one writable place.
     options = f"size={disk},mode=0700,uid={uid},gid={gid}"
     _mount("tmpfs", writable, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
     os.chdir(writable)  # the folder itself, not the one now under the tmpfs
     return own_user
+
+
+def _set_mount(path: bytes, attr: _MountAttr, flags: int) -> None:
+    _syscall(
+        _SYS_MOUNT_SETATTR,
+        ctypes.c_int(_AT_FDCWD),
+        ctypes.c_char_p(path),
+        ctypes.c_uint(flags),
+        ctypes.cast(ctypes.byref(attr), ctypes.c_void_p),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
 
 
 def _write_proc(name: str, text: str) -> None:
@@ -731,7 +758,7 @@ def _fs_rights(abi: int) -> int:
     return _FS_ALL_ABI1 | _FS_REFER | _FS_TRUNCATE | _FS_IOCTL_DEV
 
 
-def _restrict_files_and_network(writable: str, abi: int) -> None:
+def _restrict_files_and_network(writable: Sequence[str], abi: int) -> None:
     handled = _fs_rights(abi)
     # Connecting is handled (refused) by `close_network`'s own layer, where the validation
     # does not declare the network.
@@ -746,7 +773,8 @@ def _restrict_files_and_network(writable: str, abi: int) -> None:
         read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
         _add_path(ruleset, "/", read)
         _add_path(ruleset, os.devnull, _FS_WRITE_FILE | _FS_READ_FILE)
-        _add_path(ruleset, writable, handled)
+        for path in writable:
+            _add_path(ruleset, path, handled)
         _syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)

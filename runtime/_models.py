@@ -223,6 +223,12 @@ class Tool(_Model):
     """Seconds a call may take; ``None`` uses the plan policy's default."""
     idempotent: bool = False
     """Calling twice with the same arguments has the effect of calling once."""
+    network: bool = False
+    """The code uses the network (a web API, a package index, a service on another
+    machine). Without it, the sandbox lets it open no internet socket, and the in-process
+    guard refuses a validation's connections, datagrams and name lookups; with it, both
+    let it reach the network (a wrapped tool runs under the declaration of the validation
+    that wraps it)."""
     untrusted: bool = False
     """Code gategraph should not trust (a plugin's, an agent's, one from elsewhere): its
     code always runs in the sandbox (``isolation: sandbox``), whatever a node asks, and
@@ -282,10 +288,16 @@ class Tool(_Model):
 
     def _check_source(self) -> None:
         source = self.source
-        if self.untrusted and (self.hooks.setup or self.hooks.teardown):
-            # Hooks run in gategraph's own process, around the calls: untrusted code
-            # runs only in the sandbox.
-            raise ValueError("an untrusted tool cannot have hooks (they run in gategraph itself)")
+        if (
+            self.untrusted
+            and source is ToolSource.MCP
+            and (self.hooks.setup or self.hooks.teardown)
+        ):
+            # Hooks run where the tool's calls run; an MCP tool's run in its server, so
+            # its hooks would run in gategraph itself, where untrusted code never runs.
+            raise ValueError(
+                "an untrusted MCP tool cannot have hooks (they would run in gategraph itself)"
+            )
         if source is ToolSource.WRAPPED and self.tool_type is ToolType.TOOL:
             raise ValueError("source 'wrapped' is only for validations (see `wraps`)")
         if source is ToolSource.CODE and self.code is None:
@@ -492,12 +504,6 @@ class Validation(Tool):
     argument_mapping: dict[str, Any] | None = None
     """Arguments for the wrapped tool: ``{"tool_arg": "$validation_arg"}`` passes one of
     this validation's arguments on; any other value is passed as it is."""
-    network: bool = False
-    """The validation uses the network (a web API, a package index, a service on another
-    machine). Without it, the in-process guard refuses its connections, its datagrams and
-    its name lookups, and the sandbox lets it open no internet socket; with it, both let
-    it reach the network (a wrapped tool runs under the declaration of the validation
-    that wraps it)."""
     trust_read_only: bool = False
     """For a validation over an MCP tool (itself one, ``source: mcp``, or wrapping one):
     take the tool as read-only although its server does not declare it so

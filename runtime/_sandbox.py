@@ -30,8 +30,9 @@ import anyio
 import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from . import _kernel
 from ._exceptions import ConfigError
-from ._kernel import SandboxLimits, hidden_now, kept_out, support
+from ._kernel import SandboxLimits, hidden_now, kept_out
 from ._maxn import UNAVAILABLE
 from ._readonly import unguarded
 from ._results import ResultError
@@ -62,7 +63,7 @@ _COMMAND: Final = "from gategraph.runtime._sandbox_worker import main; main()"
 
 def require(where: str = "isolation") -> None:
     """Refuse, with one line naming what is missing, where the sandbox cannot be had."""
-    missing = support().missing
+    missing = _kernel.support().missing
     if missing is not None:
         raise ConfigError.at(where, f"sandbox: {missing}")
 
@@ -71,13 +72,20 @@ _Owner = tuple[str, str | None, str | None, bool, bool]
 
 
 class _Worker:
-    __slots__ = ("answers", "folder", "hidden", "owner", "process")
+    __slots__ = ("answers", "folder", "hidden", "owner", "process", "shared")
 
     def __init__(
-        self, process: Process, folder: str, hidden: frozenset[tuple[str, int, int, int]]
+        self,
+        process: Process,
+        folder: str,
+        hidden: frozenset[tuple[str, int, int, int]],
+        shared: tuple[str, ...] = (),
     ) -> None:
         self.process = process
         self.folder = folder
+        self.shared = shared
+        """The folders outside its own it may change (a work tool's resources): it runs
+        only calls that may change exactly these."""
         self.hidden = hidden
         """What it hides (:func:`._kernel.hidden_now`): it runs no call once something of
         gategraph's own it must not see exists that it does not hide."""
@@ -163,7 +171,7 @@ class SandboxPool:
         # Never past the pool's size, counting the workers busy with a call: a spare that
         # would only push a run's own idle worker out is no help.
         have = len(self._idle) + self._starting + int(self._limiter.borrowed_tokens)
-        fresh = sum(worker.owner is None for worker in self._idle) + self._starting
+        fresh = sum(w.owner is None and not w.shared for w in self._idle) + self._starting
         for _ in range(max(0, min(count - fresh, self.size - have))):
             self._starting += 1
             self._group.start_soon(self._add_idle)
@@ -172,7 +180,8 @@ class SandboxPool:
         """Start workers until ``count`` (no more than the pool's size) are idle, and wait
         for them: for a caller that wants the first calls not to wait for a start (a
         benchmark, a server about to take requests)."""
-        missing = max(0, min(count, self.size) - sum(w.owner is None for w in self._idle))
+        fresh = sum(w.owner is None and not w.shared for w in self._idle)
+        missing = max(0, min(count, self.size) - fresh)
         async with anyio.create_task_group() as group:
             for _ in range(missing):
                 self._starting += 1
@@ -190,7 +199,7 @@ class SandboxPool:
         else:
             self._idle.append(worker)
 
-    async def _start(self) -> _Worker:
+    async def _start(self, shared: tuple[str, ...] = ()) -> _Worker:
         with unguarded():
             from ._context import private_folder
 
@@ -215,6 +224,7 @@ class SandboxPool:
         kept = kept_out()
         hidden = hidden_now(kept)
         command.append(json.dumps(sorted(kept)))
+        command.append(json.dumps(shared))
         try:
             # Shielded: a start cancelled midway (the pool closing while it prewarms) would
             # leave a process nobody waits for (trio abandons the thread that starts it).
@@ -232,7 +242,7 @@ class SandboxPool:
             with unguarded():
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        worker = _Worker(process, folder, hidden)
+        worker = _Worker(process, folder, hidden, shared)
         try:
             await worker.send(pickle.dumps(list(sys.path)))
             with anyio.fail_after(_START_TIMEOUT):
@@ -245,12 +255,13 @@ class SandboxPool:
             raise ConfigError.at("isolation", f"sandbox: {answer.text}")
         return worker
 
-    async def _take(self, owner: _Owner) -> _Worker:
-        """An idle worker that ran this validation before, else a fresh one."""
+    async def _take(self, owner: _Owner, shared: tuple[str, ...]) -> _Worker:
+        """An idle worker that ran this tool before, else a fresh one; confined to change
+        exactly ``shared`` besides its own folder."""
         for wanted in (owner, None):
             for index in range(len(self._idle) - 1, -1, -1):
                 worker = self._idle[index]
-                if worker.owner != wanted:
+                if worker.owner != wanted or worker.shared != shared:
                     continue
                 del self._idle[index]
                 if worker.process.returncode is None and hidden_now(kept_out()) <= worker.hidden:
@@ -258,7 +269,7 @@ class SandboxPool:
                 # Died while idle (killed from outside: not this call's), or started
                 # before gategraph opened a database it would see.
                 await worker.kill()
-        return await self._start()
+        return await self._start(shared)
 
     async def _keep(self, worker: _Worker) -> None:
         """Return a worker to the pool; past the pool's size, the longest idle goes."""
@@ -286,7 +297,7 @@ class SandboxPool:
         owner = (request.name, request.entrypoint, request.code, request.guarded, request.network)
         async with self._limiter:
             try:
-                worker = await self._take(owner)
+                worker = await self._take(owner, request.writable)
             except (OSError, _Garbled, anyio.EndOfStream, anyio.IncompleteRead) as exc:
                 # No process to be had (out of processes or memory), or one that died
                 # before it said it was ready: this call's infrastructure fault.
@@ -297,7 +308,7 @@ class SandboxPool:
                     message=f"no sandboxed worker could be started for {name}: "
                     f"{why or 'it ended before it was ready'}",
                 )
-            if worker.owner is None:
+            if worker.owner is None and not worker.shared:
                 self.prewarm(1)  # a fresh one for the next validation, started now
             worker.owner = owner
             keep = False

@@ -221,6 +221,7 @@ def _wipe(folder: str, keep: str | None) -> None:
 def main() -> None:
     folder, parent = sys.argv[1], int(sys.argv[2])
     limits, hidden = SandboxLimits(**json.loads(sys.argv[3])), json.loads(sys.argv[4])
+    shared = json.loads(sys.argv[5]) if len(sys.argv) > 5 else []
     requests, answers = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -238,7 +239,7 @@ def main() -> None:
     sentinel = _sentinel(watched, (requests, answers))
     os.close(watched)
     try:
-        confine(folder, limits, hidden)
+        confine(folder, limits, hidden, shared)
     except Exception as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _send(answers, Answer("refused", why))
@@ -484,6 +485,8 @@ class _Worker:
 
         self.loaded = None
         _invoke.sandbox_network(request)  # the kernel holds its code to its declaration
+        if request.entrypoint is None and request.code is None:
+            return None  # a transform's only: made in each call
         baseline = _tasks()
         guard = (
             Guard(f"sandboxed validation {request.name!r}", network=request.network)
@@ -775,7 +778,8 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     from . import _invoke, _readonly
     from ._results import ResultError
 
-    before = _fingerprint(request)
+    # A work tool's copies are its own to change (it hands back what it changed).
+    before = _fingerprint(request) if request.guarded else None
     # Its output goes to descriptors 1 and 2, which its worker drains: no thread here.
     outcome = _streamed(functools.partial(_invoke.sandbox_outcome, request, worker.loaded))
     pooled = _idle_pool_threads()
@@ -797,7 +801,7 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
         outcome = _left_running(outcome, name, threads, children)
     else:
         _readonly.release_process()
-    if outcome.ok and _fingerprint(request) != before:
+    if request.guarded and outcome.ok and _fingerprint(request) != before:
         outcome = _violation(
             outcome,
             f"{name} changed its own arguments or artifact (it gets a copy, but a "

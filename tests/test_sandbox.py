@@ -1032,18 +1032,17 @@ def test_gategraph_run_never_loads_sandbox_only_code(repo: Path, tmp_path: Path)
     ("validation", "words"),
     [
         (
-            '{name: hooked, entrypoint: "sandbox_hostile:honest", untrusted: true,'
+            "{name: hooked, mcp_server: files, mcp_tool_name: read, untrusted: true,"
             ' hooks: {setup: "sandbox_hostile:honest"}}',
-            "cannot have hooks",
+            "an untrusted MCP tool cannot have hooks",
         ),
-        ("{name: hooked, wraps: lister, transform: output}", "cannot have one"),
     ],
 )
 def test_nothing_of_sandboxed_code_runs_in_gategraph(
     repo: Path, validation: str, words: str
 ) -> None:
-    """An untrusted validation's hooks, or the transform of a validation the policy
-    sandboxes, would run in gategraph's own process: refused."""
+    """An untrusted MCP validation's hooks (its calls run in its server, its hooks would
+    here) would run in gategraph's own process: refused."""
     text = (
         "version: 1\nname: refused\n"
         f'resources: {{repo: {{kind: directory, path: "{repo}"}}}}\n'
