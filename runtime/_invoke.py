@@ -510,6 +510,10 @@ def _interrupts(exc: BaseException) -> bool:
 _OUTPUT_NAMES: Final = ("output", "tool_output")
 
 
+class _ImpureTransform(ConfigError):
+    """A transform's top level attempted what a transform may not (a write, say)."""
+
+
 def _kernel_sandbox() -> bool:
     from ._kernel import support
 
@@ -560,7 +564,7 @@ def _transform_function(name: str, source: str) -> Callable[[Any], Any]:
             "transform", f"the transform of {name!r} failed to load: {_describe(exc)}"
         ) from None
     if guard.violation is not None:
-        raise ConfigError.at(
+        raise _ImpureTransform.at(
             "transform",
             f"the transform of {name!r} is not pure: while it loaded, {guard.violation} "
             "was refused",
@@ -1098,7 +1102,6 @@ async def _hook_in_sandbox(
     tool: Tool, entrypoint: str, plan: str, writable: tuple[str, ...]
 ) -> Outcome:
     from ._models import Validation
-    from ._sandbox import current_pool, sandbox_pool
 
     judging = isinstance(tool, Validation)
     request = SandboxRequest(
@@ -1117,11 +1120,18 @@ async def _hook_in_sandbox(
         network=tool.network,
         writable=writable,
     )
+    return await _sandboxed(tool.name, request)
+
+
+async def _sandboxed(name: str, request: SandboxRequest) -> Outcome:
+    """Run ``request`` in the run's pool of sandboxed workers, else in one of its own."""
+    from ._sandbox import current_pool, sandbox_pool
+
     pool = current_pool()
     if pool is not None:
-        return await pool.call(tool.name, request)
+        return await pool.call(name, request)
     async with sandbox_pool() as own:
-        return await own.call(tool.name, request)
+        return await own.call(name, request)
 
 
 def _hook_failed(what: str, outcome: Outcome) -> Outcome:
@@ -1482,8 +1492,6 @@ class Prepared:
         goes through the transform there, and the outcome is that validation's result; a
         validation without code of its own (a wrapped one) runs only the transform, of
         ``arguments["output"]``."""
-        from ._sandbox import current_pool, sandbox_pool
-
         tool = self.tool
         guard = context.guard
         request = SandboxRequest(
@@ -1509,13 +1517,7 @@ class Prepared:
             writable=() if guard is not None else folders_of(resources),
             transform=transform,
         )
-        pool = current_pool()
-        if pool is not None:
-            outcome = await pool.call(tool.name, request)
-        else:
-            async with sandbox_pool() as own:
-                outcome = await own.call(tool.name, request)
-        return _adopt_output(outcome)
+        return _adopt_output(await _sandboxed(tool.name, request))
 
     async def _call_on_ray(self, kwargs: dict[str, Any], context: ToolContext) -> Outcome:
         """Run the call as a Ray task (the same entry as a worker process, so the same
@@ -2092,6 +2094,9 @@ def _sandboxed_transform(transform: tuple[str, str], output: Any, backend: str) 
     name, source = transform
     try:
         function = _transform_function(name, source)
+    except _ImpureTransform as exc:
+        message = exc.issues[0].message
+        return Outcome(False, error=ResultError.READ_ONLY_VIOLATION, message=message)
     except ConfigError as exc:
         from ._maxn import MISCONFIGURED  # pydantic: only for this rare case
 

@@ -207,8 +207,15 @@ async def test_odd_replies_and_arguments(odd_script: Path) -> None:
             {"id": "broken", "tool": "breaks-output"},
             {"id": "odd-schema", "tool": "odd-schema", "arguments": {"n": "x"}},
             {"id": "files", "tool": "files"},
-            {"id": "make-odd", "tool": "make", "arguments": {"kind": "odd"}},
-            {"id": "make-object", "tool": "make", "arguments": {"kind": "object"}},
+            # In this process (declared): what they return is no plain data, which a
+            # sandboxed tool's answer could not carry.
+            {"id": "make-odd", "tool": "make", "arguments": {"kind": "odd"}, "isolation": "thread"},
+            {
+                "id": "make-object",
+                "tool": "make",
+                "arguments": {"kind": "object"},
+                "isolation": "thread",
+            },
             {"id": "odd-artifact", "tool": "artifact", "needs": "make-odd"},
             {"id": "object-artifact", "tool": "artifact", "needs": "make-object"},
         ],
@@ -478,7 +485,8 @@ async def test_serving_plans_beside_a_catalog_file(
         "version: 1\nname: hooked\nvalidations:\n"
         "  - name: ok\n    code: \"def run():\\n    return {'passed': True}\\n\"\n"
         "    hooks: {setup: 'gategraph_fault_hooks:boom'}\n"
-        "nodes:\n  - {id: n, validation: ok}\n"
+        # Its hook is a module of this process only: declared to run here (trusted).
+        "nodes:\n  - {id: n, validation: ok, isolation: thread}\n"
     )
     graph = tmp_path / "plan.yaml"
     graph.write_text(

@@ -204,7 +204,8 @@ async def test_retry_of_a_chain_matches(tmp_path: Path, monkeypatch: pytest.Monk
         "tools:\n"
         '  - {name: x, entrypoint: "gg_replay_chain:flaky_tool"}\n'
         "nodes:\n"
-        "  - {id: after, tool: x, needs: [syntax]}\n"
+        # A module of this process only: its isolation declared (trusted).
+        "  - {id: after, tool: x, needs: [syntax], isolation: thread}\n"
         "  - {id: v2, validation: never, needs: [after]}\n",
     )
 

@@ -364,3 +364,13 @@ def test_check_never_runs_a_sandboxed_transform(repo: Path, tmp_path: Path) -> N
     assert not mark.exists()
     with pytest.raises(ConfigError, match="transform: must be an expression over `output`"):
         load_graph(transform_graph(repo, "x = 1"))
+
+
+@pytest.mark.anyio
+async def test_a_transform_that_fails_to_load_is_a_misconfiguration(repo: Path) -> None:
+    code = "raise ValueError('boom')\ndef transform(output):\n    return {'passed': True}"
+    done = await execute_graph(load_graph(transform_graph(repo, code)))
+    result = done.validations[0].result
+    assert not result.passed
+    assert result.data["error"] == "misconfigured", result
+    assert "the transform of 'judged' failed to load: ValueError: boom" in result.message

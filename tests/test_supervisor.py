@@ -310,7 +310,8 @@ async def test_a_retry_reruns_everything_after_the_failed_node(
         "tools:\n"
         f'  - {{name: x, entrypoint: "{mod}:flaky_tool"}}\n'
         "nodes:\n"
-        "  - {id: after, tool: x, needs: [syntax]}\n"
+        # A module of this process only: its isolation declared (trusted).
+        "  - {id: after, tool: x, needs: [syntax], isolation: thread}\n"
         "  - {id: v2, validation: never, needs: [after]}\n",
     )
 

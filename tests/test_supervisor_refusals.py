@@ -56,7 +56,7 @@ async def test_a_work_tool_that_cannot_be_called_refuses_the_plan(
     g = graph(
         [
             {"id": "helper", "uses": "collections:OrderedDict"},
-            {"id": "make", "tool": "make"},
+            {"id": "make", "tool": "make", "isolation": "thread"},
             {"id": "ok", "validation": "ok", "needs": ["make"]},
         ],
         tools=[{"name": "make", "entrypoint": f"{module}:run"}],
@@ -78,7 +78,7 @@ async def test_every_uncallable_node_is_reported_at_once(monkeypatch: pytest.Mon
     module = vanishing(monkeypatch, "gg_refusals_both")
     g = graph(
         [
-            {"id": "make", "tool": "make"},
+            {"id": "make", "tool": "make", "isolation": "thread"},
             {"id": "first", "validation": "broken", "needs": ["make"], "isolation": "thread"},
             {"id": "second", "validation": "broken", "needs": ["make"], "isolation": "thread"},
         ],

@@ -142,7 +142,7 @@ validations:
   - {{name: threaded-async-check, entrypoint: "{MODULE}:threaded_async_check"}}
   - {{name: raising-check, entrypoint: "{MODULE}:raising_check", mode: informational}}
 nodes:
-  - {{id: make, tool: make}}
+  - {{id: make, tool: make, isolation: thread}}
   - {{id: sync, validation: sync-check, needs: [make], isolation: thread}}
   - {{id: async, validation: async-check, needs: [make], isolation: inline}}
   - {{id: threaded, validation: threaded-async-check, needs: [make], isolation: thread}}

@@ -409,8 +409,10 @@ def test_a_validation_cannot_rewrite_what_another_judges_through_the_cli(tmp_pat
 
 
 def test_a_transform_is_held_to_purity_while_it_loads(tmp_path: Path) -> None:
-    """A wrapped validation's transform is the graph's code and runs in gategraph's own
-    process: what its top level attempts while it loads is refused, and `check` says so."""
+    """A wrapped validation's transform is the graph's code. By default it runs in the
+    sandbox and `check` never loads it; what its top level attempts while it loads there
+    is refused, and fails the validation. Declared trusted (`isolation: thread`), it runs
+    in gategraph's own process: the same attempt is refused there, and `check` says so."""
     target = tmp_path / "written-at-load"
     transform = (
         "try:\n"
@@ -427,6 +429,14 @@ def test_a_transform_is_held_to_purity_while_it_loads(tmp_path: Path) -> None:
         f"validations:\n  - {{name: v, wraps: t, transform: {json.dumps(transform)}}}\n"
         "nodes:\n  - {id: n, validation: v}\n"
     )
+    checked = run_gategraph(tmp_path / "home", "check", str(plan), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    ran = run_gategraph(tmp_path / "home", "execute", str(plan), "--json", cwd=tmp_path)
+    [record] = json.loads(ran.stdout)["validations"]
+    assert record["result"]["data"]["error"] == "read_only_violation", record
+    assert "the transform of 'v' is not pure" in record["result"]["message"]
+    assert not target.exists()
+    plan.write_text(plan.read_text().replace("validation: v}", "validation: v, isolation: thread}"))
     done = run_gategraph(tmp_path / "home", "check", str(plan), cwd=tmp_path)
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
