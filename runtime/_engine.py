@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
@@ -314,6 +315,9 @@ def _keep_journals_out(stack: contextlib.AsyncExitStack, values: Mapping[str, An
 
 
 def _resource_values(graph: PlanGraph, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The run's resources: each folder resolved once, before any node runs (a sandboxed
+    work tool is given its folders by these paths, and refused one that a link has
+    replaced since: code changing a folder around it could have put the link there)."""
     values: dict[str, Any] = {}
     for name, spec in graph.resources.items():
         if spec.kind == "directory":
@@ -328,7 +332,7 @@ def _resource_values(graph: PlanGraph, overrides: Mapping[str, Any] | None) -> d
         elif isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
             value = MappingProxyType(dict(value))
         values[name] = value
-    return values
+    return {k: Path(os.path.realpath(v)) if isinstance(v, Path) else v for k, v in values.items()}
 
 
 def _load_actor(target: str) -> type[Actor]:

@@ -1345,7 +1345,8 @@ class _Loader:
             elif found is not None:
                 self._adopt(found, path)
                 reported.add(name)
-            for hook, message in _hook_problems(tool, name in sandboxed):
+            # Imported only for a tool some node calls outside the sandbox.
+            for hook, message in _hook_problems(tool, name not in trusted):
                 self.add([*path, "hooks", hook], message)
         for index, node in parts.nodes:
             if node.kind is NodeKind.ACTOR or node.target in reported:

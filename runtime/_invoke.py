@@ -514,12 +514,6 @@ class _ImpureTransform(ConfigError):
     """A transform's top level attempted what a transform may not (a write, say)."""
 
 
-def _kernel_sandbox() -> bool:
-    from ._kernel import support
-
-    return support().missing is None
-
-
 def _check_transform(name: str, source: str) -> None:
     """What :func:`_transform_function` would refuse, told without running ``source``."""
     try:
@@ -1489,9 +1483,7 @@ class Prepared:
         loaded, and its arguments bound, in the worker only: none of its code runs here.
 
         ``transform`` (the validation's name, its transform's source): the call's output
-        goes through the transform there, and the outcome is that validation's result; a
-        validation without code of its own (a wrapped one) runs only the transform, of
-        ``arguments["output"]``."""
+        goes through the transform there, and the outcome is that validation's result."""
         tool = self.tool
         guard = context.guard
         request = SandboxRequest(
@@ -1571,8 +1563,7 @@ class Prepared:
                 else:
                     tool_arguments[key] = value
         wrapped = self.wrapped
-        source = self.transform if isinstance(self.transform, str) else None
-        if source is not None and wrapped.isolation == "sandbox" and wrapped.wrapped is None:
+        if isinstance(self.transform, str):
             # One call of its worker: the tool, then the transform of its output.
             return await wrapped._call_in_sandbox(
                 tool_arguments,
@@ -1580,24 +1571,12 @@ class Prepared:
                 artifact,
                 inputs,
                 context,
-                transform=(validation.name, source),
+                transform=(validation.name, self.transform),
             )
         inner = await wrapped._call(tool_arguments, resources, artifact, inputs, context, limiter)
         if not inner.ok:
             inner.message = f"wrapped tool {wrapped.tool.name!r}: {inner.message}"
             return inner
-        if source is not None:
-            # The tool ran elsewhere (an MCP server, gategraph's own reader): the
-            # transform of its output runs in a sandboxed call of its own.
-            return await self._call_in_sandbox(
-                {"output": inner.value},
-                {},
-                None,
-                None,
-                context,
-                transform=(validation.name, source),
-            )
-        assert self.transform is not None and not isinstance(self.transform, str)
         # seed 000, Constraints: transforms are pure data transformations.
         guard = Guard(f"transform of {validation.name!r}", pure=True)
         name = f"transform of {validation.name}"
@@ -1647,10 +1626,10 @@ def _picklable(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def folders_of(resources: Mapping[str, Any]) -> tuple[str, ...]:
-    """The folders among a call's resources, each once, as the kernel sees them."""
-    found = {
-        os.path.realpath(value) for value in resources.values() if isinstance(value, os.PathLike)
-    }
+    """The folders among a call's resources, each once: as they are, not resolved again
+    (a run resolves them once, before any node runs; one a link has replaced since is
+    refused by the sandbox)."""
+    found = {os.path.abspath(v) for v in resources.values() if isinstance(v, os.PathLike)}
     return tuple(sorted(found))
 
 
@@ -1997,9 +1976,7 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     """The resources given as read-only mappings (memory resources): given so there too."""
     transform: tuple[str, str] | None = None
     """A wrapped validation's name and its transform's source: the call's output goes
-    through it (in the same process), and the outcome is the validation's result. With
-    neither ``entrypoint`` nor ``code``, only the transform runs, of
-    ``arguments["output"]``."""
+    through it (in the same process), and the outcome is the validation's result."""
 
 
 def sandbox_network(request: SandboxRequest) -> Outcome | None:
@@ -2033,9 +2010,6 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
     if refused is not None:
         return refused
     transform = request.transform
-    if request.entrypoint is None and request.code is None:
-        assert transform is not None
-        return _sandboxed_transform(transform, request.arguments["output"], request.backend)
     outcome = _sandboxed_call(request, loaded)
     if transform is None:
         return outcome
@@ -2232,9 +2206,11 @@ def prepare(
             tell=tell,
         )
         transform: Callable[[Any], Any] | str
-        if isolation == "sandbox" or (isolation is None and _kernel_sandbox()):
-            # The transform is the graph's code: it runs in the sandbox too (with the
-            # wrapped tool's call, where that runs there), never loaded here.
+        if wrapped.isolation == "sandbox" and wrapped.mcp is None and wrapped.wrapped is None:
+            # The transform is the graph's code: it runs in the sandbox too, in the call
+            # of the wrapped tool's process, never loaded here. (Of a tool that runs
+            # elsewhere, an MCP server's or gategraph's own, it runs here, held pure by
+            # the guard: a sandboxed worker for it alone would cost more than the call.)
             _check_transform(tool.name, tool.transform)
             transform = tool.transform
         else:

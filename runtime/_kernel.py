@@ -62,7 +62,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SandboxLimits",
+    "SharedFolderError",
     "Support",
+    "close_inherited",
     "close_network",
     "confine",
     "gone",
@@ -210,6 +212,9 @@ _SYS_MOUNT_SETATTR: Final = 442  # the same on every architecture
 _MOUNT_ATTR_RDONLY: Final = 1
 _AT_FDCWD: Final = -100
 _AT_RECURSIVE: Final = 0x8000
+_AT_EMPTY_PATH: Final = 0x1000
+_SYS_OPENAT2: Final = 437  # the same on every architecture
+_RESOLVE_NO_SYMLINKS: Final = 0x04
 _COMPANIONS: Final = ("", "-wal", "-shm", "-journal")
 """A SQLite database's files: the database, and the ones it locks beside it."""
 
@@ -225,6 +230,10 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1  # __attribute__((packed)) in the uapi header
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
 
 
 class _CapHeader(ctypes.Structure):
@@ -478,11 +487,7 @@ def confine(
         # Landlock, seccomp and unshare bind the calling thread (and what it starts).
         raise RuntimeError(f"cannot confine a process that runs {threads} threads")
     root = os.geteuid() == 0
-    shared = [os.path.realpath(path) for path in shared]
-    for path in shared:
-        if not os.path.isdir(path):
-            raise OSError(errno.ENOTDIR, f"{path} is not a folder it could change")
-    own_user = _own_mounts(writable, hidden, limits.disk, shared)
+    own_user, shared_fds = _own_mounts(writable, hidden, limits.disk, shared)
     _set_limits(limits, processes=own_user)
     try:
         # The first the kernel kills when memory runs out: a worker, not gategraph.
@@ -498,10 +503,26 @@ def confine(
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     _drop_capabilities(keep_read_search=root)
-    _restrict_files_and_network([writable, *shared], found.landlock_abi)
+    _restrict_files_and_network(writable, shared_fds, found.landlock_abi)
     _filter_syscalls(_ARCHES[found.arch])
     _state["confined"] = True
 
+
+def close_inherited(keep: Iterable[int] = ()) -> None:
+    """Close every descriptor this process inherited but 0, 1, 2 and ``keep``: a file
+    gategraph's own process had open (some event loops start processes without closing
+    them) would otherwise be a way out of the sandbox, writable whatever the mounts say."""
+    last = 2
+    for fd in sorted(set(keep)):
+        if fd > last + 1:
+            os.closerange(last + 1, fd)
+        last = max(last, fd)
+    os.closerange(last + 1, _MAX_FD)
+
+
+_MAX_FD: Final = 1 << 30
+"""Past any descriptor number (the kernel's ceiling, ``fs.nr_open``, is 2**30 at most);
+``os.closerange`` closes a range with one ``close_range`` call on Linux."""
 
 _state: Final = {"confined": False, "network_closed": False}
 """What this process did to itself: :func:`confine`, then :func:`close_network`."""
@@ -550,12 +571,16 @@ def network_closed() -> bool:
 
 def _own_mounts(
     writable: str, hidden: Iterable[str], disk: int, shared: Sequence[str] = ()
-) -> bool:
+) -> tuple[bool, list[int]]:
     """Give this process mounts of its own: all read-only but ``shared`` (each a mount of
     its own), ``hidden`` behind ``/dev/null``, and ``writable`` a fresh ``tmpfs`` of
     ``disk`` bytes, made the working directory.
     Return whether that took a user namespace of its own (where this process may not
-    mount in the one it is in: any user but root)."""
+    mount in the one it is in: any user but root), and a descriptor of each shared folder
+    (:class:`SharedFolderError` where one is not a folder reached without a link)."""
+    hidden = list(hidden)
+    # The folders of gategraph's databases (found before they are hidden below).
+    homes = {os.path.dirname(kept) for kept in hidden if os.path.isfile(kept)}
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
     own_user = not _capabilities().get("CapEff", 0) & (1 << _CAP_SYS_ADMIN)
@@ -569,6 +594,8 @@ def _own_mounts(
         _write_proc("gid_map", f"{gid} {gid} 1")
     # Nothing done here may reach the parent's mounts.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    # Found in this process's own mounts (a bind takes a folder of those only).
+    found = [_folder_without_links(path) for path in shared]
     for kept in hidden:
         if os.path.isdir(kept):
             # An empty folder in its place: the lock files gategraph keeps there.
@@ -579,24 +606,67 @@ def _own_mounts(
             if os.path.isfile(path):
                 _mount("/dev/null", path, None, _MS_BIND)
     for path in shared:
+        # Those inside a shared one (its home in the project, changed in place: other
+        # plans' copies, the store): mounts of their own, left read-only below.
+        for home in homes:
+            if home.startswith(path + os.sep):
+                _mount(home, home, None, _MS_BIND | _MS_REC)
+    for fd in found:
         # A mount of its own (with what is mounted inside it, gategraph's hidden files
-        # included), so that it alone can be made writable again below.
-        _mount(path, path, None, _MS_BIND | _MS_REC)
-    _set_mount(b"/", _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0), _AT_RECURSIVE)
-    for path in shared:
+        # included), so that it alone can be made writable again below. Through the
+        # descriptor: the folder found, not what a link put in its place since.
+        own = f"/proc/self/fd/{fd}"
+        _mount(own, own, None, _MS_BIND | _MS_REC)
+    _set_mount(_AT_FDCWD, b"/", _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0), _AT_RECURSIVE)
+    mounted = []
+    for path, fd in zip(shared, found, strict=True):
+        # The new mount (a lookup ends on the topmost), the same folder as before.
+        top = _folder_without_links(path)
+        if os.fstat(top)[1:3] != os.fstat(fd)[1:3]:
+            raise SharedFolderError(errno.ENOENT, f"{path} was replaced while it was mounted")
+        os.close(fd)
         # That mount only, not what is mounted inside it: those stay read-only.
-        _set_mount(os.fsencode(path), _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0), 0)
+        _set_mount(top, b"", _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0), _AT_EMPTY_PATH)
+        mounted.append(top)
     # Mounted after the rest went read-only: the one writable place.
     options = f"size={disk},mode=0700,uid={uid},gid={gid}"
     _mount("tmpfs", writable, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
     os.chdir(writable)  # the folder itself, not the one now under the tmpfs
-    return own_user
+    return own_user, mounted
 
 
-def _set_mount(path: bytes, attr: _MountAttr, flags: int) -> None:
+class SharedFolderError(OSError):
+    """A folder a confined process was to change is not one it can be given: gone, not
+    a folder, or reached through a link (which could lead anywhere)."""
+
+
+def _folder_without_links(path: str) -> int:
+    """An ``O_PATH`` descriptor of the folder ``path``, reached without following any
+    link (``openat2`` with ``RESOLVE_NO_SYMLINKS``): a link in its path could have been
+    put there by code that changes a neighbouring folder."""
+    how = _OpenHow(os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, _RESOLVE_NO_SYMLINKS)
+    encoded = os.fsencode(path)
+    try:
+        return _syscall(
+            _SYS_OPENAT2,
+            ctypes.c_int(_AT_FDCWD),
+            ctypes.c_char_p(encoded),
+            ctypes.cast(ctypes.byref(how), ctypes.c_void_p),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
+    except OSError as exc:
+        why = {
+            errno.ELOOP: "it is a link, or its path passes through one",
+            errno.ENOENT: "it is gone",
+            errno.ENOTDIR: "it is not a folder",
+        }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise SharedFolderError(exc.errno or errno.EINVAL, f"{path}: {why}") from None
+
+
+def _set_mount(at: int, path: bytes, attr: _MountAttr, flags: int) -> None:
     _syscall(
         _SYS_MOUNT_SETATTR,
-        ctypes.c_int(_AT_FDCWD),
+        ctypes.c_int(at),
         ctypes.c_char_p(path),
         ctypes.c_uint(flags),
         ctypes.cast(ctypes.byref(attr), ctypes.c_void_p),
@@ -758,7 +828,7 @@ def _fs_rights(abi: int) -> int:
     return _FS_ALL_ABI1 | _FS_REFER | _FS_TRUNCATE | _FS_IOCTL_DEV
 
 
-def _restrict_files_and_network(writable: Sequence[str], abi: int) -> None:
+def _restrict_files_and_network(writable: str, shared: Sequence[int], abi: int) -> None:
     handled = _fs_rights(abi)
     # Connecting is handled (refused) by `close_network`'s own layer, where the validation
     # does not declare the network.
@@ -773,8 +843,10 @@ def _restrict_files_and_network(writable: Sequence[str], abi: int) -> None:
         read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
         _add_path(ruleset, "/", read)
         _add_path(ruleset, os.devnull, _FS_WRITE_FILE | _FS_READ_FILE)
-        for path in writable:
-            _add_path(ruleset, path, handled)
+        _add_path(ruleset, writable, handled)
+        for fd in shared:
+            _add_rule(ruleset, fd, handled)
+            os.close(fd)
         _syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
@@ -786,16 +858,20 @@ def _add_path(ruleset: int, path: str, rights: int) -> None:
         if not os.path.isdir(path):
             # A file takes only a file's rights (the kernel refuses folder rights on it).
             rights &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
-        rule = _PathBeneathAttr(rights, fd)
-        _syscall(
-            _SYS_LANDLOCK_ADD_RULE,
-            ruleset,
-            _LANDLOCK_RULE_PATH_BENEATH,
-            ctypes.cast(ctypes.byref(rule), ctypes.c_void_p),
-            0,
-        )
+        _add_rule(ruleset, fd, rights)
     finally:
         os.close(fd)
+
+
+def _add_rule(ruleset: int, fd: int, rights: int) -> None:
+    rule = _PathBeneathAttr(rights, fd)
+    _syscall(
+        _SYS_LANDLOCK_ADD_RULE,
+        ruleset,
+        _LANDLOCK_RULE_PATH_BENEATH,
+        ctypes.cast(ctypes.byref(rule), ctypes.c_void_p),
+        0,
+    )
 
 
 def _filter_syscalls(arch: _Arch) -> None:

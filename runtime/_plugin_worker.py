@@ -108,6 +108,9 @@ def _answer(fd: int, answer: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    from ._kernel import close_inherited
+
+    close_inherited()  # nothing of gategraph's own open files reaches a plugin's code
     folder = sys.argv[1]
     with os.fdopen(os.dup(0), "rb") as requests:
         request = json.loads(requests.read())

@@ -387,7 +387,9 @@ def _entry_state(parent_fd: int, name: str, copy_to: tuple[int, str] | None) -> 
         )
         try:
             digest = _digest_fd(fd, out)
-            os.fchmod(out, stat.S_IMODE(os.fstat(fd).st_mode))
+            # Never set-user-ID or set-group-ID: a program the plan made would run with
+            # the rights of whoever applied it (root, say) for anyone who starts it.
+            os.fchmod(out, stat.S_IMODE(os.fstat(fd).st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
             os.utime(out, ns=(info.st_atime_ns, info.st_mtime_ns))
             os.fsync(out)
         finally:
@@ -892,13 +894,27 @@ class DirectoryResource:
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
 
+    def _open_lock(self) -> int:
+        """The journal's lock file, never through a link (gategraph makes none there: one
+        would lead its write anywhere)."""
+        lock = self._journal / _LOCK
+        try:
+            return os.open(lock, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise RuntimeFault(
+                f"resource {self.name!r}: its journal's lock ({os.fspath(lock)}) is a link, "
+                "which gategraph never makes; remove it, then apply again"
+            ) from None
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the per-folder thread lock and an flock on the journal's lock file."""
         with self._lock:
             while True:
                 _make_folder(self._journal)
-                fd = os.open(self._journal / _LOCK, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
+                fd = self._open_lock()
                 if sys.platform == "win32":
                     break
                 self._flock(fd)

@@ -131,6 +131,10 @@ class _Garbled(Exception):
     """A worker's answer could not be read: the call wrote into its worker's channel."""
 
 
+class _Unusable(Exception):
+    """A folder the call was to change cannot be given to it (gone, or a link now)."""
+
+
 class SandboxPool:
     """Sandboxed workers for the calls of one run. Use it as an async context manager (it
     owns the task group that starts workers ahead of need)."""
@@ -190,7 +194,7 @@ class SandboxPool:
     async def _add_idle(self) -> None:
         try:
             worker = await self._start()
-        except (OSError, ConfigError, _Garbled, anyio.EndOfStream, anyio.IncompleteRead):
+        except (OSError, ConfigError, _Garbled, _Unusable, anyio.EndOfStream, anyio.IncompleteRead):
             return  # the call that needs a worker starts one itself, and says what fails
         finally:
             self._starting -= 1
@@ -252,6 +256,8 @@ class SandboxPool:
             raise
         if answer.kind != "ready":
             await worker.kill()
+            if answer.kind == "unusable":
+                raise _Unusable(answer.text)
             raise ConfigError.at("isolation", f"sandbox: {answer.text}")
         return worker
 
@@ -298,6 +304,13 @@ class SandboxPool:
         async with self._limiter:
             try:
                 worker = await self._take(owner, request.writable)
+            except _Unusable as exc:
+                # The call's own fault (a folder its plan changed), not the machine's.
+                return Outcome(
+                    False,
+                    error=ResultError.EXCEPTION,
+                    message=f"{name} cannot be given the folder it changes: {exc}",
+                )
             except (OSError, _Garbled, anyio.EndOfStream, anyio.IncompleteRead) as exc:
                 # No process to be had (out of processes or memory), or one that died
                 # before it said it was ready: this call's infrastructure fault.

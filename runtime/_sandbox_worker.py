@@ -45,7 +45,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ._kernel import SandboxLimits, confine
+from ._kernel import SandboxLimits, SharedFolderError, close_inherited, confine
 
 _HEADER: Final = struct.Struct(">I")
 _LEFTOVER_GRACE: Final = 0.5
@@ -61,7 +61,8 @@ _ANSWER: Final = msgspec.msgpack.Decoder()
 
 
 class Answer(msgspec.Struct, array_like=True):
-    """What a sandboxed worker says: ``ready``, ``refused`` or ``done``."""
+    """What a sandboxed worker says: ``ready``, ``refused``, ``unusable`` (a folder it was
+    to change cannot be given to it) or ``done``."""
 
     kind: str
     text: str = ""
@@ -219,9 +220,10 @@ def _wipe(folder: str, keep: str | None) -> None:
 
 
 def main() -> None:
+    close_inherited()  # before anything of the worker's own is opened
     folder, parent = sys.argv[1], int(sys.argv[2])
     limits, hidden = SandboxLimits(**json.loads(sys.argv[3])), json.loads(sys.argv[4])
-    shared = json.loads(sys.argv[5]) if len(sys.argv) > 5 else []
+    shared = json.loads(sys.argv[5])
     requests, answers = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -240,6 +242,9 @@ def main() -> None:
     os.close(watched)
     try:
         confine(folder, limits, hidden, shared)
+    except SharedFolderError as exc:
+        _send(answers, Answer("unusable", exc.strerror or str(exc)))
+        return
     except Exception as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _send(answers, Answer("refused", why))
@@ -485,8 +490,6 @@ class _Worker:
 
         self.loaded = None
         _invoke.sandbox_network(request)  # the kernel holds its code to its declaration
-        if request.entrypoint is None and request.code is None:
-            return None  # a transform's only: made in each call
         baseline = _tasks()
         guard = (
             Guard(f"sandboxed validation {request.name!r}", network=request.network)

@@ -96,3 +96,42 @@ def moves_in_scratch(root: str, context: Any) -> dict[str, Any]:
 def counts(root: str) -> dict[str, Any]:
     """A read-only tool a validation wraps: what its transform judges."""
     return {"count": len(os.listdir(root)), "pid": os.getpid()}
+
+
+def writes_descriptor(root: str, fd: int) -> str:
+    """Writes to a descriptor gategraph's own process had open (a file outside)."""
+    try:
+        os.write(fd, b"escaped")
+    except OSError as exc:
+        return f"refused: {exc.strerror or exc}"
+    return "written"
+
+
+def replaces_with_link(root: str, name: str, target: str) -> str:
+    """Replaces the folder ``name`` in the candidate by a link to ``target`` (a later
+    node's folder, when resources nest)."""
+    import shutil
+
+    shutil.rmtree(Path(root, name))
+    os.symlink(target, Path(root, name))
+    return "replaced"
+
+
+def makes_set_uid(root: str) -> str:
+    """Makes a program in the candidate that runs with its owner's rights."""
+    import shutil
+
+    target = Path(root, "helper")
+    shutil.copy("/bin/true", target)
+    os.chmod(target, 0o6755)
+    return oct(os.stat(target).st_mode & 0o7777)
+
+
+def writes_under(root: str, rel: str) -> str:
+    """Writes a file at ``rel`` in its folder (gategraph's own files, when its home is
+    there)."""
+    try:
+        Path(root, rel).write_text("mine now")
+    except OSError as exc:
+        return f"refused: {exc.strerror or exc}"
+    return "written"

@@ -823,7 +823,7 @@ async def test_untrusted_code_always_runs_in_the_sandbox_and_never_here(repo: Pa
     ("node", "words"),
     [
         ("{id: a, validation: vendor, isolation: process}", "is untrusted"),
-        ("{id: a, validation: wrapper}", "cannot have one"),
+        ("{id: a, validation: wrapper, isolation: thread}", "is untrusted"),
     ],
 )
 def test_untrusted_code_cannot_be_run_anywhere_else(repo: Path, node: str, words: str) -> None:

@@ -64,6 +64,17 @@ def work_graph(
     )
 
 
+def gated(text: str) -> str:
+    """A work graph's text with a required validation after its work node (a plan needs
+    one to apply)."""
+    return (
+        text + "  - {id: syntax, validation: syntax, needs: [w]}\n"
+        "validations:\n"
+        "  - {name: syntax, entrypoint: gategraph.validators:python_syntax,"
+        " resource_slots: [root]}\n"
+    )
+
+
 async def run_work(repo: Path, name: str, **kwargs: Any) -> GraphRun:
     return await execute_graph(load_graph(work_graph(repo, name, **kwargs)))
 
@@ -222,13 +233,7 @@ def test_gategraph_run_applies_the_change_and_refuses_the_escape(
     its write outside the plan's copy never happened."""
     outside = tmp_path / "outside.txt"
     plan = tmp_path / "plan.yaml"
-    plan.write_text(
-        work_graph(repo, "edits", arguments={"outside": str(outside)})
-        + "  - {id: syntax, validation: syntax, needs: [w]}\n"
-        "validations:\n"
-        "  - {name: syntax, entrypoint: gategraph.validators:python_syntax,"
-        " resource_slots: [root]}\n"
-    )
+    plan.write_text(gated(work_graph(repo, "edits", arguments={"outside": str(outside)})))
     env = {
         **os.environ,
         "PYTHONPATH": str(TESTS),
@@ -339,11 +344,12 @@ async def test_an_async_transform_and_a_failing_tool(repo: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_the_transform_of_a_tool_that_runs_here_runs_in_the_sandbox(
+async def test_the_transform_of_a_tool_that_runs_here_runs_here_held_pure(
     repo: Path,
 ) -> None:
-    """gategraph's own tool runs in its process; the graph's transform of its output
-    does not."""
+    """gategraph's own tool runs in its process, and so does the graph's transform of its
+    output (a sandboxed worker for the transform alone would cost more than the call),
+    held pure by the guard."""
     text = (
         "version: 1\nname: echoes\n"
         'tools:\n  - {name: echoer, entrypoint: "gategraph.runtime.testing:echo"}\n'
@@ -354,7 +360,10 @@ async def test_the_transform_of_a_tool_that_runs_here_runs_in_the_sandbox(
     done = await execute_graph(load_graph(text))
     result = done.validations[0].result
     assert result.passed, result
-    assert result.data["pid"] != os.getpid()
+    assert result.data["pid"] == os.getpid()
+    impure = text.replace("__import__('os').getpid()", "open('x', 'w')")
+    result = (await execute_graph(load_graph(impure))).validations[0].result
+    assert result.data["error"] == "read_only_violation", result
 
 
 def test_check_never_runs_a_sandboxed_transform(repo: Path, tmp_path: Path) -> None:
@@ -374,3 +383,147 @@ async def test_a_transform_that_fails_to_load_is_a_misconfiguration(repo: Path) 
     assert not result.passed
     assert result.data["error"] == "misconfigured", result
     assert "the transform of 'judged' failed to load: ValueError: boom" in result.message
+
+
+def test_a_descriptor_gategraph_inherited_does_not_reach_the_sandbox(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A file the shell had open when it started gategraph (`exec 987>>file`): the command
+    line's event loop may start workers without closing it; the worker closes it before
+    any code of the plan's runs."""
+    outside = tmp_path / "outside.txt"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(work_graph(repo, "writes_descriptor", arguments={"fd": 987}))
+    opened = os.open(outside, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.dup2(opened, 987)  # a number the test process does not use
+    os.close(opened)
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("gategraph")), "execute", str(plan), "--json"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(TESTS), "GATEGRAPH_HOME": str(tmp_path / "h")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            pass_fds=(fd,),
+        )
+    finally:
+        os.close(fd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"refused: Bad file descriptor"' in done.stdout, done.stdout
+    assert outside.read_bytes() == b""
+
+
+def test_check_never_imports_the_hooks_of_a_tool_no_node_calls_here(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("GG_MARK_DIR", str(marks))
+    monkeypatch.delitem(sys.modules, "sandbox_marks_import", raising=False)
+    hooks = ', hooks: {setup: "sandbox_marks_import:check"}'
+    unused = work_graph(repo, "edits").replace(
+        "nodes:",
+        f'  - {{name: unused, entrypoint: "{MODULE}:edits"{hooks}}}\nnodes:',
+    )
+    load_graph(unused)
+    load_graph(work_graph(repo, "edits", tool=hooks))
+    assert list(marks.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_a_folder_replaced_by_a_link_is_refused_to_the_next_tool(
+    tmp_path: Path,
+) -> None:
+    """Nested resources, changed in place: a tool given the outer folder replaces the
+    inner one with a link to a folder elsewhere; the tool given the inner folder fails,
+    and nothing is written elsewhere. The run goes on."""
+    outer = tmp_path / "outer"
+    (outer / "inner").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    text = (
+        "version: 1\nname: nested\n"
+        f'resources: {{outer: {{kind: directory, path: "{outer}"}},'
+        f' inner: {{kind: directory, path: "{outer / "inner"}"}}}}\n'
+        "tools:\n"
+        f'  - {{name: replaces_with_link, entrypoint: "{MODULE}:replaces_with_link",'
+        " resource_slots: [root]}\n"
+        f'  - {{name: edits, entrypoint: "{MODULE}:edits", resource_slots: [root]}}\n'
+        "nodes:\n"
+        "  - {id: a, tool: replaces_with_link, resources: [outer],"
+        f' arguments: {{name: inner, target: "{elsewhere}"}}}}\n'
+        "  - {id: b, tool: edits, resources: [inner], needs: [a]}\n"
+    )
+    done = await execute_graph(load_graph(text))
+    assert done.nodes["a"].status == "ok", done.nodes["a"]
+    b = done.nodes["b"]
+    assert b.status == "failed"
+    assert "cannot be given the folder it changes" in (b.error or ""), b
+    assert "it is a link, or its path passes through one" in (b.error or ""), b
+    assert list(elsewhere.iterdir()) == []
+
+
+def run_plan_file(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(gated(text))
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("gategraph")), "run", str(plan)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(TESTS), "GATEGRAPH_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_apply_never_makes_a_set_uid_program(repo: Path, tmp_path: Path) -> None:
+    done = run_plan_file(tmp_path, work_graph(repo, "makes_set_uid"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ": applied" in done.stdout
+    mode = (repo / "helper").stat().st_mode
+    assert mode & 0o777 == 0o755
+    assert not mode & 0o6000
+
+
+def test_apply_refuses_a_journal_lock_that_is_a_link(repo: Path, tmp_path: Path) -> None:
+    """What a tool run in place could leave: the folder's journal lock as a link to a file
+    elsewhere. Apply follows no link: it refuses, and nothing is made there."""
+    journal = repo / ".gategraph-journal"
+    journal.mkdir()
+    target = tmp_path / "elsewhere" / "created-by-apply"
+    target.parent.mkdir()
+    (journal / "lock").symlink_to(target)
+    done = run_plan_file(tmp_path, work_graph(repo, "edits"))
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "is a link, which gategraph never makes" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert not target.exists()
+    assert (repo / "a.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.anyio
+async def test_gategraph_s_home_inside_the_folder_stays_out_of_reach(repo: Path) -> None:
+    """A folder changed in place that holds gategraph's home (its event log, other plans'
+    copies, the store): the tool may change the folder, not the home."""
+    from gategraph.runtime._eventlog import SQLiteEventLog
+
+    home = repo / ".gategraph"
+    (home / "store").mkdir(parents=True)
+    (home / "store" / "kept").write_text("gategraph's")
+    async with SQLiteEventLog(home / "events.db") as log:
+        done = await execute_graph(
+            load_graph(
+                work_graph(repo, "writes_under", arguments={"rel": ".gategraph/store/kept"})
+            ),
+            event_log=log,
+        )
+        beside = await execute_graph(
+            load_graph(work_graph(repo, "writes_under", arguments={"rel": "mine.txt"})),
+            event_log=log,
+        )
+    assert done.nodes["w"].output == "refused: Read-only file system", done.nodes["w"]
+    assert (home / "store" / "kept").read_text() == "gategraph's"
+    assert beside.nodes["w"].output == "written"
