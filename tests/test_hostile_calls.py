@@ -1131,7 +1131,7 @@ async def test_an_async_transform_of_a_thread_isolated_validation_runs_off_the_l
         version: 1
         name: transform-thread
         tools:
-          - {name: t, read_only: true, code: "def run(**_):\\n    return 1\\n"}
+          - {name: t, read_only: true, code: "async def run(**_):\\n    return 1\\n"}
         validations:
           - name: v
             wraps: t
@@ -1141,7 +1141,7 @@ async def test_an_async_transform_of_a_thread_isolated_validation_runs_off_the_l
                   return {"passed": True, "data": {"thread": threading.get_ident()}}
         nodes:
           - {id: isolated, validation: v, isolation: thread}
-          - {id: on-loop, validation: v}
+          - {id: on-loop, validation: v, isolation: inline}
         """)
     with anyio.fail_after(30):
         run = await execute_graph(g)

@@ -102,8 +102,12 @@ if fd is not None:
 
     os.register_at_fork(after_in_child=in_child)
 try:
-    from gategraph.runtime import _kernel
+    from gategraph.runtime import _kernel, _sandbox_worker
     from gategraph.runtime._sandbox_worker import main
+    if fd is not None:
+        # The worker closes what it inherited: all but the hand-off's pipe.
+        closing = _sandbox_worker.close_inherited
+        _sandbox_worker.close_inherited = lambda keep=(): closing((*keep, int(fd)))
     if failure == "no-landlock":
         # Pretend this kernel lacks Landlock: what `support` says on such a machine.
         found = _kernel.support()
@@ -152,6 +156,7 @@ class Worker:
         confine_fails: str | None = None,
         parent: int | None = None,
         hidden: tuple[str, ...] = (),
+        shared: tuple[str, ...] = (),
         prefix: tuple[str, ...] = (),
     ) -> None:
         self.folder = folder
@@ -178,7 +183,7 @@ class Worker:
         parent = os.getpid() if parent is None else parent
         command = [
             *(*prefix, sys.executable, "-P", "-c", _BOOT, str(folder), str(parent)),
-            *(limits_text, json.dumps(list(hidden))),
+            *(limits_text, json.dumps(list(hidden)), json.dumps(list(shared))),
         ]
         try:
             with log.open("ab") as stderr:
