@@ -383,7 +383,7 @@ class _Compiler:
                 sandboxed=self.graph.policy.require_sandbox,
             )
             self.has_mcp = self.has_mcp or _calls_mcp(found)
-            self.has_sandbox = self.has_sandbox or found.ran_in == "sandbox"
+            self.has_sandbox = self.has_sandbox or found.needs_sandbox
         return found
 
     def mcp_uses(self, units: Sequence[_Unit]) -> list[McpUse]:
@@ -569,7 +569,7 @@ class _Compiler:
                     sandboxed=self.graph.policy.require_sandbox,
                 )
                 self.has_mcp = self.has_mcp or _calls_mcp(prepared)
-                self.has_sandbox = self.has_sandbox or prepared.ran_in == "sandbox"
+                self.has_sandbox = self.has_sandbox or prepared.needs_sandbox
                 spec = _Spec(
                     "validation",
                     prepared,
@@ -1545,7 +1545,7 @@ def _sandboxed(units: Sequence[_Unit]) -> int:
         1
         for unit in units
         if unit.spec.prepared is not None
-        and unit.spec.prepared.ran_in == "sandbox"
+        and (unit.spec.prepared.ran_in == "sandbox" or unit.spec.prepared.needs_sandbox)
         and unit.spec.kind == "validation"
     )
 

@@ -510,6 +510,22 @@ def _interrupts(exc: BaseException) -> bool:
 _OUTPUT_NAMES: Final = ("output", "tool_output")
 
 
+PASS_THROUGH: Final = "{'passed': True, 'data': {'output': output}}"
+"""gategraph's own transform (of the wrapper ``mcp serve`` puts around a read-only tool):
+it hands the output on, and runs in gategraph's process whoever declares it."""
+
+
+def _sandboxes(prepared: Prepared) -> bool:
+    """Whether ``prepared``'s own code runs in the sandbox (not a wrapper, not MCP)."""
+    return prepared.isolation == "sandbox" and prepared.mcp is None and prepared.wrapped is None
+
+
+def _kernel_sandbox() -> bool:
+    from ._kernel import support
+
+    return support().missing is None
+
+
 class _ImpureTransform(ConfigError):
     """A transform's top level attempted what a transform may not (a write, say)."""
 
@@ -1249,6 +1265,7 @@ class Prepared:
         "is_validation",
         "isolation",
         "mcp",
+        "needs_sandbox",
         "network",
         "ran_in",
         "signature",
@@ -1305,6 +1322,11 @@ class Prepared:
         self.wrapped = wrapped
         self.transform = transform
         """A callable; or its source, for a transform that runs in the sandbox."""
+        self.needs_sandbox = isinstance(transform, str) or (
+            isolation == "sandbox" and mcp is None and wrapped is None
+        )
+        """Whether a call runs code in the sandbox: its own, or its transform (the run
+        then keeps a pool of sandboxed workers)."""
         self.transform_is_async = callable(transform) and inspect.iscoroutinefunction(transform)
         self.slots = tuple(slot.name for slot in tool.resource_slots)
         self.bind: Callable[..., dict[str, Any]] = (
@@ -1483,7 +1505,9 @@ class Prepared:
         loaded, and its arguments bound, in the worker only: none of its code runs here.
 
         ``transform`` (the validation's name, its transform's source): the call's output
-        goes through the transform there, and the outcome is that validation's result."""
+        goes through the transform there, and the outcome is that validation's result; a
+        validation without code of its own (a wrapped one) runs only the transform, of
+        ``arguments["output"]``."""
         tool = self.tool
         guard = context.guard
         request = SandboxRequest(
@@ -1563,7 +1587,7 @@ class Prepared:
                 else:
                     tool_arguments[key] = value
         wrapped = self.wrapped
-        if isinstance(self.transform, str):
+        if isinstance(self.transform, str) and _sandboxes(wrapped):
             # One call of its worker: the tool, then the transform of its output.
             return await wrapped._call_in_sandbox(
                 tool_arguments,
@@ -1577,6 +1601,18 @@ class Prepared:
         if not inner.ok:
             inner.message = f"wrapped tool {wrapped.tool.name!r}: {inner.message}"
             return inner
+        if isinstance(self.transform, str):
+            # The tool ran elsewhere (an MCP server; gategraph's own code, here): the
+            # transform of its output runs in a sandboxed call of its own.
+            return await self._call_in_sandbox(
+                {"output": inner.value},
+                {},
+                None,
+                None,
+                context,
+                transform=(validation.name, self.transform),
+            )
+        assert not isinstance(self.transform, str)
         # seed 000, Constraints: transforms are pure data transformations.
         guard = Guard(f"transform of {validation.name!r}", pure=True)
         name = f"transform of {validation.name}"
@@ -1976,7 +2012,9 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     """The resources given as read-only mappings (memory resources): given so there too."""
     transform: tuple[str, str] | None = None
     """A wrapped validation's name and its transform's source: the call's output goes
-    through it (in the same process), and the outcome is the validation's result."""
+    through it (in the same process), and the outcome is the validation's result. With
+    neither ``entrypoint`` nor ``code``, only the transform runs, of
+    ``arguments["output"]``."""
 
 
 def sandbox_network(request: SandboxRequest) -> Outcome | None:
@@ -2010,6 +2048,9 @@ def sandbox_outcome(request: SandboxRequest, loaded: Callable[..., Any] | None =
     if refused is not None:
         return refused
     transform = request.transform
+    if request.entrypoint is None and request.code is None:
+        assert transform is not None
+        return _sandboxed_transform(transform, request.arguments["output"], request.backend)
     outcome = _sandboxed_call(request, loaded)
     if transform is None:
         return outcome
@@ -2206,11 +2247,12 @@ def prepare(
             tell=tell,
         )
         transform: Callable[[Any], Any] | str
-        if wrapped.isolation == "sandbox" and wrapped.mcp is None and wrapped.wrapped is None:
-            # The transform is the graph's code: it runs in the sandbox too, in the call
-            # of the wrapped tool's process, never loaded here. (Of a tool that runs
-            # elsewhere, an MCP server's or gategraph's own, it runs here, held pure by
-            # the guard: a sandboxed worker for it alone would cost more than the call.)
+        if _sandboxes(wrapped) or (
+            tool.transform != PASS_THROUGH
+            and (isolation == "sandbox" or (isolation is None and _kernel_sandbox()))
+        ):
+            # The transform is the graph's code: it runs in the sandbox, never loaded here
+            # (in the call of the wrapped tool's process, where that runs there).
             _check_transform(tool.name, tool.transform)
             transform = tool.transform
         else:

@@ -51,6 +51,7 @@ import msgspec
 
 from ._exceptions import ConfigError, GategraphError
 from ._invoke import _INJECTED as _INVOKE_INJECTED
+from ._invoke import PASS_THROUGH
 from ._models import ResourceSlot, Tool, ToolSource, Validation
 from ._plan import PlanStatus
 from ._validator_tools import AC_PULL, ATTEST, SPAWN, VALIDATOR_TOOLS
@@ -127,7 +128,6 @@ _TYPES: Final = {
 # A read-only tool runs under a validation that wraps it, so the engine's read-only guard
 # covers it; the transform hands its output on unchanged.
 _WRAPPER_NAMES: Final = ("served-tool", "served-tool-2")
-_WRAPPER_TRANSFORM: Final = "{'passed': True, 'data': {'output': output}}"
 
 RUN_PLAN: Final = "gategraph.run_plan"
 PLANS_WAITING: Final = "gategraph.plans_waiting"
@@ -740,7 +740,7 @@ async def call_served(
     target: Any = tool.name
     if not served.is_validation:
         wrapper = next(n for n in _WRAPPER_NAMES if n != tool.name)
-        target = {"name": wrapper, "wraps": tool.name, "transform": _WRAPPER_TRANSFORM}
+        target = {"name": wrapper, "wraps": tool.name, "transform": PASS_THROUGH}
     node: dict[str, Any] = {"validation": target, "arguments": own}
     if resources:
         node["resources"] = list(resources)

@@ -490,6 +490,8 @@ class _Worker:
 
         self.loaded = None
         _invoke.sandbox_network(request)  # the kernel holds its code to its declaration
+        if request.entrypoint is None and request.code is None:
+            return None  # a transform's only: made in each call
         baseline = _tasks()
         guard = (
             Guard(f"sandboxed validation {request.name!r}", network=request.network)

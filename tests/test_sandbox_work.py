@@ -344,12 +344,12 @@ async def test_an_async_transform_and_a_failing_tool(repo: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_the_transform_of_a_tool_that_runs_here_runs_here_held_pure(
+async def test_the_transform_of_a_tool_that_runs_here_runs_in_the_sandbox(
     repo: Path,
 ) -> None:
-    """gategraph's own tool runs in its process, and so does the graph's transform of its
-    output (a sandboxed worker for the transform alone would cost more than the call),
-    held pure by the guard."""
+    """gategraph's own tool runs in its process; the graph's transform of its output runs
+    in a sandboxed call of its own (held pure there too). gategraph's own pass-through
+    transform (what `mcp serve` wraps a tool in) runs here, whoever declares it."""
     text = (
         "version: 1\nname: echoes\n"
         'tools:\n  - {name: echoer, entrypoint: "gategraph.runtime.testing:echo"}\n'
@@ -360,10 +360,20 @@ async def test_the_transform_of_a_tool_that_runs_here_runs_here_held_pure(
     done = await execute_graph(load_graph(text))
     result = done.validations[0].result
     assert result.passed, result
-    assert result.data["pid"] == os.getpid()
+    assert result.data["pid"] != os.getpid()
     impure = text.replace("__import__('os').getpid()", "open('x', 'w')")
     result = (await execute_graph(load_graph(impure))).validations[0].result
     assert result.data["error"] == "read_only_violation", result
+    assert "transform of 'judged' is not pure" in result.message
+    own = text.replace(
+        "\"{'passed': True, 'data': {'pid': __import__('os').getpid()}}\"",
+        "\"{'passed': True, 'data': {'output': output}}\"",
+    )
+    prepared = load_graph(own)
+    from gategraph.runtime._invoke import prepare
+
+    validation = prepared.get_tool("judged")
+    assert callable(prepare(validation, prepared.get_tool).transform)  # loaded here
 
 
 def test_check_never_runs_a_sandboxed_transform(repo: Path, tmp_path: Path) -> None:
