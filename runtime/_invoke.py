@@ -567,13 +567,15 @@ def _transform_function(name: str, source: str) -> Callable[[Any], Any]:
                 field="transform",
                 what=f"the transform of {name!r}",
             )
-    except ConfigError:
-        raise  # says what is wrong already (no `transform`, or sys.exit() while loading)
     except Exception as exc:  # an import that fails, a syntax error, a refused write ...
-        raise ConfigError.at(
-            "transform", f"the transform of {name!r} failed to load: {_describe(exc)}"
-        ) from None
+        if guard.violation is None:
+            if isinstance(exc, ConfigError):
+                raise  # says what is wrong already (no `transform`, or sys.exit() loading)
+            raise ConfigError.at(
+                "transform", f"the transform of {name!r} failed to load: {_describe(exc)}"
+            ) from None
     if guard.violation is not None:
+        # Even where the refusal went uncaught and failed the load: it is the reason.
         raise _ImpureTransform.at(
             "transform",
             f"the transform of {name!r} is not pure: while it loaded, {guard.violation} "

@@ -75,6 +75,29 @@ def gated(text: str) -> str:
     )
 
 
+def gategraph_cli(
+    tmp_path: Path, text: str, command: str, *options: str, **run: Any
+) -> subprocess.CompletedProcess[str]:
+    """The command line, as a user runs it, on a plan file holding ``text``."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(text)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("gategraph")), command, str(plan), *options],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(TESTS), "GATEGRAPH_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        **run,
+    )
+
+
+def run_plan_file(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """``gategraph run`` on the work graph ``text``, gated by a required validation."""
+    return gategraph_cli(tmp_path, gated(text), "run")
+
+
 async def run_work(repo: Path, name: str, **kwargs: Any) -> GraphRun:
     return await execute_graph(load_graph(work_graph(repo, name, **kwargs)))
 
@@ -232,23 +255,7 @@ def test_gategraph_run_applies_the_change_and_refuses_the_escape(
     """Through the command line, as a user runs it: the work tool's change is applied;
     its write outside the plan's copy never happened."""
     outside = tmp_path / "outside.txt"
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(gated(work_graph(repo, "edits", arguments={"outside": str(outside)})))
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(TESTS),
-        "GATEGRAPH_HOME": str(tmp_path / "home"),
-    }
-    gategraph = Path(sys.executable).with_name("gategraph")
-    done = subprocess.run(
-        [str(gategraph), "run", str(plan)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_plan_file(tmp_path, work_graph(repo, "edits", arguments={"outside": str(outside)}))
     assert done.returncode == 0, done.stdout + done.stderr
     assert ": applied" in done.stdout
     assert not outside.exists()
@@ -402,22 +409,12 @@ def test_a_descriptor_gategraph_inherited_does_not_reach_the_sandbox(
     line's event loop may start workers without closing it; the worker closes it before
     any code of the plan's runs."""
     outside = tmp_path / "outside.txt"
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(work_graph(repo, "writes_descriptor", arguments={"fd": 987}))
     opened = os.open(outside, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     fd = os.dup2(opened, 987)  # a number the test process does not use
     os.close(opened)
     try:
-        done = subprocess.run(
-            [str(Path(sys.executable).with_name("gategraph")), "execute", str(plan), "--json"],
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(TESTS), "GATEGRAPH_HOME": str(tmp_path / "h")},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            pass_fds=(fd,),
-        )
+        text = work_graph(repo, "writes_descriptor", arguments={"fd": 987})
+        done = gategraph_cli(tmp_path, text, "execute", "--json", pass_fds=(fd,))
     finally:
         os.close(fd)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -473,20 +470,6 @@ async def test_a_folder_replaced_by_a_link_is_refused_to_the_next_tool(
     assert "cannot be given the folder it changes" in (b.error or ""), b
     assert "it is a link, or its path passes through one" in (b.error or ""), b
     assert list(elsewhere.iterdir()) == []
-
-
-def run_plan_file(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(gated(text))
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("gategraph")), "run", str(plan)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(TESTS), "GATEGRAPH_HOME": str(tmp_path / "home")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_apply_never_makes_a_set_uid_program(repo: Path, tmp_path: Path) -> None:

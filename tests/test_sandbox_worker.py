@@ -382,19 +382,25 @@ def request(
     artifact: Any = None,
     entrypoint: str | None = None,
     plan: str = "",
+    transform: tuple[str, str] | None = None,
+    resources: dict[str, Any] | None = None,
+    writable: tuple[str, ...] = (),
 ) -> SandboxRequest:
     return SandboxRequest(
         name=name,
         entrypoint=entrypoint,
-        code=None if entrypoint is not None else code,
-        slots=(),
+        code=None if entrypoint is not None or not code else code,
+        slots=tuple(resources or ()),
         arguments=arguments or {},
-        resources={},
+        resources=resources or {},
         artifact=artifact,
         inputs=None,
         guarded=guarded,
         backend=backend,
         plan=plan,
+        result=transform is not None,
+        transform=transform,
+        writable=writable,
     )
 
 
@@ -1656,3 +1662,83 @@ def test_what_the_code_printed_as_it_loaded_is_no_call_s_output(open_worker: Any
         outcome = outcome_of(worker.call(request(_PRINTS_ON_LOAD, plan=plan)))
         assert outcome["captured"] == {"stdout": "the call's own\n"}, outcome
     assert worker.finish() == 0
+
+
+# -- a wrapped validation's transform, and a work tool's folders ------------------------------
+
+
+COUNTS = "def run():\n    return {'n': 3}\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "transform", "expected"),
+    [
+        (COUNTS, "{'passed': output['n'] == 3}", {"ok": True, "passed": True}),
+        ("", "def transform(output):\n    return {'passed': output == 1}", {"passed": True}),
+        (COUNTS, "async def transform(output):\n    return {'passed': False}", {"passed": False}),
+        (COUNTS, "open('/tmp/x', 'w')\ndef transform(output):\n    return 1", "not pure"),
+        (COUNTS, "def transform(output):\n    open('/tmp/x', 'w')", "read_only_violation"),
+        (COUNTS, "raise ValueError('no')\ndef transform(output):\n    return 1", "misconfigured"),
+        (COUNTS, "def transform(output):\n    raise KeyError(output['n'])", "raised KeyError"),
+        ("def run():\n    raise OSError('tool')\n", "output", "wrapped tool 'check': "),
+    ],
+    ids=["expression", "alone", "async", "load", "write", "broken", "raises", "tool-fails"],
+)
+def test_a_transform_runs_in_the_call_s_process(
+    open_worker: Any, code: str, transform: str, expected: Any
+) -> None:
+    """The transform of a wrapped validation runs after its tool's call, in the same
+    process (or alone, of the output it is given), held to computing only."""
+    worker = open_worker()
+    assert worker.start().kind == "ready"
+    answer = worker.call(
+        request(code, transform=("v", transform), arguments={} if code else {"output": 1})
+    )
+    outcome = outcome_of(answer)
+    if isinstance(expected, dict):
+        assert outcome["ok"], outcome
+        assert outcome["value"]["passed"] is expected["passed"], outcome
+    else:
+        assert not outcome["ok"]
+        assert expected in f"{outcome['error']}: {outcome['message']}", outcome
+
+
+def test_a_work_call_changes_its_shared_folder_only(open_worker: Any, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    outside = tmp_path / "outside.txt"
+    code = f"""
+import os
+def run(root):
+    open(os.path.join(root, "made.txt"), "w").write("ok")
+    try:
+        open({str(outside)!r}, "w").write("no")
+    except OSError as exc:
+        return exc.strerror
+    return "written"
+"""
+    worker = open_worker(shared=(str(shared),))
+    assert worker.start().kind == "ready"
+    answer = worker.call(
+        request(code, guarded=False, resources={"root": str(shared)}, writable=(str(shared),))
+    )
+    assert outcome_of(answer)["value"] == "Read-only file system", answer
+    assert (shared / "made.txt").read_text() == "ok"
+    assert not outside.exists()
+
+
+@pytest.mark.parametrize("how", ["link", "gone", "file"])
+def test_a_shared_folder_that_is_no_folder_makes_the_worker_unusable(
+    open_worker: Any, tmp_path: Path, how: str
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    shared = tmp_path / "shared"
+    if how == "link":
+        shared.symlink_to(real)
+    elif how == "file":
+        shared.write_text("")
+    worker = open_worker(shared=(str(shared),))
+    answer = worker.start()
+    assert answer.kind == "unusable", answer
+    assert {"link": "link", "gone": "gone", "file": "not a folder"}[how] in answer.text
