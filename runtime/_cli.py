@@ -976,7 +976,7 @@ def execute(
 
     The nodes run on temporary copies of the graph's folders, removed afterwards: nothing
     is written to your folders (the output says what the work changed in the copies).
-    --in-place runs them on the real folders instead, with no sandbox and no undo.
+    --in-place runs them on the real folders instead, with no copies and no undo.
     Validations attached (in the catalog) to the graph's resources run too. Events go to the
     embedded SQLite event log; read them back with `gategraph events PLAN_ID`. Exit codes:
     0 passed, 1 a work node failed or a required validation did not pass, 2 usage or

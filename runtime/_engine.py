@@ -332,7 +332,31 @@ def _resource_values(graph: PlanGraph, overrides: Mapping[str, Any] | None) -> d
         elif isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
             value = MappingProxyType(dict(value))
         values[name] = value
-    return {k: Path(os.path.realpath(v)) if isinstance(v, Path) else v for k, v in values.items()}
+    folders = {k: os.path.realpath(v) for k, v in values.items() if isinstance(v, os.PathLike)}
+    for name, value in values.items():
+        if name in folders:
+            _no_link_inside_another(name, os.path.abspath(value), folders)
+    return {k: Path(folders[k]) if k in folders else v for k, v in values.items()}
+
+
+def _no_link_inside_another(name: str, path: str, folders: Mapping[str, str]) -> None:
+    """Refuse a folder reached through a link that lies inside another folder resource:
+    code changing that one (a work tool, in place) could have put the link there, in this
+    run or an earlier one, to lead this one's writes anywhere."""
+    prefix = os.sep
+    for part in Path(path).parts[1:]:
+        prefix = os.path.join(prefix, part)
+        if not os.path.islink(prefix):
+            continue
+        parent = os.path.realpath(os.path.dirname(prefix))
+        for other, folder in folders.items():
+            if other != name and (parent == folder or parent.startswith(folder + os.sep)):
+                raise ConfigError.at(
+                    f"resources.{name}",
+                    f"its path passes through a link inside resource {other!r} ({prefix}), "
+                    f"which a plan changing {other!r} could have put there; give the folder "
+                    "itself",
+                )
 
 
 def _load_actor(target: str) -> type[Actor]:

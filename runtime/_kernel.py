@@ -578,9 +578,6 @@ def _own_mounts(
     Return whether that took a user namespace of its own (where this process may not
     mount in the one it is in: any user but root), and a descriptor of each shared folder
     (:class:`SharedFolderError` where one is not a folder reached without a link)."""
-    hidden = list(hidden)
-    # The folders of gategraph's databases (found before they are hidden below).
-    homes = {os.path.dirname(kept) for kept in hidden if os.path.isfile(kept)}
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
     own_user = not _capabilities().get("CapEff", 0) & (1 << _CAP_SYS_ADMIN)
@@ -605,12 +602,6 @@ def _own_mounts(
             path = kept + companion
             if os.path.isfile(path):
                 _mount("/dev/null", path, None, _MS_BIND)
-    for path in shared:
-        # Those inside a shared one (its home in the project, changed in place: other
-        # plans' copies, the store): mounts of their own, left read-only below.
-        for home in homes:
-            if home.startswith(path + os.sep):
-                _mount(home, home, None, _MS_BIND | _MS_REC)
     for fd in found:
         # A mount of its own (with what is mounted inside it, gategraph's hidden files
         # included), so that it alone can be made writable again below. Through the

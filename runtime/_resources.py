@@ -464,7 +464,9 @@ def _make_folder(path: Path) -> None:
 def _write_durably(path: Path, data: bytes) -> None:
     """Write to a temporary file, fsync it, ``os.replace`` it into place, fsync the folder."""
     temporary = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, 0o644)
+    # Never through a link: gategraph makes none in its journal, and one left there (by
+    # code that changed the folder in place) would lead the write anywhere.
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | _CLOEXEC, 0o644)
     try:
         _write_all(fd, data)
         os.fsync(fd)

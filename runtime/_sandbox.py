@@ -301,6 +301,13 @@ class SandboxPool:
         # its own: what a call leaves behind stays with its plan, and what the validation's
         # code did when the worker loaded it reaches no other validation.
         owner = (request.name, request.entrypoint, request.code, request.guarded, request.network)
+        home = _home_within(request.writable)
+        if home is not None:
+            return Outcome(
+                False,
+                error=ResultError.EXCEPTION,
+                message=f"{name} cannot be given the folder it changes: {home}",
+            )
         async with self._limiter:
             try:
                 worker = await self._take(owner, request.writable)
@@ -357,6 +364,28 @@ class SandboxPool:
                     await worker.kill()
                     self.prewarm(1)  # the next call's worker, started now
         return outcome
+
+
+def _home_within(folders: tuple[str, ...]) -> str | None:
+    """Why a call may not change ``folders``: one holds gategraph's own files (its home:
+    catalog, event log, other plans' copies), which code changing the folder could move
+    aside and replace (its credentials and records with them). None if none does."""
+    from ._catalog import default_catalog_path
+
+    if not folders:
+        return None
+    homes = {os.path.dirname(kept) for kept in kept_out() if os.path.isfile(kept)}
+    homes.add(os.path.realpath(default_catalog_path().parent))
+    for folder in folders:
+        for home in sorted(homes):
+            if home == folder or home.startswith(folder + os.sep):
+                return (
+                    f"{folder} holds gategraph's own files ({home}), which a tool changing "
+                    "the folder could replace; keep gategraph's home (GATEGRAPH_HOME) outside "
+                    "the folders plans change in place, or declare the node's isolation to "
+                    "trust the tool"
+                )
+    return None
 
 
 _pool: Final[contextvars.ContextVar[SandboxPool | None]] = contextvars.ContextVar(

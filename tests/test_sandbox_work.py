@@ -470,6 +470,10 @@ async def test_a_folder_replaced_by_a_link_is_refused_to_the_next_tool(
     assert "cannot be given the folder it changes" in (b.error or ""), b
     assert "it is a link, or its path passes through one" in (b.error or ""), b
     assert list(elsewhere.iterdir()) == []
+    # The link stays for the next run: which refuses the resource before anything runs.
+    with pytest.raises(ConfigError, match=r"resources\.inner: its path passes through a link"):
+        await execute_graph(load_graph(text))
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_apply_never_makes_a_set_uid_program(repo: Path, tmp_path: Path) -> None:
@@ -498,25 +502,26 @@ def test_apply_refuses_a_journal_lock_that_is_a_link(repo: Path, tmp_path: Path)
 
 
 @pytest.mark.anyio
-async def test_gategraph_s_home_inside_the_folder_stays_out_of_reach(repo: Path) -> None:
-    """A folder changed in place that holds gategraph's home (its event log, other plans'
-    copies, the store): the tool may change the folder, not the home."""
-    from gategraph.runtime._eventlog import SQLiteEventLog
+@pytest.mark.parametrize("where", ["log", "catalog"])
+async def test_a_folder_holding_gategraph_s_home_is_refused_to_a_work_tool(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A folder changed in place that holds gategraph's home (its event log, its catalog
+    and credentials, other plans' copies): a tool changing the folder could move the home
+    aside and put its own in its place. The call fails, saying why; nothing is written."""
+    from gategraph.runtime._eventlog import MemoryEventLog, SQLiteEventLog
 
-    home = repo / ".gategraph"
-    (home / "store").mkdir(parents=True)
-    (home / "store" / "kept").write_text("gategraph's")
-    async with SQLiteEventLog(home / "events.db") as log:
-        done = await execute_graph(
-            load_graph(
-                work_graph(repo, "writes_under", arguments={"rel": ".gategraph/store/kept"})
-            ),
-            event_log=log,
-        )
-        beside = await execute_graph(
-            load_graph(work_graph(repo, "writes_under", arguments={"rel": "mine.txt"})),
-            event_log=log,
-        )
-    assert done.nodes["w"].output == "refused: Read-only file system", done.nodes["w"]
-    assert (home / "store" / "kept").read_text() == "gategraph's"
-    assert beside.nodes["w"].output == "written"
+    home = repo / "sub" / ".gategraph"
+    home.mkdir(parents=True)
+    text = work_graph(repo, "writes_under", arguments={"rel": "mine.txt"})
+    if where == "log":
+        monkeypatch.setenv("GATEGRAPH_HOME", str(tmp_path / "elsewhere"))
+        async with SQLiteEventLog(home / "events.db") as log:
+            done = await execute_graph(load_graph(text), event_log=log)
+    else:
+        monkeypatch.setenv("GATEGRAPH_HOME", str(home))
+        done = await execute_graph(load_graph(text), event_log=MemoryEventLog())
+    result = done.nodes["w"]
+    assert result.status == "failed", result
+    assert f"holds gategraph's own files ({home})" in (result.error or ""), result
+    assert not (repo / "mine.txt").exists()
