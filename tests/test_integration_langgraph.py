@@ -761,8 +761,9 @@ def test_a_compiled_graph_is_a_gategraph_tool(monkeypatch: pytest.MonkeyPatch) -
             wraps: count_words
             transform: "{{'passed': output['words'] <= 3, 'message': str(output['words'])}}"
         nodes:
-          - {{id: count, tool: count_words, arguments: {{text: "a b c d"}}}}
-          - {{id: acount, tool: acount_words, arguments: {{text: "a b"}}}}
+          # Its module exists only in this process: run here, declared (trusted).
+          - {{id: count, tool: count_words, arguments: {{text: "a b c d"}}, isolation: thread}}
+          - {{id: acount, tool: acount_words, arguments: {{text: "a b"}}, isolation: thread}}
           - {{id: check, validation: short, arguments: {{text: "a b c d"}}, isolation: thread}}
         """
     )
