@@ -2,7 +2,60 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
 import pytest
+
+
+def _serialize_thread_tracing() -> None:
+    """Python 3.11's ``sys.settrace`` fails when another thread is inside it (CPython
+    #98257, fixed in 3.12), and gategraph's audit hook is Python code that runs inside it,
+    where the GIL may pass to a thread that starts. Under coverage, which installs its tracer
+    in every new thread, that thread then dies before it runs; an anyio worker thread that
+    never answers hangs the test. Taking one lock around each install closes the window:
+    the thread's own ``settrace`` in ``threading`` and coverage's first-event installer."""
+    lock = threading.RLock()
+
+    class _Sys(types.ModuleType):
+        def __getattr__(self, name: str) -> Any:
+            return getattr(sys, name)
+
+        @staticmethod
+        def settrace(function: Any) -> None:
+            with lock:
+                sys.settrace(function)
+
+        @staticmethod
+        def setprofile(function: Any) -> None:
+            with lock:
+                sys.setprofile(function)
+
+    def serialized(hook: Callable[..., Any]) -> Callable[..., Any]:
+        # Coverage's hook replaces itself on its first event, so the lock is held once.
+        def install(frame: Any, event: str, arg: Any) -> Any:
+            with lock:
+                return hook(frame, event, arg)
+
+        return install
+
+    original = threading.settrace
+
+    def settrace(function: Any) -> None:
+        original(None if function is None else serialized(function))
+
+    threading._sys = _Sys("sys")  # type: ignore[attr-defined]
+    threading.settrace = settrace
+    hook = threading.gettrace()
+    if hook is not None:
+        original(serialized(hook))
+
+
+if sys.version_info < (3, 12):
+    _serialize_thread_tracing()
 
 
 @pytest.fixture(params=["asyncio", "trio"])
