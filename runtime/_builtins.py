@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ._models import Tool
 
-__all__ = ["builtin", "builtin_names", "in_process", "shipped"]
+__all__ = ["builtin", "builtin_names", "copies", "in_process", "shipped"]
 
 
 @functools.cache
@@ -71,6 +71,20 @@ def in_process(tool: Tool) -> bool:
 
         return entrypoint[len(_TESTING) :] in testing.__all__
     return False
+
+
+@functools.cache
+def _copiers() -> frozenset[str]:
+    from gategraph.validators import BUILTIN_CONFIGS, COPYING
+
+    return frozenset(BUILTIN_CONFIGS[name]["entrypoint"] for name in COPYING)
+
+
+def copies(tool: Tool) -> bool:
+    """Whether ``tool`` runs against a copy of its folder (``context.disposable_copy``):
+    in the kernel sandbox its worker then holds a copy-on-write view of each, which the
+    call gets in place of a copy. Told by the entrypoint, as :func:`in_process` is."""
+    return tool.code is None and tool.entrypoint in _copiers()
 
 
 def builtin(name: str) -> Tool | None:

@@ -274,16 +274,45 @@ def _kill_self() -> None:
     os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
+_views: Final[dict[str, str]] = {}
+"""The copy-on-write views a sandboxed worker was given (:func:`._kernel.confine`): folder
+to view. A call is handed a view once (a second copy of the same folder is a copy); a call that
+wrote through one is its worker's last."""
+
+
+def set_views(views: dict[str, str]) -> None:
+    """Hand :meth:`ToolContext.disposable_copy` the views of this process's folders."""
+    _views.clear()
+    _views.update(views)
+
+
+def _copy_tree(origin: Path, target: Path) -> None:
+    """Copy a folder, its links as links. Not ``copytree(symlinks=True)``: that sets a
+    copied link's times through the link's path, which the read-only guard judges where the
+    link leads (out of the tree: a project's ``.venv/bin/python``) and refuses."""
+    links: list[str] = []
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        found = {name for name in names if os.path.islink(os.path.join(folder, name))}
+        links.extend(os.path.join(folder, name) for name in found)
+        return found
+
+    shutil.copytree(origin, target, ignore=ignore)
+    for link in links:
+        os.symlink(os.readlink(link), target / os.path.relpath(link, origin))
+
+
 class ToolContext:
     """The run-time context of one tool or validation call.
 
     ``scratch`` is a private folder the call may write to, even as a read-only validation;
-    it is removed when the call ends. ``disposable_copy`` copies a resource folder into it,
-    so an external command (a test runner, a linter) can run against a copy that it may
-    change at will, never against the sandbox or the real resource.
+    it is removed when the call ends. ``disposable_copy`` copies a resource folder into it
+    (in the kernel sandbox: gives a copy-on-write view of it, nothing copied), so an
+    external command (a test runner, a linter) can run against a copy that it may change at
+    will, never against the sandbox or the real resource.
     """
 
-    __slots__ = ("_guard", "_scratch", "attempt", "node", "plan_id", "resources")
+    __slots__ = ("_guard", "_scratch", "_viewed", "attempt", "node", "plan_id", "resources")
 
     def __init__(
         self,
@@ -304,6 +333,7 @@ class ToolContext:
         """The resources given to the call, by slot name (folders as ``Path``)."""
         self._guard = guard
         self._scratch: Path | None = None
+        self._viewed: tuple[str, ...] = ()
 
     @classmethod
     def _of_call(
@@ -323,6 +353,7 @@ class ToolContext:
         context.resources = resources
         context._guard = guard
         context._scratch = None
+        context._viewed = ()
         return context
 
     @property
@@ -351,12 +382,20 @@ class ToolContext:
                 )
             source = folders[0]
         origin = Path(source)
+        view = _views.get(os.path.abspath(origin))
+        if view is not None and view not in self._viewed:
+            # A sandboxed call's copy-on-write view: the folder as it is, nothing copied,
+            # and what the call writes there stays in its worker (which runs no other call).
+            self._viewed += (view,)
+            if self._guard is not None:
+                allow(self._guard, Path(view))
+            return Path(view)
         target = self.scratch / (origin.name or "copy")
         counter = 1
         while target.exists():
             counter += 1
             target = self.scratch / f"{origin.name or 'copy'}-{counter}"
-        shutil.copytree(origin, target, symlinks=True)
+        _copy_tree(origin, target)
         return target
 
     def cleanup(self) -> None:

@@ -1510,6 +1510,8 @@ class Prepared:
         goes through the transform there, and the outcome is that validation's result; a
         validation without code of its own (a wrapped one) runs only the transform, of
         ``arguments["output"]``."""
+        from ._builtins import copies
+
         tool = self.tool
         guard = context.guard
         request = SandboxRequest(
@@ -1533,6 +1535,7 @@ class Prepared:
             # A work tool changes the candidate: the folders of its resources (the plan's
             # copies) are the ones it may change, and nothing else on the machine.
             writable=() if guard is not None else folders_of(resources),
+            views=folders_of(resources) if guard is not None and copies(tool) else (),
             transform=transform,
         )
         return _adopt_output(await _sandboxed(tool.name, request))
@@ -2012,6 +2015,10 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     (a validation's call may change none)."""
     read_only: tuple[str, ...] = ()
     """The resources given as read-only mappings (memory resources): given so there too."""
+    views: tuple[str, ...] = ()
+    """The folders the call's worker gives a copy-on-write view of (what
+    ``context.disposable_copy`` returns there, nothing copied): a validation's folder
+    resources, where its tool asks for copies (the test-suite built-ins)."""
     transform: tuple[str, str] | None = None
     """A wrapped validation's name and its transform's source: the call's output goes
     through it (in the same process), and the outcome is the validation's result. With

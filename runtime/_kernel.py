@@ -47,6 +47,7 @@ import ctypes
 import errno
 import os
 import platform
+import re
 import resource
 import struct
 import subprocess
@@ -473,12 +474,17 @@ def confine(
     limits: SandboxLimits,
     hidden: Iterable[str] = (),
     shared: Sequence[str] = (),
-) -> None:
+    views: Sequence[str] = (),
+) -> dict[str, View]:
     """Confine this process for good: see the module's docstring. ``writable`` is its own
     folder (it becomes a private ``tmpfs``, and the working directory); ``shared`` are
     folders of the machine it may change as well (a work tool's: the plan's copies of its
     resources), and nothing else; ``hidden`` are databases (with their ``-wal``, ``-shm``
-    and ``-journal``) it must not see. Must run before the process starts any thread."""
+    and ``-journal``) it must not see. Must run before the process starts any thread.
+
+    ``views`` are folders to give a copy-on-write view of (:class:`View`), made in
+    ``writable`` before the kernel refuses this process any mount: returned by folder, for
+    each that could be had (a folder with another mount inside it gets none)."""
     found = support()
     if found.missing is not None:
         raise OSError(errno.ENOTSUP, found.missing)
@@ -488,6 +494,7 @@ def confine(
         raise RuntimeError(f"cannot confine a process that runs {threads} threads")
     root = os.geteuid() == 0
     own_user, shared_fds = _own_mounts(writable, hidden, limits.disk, shared)
+    made = _views(views, own_user)
     _set_limits(limits, processes=own_user)
     try:
         # The first the kernel kills when memory runs out: a worker, not gategraph.
@@ -506,6 +513,74 @@ def confine(
     _restrict_files_and_network(writable, shared_fds, found.landlock_abi)
     _filter_syscalls(_ARCHES[found.arch])
     _state["confined"] = True
+    return made
+
+
+@dataclass(frozen=True)
+class View:
+    """A copy-on-write view of a folder: an overlay mount whose lower layer is the folder
+    (read-only) and whose upper layer is in the confined process's own ``tmpfs``. What a
+    call writes there lands in ``upper`` only: never in the folder, never in another
+    call's view. A copy without the copying (the tree of a large project in no time)."""
+
+    path: str
+    """Where the view is mounted (named as the folder is)."""
+    upper: str
+    """What was written through the view: empty while nothing was."""
+
+
+def _views(folders: Sequence[str], own_user: bool) -> dict[str, View]:
+    """Mount a :class:`View` of each of ``folders`` under ``views/`` of the working
+    directory (this process's ``tmpfs``). Paths relative to it: the overlay's options are
+    a comma-separated string, which a folder's name could break."""
+    if not folders:
+        return {}
+    mounted = _mount_points()
+    made: dict[str, View] = {}
+    for index, folder in enumerate(folders):
+        # An overlay shows a folder's own files, not what is mounted inside it: it would
+        # show what the mounts hide (gategraph's databases behind /dev/null).
+        if any(point.startswith(folder.rstrip(os.sep) + os.sep) for point in mounted):
+            continue
+        try:
+            lower = _folder_without_links(folder)
+        except SharedFolderError:
+            continue
+        base = os.path.join("views", str(index))
+        upper, work = os.path.join(base, "upper"), os.path.join(base, "work")
+        path = os.path.join(base, os.path.basename(folder.rstrip(os.sep)) or "view")
+        for each in (upper, work, path):
+            os.makedirs(each, mode=0o700)
+        options = f"lowerdir=/proc/self/fd/{lower},upperdir={upper},workdir={work}"
+        try:
+            # In a user namespace of its own, overlayfs keeps its marks in user xattrs.
+            _mount(
+                "overlay",
+                path,
+                "overlay",
+                _MS_NOSUID | _MS_NODEV,
+                options + (",userxattr" if own_user else ""),
+            )
+        except OSError:
+            continue  # an old kernel, or a file system overlayfs cannot take: a copy then
+        finally:
+            os.close(lower)
+        made[folder] = View(os.path.abspath(path), os.path.abspath(upper))
+    return made
+
+
+def _mount_points() -> list[str]:
+    """The mount points of this process's mount namespace (``/proc/self/mountinfo``,
+    octal escapes undone)."""
+    with open("/proc/self/mountinfo", "rb") as info:
+        lines = info.read().splitlines()
+    points = []
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])
+            points.append(os.fsdecode(raw))
+    return points
 
 
 def close_inherited(keep: Iterable[int] = ()) -> None:

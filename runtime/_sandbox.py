@@ -72,7 +72,7 @@ _Owner = tuple[str, str | None, str | None, bool, bool]
 
 
 class _Worker:
-    __slots__ = ("answers", "folder", "hidden", "owner", "process", "shared")
+    __slots__ = ("answers", "folder", "hidden", "owner", "process", "shared", "views")
 
     def __init__(
         self,
@@ -80,9 +80,13 @@ class _Worker:
         folder: str,
         hidden: frozenset[tuple[str, int, int, int]],
         shared: tuple[str, ...] = (),
+        views: tuple[str, ...] = (),
     ) -> None:
         self.process = process
         self.folder = folder
+        self.views = views
+        """The folders it holds a copy-on-write view of (:class:`._kernel.View`): it runs
+        only calls that asked for exactly these, and none after a call that wrote there."""
         self.shared = shared
         """The folders outside its own it may change (a work tool's resources): it runs
         only calls that may change exactly these."""
@@ -175,7 +179,9 @@ class SandboxPool:
         # Never past the pool's size, counting the workers busy with a call: a spare that
         # would only push a run's own idle worker out is no help.
         have = len(self._idle) + self._starting + int(self._limiter.borrowed_tokens)
-        fresh = sum(w.owner is None and not w.shared for w in self._idle) + self._starting
+        fresh = (
+            sum(w.owner is None and not (w.shared or w.views) for w in self._idle) + self._starting
+        )
         for _ in range(max(0, min(count - fresh, self.size - have))):
             self._starting += 1
             self._group.start_soon(self._add_idle)
@@ -184,7 +190,7 @@ class SandboxPool:
         """Start workers until ``count`` (no more than the pool's size) are idle, and wait
         for them: for a caller that wants the first calls not to wait for a start (a
         benchmark, a server about to take requests)."""
-        fresh = sum(w.owner is None and not w.shared for w in self._idle)
+        fresh = sum(w.owner is None and not (w.shared or w.views) for w in self._idle)
         missing = max(0, min(count, self.size) - fresh)
         async with anyio.create_task_group() as group:
             for _ in range(missing):
@@ -203,7 +209,7 @@ class SandboxPool:
         else:
             self._idle.append(worker)
 
-    async def _start(self, shared: tuple[str, ...] = ()) -> _Worker:
+    async def _start(self, shared: tuple[str, ...] = (), views: tuple[str, ...] = ()) -> _Worker:
         with unguarded():
             from ._context import private_folder
 
@@ -229,6 +235,7 @@ class SandboxPool:
         hidden = hidden_now(kept)
         command.append(json.dumps(sorted(kept)))
         command.append(json.dumps(shared))
+        command.append(json.dumps(views))
         try:
             # Shielded: a start cancelled midway (the pool closing while it prewarms) would
             # leave a process nobody waits for (trio abandons the thread that starts it).
@@ -246,7 +253,7 @@ class SandboxPool:
             with unguarded():
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        worker = _Worker(process, folder, hidden, shared)
+        worker = _Worker(process, folder, hidden, shared, views)
         try:
             await worker.send(pickle.dumps(list(sys.path)))
             with anyio.fail_after(_START_TIMEOUT):
@@ -261,13 +268,15 @@ class SandboxPool:
             raise ConfigError.at("isolation", f"sandbox: {answer.text}")
         return worker
 
-    async def _take(self, owner: _Owner, shared: tuple[str, ...]) -> _Worker:
+    async def _take(
+        self, owner: _Owner, shared: tuple[str, ...], views: tuple[str, ...] = ()
+    ) -> _Worker:
         """An idle worker that ran this tool before, else a fresh one; confined to change
-        exactly ``shared`` besides its own folder."""
+        exactly ``shared`` besides its own folder, with views of exactly ``views``."""
         for wanted in (owner, None):
             for index in range(len(self._idle) - 1, -1, -1):
                 worker = self._idle[index]
-                if worker.owner != wanted or worker.shared != shared:
+                if worker.owner != wanted or (worker.shared, worker.views) != (shared, views):
                     continue
                 del self._idle[index]
                 if worker.process.returncode is None and hidden_now(kept_out()) <= worker.hidden:
@@ -275,7 +284,7 @@ class SandboxPool:
                 # Died while idle (killed from outside: not this call's), or started
                 # before gategraph opened a database it would see.
                 await worker.kill()
-        return await self._start(shared)
+        return await self._start(shared, views)
 
     async def _keep(self, worker: _Worker) -> None:
         """Return a worker to the pool; past the pool's size, the longest idle goes."""
@@ -310,7 +319,7 @@ class SandboxPool:
             )
         async with self._limiter:
             try:
-                worker = await self._take(owner, request.writable)
+                worker = await self._take(owner, request.writable, request.views)
             except _Unusable as exc:
                 # The call's own fault (a folder its plan changed), not the machine's.
                 return Outcome(
@@ -328,7 +337,7 @@ class SandboxPool:
                     message=f"no sandboxed worker could be started for {name}: "
                     f"{why or 'it ended before it was ready'}",
                 )
-            if worker.owner is None and not worker.shared:
+            if worker.owner is None and not (worker.shared or worker.views):
                 self.prewarm(1)  # a fresh one for the next validation, started now
             worker.owner = owner
             keep = False

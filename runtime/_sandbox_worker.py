@@ -204,11 +204,16 @@ def _idle_pool_threads() -> set[int]:
         return set()  # another trio release: its idle threads count as left running
 
 
+_spared: Final[set[str]] = set()
+"""What :func:`_wipe` leaves: the folder of the worker's views (mounts, whose writes
+retire the worker anyway)."""
+
+
 def _wipe(folder: str, keep: str | None) -> None:
     """Empty the worker's folder between calls (all but its own scratch parent)."""
     with os.scandir(folder) as entries:
         for entry in entries:
-            if entry.path == keep:
+            if entry.path == keep or entry.path in _spared:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
@@ -223,7 +228,7 @@ def main() -> None:
     close_inherited()  # before anything of the worker's own is opened
     folder, parent = sys.argv[1], int(sys.argv[2])
     limits, hidden = SandboxLimits(**json.loads(sys.argv[3])), json.loads(sys.argv[4])
-    shared = json.loads(sys.argv[5])
+    shared, views = json.loads(sys.argv[5]), json.loads(sys.argv[6])
     requests, answers = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -241,7 +246,7 @@ def main() -> None:
     sentinel = _sentinel(watched, (requests, answers))
     os.close(watched)
     try:
-        confine(folder, limits, hidden, shared)
+        made = confine(folder, limits, hidden, shared, views)
     except SharedFolderError as exc:
         _send(answers, Answer("unusable", exc.strerror or str(exc)))
         return
@@ -251,8 +256,11 @@ def main() -> None:
         return
     # Everything from here on runs confined: importing only reads. What a call needs is
     # imported now, before the worker says it is ready, not on its first call.
-    from . import _invoke, _readonly, _results  # noqa: F401
+    from . import _context, _invoke, _readonly, _results  # noqa: F401
 
+    _context.set_views({folder: view.path for folder, view in made.items()})
+    if made:
+        _spared.add(os.path.join(folder, "views"))
     _readonly.guard_process()
     worker = _Worker(folder, limits, (requests, answers), sentinel)
     _send(answers, Answer("ready", str(os.getpid())))
@@ -260,12 +268,24 @@ def main() -> None:
         while (frame := _receive(requests)) is not None:
             answer = worker.serve(frame)
             del frame  # nothing of a plan's request stays in the worker
+            if answer.keep and any(_written(view.upper) for view in made.values()):
+                # What a call wrote through a view stays in it: the next call must see the
+                # folder as it is, so a fresh worker (with fresh views) runs it.
+                answer = Answer(answer.kind, answer.text, answer.outcome, keep=False)
             _send(answers, answer)
             if not answer.keep:
                 return
             worker.idle(requests)
     finally:
         worker.end_children()
+
+
+def _written(upper: str) -> bool:
+    try:
+        with os.scandir(upper) as entries:
+            return any(True for _ in entries)
+    except OSError:
+        return True  # gone or unreadable: not a view to hand the next call
 
 
 def _sentinel(watched: int, own: tuple[int, ...]) -> int:

@@ -157,6 +157,7 @@ class Worker:
         parent: int | None = None,
         hidden: tuple[str, ...] = (),
         shared: tuple[str, ...] = (),
+        views: tuple[str, ...] = (),
         prefix: tuple[str, ...] = (),
     ) -> None:
         self.folder = folder
@@ -184,6 +185,7 @@ class Worker:
         command = [
             *(*prefix, sys.executable, "-P", "-c", _BOOT, str(folder), str(parent)),
             *(limits_text, json.dumps(list(hidden)), json.dumps(list(shared))),
+            json.dumps(list(views)),
         ]
         try:
             with log.open("ab") as stderr:
@@ -385,6 +387,7 @@ def request(
     transform: tuple[str, str] | None = None,
     resources: dict[str, Any] | None = None,
     writable: tuple[str, ...] = (),
+    views: tuple[str, ...] = (),
 ) -> SandboxRequest:
     return SandboxRequest(
         name=name,
@@ -401,6 +404,7 @@ def request(
         result=transform is not None,
         transform=transform,
         writable=writable,
+        views=views,
     )
 
 
@@ -1742,3 +1746,95 @@ def test_a_shared_folder_that_is_no_folder_makes_the_worker_unusable(
     answer = worker.start()
     assert answer.kind == "unusable", answer
     assert {"link": "link", "gone": "gone", "file": "not a folder"}[how] in answer.text
+
+
+# -- copy-on-write views ---------------------------------------------------------------------
+
+_VIEWS: Final = """
+import os
+def run(root, context, write):
+    copy = context.disposable_copy(root)
+    again = context.disposable_copy(root)
+    seen = sorted(os.listdir(copy))
+    if write:
+        open(os.path.join(copy, "made.txt"), "w").write("x")
+        os.unlink(os.path.join(copy, "a.txt"))
+        with open(os.path.join(copy, "b.txt"), "a") as changed:
+            changed.write("more")
+    return {"copy": str(copy), "again": str(again), "seen": seen,
+            "link": os.readlink(os.path.join(copy, "py"))}
+"""
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Each file's text, or where each link leads, by path under ``root``."""
+    return {
+        str(p.relative_to(root)): os.readlink(p) if p.is_symlink() else p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_symlink() or p.is_file()
+    }
+
+
+@pytest.fixture
+def viewed(tmp_path: Path) -> Path:
+    """A project folder with files and a link that leads out of it."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "a.txt").write_text("a")
+    (root / "b.txt").write_text("b")
+    (root / "py").symlink_to(sys.executable)
+    return root
+
+
+def test_a_view_is_the_folder_without_a_copy_and_its_writes_retire_the_worker(
+    open_worker: Any, folder: Path, viewed: Path
+) -> None:
+    """``disposable_copy`` in a worker holding a view of the folder returns the view: the
+    folder's files, its link as a link, nothing copied; what the call writes there never
+    reaches the folder, and the worker runs no call after it (its view is no longer the
+    folder). A second copy in the same call is a real copy, not the same view."""
+    before = snapshot(viewed)
+    worker = open_worker(views=(str(viewed),))
+    assert worker.start().kind == "ready"
+    asked = request(_VIEWS, resources={"root": viewed}, arguments={"write": True})
+    answer = worker.call(asked)
+    value = outcome_of(answer)["value"]
+    assert value["copy"] == str(folder / "views" / "0" / "project"), value
+    assert value["again"] != value["copy"] and Path(value["again"]).name == "project"
+    assert value["seen"] == ["a.txt", "b.txt", "py"]
+    assert value["link"] == sys.executable
+    assert not answer.keep  # written through: its view is spent
+    assert snapshot(viewed) == before
+
+
+def test_a_call_that_writes_nothing_through_its_view_keeps_the_worker(
+    open_worker: Any, folder: Path, viewed: Path
+) -> None:
+    worker = open_worker(views=(str(viewed),))
+    assert worker.start().kind == "ready"
+    for _ in range(2):
+        answer = worker.call(
+            request(_VIEWS, resources={"root": viewed}, arguments={"write": False})
+        )
+        assert outcome_of(answer)["value"]["copy"].startswith(str(folder / "views")), answer
+        assert answer.keep
+
+
+def test_a_folder_with_a_mount_inside_gets_a_copy_not_a_view(
+    open_worker: Any, folder: Path, viewed: Path
+) -> None:
+    """An overlay shows a folder's own files, not what is mounted in it: a folder holding
+    something the worker hides (a database of gategraph's, behind /dev/null) is copied,
+    and the copy shows it hidden."""
+    database = viewed / "events.db"
+    database.write_text("secret")
+    worker = open_worker(views=(str(viewed),), hidden=(str(database),))
+    assert worker.start().kind == "ready"
+    code = (
+        "def run(root, context):\n"
+        "    copy = context.disposable_copy(root)\n"
+        "    return [str(copy), (copy / 'events.db').read_text()]\n"
+    )
+    answer = worker.call(request(code, resources={"root": viewed}))
+    copy, text = outcome_of(answer)["value"]
+    assert "/views/" not in copy and text == ""

@@ -227,6 +227,10 @@ code: gategraph runs them in its own process, under its guard. The others
 ``conftest.py``), which is the least trusted code there is: they run in the kernel sandbox
 by default, like every validation whose code is not gategraph's own."""
 
+COPYING: Final = frozenset({"pytest_suite", "unittest_suite"})
+"""The built-ins that run against ``context.disposable_copy`` of their folder: in the kernel
+sandbox, a copy-on-write view of it, nothing copied."""
+
 
 def builtin_validations() -> list[Validation]:
     """Build a :class:`~gategraph.runtime.Validation` for each of :data:`BUILTIN_CONFIGS`."""

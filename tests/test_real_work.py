@@ -1,0 +1,85 @@
+"""Real work, as a team runs it: a project checkout as it is on disk (a ``.venv`` whose
+interpreter is a link out of the tree), its own test suite, run by the command line in a
+process of its own."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from _helpers import run_gategraph
+from gategraph.runtime._kernel import support
+
+pytestmark = pytest.mark.timeout(180)
+
+_PYTEST = """\
+import os
+
+def test_writes_beside_itself():
+    # A suite that writes where it runs (a cache, a build output): on the copy only.
+    with open("written.txt", "w") as out:
+        out.write("x")
+    assert os.path.islink(".venv/bin/python")
+"""
+_UNITTEST = """\
+import os
+import unittest
+
+class T(unittest.TestCase):
+    def test_writes_beside_itself(self):
+        with open("written.txt", "w") as out:
+            out.write("x")
+        self.assertTrue(os.path.islink(".venv/bin/python"))
+"""
+
+
+def _checkout(root: Path) -> Path:
+    """A project as uv or ``python -m venv .venv`` leaves it: a link out of the tree."""
+    (root / "tests").mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "tests" / "test_pytest_style.py").write_text(_PYTEST)
+    (root / "tests" / "test_unittest_style.py").write_text(_UNITTEST)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (root / ".venv" / "lib").symlink_to("/usr/lib")  # a link to a folder, out of the tree
+    return root
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): os.readlink(p) if p.is_symlink() else p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_symlink() or p.is_file()
+    }
+
+
+@pytest.mark.parametrize("validation", ["pytest_suite", "unittest_suite"])
+@pytest.mark.parametrize("isolation", [None, "process", "thread"])
+def test_a_checkout_with_a_venv_link_passes_its_test_suite(
+    tmp_path: Path, validation: str, isolation: str | None
+) -> None:
+    """The suite runs on a copy (in the kernel sandbox: a copy-on-write view) that keeps
+    the links as links, never followed out of the tree; the checkout is left as it was."""
+    if isolation is None and support().missing is not None:
+        pytest.skip(f"no sandbox here: {support().missing}")
+    project = _checkout(tmp_path / "project")
+    before = _files(project)
+    held = f", isolation: {isolation}" if isolation else ""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        textwrap.dedent(f"""\
+            version: 1
+            name: checkout
+            resources:
+              repo: {{kind: directory, path: "{project}"}}
+            nodes:
+              - {{id: tests, validation: {validation}, resources: [repo]{held}}}
+            """)
+    )
+    done = run_gategraph(tmp_path / "home", "execute", "--in-place", str(plan), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "passed" in done.stdout
+    assert _files(project) == before
