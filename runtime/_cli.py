@@ -23,7 +23,7 @@ from ._sync import choose_loop, run_loop, run_sync, use_uvloop, uses_uvloop
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
     from click.shell_completion import CompletionItem
 
@@ -809,14 +809,32 @@ def check(graph: Path, as_json: bool, require_sandbox: bool) -> None:
                 }
                 for issue in exc.issues
             ]
-            _json_out({"ok": False, "file": str(graph), "errors": errors, "nodes": []})
+            _json_out(
+                {"ok": False, "file": str(graph), "errors": errors, "nodes": [], "resources": []}
+            )
             click.get_current_context().exit(EXIT_USAGE)
+    folders = {
+        name: spec.directory(name)
+        for name, spec in plan.resources.items()
+        if spec.kind == "directory" and spec.path is not None
+    }
     if as_json:
         nodes = [
             {"id": n.id, "kind": n.kind.value, "target": n.target, "needs": list(n.needs)}
             for n in plan.nodes
         ]
-        _json_out({"ok": True, "file": str(graph), "errors": [], "nodes": nodes})
+        resources = [
+            {
+                "name": name,
+                "path": str(folder.root),
+                "exclude": list(folder.exclusion.patterns),
+                "gitignore": folder.exclusion.gitignore,
+            }
+            for name, folder in folders.items()
+        ]
+        _json_out(
+            {"ok": True, "file": str(graph), "errors": [], "nodes": nodes, "resources": resources}
+        )
         return
     kinds = [n.kind for n in plan.nodes]
     counts = ", ".join(
@@ -828,6 +846,10 @@ def check(graph: Path, as_json: bool, require_sandbox: bool) -> None:
         f"{_plural(len(plan.resources), 'resource', 'resources')}, "
         f"{_plural(len(plan.acceptance), 'acceptance criterion', 'acceptance criteria')}"
     )
+    # What a plan's copy of each folder leaves out: a file a test needs and git ignores
+    # (a generated config, say) is missing from the copy, so say it before a run.
+    for name, folder in folders.items():
+        click.echo(f"  {name}: {folder.root} — {folder.exclusion.describe()}")
 
 
 def _node_row(result: Any, mode: str | None) -> list[str]:
@@ -881,8 +903,6 @@ def _workspace(plan: PlanGraph, *, in_place: bool) -> Iterator[dict[str, Directo
     real folders."""
     import shutil
 
-    from ._resources import DirectoryResource
-
     folders = {
         name: spec.path
         for name, spec in plan.resources.items()
@@ -899,7 +919,7 @@ def _workspace(plan: PlanGraph, *, in_place: bool) -> Iterator[dict[str, Directo
         boxes = {}
         for name, path in folders.items():
             try:
-                boxes[name] = DirectoryResource(name, path).open_sandbox(scratch / name)
+                boxes[name] = plan.resources[name].directory(name).open_sandbox(scratch / name)
             except ValueError as exc:  # the temporary folder is inside the resource
                 _fail(f"resource {name}: cannot copy {path}: {exc}; pass --in-place")
         yield boxes
@@ -1094,10 +1114,8 @@ def events(plan_id: str, as_json: bool) -> None:
         click.echo(f"{event.seq:>5} {when} {tag:<20} {detail}")
 
 
-def _parse_resources(pairs: Sequence[str]) -> dict[str, Any]:
-    from ._resources import DirectoryResource
-
-    found: dict[str, Any] = {}
+def _parse_resources(pairs: Sequence[str]) -> dict[str, Path]:
+    found: dict[str, Path] = {}
     for pair in pairs:
         name, sep, path = pair.partition("=")
         if not sep or not name or not path:
@@ -1105,8 +1123,21 @@ def _parse_resources(pairs: Sequence[str]) -> dict[str, Any]:
         folder = Path(path)
         if not folder.is_dir():
             _fail(f"--resource {name}: {path}: no such folder")
-        found[name] = DirectoryResource(name, folder.resolve())
+        found[name] = folder.resolve()
     return found
+
+
+def _folders_of(plan: PlanGraph, folders: Mapping[str, Path]) -> dict[str, Any]:
+    """The directory resources the command line named (``--resource NAME=FOLDER``), each
+    with what the graph says it leaves out."""
+    from ._resources import DirectoryResource
+
+    return {
+        name: plan.resources[name].directory(name, folder)
+        if name in plan.resources and plan.resources[name].kind == "directory"
+        else DirectoryResource(name, folder)  # refused by the run, naming it
+        for name, folder in folders.items()
+    }
 
 
 def _check_report(report: tuple[str, Path] | None) -> None:
@@ -1296,7 +1327,7 @@ def _run_plan_command(
     as_json: bool,
     report: tuple[str, Path] | None,
     auto_approve: bool,
-    resources: dict[str, Any],
+    resources: dict[str, Path],
     plan_id: str | None,
     otel: bool = False,
     ray_address: str | None = None,
@@ -1316,7 +1347,7 @@ def _run_plan_command(
             plan,
             catalog=catalog,
             event_log=log,
-            resources=resources or None,
+            resources=_folders_of(plan, resources) or None,
             auto_approve=auto_approve,
             plan_id=plan_id,
             executor=None

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from pydantic import ValidationInfo
 
     from ._catalog import Catalog
+    from ._resources import DirectoryResource, Resource
 
 __all__ = [
     "AcceptanceCriterion",
@@ -156,6 +157,44 @@ class ResourceSpec(_Model):
     """The initial files of a ``memory`` resource: relative path to text."""
     description: str = ""
     """What the resource is, for people and for strategy actors."""
+    exclude: Names = ()
+    """Paths a ``directory`` resource leaves out of its plans' copies, snapshots and
+    changes, as ``.gitignore`` patterns (``*.log``, ``build/``, ``/data``)."""
+    gitignore: bool = True
+    """Whether a ``directory`` resource also leaves out every ``.git`` and what its
+    ``.gitignore`` files ignore (``false``: everything is copied)."""
+
+    def resource(self, name: str) -> Resource:
+        """The resource this describes, called ``name``."""
+        from ._resources import MemoryResource
+
+        if self.kind == "memory":
+            return MemoryResource(name, dict(self.files))
+        return self.directory(name)
+
+    def directory(
+        self, name: str, folder: str | os.PathLike[str] | None = None
+    ) -> DirectoryResource:
+        """The directory resource this describes, called ``name``, on ``folder`` in place
+        of :attr:`path` where one is given (a folder named on the command line), with this
+        one's exclusions."""
+        from ._resources import DirectoryResource
+
+        root = folder if folder is not None else self.path
+        assert root is not None  # a directory resource has a path (checked on load)
+        return DirectoryResource(name, root, exclude=self.exclude, gitignore=self.gitignore)
+
+    @field_validator("exclude")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from pathspec import GitIgnoreSpec
+
+        for pattern in value:
+            try:
+                GitIgnoreSpec.from_lines([pattern])
+            except Exception as exc:  # pathspec's own error types differ by release
+                raise ValueError(f"{pattern!r} is not a .gitignore pattern: {exc}") from None
+        return value
 
     @field_validator("path", mode="before")
     @classmethod
@@ -192,6 +231,8 @@ class ResourceSpec(_Model):
                 raise ValueError("`files` is only for memory resources")
         elif self.path is not None:
             raise ValueError("a memory resource has no `path` (give its `files`)")
+        elif self.exclude or "gitignore" in self.model_fields_set:
+            raise ValueError("`exclude` and `gitignore` are only for directory resources")
         return self
 
 

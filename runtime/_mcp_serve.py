@@ -968,7 +968,6 @@ def _plan_to_run(
     """The plan graph a ``gategraph.run_plan`` call names, and the folders it runs on
     instead of the graph's, all inside ``root``; raises :class:`_ArgumentError`."""
     from ._graph import load_graph
-    from ._resources import DirectoryResource
 
     unknown = sorted(set(arguments) - {"graph", "resources"})
     if unknown:
@@ -998,7 +997,7 @@ def _plan_to_run(
             )
         if not folder.is_dir():
             raise _ArgumentError(f"argument 'resources': {name}: no such folder: {folders[name]}")
-        resources[name] = DirectoryResource(name, folder)
+        resources[name] = graph.resources[name].directory(name, folder)
     for name, spec in graph.resources.items():
         if name in resources or spec.kind != "directory" or spec.path is None:
             continue

@@ -196,9 +196,9 @@ class PlanSandboxes:
             # An in-memory store keeps no copy of a folder (it could be any size): the
             # digest alone, which is all Apply's check needs.
             return (
-                self.store.snapshot_folder(sandbox.root, plan_id=plan)
+                self.store.snapshot_folder(sandbox.root, plan_id=plan, exclusion=sandbox.exclusion)
                 if self.store.root is not None
-                else folder_digest(sandbox.root)
+                else folder_digest(sandbox.root, sandbox.exclusion)
             )
         if isinstance(sandbox, MemorySandbox):
             # A copy first: a program may change its sandbox while the round runs.

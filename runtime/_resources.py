@@ -264,32 +264,162 @@ def _relative(path: str, root: str) -> str:
     return PurePath(os.path.relpath(path, root)).as_posix()
 
 
-def _walk(root: str) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
+_RULES_LIMIT: Final = 1 << 20
+"""The most of a ``.gitignore`` file read (a larger one is not a list of patterns)."""
+
+
+class Exclusion:
+    """What a directory resource leaves out of its sandboxes, snapshots and changesets:
+    the paths its ``exclude`` patterns match, and with ``gitignore`` (the default) every
+    ``.git`` and what the folder's ``.gitignore`` files (and ``.git/info/exclude``) ignore.
+    Patterns are ``.gitignore``'s (``*.log``, ``build/``, ``/top-only``, ``!keep.log``).
+
+    The ``.gitignore`` files are read from the real folder as a sandbox is copied, and the
+    rules are then fixed for that sandbox (kept beside it, for a plan resumed after a
+    crash): a plan that edits ``.gitignore`` changes what is applied of it, never what is
+    tracked. A path left out is neither copied, nor snapshotted, nor reported as a change,
+    so Apply never touches it in the real folder."""
+
+    __slots__ = ("_reading", "_rules", "_specs", "_user", "gitignore", "patterns")
+
+    def __init__(
+        self,
+        patterns: Iterable[str] = (),
+        *,
+        gitignore: bool = True,
+        rules: Mapping[str, list[str]] | None = None,
+    ) -> None:
+        from pathspec import GitIgnoreSpec
+
+        self.patterns = tuple(patterns)
+        """The resource's own ``exclude`` patterns."""
+        self.gitignore = gitignore
+        """Whether ``.git`` and what ``.gitignore`` files ignore are left out too."""
+        self._user = GitIgnoreSpec.from_lines(self.patterns) if self.patterns else None
+        self._reading = rules is None
+        self._rules: dict[str, list[str]] = {k: list(v) for k, v in (rules or {}).items()}
+        self._specs = {k: GitIgnoreSpec.from_lines(v) for k, v in self._rules.items()}
+
+    def fixed(self) -> Exclusion:
+        """A copy whose rules are the ones read so far, never read again."""
+        return Exclusion(self.patterns, gitignore=self.gitignore, rules=self._rules)
+
+    def enter(self, folder: str, prefix: str) -> None:
+        """Read the rules of the folder ``folder`` (``prefix``: its path below the root,
+        ``""`` or ending in ``/``), unless they are fixed."""
+        if not (self._reading and self.gitignore):
+            return
+        lines = _rule_lines(os.path.join(folder, ".gitignore"))
+        if not prefix:
+            # Lowest first: in one list of patterns, the last that matches decides.
+            lines = _rule_lines(os.path.join(folder, ".git", "info", "exclude")) + lines
+        if lines:
+            from pathspec import GitIgnoreSpec
+
+            self._rules[prefix] = lines
+            self._specs[prefix] = GitIgnoreSpec.from_lines(lines)
+
+    def excludes(self, rel: str, folder: bool) -> bool:
+        """Whether the path ``rel`` (POSIX, below the root) is left out; ``folder`` says it
+        is a folder (``build/`` matches folders only; a link is never one)."""
+        probe = rel + "/" if folder else rel
+        if self._user is not None and self._user.match_file(probe):
+            return True
+        if not self.gitignore:
+            return False
+        parts = rel.split("/")
+        if parts[-1] == ".git":
+            return True
+        # The deepest .gitignore with a pattern that matches decides, as in git.
+        for depth in range(len(parts) - 1, -1, -1):
+            prefix = "/".join(parts[:depth]) + "/" if depth else ""
+            spec = self._specs.get(prefix)
+            if spec is not None:
+                found = spec.check_file(probe[len(prefix) :]).include
+                if found is not None:
+                    return bool(found)
+        return False
+
+    def encode(self) -> bytes:
+        """The exclusion, as kept beside a sandbox (:meth:`decode` reads it back, fixed)."""
+        return msgspec.json.encode(
+            {"exclude": list(self.patterns), "gitignore": self.gitignore, "rules": self._rules}
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Exclusion:
+        found = _EXCLUSION_DECODER.decode(data)
+        return cls(found.exclude, gitignore=found.gitignore, rules=found.rules)
+
+    def describe(self) -> str:
+        """What is left out, in a few words (``gategraph check``)."""
+        parts = [".git and what .gitignore ignores"] if self.gitignore else []
+        if self.patterns:
+            parts.append("exclude: " + ", ".join(self.patterns))
+        return "leaves out " + "; ".join(parts) if parts else "leaves out nothing"
+
+
+class _KeptExclusion(msgspec.Struct):
+    exclude: list[str]
+    gitignore: bool
+    rules: dict[str, list[str]]
+
+
+_EXCLUSION_DECODER: Final = msgspec.json.Decoder(_KeptExclusion)
+
+
+def _rule_lines(path: str) -> list[str]:
+    """The lines of a rules file, or none: missing, a link (never followed), not a file,
+    or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return []
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        data = os.read(fd, _RULES_LIMIT)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace").splitlines()
+
+
+def _walk(
+    root: str, exclusion: Exclusion | None = None
+) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
     """Every file and symbolic link below ``root`` (its relative path, its entry, whether
     it is a link), never entering a link: what a sandbox holds, for a changeset and for a
     snapshot alike. The journal folder at the top is left out; so are FIFOs, sockets and
-    devices."""
+    devices, and what ``exclusion`` leaves out (a folder it leaves out is not entered)."""
     stack = [(root, "")]
     while stack:
         folder, prefix = stack.pop()
+        if exclusion is not None:
+            exclusion.enter(folder, prefix)
         with os.scandir(folder) as entries:
             for entry in entries:
                 if not prefix and entry.name == JOURNAL:
                     continue
                 rel = prefix + entry.name
-                if entry.is_symlink():
+                link = entry.is_symlink()
+                is_folder = not link and entry.is_dir(follow_symlinks=False)
+                if exclusion is not None and exclusion.excludes(rel, is_folder):
+                    continue
+                if link:
                     yield rel, entry, True
-                elif entry.is_dir(follow_symlinks=False):
+                elif is_folder:
                     stack.append((entry.path, rel + "/"))
                 elif entry.is_file(follow_symlinks=False):
                     yield rel, entry, False
 
 
-def _scan(root: str) -> dict[str, _Digest]:
+def _scan(root: str, exclusion: Exclusion | None = None) -> dict[str, _Digest]:
     """Digest every file and symbolic link below ``root`` (see :func:`_walk`)."""
     return {
         rel: _link_digest(os.readlink(entry.path)) if link else _file_digest(entry.path)
-        for rel, entry, link in _walk(root)
+        for rel, entry, link in _walk(root, exclusion)
     }
 
 
@@ -592,11 +722,20 @@ def _root_lock(root: Path) -> threading.Lock:
 class DirectorySandbox:
     """A private copy of a directory resource; work nodes change the folder ``view``."""
 
-    __slots__ = ("_base", "_discarded", "_owner", "resource", "root")
+    __slots__ = ("_base", "_discarded", "_owner", "exclusion", "resource", "root")
 
-    def __init__(self, owner: DirectoryResource, root: Path, base: dict[str, _Digest]) -> None:
+    def __init__(
+        self,
+        owner: DirectoryResource,
+        root: Path,
+        base: dict[str, _Digest],
+        exclusion: Exclusion | None = None,
+    ) -> None:
         self._owner = owner
         self._base = base
+        self.exclusion = exclusion
+        """What the copy leaves out (fixed when it was made): its changesets and
+        snapshots leave out the same."""
         self._discarded = False
         self.resource = owner.name
         """The name of the resource copied."""
@@ -612,7 +751,7 @@ class DirectorySandbox:
         """Diff the copy against the resource as it was copied (files and links, not folders)."""
         if self._discarded:
             raise RuntimeFault(f"the sandbox of resource {self.resource!r} was discarded")
-        return _diff(self.resource, self._base, _scan(os.fspath(self.root)))
+        return _diff(self.resource, self._base, _scan(os.fspath(self.root), self.exclusion))
 
     def discard(self) -> None:
         """Remove the copy (the whole work folder) and its snapshot."""
@@ -620,6 +759,8 @@ class DirectorySandbox:
         # The snapshot first: a folder without one is never reopened, even half removed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(_base_path(self.root))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_exclusion_path(self.root))
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -627,6 +768,11 @@ def _base_path(root: Path) -> Path:
     """Where a sandbox's base snapshot is kept: beside the copy, not in it (the copy is
     the work's; a snapshot inside would show up in its changeset)."""
     return root.with_name(root.name + ".base")
+
+
+def _exclusion_path(root: Path) -> Path:
+    """Where a sandbox's :class:`Exclusion` is kept (beside the copy, as its snapshot)."""
+    return root.with_name(root.name + ".exclude")
 
 
 _BASE_DECODER: Final = msgspec.json.Decoder(dict[str, _Digest])
@@ -641,13 +787,24 @@ class DirectoryResource:
     sandbox no longer has) is removed.
     """
 
-    def __init__(self, name: str, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        root: str | os.PathLike[str],
+        *,
+        exclude: Iterable[str] = (),
+        gitignore: bool = True,
+    ) -> None:
         self.name = name
         """The resource's name in the plan graph."""
         self.kind = "directory"
         """Always ``directory``."""
         self.root = Path(os.path.abspath(root))
         """The real folder."""
+        self.exclusion = Exclusion(exclude, gitignore=gitignore)
+        """What its sandboxes leave out (:class:`Exclusion`): ``exclude``'s patterns, and
+        with ``gitignore`` every ``.git`` and what the folder's ``.gitignore`` files
+        ignore."""
         self._journal = self.root / JOURNAL
         self._lock = _root_lock(self.root)
         # No sandboxed call may lock the journal (an apply would wait for it): hidden from
@@ -664,7 +821,9 @@ class DirectoryResource:
         """Copy the tree into ``folder`` (outside the root; created if missing, else empty).
 
         Each file is read once, hashed as it is copied, so the base snapshot is exactly what
-        the sandbox starts from. Links are copied as links; the journal folder is left out.
+        the sandbox starts from. Links are copied as links; the journal folder is left out,
+        and so is what :attr:`exclusion` leaves out (with the rules it read then, kept for
+        the sandbox's changesets).
         """
         target = Path(os.path.abspath(folder))
         real_root = os.path.realpath(self.root)
@@ -685,6 +844,7 @@ class DirectoryResource:
 
         source = os.fspath(self.root)
         base: dict[str, _Digest] = {}
+        reading = Exclusion(self.exclusion.patterns, gitignore=self.exclusion.gitignore)
 
         def copy(src: str, dst: str) -> str:
             if not stat.S_ISREG(os.lstat(src).st_mode):
@@ -702,7 +862,15 @@ class DirectoryResource:
             return dst
 
         def ignore(folder: str, names: list[str]) -> set[str]:
-            return {JOURNAL} if folder == source else set()
+            prefix = "" if folder == source else _relative(folder, source) + "/"
+            reading.enter(folder, prefix)
+            left = {JOURNAL} if not prefix else set()
+            for name in names:
+                path = os.path.join(folder, name)
+                is_folder = stat.S_ISDIR(os.lstat(path).st_mode)
+                if reading.excludes(prefix + name, is_folder):
+                    left.add(name)
+            return left
 
         try:
             shutil.copytree(
@@ -711,14 +879,16 @@ class DirectoryResource:
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
+        exclusion = reading.fixed()
         # Links are copied by copytree itself: take their digests from the copy.
-        for rel, digest in _scan(os.fspath(target)).items():
+        for rel, digest in _scan(os.fspath(target), exclusion).items():
             if rel not in base:
                 base[rel] = digest
+        _write_durably(_exclusion_path(target), exclusion.encode())
         # Written last, durably: a snapshot on disk means the copy beside it is complete, so
         # a plan resumed after a crash can reopen it (and never one half copied).
         _write_durably(_base_path(target), msgspec.json.encode(base))
-        return DirectorySandbox(self, target, base)
+        return DirectorySandbox(self, target, base, exclusion)
 
     def reopen_sandbox(self, folder: str | os.PathLike[str]) -> DirectorySandbox | None:
         """The sandbox :meth:`open_sandbox` made in ``folder``, as the work left it, or
@@ -736,7 +906,17 @@ class DirectoryResource:
             raise RuntimeFault(
                 f"the sandbox snapshot {os.fspath(_base_path(target))!r} is damaged: {exc}"
             ) from None
-        return DirectorySandbox(self, target, base)
+        try:
+            exclusion = Exclusion.decode(_exclusion_path(target).read_bytes())
+        except FileNotFoundError:
+            # A copy made before sandboxes left anything out: it left out nothing.
+            exclusion = Exclusion(gitignore=False, rules={})
+        except msgspec.DecodeError as exc:
+            raise RuntimeFault(
+                f"the sandbox's exclusions {os.fspath(_exclusion_path(target))!r} are "
+                f"damaged: {exc}"
+            ) from None
+        return DirectorySandbox(self, target, base, exclusion)
 
     # -- apply
 

@@ -88,6 +88,7 @@ from ._resources import (
     _LINK_PREFIX,
     _NOFOLLOW,
     JOURNAL,
+    Exclusion,
     _Digest,
     _digest_fd,
     _fsync_folder,
@@ -693,12 +694,12 @@ class _MemoryBackend:
 # --- the store ---------------------------------------------------------------------------
 
 
-def folder_digest(root: str | os.PathLike[str]) -> str:
+def folder_digest(root: str | os.PathLike[str], exclusion: Exclusion | None = None) -> str:
     """The digest of the manifest :meth:`ContentStore.snapshot_folder` would make of the
     folder ``root``, storing nothing: what an in-memory store records of a folder, whose
     content it does not copy."""
     entries: list[ManifestEntry] = []
-    for rel, entry, link in _walk(os.fspath(root)):
+    for rel, entry, link in _walk(os.fspath(root), exclusion):
         field = _path_field(os.fsencode(rel))
         if link:
             target = os.fsencode(os.readlink(entry.path))
@@ -807,6 +808,7 @@ class ContentStore:
         known: Mapping[str, str] | None = None,
         *,
         plan_id: str | None = None,
+        exclusion: Exclusion | None = None,
     ) -> str:
         """Store a folder's files and links and its manifest; return the manifest's digest.
 
@@ -818,7 +820,8 @@ class ContentStore:
         with its changeset applied, say). A file whose digest it gives and whose object is
         stored, with the same size, is not read at all: the store trusts ``known``, and a
         wrong digest there makes a wrong snapshot. ``plan_id`` pins the manifest, as for
-        :meth:`snapshot_texts`.
+        :meth:`snapshot_texts`. ``exclusion`` leaves out what a sandbox's changesets leave
+        out (:attr:`DirectorySandbox.exclusion`).
         """
         if plan_id is not None:
             check_plan_id(plan_id)
@@ -826,7 +829,7 @@ class ContentStore:
         with self._writing() as batch:
             entries: list[ManifestEntry] = []
             # The walk of a changeset, so a snapshot lists exactly what a changeset diffs.
-            for rel, entry, link in _walk(base):
+            for rel, entry, link in _walk(base, exclusion):
                 field = _path_field(os.fsencode(rel))
                 if link:
                     target = os.fsencode(os.readlink(entry.path))

@@ -91,7 +91,6 @@ from ._protocols import (
 )
 from ._resources import (
     DirectoryResource,
-    MemoryResource,
     Resource,
 )
 from ._roles import as_role, build_role
@@ -349,11 +348,7 @@ class Supervisor:
         for name, spec in graph.resources.items():
             if name in self.resources:
                 continue
-            if spec.kind == "directory":
-                assert spec.path is not None
-                self.resources[name] = DirectoryResource(name, spec.path)
-            else:
-                self.resources[name] = MemoryResource(name, dict(spec.files))
+            self.resources[name] = spec.resource(name)
         unknown = sorted(set(self.resources) - set(graph.resources))
         if unknown:
             raise ConfigError.at("resources", f"not resources of the graph: {', '.join(unknown)}")
@@ -660,7 +655,12 @@ class Supervisor:
 
     def _started_fields(self, path: str | None, digest: str | None) -> dict[str, Any]:
         resources = {
-            name: {"kind": resource.kind, "root": os.fspath(resource.root)}
+            name: {
+                "kind": resource.kind,
+                "root": os.fspath(resource.root),
+                "exclude": list(resource.exclusion.patterns),
+                "gitignore": resource.exclusion.gitignore,
+            }
             if isinstance(resource, DirectoryResource)
             else {"kind": resource.kind}
             for name, resource in self.resources.items()
@@ -1085,5 +1085,10 @@ def _recorded_resources(options: Mapping[str, Any]) -> dict[str, Resource] | Non
     found: dict[str, Resource] = {}
     for name, spec in (options.get("resources") or {}).items():
         if isinstance(spec, Mapping) and spec.get("kind") == "directory" and spec.get("root"):
-            found[name] = DirectoryResource(name, spec["root"])
+            found[name] = DirectoryResource(
+                name,
+                spec["root"],
+                exclude=spec.get("exclude") or (),
+                gitignore=spec.get("gitignore", True),
+            )
     return found or None

@@ -1173,13 +1173,14 @@ def invoke(*args: str, catalog: Path | None = None) -> Result:
 
 
 def test_check_ok(good: Path) -> None:
-    """A good graph prints one summary line and exits 0."""
+    """A good graph prints a summary line, and what each folder's copies leave out; exits 0."""
     result = invoke("check", str(good))
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     assert result.stdout == (
         f"{good}: ok — 6 nodes (3 validation, 2 work, 1 actor), 2 resources, "
         "2 acceptance criteria\n"
+        f"  repo: {good.parent / 'repo'} — leaves out .git and what .gitignore ignores\n"
     )
 
 
@@ -1227,6 +1228,9 @@ def test_check_json(good: Path, tmp_path: Path) -> None:
         "review",
         "again",
     ]
+    assert out["resources"] == [
+        {"name": "repo", "path": str(good.parent / "repo"), "exclude": [], "gitignore": True}
+    ]
     bad = write(tmp_path, HEAD + "nodes: [{id: a, tool: nope}]\n", "bad.yaml")
     result = invoke("check", "--json", str(bad))
     assert result.exit_code == 2
@@ -1245,6 +1249,7 @@ def test_check_json(good: Path, tmp_path: Path) -> None:
             }
         ],
         "nodes": [],
+        "resources": [],
     }
 
 
