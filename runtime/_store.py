@@ -16,10 +16,11 @@ On disk::
         refs/<plan_id>          the manifests the plan's rounds use, one digest a line
 
 Nothing is created until something is stored. An object is written to a temporary file in
-the objects folder, fsynced, then hard-linked to its name (renamed, on a file system without
-hard links), so no half-written object is ever visible under a name; an object present is
-never rewritten. Its folder is fsynced before a manifest names it, and a manifest before a
-ref names it.
+the objects folder; the temporary files of one snapshot are made durable together (one
+``syncfs`` of the store's file system on Linux, else an fsync each), then hard-linked to
+their names (renamed, on a file system without hard links), so no half-written object is
+ever visible under a name; an object present is never rewritten. Its folder is durable
+before a manifest names it, and a manifest before a ref names it.
 
 What an object holds is what it is named after: a file's content; a symbolic link's target
 prefixed with ``symlink\\0``, exactly what :mod:`._resources` hashes for a link, so every
@@ -64,6 +65,7 @@ store has the same methods over dicts, with a reader-writer lock in place of ``f
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -358,10 +360,24 @@ class _SharedLock:
 # --- backends -----------------------------------------------------------------------------
 
 
+class _Batch:
+    """What one write to the store made: objects written but not named yet, and folders
+    whose new names are not durable yet. :meth:`_Backend.flush` makes the objects durable
+    together (one ``syncfs`` for all of them where Linux has it, not one ``fsync`` each),
+    then names them: a name in the store is always a whole, durable object."""
+
+    __slots__ = ("folders", "pending")
+
+    def __init__(self) -> None:
+        self.folders: set[str] = set()
+        self.pending: dict[str, Path] = {}
+        """Digest to the temporary file that holds it, written but not durable."""
+
+
 class _Backend(Protocol):
     """Where a store keeps its objects and refs. Digests given to it are checked already.
 
-    ``batch`` collects the folders a write touched, made durable by :meth:`flush`.
+    ``batch`` collects what a write made, made durable by :meth:`flush`.
     """
 
     where: str
@@ -371,9 +387,9 @@ class _Backend(Protocol):
     def size(self, digest: str) -> int | None: ...
     def read(self, digest: str) -> bytes | None: ...
     def copy_out(self, digest: str, fd: int) -> _Digest | None: ...
-    def store(self, data: bytes, batch: set[str]) -> str: ...
-    def ingest(self, fd: int, batch: set[str]) -> _Digest: ...
-    def flush(self, batch: set[str]) -> None: ...
+    def store(self, data: bytes, batch: _Batch) -> str: ...
+    def ingest(self, fd: int, batch: _Batch) -> _Digest: ...
+    def flush(self, batch: _Batch) -> None: ...
     def census(self) -> tuple[int, int]: ...
     def sweep(self, keep: set[str]) -> tuple[int, int, int]: ...
     def pins(self) -> dict[str, tuple[set[str], float]]: ...
@@ -445,14 +461,13 @@ class _DiskBackend:
             os.close(source)
 
     def _temporary(self, folder: Path, fill: Callable[[int], str]) -> tuple[Path, str]:
-        """Write a new temporary file in ``folder`` with ``fill``, fsynced; never left behind
-        on an error."""
+        """Write a new temporary file in ``folder`` with ``fill`` (made durable by the
+        batch's :meth:`flush`); never left behind on an error."""
         path = folder / f".{secrets.token_hex(8)}.tmp"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o400)
         try:
             try:
                 digest = fill(fd)
-                os.fsync(fd)
             finally:
                 os.close(fd)
         except BaseException:
@@ -461,11 +476,17 @@ class _DiskBackend:
             raise
         return path, digest
 
-    def _place(self, temporary: Path, digest: str, batch: set[str]) -> None:
+    def _place(self, temporary: Path, digest: str, batch: _Batch) -> None:
         """Give the temporary file its object's name, unless that object is there already."""
         folder = self._objects / digest[:2]
         try:
-            _make_folder(folder)
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                if not folder.is_dir() or folder.is_symlink():
+                    raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder)) from None
+            else:
+                batch.folders.add(os.fspath(self._objects))  # its new entry, durable in flush
             final = folder / digest[2:]
             try:
                 os.link(temporary, final)  # fails, rather than rewrites, when present
@@ -475,33 +496,30 @@ class _DiskBackend:
                 # A file system without hard links: rename instead. A race then rewrites
                 # an object with the same bytes, atomically.
                 os.replace(temporary, final)
-            batch.add(os.fspath(folder))
+            batch.folders.add(os.fspath(folder))
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
 
-    def store(self, data: bytes, batch: set[str]) -> str:
+    def store(self, data: bytes, batch: _Batch) -> str:
         digest = hashlib.sha256(data).hexdigest()
-        if self.size(digest) is not None:
+        if digest in batch.pending or self.size(digest) is not None:
             return digest
-        folder = self._objects / digest[:2]
         _make_folder(self._objects)
-        _make_folder(folder)
 
         def fill(fd: int) -> str:
             _write_all(fd, data)
             return digest
 
-        temporary, _ = self._temporary(folder, fill)
-        self._place(temporary, digest, batch)
+        batch.pending[digest], _ = self._temporary(self._objects, fill)
         return digest
 
-    def ingest(self, fd: int, batch: set[str]) -> _Digest:
+    def ingest(self, fd: int, batch: _Batch) -> _Digest:
         # Hash first: a file stored already costs one read and no write. A new one is read
         # again, hashed as it is copied: what the copy holds is what it is named after,
         # even if the file changed in between.
         first = _digest_fd(fd)
-        if self.size(first.sha256) is not None:
+        if first.sha256 in batch.pending or self.size(first.sha256) is not None:
             return first
         os.lseek(fd, 0, os.SEEK_SET)
         _make_folder(self._objects)
@@ -512,13 +530,34 @@ class _DiskBackend:
             return copied[0].sha256
 
         temporary, digest = self._temporary(self._objects, fill)
-        self._place(temporary, digest, batch)
+        if digest in batch.pending:  # the file changed while it was read: its new bytes
+            os.unlink(temporary)
+        else:
+            batch.pending[digest] = temporary
         return copied[0]
 
-    def flush(self, batch: set[str]) -> None:
-        for folder in sorted(batch):
+    def flush(self, batch: _Batch) -> None:
+        if batch.pending:
+            pending = sorted(batch.pending.items())
+            batch.pending.clear()
+            try:
+                synced = _syncfs(self._objects)
+                if not synced:
+                    for _, temporary in pending:
+                        _fsync_file(temporary)
+            except BaseException:
+                # Not durable: never named, and not left behind.
+                for _, temporary in pending:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(temporary)
+                raise
+            for digest, temporary in pending:
+                self._place(temporary, digest, batch)
+            if synced and _syncfs(self._objects):
+                batch.folders.clear()  # the new names are durable with the rest
+        for folder in sorted(batch.folders):
             _fsync_folder(folder)
-        batch.clear()
+        batch.folders.clear()
 
     def _walk(self) -> Iterator[tuple[str | None, os.DirEntry[str]]]:
         """Every object (with its digest) and every temporary file (``None``)."""
@@ -645,21 +684,21 @@ class _MemoryBackend:
         _write_all(fd, data)
         return _Digest(hashlib.sha256(data).hexdigest(), len(data))
 
-    def store(self, data: bytes, batch: set[str]) -> str:
+    def store(self, data: bytes, batch: _Batch) -> str:
         digest = hashlib.sha256(data).hexdigest()
         with self._data:
             self._objects.setdefault(digest, bytes(data))
         return digest
 
-    def ingest(self, fd: int, batch: set[str]) -> _Digest:
+    def ingest(self, fd: int, batch: _Batch) -> _Digest:
         chunks: list[bytes] = []
         while chunk := os.read(fd, _CHUNK):
             chunks.append(chunk)
         data = b"".join(chunks)
         return _Digest(self.store(data, batch), len(data))
 
-    def flush(self, batch: set[str]) -> None:
-        batch.clear()
+    def flush(self, batch: _Batch) -> None:
+        batch.folders.clear()
 
     def census(self) -> tuple[int, int]:
         with self._data:
@@ -692,6 +731,38 @@ class _MemoryBackend:
 
 
 # --- the store ---------------------------------------------------------------------------
+
+
+def _syncfs(path: Path) -> bool:
+    """Make everything written to the file system holding ``path`` durable, with one call
+    (Linux's ``syncfs``); False where there is no such call (then: one ``fsync`` per
+    file). Raises :class:`OSError` when the file system reports a write that failed."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return False
+    fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+    try:
+        if syncfs(fd) == 0:
+            return True
+        err = ctypes.get_errno()
+    finally:
+        os.close(fd)
+    if err == errno.ENOSYS:
+        return False
+    raise OSError(err, f"syncfs: {os.strerror(err)}", os.fspath(path))
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def folder_digest(root: str | os.PathLike[str], exclusion: Exclusion | None = None) -> str:
@@ -745,7 +816,7 @@ class ContentStore:
     def _writing(self) -> Iterator[set[str]]:
         """Hold the shared lock while storing, and make the folders written to durable on the
         way out, even after an error: a later snapshot trusts an object it sees."""
-        batch: set[str] = set()
+        batch = _Batch()
         with self._backend.locked(exclusive=False):
             try:
                 yield batch
@@ -840,7 +911,7 @@ class ContentStore:
                     entries.append(ManifestEntry(field, "file", found.sha256, found.size))
             return self._finish(entries, batch, plan_id)
 
-    def _file(self, entry: os.DirEntry[str], known: str | None, batch: set[str]) -> _Digest:
+    def _file(self, entry: os.DirEntry[str], known: str | None, batch: _Batch) -> _Digest:
         if known is not None and _DIGEST.fullmatch(known):
             size = entry.stat(follow_symlinks=False).st_size
             if self._backend.size(known) == size:
@@ -851,7 +922,7 @@ class ContentStore:
         finally:
             os.close(fd)
 
-    def _finish(self, entries: list[ManifestEntry], batch: set[str], plan_id: str | None) -> str:
+    def _finish(self, entries: list[ManifestEntry], batch: _Batch, plan_id: str | None) -> str:
         """Store the manifest of ``entries`` after their objects are durable, then pin it."""
         entries.sort(key=lambda entry: entry.path)
         self._backend.flush(batch)

@@ -305,7 +305,17 @@ def test_a_failed_copy_leaves_no_partial_object(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
+    monkeypatch.setattr(store_module, "_syncfs", lambda path: False)  # no syncfs: each file
     with pytest.raises(OSError, match="fsync failed"):
+        store.snapshot_folder(folder)
+    assert files_below(tmp_path / "store" / "objects") == []
+    monkeypatch.undo()
+
+    def failing_syncfs(path: Path) -> bool:
+        raise OSError(errno.EIO, "syncfs failed")
+
+    monkeypatch.setattr(store_module, "_syncfs", failing_syncfs)
+    with pytest.raises(OSError, match="syncfs failed"):
         store.snapshot_folder(folder)
     assert files_below(tmp_path / "store" / "objects") == []
     monkeypatch.undo()
@@ -1007,3 +1017,38 @@ def test_a_collect_is_due_for_a_batch_of_plans_or_an_aged_one(tmp_path: Path) ->
     now = time.time()
     assert not store.collect_due(aged, now=now)
     assert store.collect_due(aged, now=now + 2.5 * 86_400)
+
+
+def test_a_snapshot_makes_its_new_objects_durable_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One ``syncfs`` for all the new objects of a snapshot (and one for their names), not
+    an ``fsync`` each: a large tree's first snapshot costs two flushes, not thousands."""
+    folder = tmp_path / "box"
+    folder.mkdir()
+    for n in range(60):
+        (folder / f"f{n}.txt").write_text(f"file {n}\n")
+    (folder / "same.txt").write_text("file 0\n")  # the same bytes: one object
+    calls = {"syncfs": 0, "file_fsyncs": 0}
+    real_syncfs, real_fsync = store_module._syncfs, os.fsync
+
+    def counting_syncfs(path: Path) -> bool:
+        calls["syncfs"] += 1
+        return real_syncfs(path)
+
+    def counting_fsync(fd: int) -> None:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            calls["file_fsyncs"] += 1
+        real_fsync(fd)
+
+    monkeypatch.setattr(store_module, "_syncfs", counting_syncfs)
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    store = ContentStore(tmp_path / "store")
+    digest = store.snapshot_folder(folder)
+    if sys.platform.startswith("linux"):
+        # The objects, then the manifest: two batches, each synced before and after naming.
+        assert calls == {"syncfs": 4, "file_fsyncs": 0}
+    assert len(files_below(tmp_path / "store" / "objects")) == 61  # 60 contents, 1 manifest
+    restored = tmp_path / "restored"
+    store.restore(digest, restored)
+    assert (restored / "same.txt").read_text() == "file 0\n"
