@@ -29,8 +29,7 @@ def use_uvloop(enabled: bool = True) -> None:
     those of the sync entry points (``execute_graph_sync``, ``run_plan_sync``,
     ``validate_sync`` ...). ``enabled=False`` goes back to asyncio's own loop.
 
-    The command line does this by itself when uvloop is installed (``GATEGRAPH_LOOP``
-    says otherwise). Async code runs on whatever loop it runs on: to put it on uvloop,
+    The command line does this when ``GATEGRAPH_LOOP=uvloop`` says so. Async code runs on whatever loop it runs on: to put it on uvloop,
     start it with ``anyio.run(main, backend_options={"use_uvloop": True})`` or
     ``uvloop.run(main())``. Raises :class:`ModuleNotFoundError` if uvloop is not
     installed (``pip install 'gategraph[uvloop]'``).
@@ -46,7 +45,9 @@ def uses_uvloop() -> bool:
 
 
 LOOP_CHOICES = ("auto", "asyncio", "uvloop")
-"""What ``GATEGRAPH_LOOP`` may say: ``auto`` (the default) is uvloop when it is installed."""
+"""What ``GATEGRAPH_LOOP`` may say: ``auto`` (the default) is asyncio's loop, on which
+gategraph measures faster than on uvloop's (``gategraph bench --scenario noop,io``: the
+engine's time is its own Python, and uvloop's handles cost it more than they save)."""
 
 
 def choose_loop(choice: str | None) -> str | None:
@@ -55,10 +56,9 @@ def choose_loop(choice: str | None) -> str | None:
     wanted = (choice or "auto").strip().lower()
     if wanted not in LOOP_CHOICES:
         return f"GATEGRAPH_LOOP={choice}: say one of {', '.join(LOOP_CHOICES)}"
-    installed = _uvloop_installed()
-    if wanted == "uvloop" and not installed:
+    if wanted == "uvloop" and not _uvloop_installed():
         return f"GATEGRAPH_LOOP=uvloop, but {_NEEDS_UVLOOP}"
-    _LOOP["uvloop"] = installed and wanted != "asyncio"
+    _LOOP["uvloop"] = wanted == "uvloop"
     return None
 
 

@@ -152,8 +152,7 @@ def test_check_says_what_each_folder_leaves_out(project: Path, tmp_path: Path) -
     done = run_gategraph(tmp_path / "home", "check", str(plan), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1] == (
-        f"  repo: {project} — leaves out .git and what .gitignore ignores; "
-        "exclude: data/, *.csv"
+        f"  repo: {project} — leaves out .git and what .gitignore ignores; exclude: data/, *.csv"
     )
     plan = _plan(tmp_path, project, '{{kind: directory, path: "{project}", gitignore: false}}')
     done = run_gategraph(tmp_path / "home", "check", "--json", str(plan), cwd=tmp_path)
