@@ -190,6 +190,11 @@ class ResourceSpec(_Model):
         from pathspec import GitIgnoreSpec
 
         for pattern in value:
+            if pattern.startswith("#"):
+                raise ValueError(
+                    f"{pattern!r} is a comment in .gitignore's language (it matches nothing): "
+                    "write \\# for a name that starts with #"
+                )
             try:
                 GitIgnoreSpec.from_lines([pattern])
             except Exception as exc:  # pathspec's own error types differ by release

@@ -520,13 +520,13 @@ def confine(
 class View:
     """A copy-on-write view of a folder: an overlay mount whose lower layer is the folder
     (read-only) and whose upper layer is in the confined process's own ``tmpfs``. What a
-    call writes there lands in ``upper`` only: never in the folder, never in another
-    call's view. A copy without the copying (the tree of a large project in no time)."""
+    call writes there lands in that layer only, never in the folder. A copy without the
+    copying (the tree of a large project in no time), for one call: the overlay keeps
+    what it has seen of the folder, so a view never outlives the call that used it (a
+    worker with views runs one call)."""
 
     path: str
     """Where the view is mounted (named as the folder is)."""
-    upper: str
-    """What was written through the view: empty while nothing was."""
 
 
 def _views(folders: Sequence[str], own_user: bool) -> dict[str, View]:
@@ -546,13 +546,14 @@ def _views(folders: Sequence[str], own_user: bool) -> dict[str, View]:
             lower = _folder_without_links(folder)
         except SharedFolderError:
             continue
-        base = os.path.join("views", str(index))
-        upper, work = os.path.join(base, "upper"), os.path.join(base, "work")
-        path = os.path.join(base, os.path.basename(folder.rstrip(os.sep)) or "view")
-        for each in (upper, work, path):
-            os.makedirs(each, mode=0o700)
+        # The layers apart from the view: no folder's name can be one of theirs.
+        layers = os.path.join("layers", str(index))
+        upper, work = os.path.join(layers, "upper"), os.path.join(layers, "work")
+        path = os.path.join("views", str(index), os.path.basename(folder.rstrip(os.sep)) or "view")
         options = f"lowerdir=/proc/self/fd/{lower},upperdir={upper},workdir={work}"
         try:
+            for each in (upper, work, path):
+                os.makedirs(each, mode=0o700)
             # In a user namespace of its own, overlayfs keeps its marks in user xattrs.
             _mount(
                 "overlay",
@@ -565,7 +566,7 @@ def _views(folders: Sequence[str], own_user: bool) -> dict[str, View]:
             continue  # an old kernel, or a file system overlayfs cannot take: a copy then
         finally:
             os.close(lower)
-        made[folder] = View(os.path.abspath(path), os.path.abspath(upper))
+        made[folder] = View(os.path.abspath(path))
     return made
 
 

@@ -274,13 +274,26 @@ class Exclusion:
     ``.git`` and what the folder's ``.gitignore`` files (and ``.git/info/exclude``) ignore.
     Patterns are ``.gitignore``'s (``*.log``, ``build/``, ``/top-only``, ``!keep.log``).
 
+    A file git tracks is never left out by ``.gitignore`` (one added before the rule, or
+    with ``git add -f``): where the folder holds a ``.git`` and ``git`` is installed, its
+    index says which files those are. Lines git would skip (a lone ``!``) are skipped.
+
     The ``.gitignore`` files are read from the real folder as a sandbox is copied, and the
     rules are then fixed for that sandbox (kept beside it, for a plan resumed after a
     crash): a plan that edits ``.gitignore`` changes what is applied of it, never what is
     tracked. A path left out is neither copied, nor snapshotted, nor reported as a change,
     so Apply never touches it in the real folder."""
 
-    __slots__ = ("_reading", "_rules", "_specs", "_user", "gitignore", "patterns")
+    __slots__ = (
+        "_folders",
+        "_reading",
+        "_rules",
+        "_specs",
+        "_tracked",
+        "_user",
+        "gitignore",
+        "patterns",
+    )
 
     def __init__(
         self,
@@ -288,6 +301,7 @@ class Exclusion:
         *,
         gitignore: bool = True,
         rules: Mapping[str, list[str]] | None = None,
+        tracked: Iterable[str] | None = None,
     ) -> None:
         from pathspec import GitIgnoreSpec
 
@@ -299,10 +313,26 @@ class Exclusion:
         self._reading = rules is None
         self._rules: dict[str, list[str]] = {k: list(v) for k, v in (rules or {}).items()}
         self._specs = {k: GitIgnoreSpec.from_lines(v) for k, v in self._rules.items()}
+        self._tracked: frozenset[str] | None = None
+        self._folders: frozenset[str] = frozenset()
+        self._track(tracked)
+
+    def _track(self, tracked: Iterable[str] | None) -> None:
+        """Keep the files git tracks (and the folders holding them) in: None for none."""
+        if tracked is None:
+            return
+        self._tracked = frozenset(tracked)
+        self._folders = frozenset(
+            path.rsplit("/", depth)[0]
+            for path in self._tracked
+            for depth in range(1, path.count("/") + 1)
+        )
 
     def fixed(self) -> Exclusion:
         """A copy whose rules are the ones read so far, never read again."""
-        return Exclusion(self.patterns, gitignore=self.gitignore, rules=self._rules)
+        return Exclusion(
+            self.patterns, gitignore=self.gitignore, rules=self._rules, tracked=self._tracked
+        )
 
     def enter(self, folder: str, prefix: str) -> None:
         """Read the rules of the folder ``folder`` (``prefix``: its path below the root,
@@ -313,6 +343,8 @@ class Exclusion:
         if not prefix:
             # Lowest first: in one list of patterns, the last that matches decides.
             lines = _rule_lines(os.path.join(folder, ".git", "info", "exclude")) + lines
+            if os.path.lexists(os.path.join(folder, ".git")):
+                self._track(_git_tracked(folder))
         if lines:
             from pathspec import GitIgnoreSpec
 
@@ -330,6 +362,8 @@ class Exclusion:
         parts = rel.split("/")
         if parts[-1] == ".git":
             return True
+        if self._tracked is not None and rel in (self._folders if folder else self._tracked):
+            return False
         # The deepest .gitignore with a pattern that matches decides, as in git.
         for depth in range(len(parts) - 1, -1, -1):
             prefix = "/".join(parts[:depth]) + "/" if depth else ""
@@ -343,13 +377,20 @@ class Exclusion:
     def encode(self) -> bytes:
         """The exclusion, as kept beside a sandbox (:meth:`decode` reads it back, fixed)."""
         return msgspec.json.encode(
-            {"exclude": list(self.patterns), "gitignore": self.gitignore, "rules": self._rules}
+            {
+                "exclude": list(self.patterns),
+                "gitignore": self.gitignore,
+                "rules": self._rules,
+                "tracked": None if self._tracked is None else sorted(self._tracked),
+            }
         )
 
     @classmethod
     def decode(cls, data: bytes) -> Exclusion:
         found = _EXCLUSION_DECODER.decode(data)
-        return cls(found.exclude, gitignore=found.gitignore, rules=found.rules)
+        return cls(
+            found.exclude, gitignore=found.gitignore, rules=found.rules, tracked=found.tracked
+        )
 
     def describe(self) -> str:
         """What is left out, in a few words (``gategraph check``)."""
@@ -363,6 +404,7 @@ class _KeptExclusion(msgspec.Struct):
     exclude: list[str]
     gitignore: bool
     rules: dict[str, list[str]]
+    tracked: list[str] | None = None
 
 
 _EXCLUSION_DECODER: Final = msgspec.json.Decoder(_KeptExclusion)
@@ -383,7 +425,45 @@ def _rule_lines(path: str) -> list[str]:
         return []
     finally:
         os.close(fd)
-    return data.decode("utf-8", "replace").splitlines()
+    from pathspec import GitIgnoreSpec
+
+    lines = []
+    for line in data.decode("utf-8", "replace").removeprefix("\ufeff").splitlines():
+        try:
+            GitIgnoreSpec.from_lines([line])
+        except Exception:  # pathspec refuses what git skips (a lone `!`): skipped, as git does
+            continue
+        lines.append(line)
+    return lines
+
+
+_GIT_TIMEOUT: Final = 60.0
+
+
+def _git_tracked(root: str) -> list[str] | None:
+    """The files git tracks in the repository at ``root`` (its index, as ``git ls-files``
+    reads it); None where git is missing or says no (not a repository it trusts)."""
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        return None
+    # No fsmonitor: a repository's configuration could name a program to run for it.
+    command = [git, "-c", "core.fsmonitor=false", "-C", root, "ls-files", "-z", "--cached"]
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            timeout=_GIT_TIMEOUT,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return [os.fsdecode(path) for path in done.stdout.split(b"\0") if path]
 
 
 def _walk(

@@ -86,7 +86,7 @@ class _Worker:
         self.folder = folder
         self.views = views
         """The folders it holds a copy-on-write view of (:class:`._kernel.View`): it runs
-        only calls that asked for exactly these, and none after a call that wrote there."""
+        one call, which asked for exactly these."""
         self.shared = shared
         """The folders outside its own it may change (a work tool's resources): it runs
         only calls that may change exactly these."""
@@ -367,7 +367,9 @@ class SandboxPool:
                     f"{worker.death()}",
                 )
             finally:
-                if keep and not self._closed:
+                # A worker with views runs one call (its views keep what they saw), also
+                # where its answer says otherwise.
+                if keep and not worker.views and not self._closed:
                     await self._keep(worker)
                 else:
                     await worker.kill()

@@ -205,8 +205,8 @@ def _idle_pool_threads() -> set[int]:
 
 
 _spared: Final[set[str]] = set()
-"""What :func:`_wipe` leaves: the folder of the worker's views (mounts, whose writes
-retire the worker anyway)."""
+"""What :func:`_wipe` leaves: the worker's views and their layers (mounts it cannot make
+again; a worker with views runs one call)."""
 
 
 def _wipe(folder: str, keep: str | None) -> None:
@@ -260,7 +260,7 @@ def main() -> None:
 
     _context.set_views({folder: view.path for folder, view in made.items()})
     if made:
-        _spared.add(os.path.join(folder, "views"))
+        _spared.update(os.path.join(folder, name) for name in ("layers", "views"))
     _readonly.guard_process()
     worker = _Worker(folder, limits, (requests, answers), sentinel)
     _send(answers, Answer("ready", str(os.getpid())))
@@ -268,9 +268,10 @@ def main() -> None:
         while (frame := _receive(requests)) is not None:
             answer = worker.serve(frame)
             del frame  # nothing of a plan's request stays in the worker
-            if answer.keep and any(_written(view.upper) for view in made.values()):
-                # What a call wrote through a view stays in it: the next call must see the
-                # folder as it is, so a fresh worker (with fresh views) runs it.
+            if answer.keep and made:
+                # A view keeps what the call wrote, and what the overlay saw of the folder
+                # (changed by the plan's next round): the next call must see the folder as
+                # it is then, so a fresh worker, with fresh views, runs it.
                 answer = Answer(answer.kind, answer.text, answer.outcome, keep=False)
             _send(answers, answer)
             if not answer.keep:
@@ -278,14 +279,6 @@ def main() -> None:
             worker.idle(requests)
     finally:
         worker.end_children()
-
-
-def _written(upper: str) -> bool:
-    try:
-        with os.scandir(upper) as entries:
-            return any(True for _ in entries)
-    except OSError:
-        return True  # gone or unreadable: not a view to hand the next call
 
 
 def _sentinel(watched: int, own: tuple[int, ...]) -> int:

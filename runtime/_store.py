@@ -541,18 +541,27 @@ class _DiskBackend:
             pending = sorted(batch.pending.items())
             batch.pending.clear()
             try:
+                # syncfs first, then an fsync of each file, whose pages are clean by then:
+                # cheap, and it reports a failed write of that file, which syncfs reports
+                # for the whole file system at most once (not at all before Linux 5.8).
                 synced = _syncfs(self._objects)
-                if not synced:
-                    for _, temporary in pending:
-                        _fsync_file(temporary)
+                for _, temporary in pending:
+                    _fsync_file(temporary)
             except BaseException:
                 # Not durable: never named, and not left behind.
                 for _, temporary in pending:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(temporary)
                 raise
-            for digest, temporary in pending:
-                self._place(temporary, digest, batch)
+            try:
+                for digest, temporary in pending:
+                    self._place(temporary, digest, batch)
+            finally:
+                # Those a failure left unnamed: not left behind either (a named one's
+                # temporary file is gone already).
+                for _, temporary in pending:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(temporary)
             if synced and _syncfs(self._objects):
                 batch.folders.clear()  # the new names are durable with the rest
         for folder in sorted(batch.folders):
@@ -813,7 +822,7 @@ class ContentStore:
         raise self._error(f"{digest!r} is not a sha256 digest (64 lowercase hex digits)")
 
     @contextmanager
-    def _writing(self) -> Iterator[set[str]]:
+    def _writing(self) -> Iterator[_Batch]:
         """Hold the shared lock while storing, and make the folders written to durable on the
         way out, even after an error: a later snapshot trusts an object it sees."""
         batch = _Batch()

@@ -45,9 +45,9 @@ def uses_uvloop() -> bool:
 
 
 LOOP_CHOICES = ("auto", "asyncio", "uvloop")
-"""What ``GATEGRAPH_LOOP`` may say: ``auto`` (the default) is asyncio's loop, on which
-gategraph measures faster than on uvloop's (``gategraph bench --scenario noop,io``: the
-engine's time is its own Python, and uvloop's handles cost it more than they save)."""
+"""What ``GATEGRAPH_LOOP`` may say: ``auto`` (the default) is asyncio's loop. gategraph is
+no faster on uvloop's (the engine's time is its own Python) and was measured slower on
+I/O-bound fan-outs (``gategraph bench --scenario noop,io`` compares them)."""
 
 
 def choose_loop(choice: str | None) -> str | None:

@@ -190,3 +190,62 @@ def test_a_run_keeps_no_ignored_file_in_its_store(project: Path, tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
     stored = sum(p.stat().st_size for p in home.rglob("*") if p.is_file() and "store" in p.parts)
     assert 0 < stored < 64 << 10
+
+
+def test_a_file_git_tracks_is_kept_whatever_gitignore_says(tmp_path: Path) -> None:
+    """A file added before its rule, or with ``git add -f``, is the project's: copied, and
+    a plan's edit of it applied (git's index says which files those are)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    project = _tree(
+        tmp_path / "project",
+        {
+            ".gitignore": "*.log\nbuild/\n",
+            "app.py": "x = 1\n",
+            "fixtures/sample.log": "tracked fixture\n",
+            "build/keep.txt": "tracked, in an ignored folder\n",
+            "debug.log": "ignored\n",
+        },
+    )
+    git = ["git", "-C", str(project)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-f", "app.py", ".gitignore", "fixtures", "build"], check=True)
+    repo = DirectoryResource("repo", project)
+    box = repo.open_sandbox(tmp_path / "box")
+    assert _files(box.view) == [".gitignore", "app.py", "build/keep.txt", "fixtures/sample.log"]
+    (box.view / "fixtures" / "sample.log").write_text("edited\n")
+    (box.view / "build" / "new.bin").write_text("a build output")
+    changes = box.changeset()
+    assert [c.path for c in changes.changes] == ["fixtures/sample.log"]
+    repo.apply(box, changes, plan_id="01J9ZQ3K5W8X2M4N6P7R8S9T0V")
+    assert (project / "fixtures" / "sample.log").read_text() == "edited\n"
+    again = DirectoryResource("repo", project).reopen_sandbox(tmp_path / "box")
+    assert again is not None  # the index read when the copy was made, kept beside it
+    assert [c.path for c in again.changeset().changes] == ["fixtures/sample.log"]
+
+
+def test_lines_git_skips_are_skipped_and_a_byte_order_mark_is_no_pattern(
+    tmp_path: Path,
+) -> None:
+    project = _tree(
+        tmp_path / "project",
+        {
+            ".gitignore": "\ufeffsecret.env\n!\nfoo\\\n*.log\n",
+            "secret.env": "TOKEN=x\n",
+            "x.log": "ignored\n",
+            "app.py": "x = 1\n",
+        },
+    )
+    box = DirectoryResource("repo", project).open_sandbox(tmp_path / "box")
+    assert _files(box.view) == [".gitignore", "app.py"]
+
+
+def test_a_comment_as_an_exclude_pattern_is_refused(project: Path, tmp_path: Path) -> None:
+    plan = _plan(tmp_path, project, '{{kind: directory, path: "{project}", exclude: ["#x"]}}')
+    done = run_gategraph(tmp_path / "home", "check", str(plan), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "resources.repo.exclude" in done.stderr and "is a comment" in done.stderr
+    assert len(done.stderr.splitlines()) == 1

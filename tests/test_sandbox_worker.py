@@ -1786,38 +1786,57 @@ def viewed(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_view_is_the_folder_without_a_copy_and_its_writes_retire_the_worker(
+def test_a_view_is_the_folder_without_a_copy_and_its_worker_runs_one_call(
     open_worker: Any, folder: Path, viewed: Path
 ) -> None:
     """``disposable_copy`` in a worker holding a view of the folder returns the view: the
     folder's files, its link as a link, nothing copied; what the call writes there never
-    reaches the folder, and the worker runs no call after it (its view is no longer the
-    folder). A second copy in the same call is a real copy, not the same view."""
+    reaches the folder, and the worker runs no call after it, written to or not (the
+    overlay keeps what it saw of the folder, which the plan changes between rounds). A
+    second copy in the same call is a real copy, not the same view."""
     before = snapshot(viewed)
-    worker = open_worker(views=(str(viewed),))
-    assert worker.start().kind == "ready"
-    asked = request(_VIEWS, resources={"root": viewed}, arguments={"write": True})
-    answer = worker.call(asked)
-    value = outcome_of(answer)["value"]
-    assert value["copy"] == str(folder / "views" / "0" / "project"), value
-    assert value["again"] != value["copy"] and Path(value["again"]).name == "project"
-    assert value["seen"] == ["a.txt", "b.txt", "py"]
-    assert value["link"] == sys.executable
-    assert not answer.keep  # written through: its view is spent
-    assert snapshot(viewed) == before
+    for write in (True, False):
+        worker = open_worker(views=(str(viewed),))
+        assert worker.start().kind == "ready"
+        asked = request(_VIEWS, resources={"root": viewed}, arguments={"write": write})
+        answer = worker.call(asked)
+        value = outcome_of(answer)["value"]
+        assert value is not None, answer
+        assert value["copy"] == str(folder / "views" / "0" / "project"), value
+        assert value["again"] != value["copy"] and Path(value["again"]).name == "project"
+        assert value["seen"] == ["a.txt", "b.txt", "py"]
+        assert value["link"] == sys.executable
+        assert not answer.keep
+        assert snapshot(viewed) == before
+        worker.finish()
 
 
-def test_a_call_that_writes_nothing_through_its_view_keeps_the_worker(
-    open_worker: Any, folder: Path, viewed: Path
+@pytest.mark.anyio
+async def test_each_call_s_view_shows_the_folder_as_it_is_then(
+    viewed: Path, anyio_backend: str
 ) -> None:
-    worker = open_worker(views=(str(viewed),))
-    assert worker.start().kind == "ready"
-    for _ in range(2):
-        answer = worker.call(
-            request(_VIEWS, resources={"root": viewed}, arguments={"write": False})
-        )
-        assert outcome_of(answer)["value"]["copy"].startswith(str(folder / "views")), answer
-        assert answer.keep
+    """Between two calls the plan's next round changes the folder (a file replaced, one
+    added): the second call's view shows it as it is, not as the first call's overlay
+    saw it, however many workers the pool keeps."""
+    if support().missing is not None:
+        pytest.skip(f"no sandbox here: {support().missing}")
+    from gategraph.runtime._sandbox import SandboxPool
+
+    code = (
+        "import os\n"
+        "def run(root, context):\n"
+        "    copy = context.disposable_copy(root)\n"
+        "    return [(copy / 'a.txt').read_text(), os.path.exists(copy / 'c.txt')]\n"
+    )
+    asked = request(code, resources={"root": viewed}, views=(str(viewed),), backend=anyio_backend)
+    async with SandboxPool(size=8) as pool:
+        first = await pool.call("check", asked)
+        (viewed / "new.txt").write_text("new")
+        os.replace(viewed / "new.txt", viewed / "a.txt")
+        (viewed / "c.txt").write_text("c")
+        second = await pool.call("check", asked)
+    assert first.value == ["a", False], first
+    assert second.value == ["new", True], second
 
 
 def test_a_folder_with_a_mount_inside_gets_a_copy_not_a_view(
@@ -1838,3 +1857,18 @@ def test_a_folder_with_a_mount_inside_gets_a_copy_not_a_view(
     answer = worker.call(request(code, resources={"root": viewed}))
     copy, text = outcome_of(answer)["value"]
     assert "/views/" not in copy and text == ""
+
+
+@pytest.mark.parametrize("name", ["upper", "work", "layers", "views"])
+def test_a_folder_named_as_a_layer_gets_its_view(
+    open_worker: Any, folder: Path, tmp_path: Path, name: str
+) -> None:
+    """The overlay's layers live apart from the views: no folder's name collides."""
+    viewed = tmp_path / name
+    viewed.mkdir()
+    (viewed / "a.txt").write_text("a")
+    worker = open_worker(views=(str(viewed),))
+    assert worker.start().kind == "ready"
+    code = "def run(root, context):\n    return str(context.disposable_copy(root))\n"
+    answer = worker.call(request(code, resources={"root": viewed}))
+    assert outcome_of(answer)["value"] == str(folder / "views" / "0" / name), answer

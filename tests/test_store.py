@@ -1046,9 +1046,27 @@ def test_a_snapshot_makes_its_new_objects_durable_together(
     store = ContentStore(tmp_path / "store")
     digest = store.snapshot_folder(folder)
     if sys.platform.startswith("linux"):
-        # The objects, then the manifest: two batches, each synced before and after naming.
-        assert calls == {"syncfs": 4, "file_fsyncs": 0}
+        # The objects, then the manifest: two batches, each synced before and after naming;
+        # each new object's own fsync then finds its pages clean, and says if its write
+        # failed (what a file system's syncfs may not say of one file).
+        assert calls == {"syncfs": 4, "file_fsyncs": 61}
     assert len(files_below(tmp_path / "store" / "objects")) == 61  # 60 contents, 1 manifest
     restored = tmp_path / "restored"
     store.restore(digest, restored)
     assert (restored / "same.txt").read_text() == "file 0\n"
+
+
+def test_a_snapshot_that_cannot_name_its_objects_leaves_none_behind(tmp_path: Path) -> None:
+    """A failure while the new objects are named (a fan folder that is a file) leaves no
+    temporary file in the store: those not named yet go too."""
+    folder = tmp_path / "box"
+    folder.mkdir()
+    for n in range(20):
+        (folder / f"f{n}.txt").write_text(f"file {n}\n")
+    digest = hashlib.sha256(b"file 7\n").hexdigest()
+    objects = tmp_path / "store" / "objects"
+    objects.mkdir(parents=True)
+    (objects / digest[:2]).write_text("not a folder")
+    with pytest.raises(NotADirectoryError):
+        ContentStore(tmp_path / "store").snapshot_folder(folder)
+    assert [p.name for p in objects.iterdir() if p.name.endswith(".tmp")] == []
