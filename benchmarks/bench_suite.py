@@ -37,11 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-
-from .harness import Contender, Sample, interleave, spread
+from gategraph.benchmarks.harness import Contender, Sample, interleave, spread
 
 if TYPE_CHECKING:
-    from .harness import Settings
+    from collections.abc import Sequence
+
+    from gategraph.benchmarks.harness import Settings
 
 __all__ = ["PROJECT", "SuiteError", "measure_suite", "project_folder", "suite_contenders"]
 
@@ -71,18 +72,26 @@ _STALE: Final = 24 * 3600.0
 """Seconds after which a download's folder is one a killed run left behind."""
 
 
-def project_folder(given: str | None) -> tuple[Path | None, str]:
-    """The project to measure and its name, or ``None`` and why it cannot be had (the
-    default project only: a folder the user named that has no tests is a
-    :class:`SuiteError`)."""
+def project_folder(
+    given: str | None, release: tuple[str, str] = PROJECT, tests: Sequence[str] = (TESTS,)
+) -> tuple[Path | None, str]:
+    """The project to measure and its name, or ``None`` and why it cannot be had: the folder
+    the user named, else ``release`` (name, version), its source release downloaded once.
+    Either must have the folders ``tests`` (a folder the user named without them is a
+    :class:`SuiteError`; a release without them is never put in the cache)."""
+
+    def missing(folder: Path) -> str | None:
+        return next((test for test in tests if not (folder / test).is_dir()), None)
+
     if given is not None:
         folder = Path(given).resolve()
-        if not (folder / TESTS).is_dir():
-            raise SuiteError(f"--project {given}: no {TESTS}/ folder to run")
+        absent = missing(folder)
+        if absent is not None:
+            raise SuiteError(f"--project {given}: no {absent}/ folder to run")
         return folder, folder.name
-    name, version = PROJECT
+    name, version = release
     wanted = _cache() / f"{name}-{version}"
-    if (wanted / TESTS).is_dir():
+    if missing(wanted) is None:
         return wanted, f"{name} {version}"
     wanted.parent.mkdir(parents=True, exist_ok=True)
     for left in wanted.parent.glob(f"{_DOWNLOADING}*"):
@@ -104,11 +113,14 @@ def project_folder(given: str | None) -> tuple[Path | None, str]:
         with tarfile.open(archives[0]) as archive:
             _extract(archive, scratch)
         unpacked = next(p for p in Path(scratch).iterdir() if p.is_dir())
+        absent = missing(unpacked)
+        if absent is not None:
+            return None, f"{name} {version}'s source release has no {absent}/ folder"
         try:
             # Renamed into place whole: an interrupted download leaves nothing half-made.
             os.replace(unpacked, wanted)
         except OSError as exc:
-            if not (wanted / TESTS).is_dir():  # not another run's, renamed there first
+            if missing(wanted) is not None:  # not another run's, renamed there first
                 return None, f"{wanted}: cannot be made ({exc.strerror}); remove it"
     return wanted, f"{name} {version}"
 

@@ -36,11 +36,13 @@ _SCENARIOS = (
     "startup",
     "embed",
     "suite",
+    "project",
 )
 """Every scenario, in run order (the harness's SCENARIO_ORDER, kept here so that parsing
 the command line imports nothing else; a test pins the two together)."""
-_ON_REQUEST = ("suite",)
-"""Run only when named (``--scenario suite`` or ``all``): the harness's ON_REQUEST."""
+_ON_REQUEST = ("suite", "project")
+"""Run only when named (``--scenario suite``, ``project`` or ``all``): the harness's
+ON_REQUEST."""
 
 
 class BenchError(click.ClickException):
@@ -181,7 +183,7 @@ def _progress(message: str) -> None:
 @click.option(
     "--project",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="The project whose tests/ the suite scenario runs (default: more-itertools 10.5.0, "
+    help="The project whose tests/ the suite and project scenarios run (default: their own, "
     "fetched once with pip).",
 )
 def bench(
@@ -198,14 +200,16 @@ def bench(
 ) -> None:
     """Measure validation throughput against baselines run in the same process.
 
-    Without GRAPH, runs the scenarios (all but suite by default) and prints a table per
-    scenario: µs per node, validations/s, p50/p99 latency and peak RSS of the engine and
-    of asyncio.gather, one anyio task per node and LangGraph's Send fan-out (when
+    Without GRAPH, runs the scenarios (all but suite and project by default) and prints a
+    table per scenario: µs per node, validations/s, p50/p99 latency and peak RSS of the
+    engine and of asyncio.gather, one anyio task per node and LangGraph's Send fan-out (when
     installed), then start-up times, the per-call overhead of one-call validation
     (validate), and the performance targets, met or missed. The suite scenario runs a real
-    project's tests sandboxed, in a worker process and by hand. With GRAPH, runs that plan (on temporary copies of
-    its folders) at each --concurrency level and reports validations/s, latency and time per
-    pipeline layer. Nothing is asserted: the figures depend on the machine.
+    project's tests sandboxed, in a worker process and by hand; the project scenario gates
+    an edit of a real project with gategraph run, against the same checks run by hand.
+    With GRAPH, runs that plan (on temporary copies of its folders) at each --concurrency
+    level and reports validations/s, latency and time per pipeline layer. Nothing is
+    asserted: the figures depend on the machine.
     """
     levels = _numbers(concurrency, "--concurrency")
     widths = _numbers(sizes, "--n")
@@ -228,8 +232,10 @@ def bench(
         )
         return
     names = _scenarios(scenario_names)
-    if project is not None and "suite" not in names:
-        raise click.UsageError("--project applies to the suite scenario (--scenario suite)")
+    if project is not None and not {"suite", "project"} & set(names):
+        raise click.UsageError(
+            "--project applies to the suite and project scenarios (--scenario suite, project)"
+        )
     if plot_path is not None:
         import importlib.util
 
@@ -247,11 +253,12 @@ def bench(
         project=None if project is None else str(project),
         progress=_progress,
     )
+    from .bench_project import ProjectError
     from .bench_suite import SuiteError
 
     try:
         report = run_benchmarks(names, settings)
-    except SuiteError as exc:
+    except (SuiteError, ProjectError) as exc:
         raise BenchError(str(exc)) from None
     click.echo(render_table(report))
     if json_path is not None:

@@ -103,12 +103,13 @@ _MODULES: Final = {
     "plan": "bench_plan",
     "backends": "bench_backends",
 }
-SCENARIO_ORDER: Final = (*_MODULES, "ray", "startup", "embed", "suite")
-"""Every scenario, in the order a full run measures them; ``ray``, ``startup``, ``embed``
-and ``suite`` are not width-based (each has a top-level key of the report instead)."""
-ON_REQUEST: Final = ("suite",)
-"""Scenarios measured only when named: ``suite`` runs a real project's tests (fetched
-once by pip unless ``--project`` names one), minutes rather than seconds."""
+SCENARIO_ORDER: Final = (*_MODULES, "ray", "startup", "embed", "suite", "project")
+"""Every scenario, in the order a full run measures them; ``ray``, ``startup``, ``embed``,
+``suite`` and ``project`` are not width-based (each has a top-level key of the report
+instead)."""
+ON_REQUEST: Final = ("suite", "project")
+"""Scenarios measured only when named: ``suite`` and ``project`` run real projects' tests
+(fetched once by pip unless ``--project`` names one), minutes rather than seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +198,8 @@ class Settings:
     calls: int | None = None
     """Calls per sample of the ``embed`` scenario (default: its own, 200 or 50 quick)."""
     project: str | None = None
-    """The project folder of the ``suite`` scenario (default: its own, fetched once)."""
+    """The project folder of the ``suite`` and ``project`` scenarios (default: their own,
+    fetched once)."""
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
@@ -509,6 +511,7 @@ def run_benchmarks(names: Sequence[str], settings: Settings) -> dict[str, Any]:
         "startup": None,
         "embed": None,
         "suite": None,
+        "project": None,
     }
     for name in SCENARIO_ORDER:
         if name not in names:
@@ -537,6 +540,12 @@ def run_benchmarks(names: Sequence[str], settings: Settings) -> dict[str, Any]:
             if settings.progress is not None:
                 settings.progress("suite: a real project's tests, sandboxed, in a process, by hand")
             report["suite"] = measure_suite(settings)
+        elif name == "project":
+            from .bench_project import measure_project
+
+            if settings.progress is not None:
+                settings.progress("project: an agent's edit gated by gategraph run, and by hand")
+            report["project"] = measure_project(settings)
         else:
             report["scenarios"][name] = measure_scenario(get_scenario(name), settings)
     report["targets"] = evaluate_targets(report)
@@ -685,6 +694,19 @@ def _suite(key: str) -> Callable[[Mapping[str, Any]], float | None]:
             return None
         value = suite["ratios"][key]
         return None if value is None else float(value)
+
+    return figure
+
+
+def _project(key: str) -> Callable[[Mapping[str, Any]], float | None]:
+    def figure(report: Mapping[str, Any]) -> float | None:
+        # The large project, or the one --project named: the run's real-sized work.
+        project = report.get("project")
+        for entry in [] if project is None else project["projects"]:
+            if entry["size"] in ("large", "given") and entry["project"] is not None:
+                value = entry["ratios"][key]
+                return None if value is None else float(value)
+        return None
 
     return figure
 
@@ -853,6 +875,27 @@ TARGETS: Final = (
         "lower",
         "x",
         "scenario suite",
+    ),
+    # Gating an agent's change must be worth it against checking it by hand: faster than
+    # a person running the checks one after the other, hardly slower than both at once.
+    Target(
+        "project-vs-sequential",
+        "an agent's edit of a large real project (or --project's), gated by gategraph run "
+        "on its syntax and tests: wall ≤ 0.8x the same checks by hand, one after the other",
+        _project("gated_vs_sequential"),
+        0.8,
+        "lower",
+        "x",
+        "scenario project",
+    ),
+    Target(
+        "project-vs-parallel",
+        "the same: wall ≤ 1.1x the same checks by hand, started at once",
+        _project("gated_vs_parallel"),
+        1.1,
+        "lower",
+        "x",
+        "scenario project",
     ),
 )
 """The targets of issues 5, 10, 12, 13, 16 and 26: measured on every run, never asserted."""
@@ -1043,6 +1086,11 @@ def render_table(report: Mapping[str, Any]) -> str:
         from .bench_suite import suite_table
 
         lines += ["", *suite_table(suite)]
+    project = report.get("project")
+    if project is not None:
+        from .bench_project import project_table
+
+        lines += ["", *project_table(project)]
     lines += ["", "### targets", "", *_target_rows(report)]
     return "\n".join(lines)
 

@@ -18,10 +18,11 @@ from click.testing import CliRunner
 from gategraph.benchmarks import harness
 from gategraph.benchmarks.bench_ray import ray_unavailable
 from gategraph.benchmarks.bench_sandbox import sandbox_unavailable
-from gategraph.benchmarks.cli import _SCENARIOS, bench
+from gategraph.benchmarks.cli import _ON_REQUEST, _SCENARIOS, bench
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
-WIDTH_SCENARIOS = [name for name in _SCENARIOS if name not in {"ray", "startup", "embed", "suite"}]
+OWN_KEY_SCENARIOS = {"ray", "startup", "embed", "suite", "project"}
+WIDTH_SCENARIOS = [name for name in _SCENARIOS if name not in OWN_KEY_SCENARIOS]
 RAY_MISSING = ray_unavailable()
 SANDBOX_MISSING = sandbox_unavailable()
 SPREAD = {"min", "median", "max"}
@@ -108,9 +109,11 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
     assert {"python", "cpus", "platform", "processor"} <= set(report["machine"])
     assert report["settings"]["quick"] is True
     assert report["settings"]["sizes"] == [10, 20]
-    # All but the suite, which runs a real project's tests only when named.
-    assert report["settings"]["scenarios"] == [n for n in _SCENARIOS if n != "suite"]
-    assert report["suite"] is None
+    # All but suite and project, which run real projects' tests only when named.
+    assert report["settings"]["scenarios"] == [
+        n for n in _SCENARIOS if n not in {"suite", "project"}
+    ]
+    assert report["suite"] is None and report["project"] is None
     assert set(report["baselines"]) >= {"asyncio_gather", "anyio_taskgroup", "langgraph"}
     assert set(report["scenarios"]) == set(WIDTH_SCENARIOS)
     for name, scenario in report["scenarios"].items():
@@ -386,6 +389,7 @@ def test_graph_errors(tmp_path: Path) -> None:
 def test_scenario_lists_agree() -> None:
     """The command's list of scenarios (kept import-free) is the harness's."""
     assert harness.SCENARIO_ORDER == _SCENARIOS
+    assert harness.ON_REQUEST == _ON_REQUEST
     for name in WIDTH_SCENARIOS:
         scenario = harness.get_scenario(name)
         if name == "sandbox" and SANDBOX_MISSING is not None:
@@ -545,7 +549,94 @@ def test_the_suite_s_project_needs_its_tests(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
     refused = _invoke("--scenario", "noop", "--project", str(tmp_path / "empty"))
     assert refused.exit_code == 2
-    assert "--project applies to the suite scenario" in refused.output
+    assert "--project applies to the suite and project scenarios" in refused.output
+
+
+# -- project: an agent's edit of a real project, gated and by hand ----------------------------
+
+
+@pytest.fixture
+def no_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The small project's tests need none of pytest's plugins installed here; loading
+    them would be most of each run (every way of the scenario starts pytest)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+@pytest.mark.usefixtures("no_plugins")
+def test_project_gates_an_edit_and_times_it_against_the_checks_by_hand(tmp_path: Path) -> None:
+    """--scenario project --project: gategraph run gates the edit; the same checks by hand,
+    one after the other and at once; the ratios are the medians' ratios, and the two
+    project targets' figures. The project folder itself is never changed."""
+    project = _small_project(tmp_path / "project")
+    before = _tree(project)
+    out = tmp_path / "bench.json"
+    result = _invoke(
+        "--scenario", "project", "--project", str(project), "--repeat", "1", "--json", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    assert "### project — an agent's edit of a real project" in result.stdout
+    assert "| project (given) | gategraph run" in result.stdout
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["suite"] is None
+    assert report["project"]["repeats"] == 1
+    [entry] = report["project"]["projects"]
+    assert entry["size"] == "given" and entry["project"] == "project"
+    assert entry["skipped"] is None
+    assert entry["tests"] == ["tests"] and entry["module"] == "mathy.py"
+    for way in ("gated", "by_hand_sequential", "by_hand_parallel"):
+        assert set(entry[f"{way}_s"]) == SPREAD
+        assert 0 < entry[f"{way}_s"]["min"] <= entry[f"{way}_s"]["median"]
+    median = {way: entry[f"{way}_s"]["median"] for way in ("gated", "by_hand_sequential")}
+    median["by_hand_parallel"] = entry["by_hand_parallel_s"]["median"]
+    ratios = entry["ratios"]
+    assert ratios == {
+        "gated_vs_sequential": median["gated"] / median["by_hand_sequential"],
+        "gated_vs_parallel": median["gated"] / median["by_hand_parallel"],
+    }
+    targets = {row["id"]: row for row in report["targets"]}
+    assert targets["project-vs-sequential"]["measured"] == ratios["gated_vs_sequential"]
+    assert targets["project-vs-parallel"]["measured"] == ratios["gated_vs_parallel"]
+    assert _tree(project) == before
+
+
+@pytest.mark.usefixtures("no_plugins")
+def test_a_project_whose_tests_fail_is_not_timed(tmp_path: Path) -> None:
+    """The checks by hand run first: a project whose tests fail stops the scenario with
+    pytest's summary, in one line, before gategraph runs at all."""
+    project = _small_project(tmp_path / "project")
+    (project / "tests" / "test_broken.py").write_text(
+        "def test_no():\n    assert False\n", encoding="utf-8"
+    )
+    result = _invoke("--scenario", "project", "--project", str(project), "--repeat", "1")
+    assert result.exit_code == 2, result.output
+    [error] = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert error.startswith(
+        "error: project project by_hand_sequential: pytest exited with 1 (the checks must "
+        "pass to be timed): 1 failed, 5 passed"
+    ), result.output
+    assert "Traceback" not in result.output
+
+
+def test_project_targets_read_the_large_project() -> None:
+    """The two project targets are the large project's ratios (or --project's): not
+    measured without the scenario, nor when the large project was skipped."""
+
+    def rows(project: Any) -> dict[str, Any]:
+        found = harness.evaluate_targets({"scenarios": {}, "project": project})
+        return {row["id"]: row["measured"] for row in found if row["id"].startswith("project")}
+
+    def measured(size: str, ratio: float) -> dict[str, Any]:
+        ratios = {"gated_vs_sequential": ratio, "gated_vs_parallel": ratio + 1}
+        return {"size": size, "project": size, "skipped": None, "ratios": ratios}
+
+    skipped = {"size": "large", "project": None, "skipped": "pip could not fetch it"}
+    nothing = {"project-vs-sequential": None, "project-vs-parallel": None}
+    assert rows(None) == nothing
+    assert rows({"repeats": 3, "projects": [measured("small", 0.5), skipped]}) == nothing
+    both = {"repeats": 3, "projects": [measured("small", 0.5), measured("large", 0.7)]}
+    assert rows(both) == {"project-vs-sequential": 0.7, "project-vs-parallel": 1.7}
+    given = {"repeats": 3, "projects": [measured("given", 0.9)]}
+    assert rows(given) == {"project-vs-sequential": 0.9, "project-vs-parallel": 1.9}
 
 
 def _release(tmp_path: Path, *names: str) -> Path:
