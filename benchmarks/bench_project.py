@@ -223,6 +223,9 @@ def project_contenders(folder: Path, project: Project, name: str, scratch: Path)
             plan.write_text(_plan(copy, project), encoding="utf-8")
             # A home of its own each time: a first run, as on a machine gategraph is new to.
             home = {**os.environ, "GATEGRAPH_HOME": str(copy.with_name("home"))}
+            # gategraph's own modules load from their bytecode, as from an install (the
+            # project's tests are run without it all the same: pytest_suite says so).
+            home.pop("PYTHONDONTWRITEBYTECODE", None)
             started = time.perf_counter()
             ran = await anyio.run_process(
                 [*gategraph, "run", str(plan)],
