@@ -274,13 +274,13 @@ def _kill_self() -> None:
     os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
-_views: Final[dict[str, str]] = {}
+_views: Final[dict[str, list[str]]] = {}
 """The copy-on-write views a sandboxed worker was given (:func:`._kernel.confine`): folder
-to view. A call is handed a view once (a second copy of the same folder is a copy); a call that
-wrote through one is its worker's last."""
+to views. A call is handed each view once (a copy of the same folder past them is a
+copy); a worker with views runs one call."""
 
 
-def set_views(views: dict[str, str]) -> None:
+def set_views(views: dict[str, list[str]]) -> None:
     """Hand :meth:`ToolContext.disposable_copy` the views of this process's folders."""
     _views.clear()
     _views.update(views)
@@ -382,8 +382,8 @@ class ToolContext:
                 )
             source = folders[0]
         origin = Path(source)
-        view = _views.get(os.path.abspath(origin))
-        if view is not None and view not in self._viewed:
+        view = next(iter(self._free_views(origin)), None)
+        if view is not None:
             # A sandboxed call's copy-on-write view: the folder as it is, nothing copied,
             # and what the call writes there stays in its worker (which runs no other call).
             self._viewed += (view,)
@@ -397,6 +397,17 @@ class ToolContext:
             target = self.scratch / f"{origin.name or 'copy'}-{counter}"
         _copy_tree(origin, target)
         return target
+
+    def free_copies(self, source: str | os.PathLike[str]) -> int:
+        """How many more copies of the folder ``source`` :meth:`disposable_copy` makes at
+        no cost: copy-on-write views, in the kernel sandbox (0 elsewhere: each copy there
+        copies the folder). A validation that could use several (a test suite run in
+        shards) asks how many it may take for free."""
+        return len(self._free_views(Path(source)))
+
+    def _free_views(self, origin: Path) -> list[str]:
+        views = _views.get(os.path.abspath(origin), ())
+        return [view for view in views if view not in self._viewed]
 
     def cleanup(self) -> None:
         """Remove the scratch folder (the runtime calls this when the call ends)."""

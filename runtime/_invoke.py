@@ -1535,7 +1535,12 @@ class Prepared:
             # A work tool changes the candidate: the folders of its resources (the plan's
             # copies) are the ones it may change, and nothing else on the machine.
             writable=() if guard is not None else folders_of(resources),
-            views=folders_of(resources) if guard is not None and copies(tool) else (),
+            # One view of each folder per core: a test suite may run in as many shards.
+            views=tuple(
+                folder
+                for folder in (folders_of(resources) if guard is not None and copies(tool) else ())
+                for _ in range(os.cpu_count() or 1)
+            ),
             transform=transform,
         )
         return _adopt_output(await _sandboxed(tool.name, request))
@@ -2016,9 +2021,10 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     read_only: tuple[str, ...] = ()
     """The resources given as read-only mappings (memory resources): given so there too."""
     views: tuple[str, ...] = ()
-    """The folders the call's worker gives a copy-on-write view of (what
-    ``context.disposable_copy`` returns there, nothing copied): a validation's folder
-    resources, where its tool asks for copies (the test-suite built-ins)."""
+    """The folders the call's worker gives a copy-on-write view of, one per time a folder
+    is named (what ``context.disposable_copy`` returns there, nothing copied): a
+    validation's folder resources, once per core, where its tool asks for copies (the
+    test-suite built-ins, which run in as many shards)."""
     transform: tuple[str, str] | None = None
     """A wrapped validation's name and its transform's source: the call's output goes
     through it (in the same process), and the outcome is the validation's result. With

@@ -475,16 +475,17 @@ def confine(
     hidden: Iterable[str] = (),
     shared: Sequence[str] = (),
     views: Sequence[str] = (),
-) -> dict[str, View]:
+) -> dict[str, list[View]]:
     """Confine this process for good: see the module's docstring. ``writable`` is its own
     folder (it becomes a private ``tmpfs``, and the working directory); ``shared`` are
     folders of the machine it may change as well (a work tool's: the plan's copies of its
     resources), and nothing else; ``hidden`` are databases (with their ``-wal``, ``-shm``
     and ``-journal``) it must not see. Must run before the process starts any thread.
 
-    ``views`` are folders to give a copy-on-write view of (:class:`View`), made in
-    ``writable`` before the kernel refuses this process any mount: returned by folder, for
-    each that could be had (a folder with another mount inside it gets none)."""
+    ``views`` are folders to give a copy-on-write view of (:class:`View`), one per time a
+    folder is named, made in ``writable`` before the kernel refuses this process any
+    mount: returned by folder, for each that could be had (a folder with another mount
+    inside it gets none)."""
     found = support()
     if found.missing is not None:
         raise OSError(errno.ENOTSUP, found.missing)
@@ -529,14 +530,14 @@ class View:
     """Where the view is mounted (named as the folder is)."""
 
 
-def _views(folders: Sequence[str], own_user: bool) -> dict[str, View]:
+def _views(folders: Sequence[str], own_user: bool) -> dict[str, list[View]]:
     """Mount a :class:`View` of each of ``folders`` under ``views/`` of the working
     directory (this process's ``tmpfs``). Paths relative to it: the overlay's options are
     a comma-separated string, which a folder's name could break."""
     if not folders:
         return {}
     mounted = _mount_points()
-    made: dict[str, View] = {}
+    made: dict[str, list[View]] = {}
     for index, folder in enumerate(folders):
         # An overlay shows a folder's own files, not what is mounted inside it: it would
         # show what the mounts hide (gategraph's databases behind /dev/null).
@@ -566,7 +567,7 @@ def _views(folders: Sequence[str], own_user: bool) -> dict[str, View]:
             continue  # an old kernel, or a file system overlayfs cannot take: a copy then
         finally:
             os.close(lower)
-        made[folder] = View(os.path.abspath(path))
+        made.setdefault(folder, []).append(View(os.path.abspath(path)))
     return made
 
 

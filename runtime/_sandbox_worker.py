@@ -258,7 +258,7 @@ def main() -> None:
     # imported now, before the worker says it is ready, not on its first call.
     from . import _context, _invoke, _readonly, _results  # noqa: F401
 
-    _context.set_views({folder: view.path for folder, view in made.items()})
+    _context.set_views({folder: [view.path for view in views] for folder, views in made.items()})
     if made:
         _spared.update(os.path.join(folder, name) for name in ("layers", "views"))
     _readonly.guard_process()

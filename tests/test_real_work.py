@@ -4,6 +4,7 @@ process of its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -16,6 +17,7 @@ from gategraph.runtime._kernel import support
 pytestmark = pytest.mark.timeout(180)
 
 _PYTEST = """\
+import json
 import os
 
 def test_writes_beside_itself():
@@ -25,6 +27,7 @@ def test_writes_beside_itself():
     assert os.path.islink(".venv/bin/python")
 """
 _UNITTEST = """\
+import json
 import os
 import unittest
 
@@ -83,3 +86,48 @@ def test_a_checkout_with_a_venv_link_passes_its_test_suite(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "passed" in done.stdout
     assert _files(project) == before
+
+
+_SHARED_NAME = """\
+import time
+
+def test_writes_{n}():
+    # Both shards write the same file at once: each in a view of its own, or they clash.
+    with open("written.txt", "w") as out:
+        out.write("{n}")
+    time.sleep(0.5)
+    with open("written.txt") as back:
+        assert back.read() == "{n}"
+"""
+
+
+def test_a_suite_runs_in_a_shard_per_core_by_default_each_in_a_view_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """In the kernel sandbox, copies cost nothing: the suite runs in one pytest per core,
+    each on a view of its own, so two shards writing the same file never meet."""
+    if support().missing is not None:
+        pytest.skip(f"no sandbox here: {support().missing}")
+    cores = os.cpu_count() or 1
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    for n in range(max(2, cores)):
+        (project / "tests" / f"test_{n}.py").write_text(_SHARED_NAME.format(n=n))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        textwrap.dedent(f"""\
+            version: 1
+            name: shards
+            resources:
+              repo: {{kind: directory, path: "{project}"}}
+            nodes:
+              - {{id: tests, validation: pytest_suite, resources: [repo]}}
+            """)
+    )
+    done = run_gategraph(tmp_path / "home", "execute", "--json", str(plan), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [node] = json.loads(done.stdout)["nodes"]
+    data = node["output"]["data"]
+    assert data["shards"] == cores
+    assert data["tests_passed"] == max(2, cores)

@@ -31,6 +31,7 @@ from gategraph.validators import (
     unsafe_command,
 )
 from gategraph.validators import _pytest as pytest_module
+from gategraph.validators import _pytest_shard as pytest_shard_module
 from gategraph.validators._common import compile_glob
 from gategraph.validators._json_schema import format_path
 from gategraph.validators._paths_exist import find_paths
@@ -1075,3 +1076,74 @@ def test_no_sync_builtin_writes_even_in_a_read_only_folder(project: Path) -> Non
     finally:
         for folder, _, _ in os.walk(project):
             os.chmod(folder, 0o755)
+
+
+# -- pytest_suite in shards ------------------------------------------------------------------
+
+SHARDED_PROJECT = {
+    "pytest.ini": "[pytest]\n",
+    **{
+        f"tests/test_part{n}.py": "".join(
+            f"def test_{n}_{k}():\n    assert {k} != {n}, 'part {n} fails at {k}'\n"
+            for k in range(n + 2)
+        )
+        for n in range(4)
+    },
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("broken", "failed", "exit_code"), [(False, 4, 1), (True, 1, 2)], ids=["tests", "collection"]
+)
+async def test_a_suite_in_shards_says_what_the_suite_in_one_says(
+    tmp_path: Path, broken: bool, failed: int, exit_code: int
+) -> None:
+    """Shards split the tests by file, each test runs once, and the one result is the
+    same as one pytest's: the counts, the failures; a collection error (which every shard
+    meets, and which stops the run) once."""
+    files = dict(SHARDED_PROJECT)
+    if broken:
+        files["tests/test_broken_import.py"] = "import no_such_module_here\n"
+    root = write(tmp_path / "demo", files)
+    before = snapshot(root)
+    one, _ = await run_suite(root, shards=1)
+    three, guard = await run_suite(root, shards=3)
+    assert guard.violation is None
+    assert snapshot(root) == before
+    assert (one["data"]["shards"], three["data"]["shards"]) == (1, 3)
+    counts = ("tests_run", "tests_passed", "tests_failed", "tests_skipped", "exit_code")
+    assert [three["data"][k] for k in counts] == [one["data"][k] for k in counts]
+    assert (one["data"]["tests_failed"], one["data"]["exit_code"]) == (failed, exit_code)
+    assert sorted(f["test"] for f in three["data"]["failures"]) == sorted(
+        f["test"] for f in one["data"]["failures"]
+    )
+    assert (
+        three["passed"] is False and three["message"].split(":")[0] == one["message"].split(":")[0]
+    )
+    assert "-- shard 3 of 3 --" in three["data"]["output"]
+
+
+@pytest.mark.anyio
+async def test_auto_shards_are_one_where_copies_cost_a_copy(tmp_path: Path) -> None:
+    """Outside the kernel sandbox each shard's copy copies the folder: auto runs one."""
+    root = write(tmp_path / "demo", TINY_PROJECT)
+    outcome, _ = await run_suite(root)
+    assert outcome["data"]["shards"] == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("shards", [0, 65, "many", True, 1.5])
+async def test_pytest_suite_refuses_a_bad_shard_count(tmp_path: Path, shards: object) -> None:
+    root = write(tmp_path / "demo", TINY_PROJECT)
+    outcome, _ = await run_suite(root, shards=shards)
+    bad_arguments(outcome, "shards must be")
+
+
+def test_every_file_goes_to_one_shard_the_same_way_every_time() -> None:
+    counts = {f"tests/test_{n}.py": n % 5 + 1 for n in range(17)}
+    owner = pytest_shard_module.split(counts, 3)
+    assert owner == pytest_shard_module.split(dict(reversed(counts.items())), 3)
+    assert set(owner) == set(counts) and set(owner.values()) == {0, 1, 2}
+    loads = [sum(c for f, c in counts.items() if owner[f] == s) for s in range(3)]
+    assert max(loads) - min(loads) <= max(counts.values())

@@ -187,6 +187,14 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
                     "exclusiveMinimum": 0,
                     "description": "Seconds before pytest is killed.",
                 },
+                "shards": {
+                    "anyOf": [
+                        {"const": "auto"},
+                        {"type": "integer", "minimum": 1, "maximum": 64},
+                    ],
+                    "description": "How many pytest processes share the suite: auto (one "
+                    "per core where copies cost nothing: in the kernel sandbox) or a number.",
+                },
             },
             "additionalProperties": False,
         },
