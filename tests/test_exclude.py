@@ -249,3 +249,56 @@ def test_a_comment_as_an_exclude_pattern_is_refused(project: Path, tmp_path: Pat
     assert done.returncode == 2
     assert "resources.repo.exclude" in done.stderr and "is a comment" in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_rules_that_cannot_be_read_are_none(tmp_path: Path) -> None:
+    """A .gitignore that is a folder or a link (never followed) holds no rules."""
+    from gategraph.runtime._resources import _rule_lines
+
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "real").write_text("*.log\n")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert _rule_lines(str(tmp_path / "folder")) == []
+    assert _rule_lines(str(tmp_path / "link")) == []
+    assert _rule_lines(str(tmp_path / "missing")) == []
+    assert _rule_lines(str(tmp_path / "real")) == ["*.log"]
+
+
+def test_without_git_or_a_repository_git_trusts_the_patterns_decide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No git installed, a `.git` git does not take, or git that cannot start: nothing is
+    known tracked, and .gitignore's patterns alone decide."""
+    import subprocess
+
+    from gategraph.runtime import _resources
+
+    (tmp_path / ".git").write_text("gitdir: /nowhere\n")
+    assert _resources._git_tracked(str(tmp_path)) is None  # git says no
+    monkeypatch.setattr(_resources.shutil, "which", lambda name: None)
+    assert _resources._git_tracked(str(tmp_path)) is None
+
+    def cannot_start(*args: object, **kwargs: object) -> None:
+        raise OSError("no such program")
+
+    monkeypatch.setattr(_resources.shutil, "which", lambda name: "/usr/bin/git")
+    monkeypatch.setattr(subprocess, "run", cannot_start)
+    assert _resources._git_tracked(str(tmp_path)) is None
+
+
+def test_a_copy_made_before_exclusions_reopens_with_nothing_left_out_and_damage_is_said(
+    project: Path, tmp_path: Path
+) -> None:
+    from gategraph.runtime import RuntimeFault
+
+    repo = DirectoryResource("repo", project)
+    box = repo.open_sandbox(tmp_path / "box")
+    kept = tmp_path / "box.exclude"
+    kept.unlink()  # as a copy made by an earlier release left it
+    (box.view / "new.log").write_text("reported: nothing was left out of this copy")
+    again = repo.reopen_sandbox(tmp_path / "box")
+    assert again is not None
+    assert [c.path for c in again.changeset().changes] == ["new.log"]
+    kept.write_text("{not json")
+    with pytest.raises(RuntimeFault, match=r"exclusions .* are damaged"):
+        repo.reopen_sandbox(tmp_path / "box")

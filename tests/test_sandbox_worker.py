@@ -1872,3 +1872,18 @@ def test_a_folder_named_as_a_layer_gets_its_view(
     code = "def run(root, context):\n    return str(context.disposable_copy(root))\n"
     answer = worker.call(request(code, resources={"root": viewed}))
     assert outcome_of(answer)["value"] == str(folder / "views" / "0" / name), answer
+
+
+def test_a_folder_reached_through_a_link_gets_a_copy_not_a_view(
+    open_worker: Any, folder: Path, viewed: Path, tmp_path: Path
+) -> None:
+    """A view is of a folder reached without a link (a link could lead anywhere): one
+    reached through a link is copied instead."""
+    link = tmp_path / "link"
+    link.symlink_to(viewed)
+    worker = open_worker(views=(str(link),))
+    assert worker.start().kind == "ready"
+    code = "def run(root, context):\n    return str(context.disposable_copy(root))\n"
+    answer = worker.call(request(code, resources={"root": link}))
+    copy = outcome_of(answer)["value"]
+    assert "/views/" not in copy and Path(copy).name == "link", answer

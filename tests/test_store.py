@@ -1070,3 +1070,42 @@ def test_a_snapshot_that_cannot_name_its_objects_leaves_none_behind(tmp_path: Pa
     with pytest.raises(NotADirectoryError):
         ContentStore(tmp_path / "store").snapshot_folder(folder)
     assert [p.name for p in objects.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_syncfs_is_used_where_linux_has_it_and_says_a_failed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without syncfs (not Linux, no such call, ENOSYS) each file's fsync does it all; a
+    write the file system reports failed is an error."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("syncfs is Linux's")
+    assert store_module._syncfs(tmp_path) is True
+
+    class NoSyncfs:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    monkeypatch.setattr(ctypes, "CDLL", NoSyncfs)
+    assert store_module._syncfs(tmp_path) is False
+
+    def failing_with(code: int) -> type:
+        class Libc:
+            def __init__(self, *args: object, **kwargs: object) -> None:
+                pass
+
+            @staticmethod
+            def syncfs(fd: int) -> int:
+                ctypes.set_errno(code)
+                return -1
+
+        return Libc
+
+    monkeypatch.setattr(ctypes, "CDLL", failing_with(errno.ENOSYS))
+    assert store_module._syncfs(tmp_path) is False
+    monkeypatch.setattr(ctypes, "CDLL", failing_with(errno.EIO))
+    with pytest.raises(OSError, match="syncfs"):
+        store_module._syncfs(tmp_path)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert store_module._syncfs(tmp_path) is False
