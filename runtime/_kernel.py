@@ -54,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Final
 
@@ -73,6 +73,7 @@ __all__ = [
     "keep_out",
     "kept_out",
     "let_in",
+    "let_in_later",
     "network_closed",
     "sandbox_support",
     "support",
@@ -768,6 +769,7 @@ def _mount(
 
 _kept_out: Final[Counter[str]] = Counter()
 _kept_lock: Final = threading.Lock()
+_released: Final[deque[str]] = deque()
 _epochs: Final[Counter[str]] = Counter()
 """Per path, how often what was hidden there went away (a database closed: SQLite removes
 the files beside it, and the worker's mounts over them with them): a worker that hid an
@@ -781,17 +783,37 @@ def keep_out(path: str | os.PathLike[str]) -> None:
     worker could otherwise take a lock on it (a read lock will do), which stalls
     gategraph's writes or refuses its plans."""
     with _kept_lock:
+        _settle()
         _kept_out[os.path.realpath(path)] += 1
 
 
 def let_in(path: str | os.PathLike[str]) -> None:
     """Undo one :func:`keep_out` of ``path``."""
     with _kept_lock:
-        real = os.path.realpath(path)
-        _kept_out[real] -= 1
-        if _kept_out[real] <= 0:
-            del _kept_out[real]
-            _epochs[real] += 1
+        _settle()
+        _let_in(os.path.realpath(path))
+
+
+def let_in_later(path: str | os.PathLike[str]) -> None:
+    """:func:`let_in` for a finalizer, done at the next use of what is kept out.
+
+    The collector runs finalizers at any allocation, also in a thread that holds
+    ``_kept_lock`` (which is not reentrant, and must not be: a reentrant change of the
+    counts would break an iteration over them): taking the lock there deadlocks."""
+    _released.append(os.path.realpath(path))  # deque.append is atomic: no lock
+
+
+def _settle() -> None:
+    # With _kept_lock held. A finalizer run meanwhile only appends, and is drained here.
+    while _released:
+        _let_in(_released.popleft())
+
+
+def _let_in(real: str) -> None:
+    _kept_out[real] -= 1
+    if _kept_out[real] <= 0:
+        del _kept_out[real]
+        _epochs[real] += 1
 
 
 def gone(path: str | os.PathLike[str]) -> None:
@@ -804,6 +826,7 @@ def gone(path: str | os.PathLike[str]) -> None:
 def kept_out() -> frozenset[str]:
     """What workers started now hide."""
     with _kept_lock:
+        _settle()
         return frozenset(_kept_out)
 
 
@@ -814,6 +837,7 @@ def hidden_now(kept: frozenset[str]) -> frozenset[tuple[str, int, int, int]]:
     another; SQLite removes and makes again the files beside a database)."""
     found: set[tuple[str, int, int, int]] = set()
     with _kept_lock:
+        _settle()
         epochs = {path: _epochs[path] for path in kept}
     for path in kept:
         for candidate in [path] if os.path.isdir(path) else [path + c for c in _COMPANIONS]:

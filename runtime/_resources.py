@@ -42,7 +42,7 @@ import msgspec
 
 from ._exceptions import ApplyConflictError, ApplyTwiceError, ConfigError, RuntimeFault
 from ._ids import PLAN_ID_PATTERN
-from ._kernel import gone, keep_out, let_in
+from ._kernel import gone, keep_out, let_in_later
 
 if sys.platform != "win32":
     import fcntl
@@ -890,7 +890,7 @@ class DirectoryResource:
         # No sandboxed call may lock the journal (an apply would wait for it): hidden from
         # workers while it exists, as long as this resource does.
         keep_out(self._journal)
-        weakref.finalize(self, let_in, self._journal)
+        weakref.finalize(self, let_in_later, self._journal)
 
     def __repr__(self) -> str:
         return f"DirectoryResource({self.name!r}, {os.fspath(self.root)!r})"

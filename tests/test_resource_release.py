@@ -214,3 +214,23 @@ def test_resources_show_what_they_are(resource: DirectoryResource, root: Path) -
     assert repr(MemoryResource("notes", {"a.txt": "hi", "b.txt": "ho"})) == (
         "MemoryResource('notes', 2 files)"
     )
+
+
+def test_a_resource_collected_while_its_thread_holds_the_kept_out_lock_lets_in_later(
+    root: Path,
+) -> None:
+    """The collector runs a dropped resource's finalizer at any allocation, also in a
+    thread inside the kept-out bookkeeping: letting its journal in then must not take that
+    lock again (it deadlocked a test run), and is done at the next use instead."""
+    import gc
+
+    from gategraph.runtime import _kernel
+
+    journal = os.path.realpath(root / JOURNAL)
+    dropped = DirectoryResource("repo", root)
+    assert journal in _kernel.kept_out()
+    with _kernel._kept_lock:
+        del dropped
+        gc.collect()
+        assert journal in _kernel._kept_out  # not yet: the lock is held
+    assert journal not in _kernel.kept_out()
