@@ -16,6 +16,7 @@ process's life to its parent's (:func:`die_with_parent`).
 from __future__ import annotations
 
 import atexit
+import contextvars
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from ._readonly import Guard, allow, unguarded
@@ -33,7 +35,7 @@ if sys.platform != "win32":
     import fcntl
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 __all__ = ["ToolContext", "die_with_parent", "private_folder", "sweep"]
 
@@ -302,6 +304,14 @@ def _copy_tree(origin: Path, target: Path) -> None:
         os.symlink(os.readlink(link), target / os.path.relpath(link, origin))
 
 
+CHANGED: Final[contextvars.ContextVar[Mapping[str, frozenset[str]]]] = contextvars.ContextVar(
+    "gategraph_changed", default=MappingProxyType({})
+)
+"""The files a plan's change added or modified, by folder (its absolute path): set by the
+run of a plan round's validations (``execute_graph(changed=...)``), read by each call's
+:class:`ToolContext` as it is made."""
+
+
 class ToolContext:
     """The run-time context of one tool or validation call.
 
@@ -310,9 +320,22 @@ class ToolContext:
     (in the kernel sandbox: gives a copy-on-write view of it, nothing copied), so an
     external command (a test runner, a linter) can run against a copy that it may change at
     will, never against the sandbox or the real resource.
+
+    ``changed`` (folder path → the files a plan's change added or modified there) is what
+    :meth:`changed` tells; by default, what the run the call belongs to was told
+    (``execute_graph(changed=...)``, which a plan's validation round gives).
     """
 
-    __slots__ = ("_guard", "_scratch", "_viewed", "attempt", "node", "plan_id", "resources")
+    __slots__ = (
+        "_changed",
+        "_guard",
+        "_scratch",
+        "_viewed",
+        "attempt",
+        "node",
+        "plan_id",
+        "resources",
+    )
 
     def __init__(
         self,
@@ -322,6 +345,7 @@ class ToolContext:
         attempt: int = 1,
         resources: Mapping[str, Any] | None = None,
         guard: Guard | None = None,
+        changed: Mapping[Any, Iterable[str]] | None = None,
     ) -> None:
         self.plan_id = plan_id
         """The plan the call belongs to."""
@@ -334,6 +358,11 @@ class ToolContext:
         self._guard = guard
         self._scratch: Path | None = None
         self._viewed: tuple[str, ...] = ()
+        self._changed: Mapping[str, frozenset[str]] = (
+            {os.path.abspath(k): frozenset(v) for k, v in changed.items()}
+            if changed is not None
+            else CHANGED.get()
+        )
 
     @classmethod
     def _of_call(
@@ -354,6 +383,7 @@ class ToolContext:
         context._guard = guard
         context._scratch = None
         context._viewed = ()
+        context._changed = CHANGED.get()
         return context
 
     @property
@@ -397,6 +427,22 @@ class ToolContext:
             target = self.scratch / f"{origin.name or 'copy'}-{counter}"
         _copy_tree(origin, target)
         return target
+
+    def changed(self, source: str | os.PathLike[str] | None = None) -> frozenset[str] | None:
+        """The files of the folder ``source`` (by default the only folder resource) that
+        the plan's change added or modified, as paths relative to it with ``/``; ``None``
+        when the call cannot know (it is not a validation of a plan's change, or the folder
+        is not the plan's copy): judge the whole folder then.
+
+        A validation that judges each file on its own (a syntax check, a pattern search)
+        need judge only these: the files nobody changed were there before the plan. What
+        the change deleted is not among them."""
+        if source is None:
+            folders = [v for v in self.resources.values() if isinstance(v, Path)]
+            if len(folders) != 1:
+                return None
+            source = folders[0]
+        return self._changed.get(os.path.abspath(source))
 
     def free_copies(self, source: str | os.PathLike[str]) -> int:
         """How many more copies of the folder ``source`` :meth:`disposable_copy` makes at

@@ -20,7 +20,7 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from time import perf_counter
 from time import time as wall_clock
@@ -32,7 +32,7 @@ import anyio.lowlevel
 import msgspec
 
 from ._actors import Actor, ActorRef, ActorScope, open_actor_scope
-from ._context import ToolContext
+from ._context import CHANGED, ToolContext
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
     ArtifactProduced,
@@ -1483,6 +1483,7 @@ async def execute_graph(
     causation_id: str | None = None,
     artifact: Any = None,
     mcp_sessions: McpSessions | None = None,
+    changed: Mapping[str, Iterable[str]] | None = None,
 ) -> GraphRun:
     """Run every node of ``graph`` once and return what each node and attachment did.
 
@@ -1504,6 +1505,11 @@ async def execute_graph(
     MCP tools are called over one session per server for the run, opened before any node
     runs and closed when it ends; ``mcp_sessions`` (or an :class:`McpSessions` the call
     runs inside) keeps them open across runs instead.
+
+    ``changed`` names, by folder resource, the files a plan's change added or modified
+    there (relative to it, with ``/``): what each call's ``context.changed()`` answers, so
+    that a validation of the change may judge only those (``scope: change``). Without it,
+    a call cannot know, and judges the whole folder.
 
     A failing tool or validation never raises here: it is a failed node or a failed
     result (an MCP server that cannot be reached makes its calls ``unavailable``).
@@ -1554,12 +1560,27 @@ async def execute_graph(
                     await stack.enter_async_context(sandbox_pool(prewarm=prewarm))
                 else:
                     pool.prewarm(prewarm)
+            if changed is not None:
+                # Each call's context reads it as it is made, in the run's tasks.
+                token = CHANGED.set(_changed_folders(values, changed))
+                stack.callback(CHANGED.reset, token)
             if uses:
                 return await _run_with_mcp(
                     engine, uses, compiler.mcp_server, graph.source, mcp_sessions
                 )
             return await _run_engine(engine)
     raise AssertionError("unreachable")  # pragma: no cover - mypy: the stack may swallow
+
+
+def _changed_folders(
+    values: Mapping[str, Any], changed: Mapping[str, Iterable[str]]
+) -> dict[str, frozenset[str]]:
+    """``changed`` by the folder each resource resolved to (a folder resource only)."""
+    return {
+        os.fspath(values[name]): frozenset(paths)
+        for name, paths in changed.items()
+        if isinstance(values.get(name), Path)
+    }
 
 
 def _sandboxed(units: Sequence[_Unit]) -> int:

@@ -1467,6 +1467,7 @@ class Prepared:
             wants_context,
             # Only a context needs the resources, and every call pickles them.
             _picklable(context.resources) if wants_context else {},
+            _changed_of(context) if wants_context else {},
             context.guard is not None and context.guard.network,
             _backend(),
         )
@@ -1521,6 +1522,7 @@ class Prepared:
             slots=self.slots,
             arguments=dict(arguments),
             resources=_picklable(resources),
+            changed=_changed_of(context),
             read_only=tuple(k for k, v in resources.items() if isinstance(v, MappingProxyType)),
             artifact=artifact,
             inputs=dict(inputs) if inputs is not None else None,
@@ -1669,6 +1671,12 @@ def _picklable(values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` for another process: read-only mapping views (memory resources) do not
     pickle, so the child gets plain copies of them."""
     return {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in values.items()}
+
+
+def _changed_of(context: ToolContext) -> dict[str, frozenset[str]]:
+    """What the call's context knows of the change to its folders, for another process."""
+    known = context._changed
+    return {folder: known[folder] for folder in folders_of(context.resources) if folder in known}
 
 
 def folders_of(resources: Mapping[str, Any]) -> tuple[str, ...]:
@@ -1877,6 +1885,7 @@ def _process_entry(
     is_validation: bool,
     wants_context: bool,
     resources: dict[str, Any],
+    changed: dict[str, frozenset[str]] | None = None,
     network: bool = False,
     backend: str = "asyncio",
     parent: int | None = None,
@@ -1898,6 +1907,7 @@ def _process_entry(
             is_validation,
             wants_context,
             resources,
+            changed or {},
             network,
             backend,
         )
@@ -1931,13 +1941,14 @@ def _entry_outcome(
     is_validation: bool,
     wants_context: bool,
     resources: dict[str, Any],
+    changed: dict[str, frozenset[str]],
     network: bool = False,
     backend: str = "asyncio",
 ) -> Outcome:
     try:
         func = _load(name, entrypoint, inline[1] if inline is not None else None)
         guard = Guard("validation in a worker process", network=network) if is_validation else None
-        context = ToolContext(resources=resources, guard=guard)
+        context = ToolContext(resources=resources, guard=guard, changed=changed)
         if wants_context:
             kwargs["context"] = context
         try:
@@ -2020,6 +2031,9 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     (a validation's call may change none)."""
     read_only: tuple[str, ...] = ()
     """The resources given as read-only mappings (memory resources): given so there too."""
+    changed: dict[str, frozenset[str]] = {}
+    """What the call's context knows of the plan's change to its folders
+    (``context.changed``), by folder."""
     views: tuple[str, ...] = ()
     """The folders the call's worker gives a copy-on-write view of, one per time a folder
     is named (what ``context.disposable_copy`` returns there, nothing copied): a
@@ -2092,7 +2106,7 @@ def _sandboxed_call(request: SandboxRequest, loaded: Callable[..., Any] | None) 
         k: MappingProxyType(v) if k in request.read_only else v
         for k, v in request.resources.items()
     }
-    context = ToolContext(resources=resources, guard=guard)
+    context = ToolContext(resources=resources, guard=guard, changed=request.changed)
     try:
         kwargs = _bind(
             _Signature(func),

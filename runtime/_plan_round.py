@@ -134,6 +134,7 @@ class RoundPipeline:
         self.denied = False
         """Whether a person denied the last round's approval (the plan fails)."""
         self._retry_only: list[str] | None = None
+        self._changed: dict[str, frozenset[str]] = {}
 
     # -- the round -------------------------------------------------------------------------
 
@@ -158,6 +159,12 @@ class RoundPipeline:
             # validations saw is not what is there now, so every validation runs again.
             self._retry_only = None
         self.validated = inputs
+        # What the change touched, for validations that judge only that (`scope: change`).
+        self._changed = (
+            await anyio.to_thread.run_sync(context.boxes.changed, bases, inputs)
+            if not journal.offline
+            else {}
+        )
         context.round += 1
         stats.rounds += 1
         await journal.emit(
@@ -358,6 +365,7 @@ class RoundPipeline:
                 given=given,
                 artifact=artifact,
                 attempt=context.attempt,
+                changed=self._changed,
                 **journal.engine_arguments(),
             )
             journal.advance(run)

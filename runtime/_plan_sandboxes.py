@@ -229,6 +229,28 @@ class PlanSandboxes:
             return None  # a base is for looking at a plan: never a reason to stop one
         return digest
 
+    def changed(
+        self, bases: Mapping[str, str] | None, inputs: Mapping[str, str] | None
+    ) -> dict[str, frozenset[str]]:
+        """The files a round's change added or modified in each folder resource, from its
+        manifests in the store: what the sandbox started from (``bases``) and what the
+        round validates (``inputs``), both in its events, so the answer is the same
+        whenever it is asked. A folder whose manifests the store does not hold (an
+        in-memory store keeps none) is left out: its validations judge it whole."""
+        found: dict[str, frozenset[str]] = {}
+        if self.store.root is None or not bases or not inputs:
+            return found
+        for name, resource in self.resources.items():
+            if resource.kind != "directory" or name not in bases or name not in inputs:
+                continue
+            try:
+                before = {e.path: (e.kind, e.sha256) for e in self.store.manifest(bases[name])}
+                now = self.store.manifest(inputs[name])
+            except StoreError:
+                continue  # swept, or damaged: the whole folder is judged
+            found[name] = frozenset(e.path for e in now if before.get(e.path) != (e.kind, e.sha256))
+        return found
+
     def bases(self) -> dict[str, str] | None:
         """What each open sandbox started from, by resource (see :meth:`_base`), or None
         when none is known."""

@@ -930,3 +930,47 @@ async def test_idle_workers_serve_work_that_becomes_ready_late(
         run = await execute_graph(g, event_log=MemoryEventLog())
     assert len(run.validations) == 41
     assert all(r.status is NodeStatus.OK for r in run.nodes.values())
+
+
+async def test_each_call_is_told_the_change_it_validates(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``changed`` reaches every call's context, awaited on the loop or run in a thread,
+    by the folder each resource resolved to; after the run, a context knows nothing."""
+    from gategraph.runtime import ToolContext
+
+    seen: dict[str, Any] = {}
+
+    async def on_loop(root: Path, context: ToolContext, **_: Any) -> dict[str, Any]:
+        seen["loop"] = context.changed(root)
+        return {"passed": True}
+
+    def in_thread(root: Path, context: ToolContext, **_: Any) -> dict[str, Any]:
+        seen["thread"] = context.changed()
+        seen["other"] = context.changed(tmp_path)
+        return {"passed": True}
+
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "repo")
+    mod = fake_module(monkeypatch, "gg_changed", on_loop=on_loop, in_thread=in_thread)
+    slot = "resource_slots: [{name: root, kind: directory}]"
+    g = graph(f"""
+        version: 1
+        name: changed
+        resources:
+          repo: {{kind: directory, path: "{tmp_path / "link"}"}}
+        validations:
+          - {{name: loop, entrypoint: "{mod}:on_loop", {slot}}}
+          - {{name: thread, entrypoint: "{mod}:in_thread", {slot}}}
+        nodes:
+          - {{id: l, validation: loop, resources: [repo], isolation: inline}}
+          - {{id: t, validation: thread, resources: [repo], isolation: thread}}
+        """)
+    run = await execute_graph(g, changed={"repo": ["a.py", "b/c.py"]})
+    assert all(r.result.passed for r in run.validations)
+    assert seen == {
+        "loop": frozenset({"a.py", "b/c.py"}),
+        "thread": frozenset({"a.py", "b/c.py"}),
+        "other": None,
+    }
+    assert ToolContext(resources={"root": tmp_path / "repo"}).changed() is None

@@ -97,3 +97,39 @@ async def test_a_resumed_plan_reopens_its_sandboxes_or_says_they_are_gone(
         ResumeError, match="the sandbox of resource 'repo' \\(revision 0\\) is gone"
     ):
         await gone.ensure()
+
+
+@pytest.mark.anyio
+async def test_what_a_round_changed_comes_from_its_manifests(tmp_path: Path) -> None:
+    """The files a change added or modified (links too) since the sandbox opened, never
+    what it deleted; only folders, and only where the store holds both manifests."""
+    import os
+
+    plan = boxes(tmp_path)
+    await plan.open(0, replaying=False)
+    repo = (await plan.views())["repo"]
+    (repo / "keep.txt").write_text("same\n")  # added before the first round
+    bases = plan.bases()
+    assert bases is not None and set(bases) == {"repo", "notes"}
+    first = await plan.inputs(pin=True)
+    assert plan.changed(bases, first) == {"repo": frozenset({"keep.txt"})}
+    (repo / "a.txt").write_text("two\n")
+    (repo / "sub").mkdir()
+    (repo / "sub" / "b.py").write_text("x = 1\n")
+    os.symlink("a.txt", repo / "link")
+    (repo / "keep.txt").unlink()
+    second = await plan.inputs(pin=True)
+    assert plan.changed(bases, second) == {"repo": frozenset({"a.txt", "sub/b.py", "link"})}
+    # Unknown, so each folder is judged whole: no bases, or a manifest the store lost.
+    assert plan.changed(None, second) == {}
+    assert plan.changed(bases, {**second, "repo": "0" * 64}) == {}
+
+
+@pytest.mark.anyio
+async def test_an_in_memory_store_knows_no_change(tmp_path: Path) -> None:
+    """An in-memory store keeps no manifests of folders: the whole folder is judged."""
+    plan = boxes(tmp_path, memory=False)
+    plan.store = ContentStore(None)
+    await plan.open(0, replaying=False)
+    inputs = await plan.inputs(pin=True)
+    assert plan.changed({"repo": "f" * 64}, inputs) == {}

@@ -128,3 +128,56 @@ def test_a_suite_runs_in_a_shard_per_core_by_default_each_in_a_view_of_its_own(
     data = node["output"]["data"]
     assert data["shards"] == cores
     assert data["tests_passed"] == max(2, cores)
+
+
+_SCOPED_PLAN = """\
+version: 1
+name: scoped
+resources:
+  repo: {{kind: directory, path: "{project}"}}
+tools:
+  - name: edit
+    description: Write a module.
+    resource_slots: [{{name: root, kind: directory}}]
+    code: |
+      from pathlib import Path
+      def run(root, **_):
+          Path(root, "pkg", "new.py").write_text("x = 1\\n")
+          return {{"files": ["pkg/new.py"]}}
+validations:
+  - name: told
+    description: What the change touched, as the call's context tells it.
+    resource_slots: [{{name: root, kind: directory}}]
+    code: |
+      def run(root, context, **_):
+          changed = context.changed(root)
+          return {{"passed": True, "message": "ok", "data": {{"changed": sorted(changed or ["?"])}}}}
+nodes:
+  - {{id: edit, tool: edit, resources: [repo]}}
+  - {{id: syntax, validation: python_syntax, needs: [edit], resources: [repo]{held}}}
+  - {{id: told, validation: told, needs: [edit], resources: [repo]{held}}}
+"""
+
+
+@pytest.mark.parametrize("isolation", [None, "process", "thread", "sandbox"])
+def test_a_plan_parses_only_what_its_change_touched(tmp_path: Path, isolation: str | None) -> None:
+    """A project whose old code does not all parse (a file nobody touches): the plan's
+    change is judged, not what was there before it; every way a call runs is told the
+    same change."""
+    if isolation == "sandbox" and support().missing is not None:
+        pytest.skip(f"no sandbox here: {support().missing}")
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "legacy.py").write_text("def (\n")
+    (project / "pkg" / "ok.py").write_text("y = 2\n")
+    held = f", isolation: {isolation}" if isolation else ""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(_SCOPED_PLAN.format(project=project, held=held))
+    done = run_gategraph(tmp_path / "home", "run", "--json", str(plan), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    found = {v["node"]: v["result"] for v in report["validations"]}
+    assert found["syntax"]["message"] == "1 changed file parses"
+    assert found["syntax"]["data"]["scope"] == "change"
+    assert found["told"]["data"]["changed"] == ["pkg/new.py"]
+    assert (project / "pkg" / "new.py").read_text() == "x = 1\n"

@@ -667,7 +667,7 @@ def test_python_syntax_passes_a_clean_tree(project: Path) -> None:
     """Every ``.py`` file parses: pass, and no bytecode cache appears."""
     outcome = check(python_syntax, project)
     assert outcome["passed"] is True
-    assert outcome["data"] == {"files_checked": 2, "errors": [], "error_count": 0}
+    assert outcome["data"] == {"files_checked": 2, "errors": [], "error_count": 0, "scope": "tree"}
     assert outcome["message"] == "All 2 files parse"
     assert not list(project.rglob("__pycache__"))
 
@@ -727,6 +727,83 @@ def test_python_syntax_refuses_bad_arguments(project: Path) -> None:
     bad_arguments(check(python_syntax, project, include=3), "include must be a glob")
     bad_arguments(check(python_syntax, project, exclude="build"), "exclude must be a list")
     bad_arguments(check(python_syntax, project, exclude=["a/../../b"]), "not a relative glob")
+
+
+def changed_context(root: Path, *changed: str) -> ToolContext:
+    """The context of a call in a plan round whose change touched ``changed``."""
+    return ToolContext(resources={"root": root}, changed={root: changed})
+
+
+def test_python_syntax_parses_only_the_change_in_a_plan(project: Path) -> None:
+    """Given the change (a plan's round), only its files are parsed, under the same rules
+    (include, exclude, version control, links out): a broken file nobody changed was
+    there before the plan; ``scope: tree`` parses them all."""
+    write(
+        project,
+        {
+            "old_broken.py": "def (",
+            "new.py": "x = 1\n",
+            "also.py": "def f(:\n",
+            "build/gen.py": "(",
+            ".git/hooks/h.py": "(",
+            "notes.md": "(",
+        },
+    )
+    os.symlink("/usr/lib/os.py", project / "out.py")
+    context = changed_context(
+        project, "new.py", "also.py", "build/gen.py", ".git/hooks/h.py", "notes.md", "out.py"
+    )
+    outcome = check(python_syntax, project, exclude=["build"], context=context)
+    assert outcome["data"]["scope"] == "change"
+    assert outcome["data"]["files_checked"] == 2
+    assert [e["file"] for e in outcome["data"]["errors"]] == ["also.py"]
+    assert outcome["message"].startswith("1 of 2 changed files does not parse: also.py:1")
+    whole = check(python_syntax, project, exclude=["build"], context=context, scope="tree")
+    assert whole["data"]["scope"] == "tree"
+    assert [e["file"] for e in whole["data"]["errors"]] == ["also.py", "old_broken.py"]
+    fixed = check(python_syntax, project, context=changed_context(project, "new.py"))
+    assert fixed["message"] == "1 changed file parses"
+    nothing = check(python_syntax, project, context=changed_context(project))
+    assert nothing["passed"] is True
+    assert nothing["message"] == "No changed files match '**/*.py'"
+    # A change the call cannot know (not a plan's round, another folder): the whole tree.
+    other = ToolContext(resources={"root": project}, changed={project.parent: ["x.py"]})
+    assert check(python_syntax, project, context=other)["data"]["scope"] == "tree"
+    bad_arguments(check(python_syntax, project, scope="diff"), "scope must be 'change' or")
+
+
+def test_a_changed_path_through_a_link_out_of_the_folder_is_not_read(
+    project: Path, tmp_path: Path
+) -> None:
+    """A change names files, never where links lead: a path through a linked folder that
+    leads out is not read, though no walk would have gone there."""
+    outside = write(tmp_path / "outside", {"secret.py": "def ("})
+    os.symlink(outside, project / "linked")
+    context = changed_context(project, "linked/secret.py")
+    assert check(python_syntax, project, context=context)["data"]["files_checked"] == 0
+    assert check(regex, project, pattern="def", context=context)["data"]["files_checked"] == 0
+
+
+def test_regex_forbids_in_the_change_and_requires_in_the_tree(project: Path) -> None:
+    """Forbidding judges the change by default (a TODO there before the plan is not its
+    doing); requiring looks at the whole tree by default (the pattern may be anywhere)."""
+    write(project, {"old.py": "# TODO old\n", "new.py": "# TODO new\n", "lic.py": "# MIT\n"})
+    context = changed_context(project, "new.py")
+    forbid = check(regex, project, pattern="TODO", context=context)
+    assert forbid["data"]["scope"] == "change"
+    assert [m["file"] for m in forbid["data"]["matches"]] == ["new.py"]
+    assert "in changed files matching" in forbid["message"]
+    require = check(regex, project, pattern="MIT", mode="require", context=context)
+    assert require["passed"] is True
+    assert require["data"]["scope"] == "tree"
+    scoped = check(regex, project, pattern="MIT", mode="require", scope="change", context=context)
+    assert scoped["passed"] is False
+    assert scoped["message"] == (
+        "Required pattern not found in changed files matching '**/*' (1 file searched)"
+    )
+    tree = check(regex, project, pattern="TODO", scope="tree", context=context)
+    assert {"old.py", "new.py"} <= {m["file"] for m in tree["data"]["matches"]}
+    bad_arguments(check(regex, artifact="x", pattern="x", scope=3), "scope must be")
 
 
 @pytest.mark.parametrize(
@@ -1147,3 +1224,20 @@ def test_every_file_goes_to_one_shard_the_same_way_every_time() -> None:
     assert set(owner) == set(counts) and set(owner.values()) == {0, 1, 2}
     loads = [sum(c for f, c in counts.items() if owner[f] == s) for s in range(3)]
     assert max(loads) - min(loads) <= max(counts.values())
+
+
+def test_the_documented_validation_of_the_change_runs(tmp_path: Path) -> None:
+    """docs/validators.md's own validation that reads ``context.changed``: given the
+    change, it judges only that; told nothing, it judges the whole folder."""
+    text = DOCS.read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "no_tabs" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "validators.md", "exec"), namespace)
+    no_tabs = namespace["no_tabs"]
+    root = write(tmp_path / "r", {"old.py": "if x:\n\tpass\n", "new.py": "x = 1\n"})
+    told = ToolContext(resources={"root": root}, changed={root: ["new.py"]})
+    assert no_tabs(root, told) == {"passed": True, "message": "no tabs"}
+    assert no_tabs(root, ToolContext(resources={"root": root})) == {
+        "passed": False,
+        "message": "old.py",
+    }

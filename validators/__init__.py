@@ -145,6 +145,12 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
                 "files": {"type": "string", "default": "**/*"},
                 "exclude": _STRINGS,
                 "mode": {"enum": ["forbid", "require"], "default": "forbid"},
+                "scope": {
+                    "enum": ["change", "tree"],
+                    "description": "Search only the files a plan's change added or modified "
+                    "(change: the default when forbidding), or every file (tree: the default "
+                    "when requiring).",
+                },
                 "flags": {
                     "type": "array",
                     "items": {
@@ -168,6 +174,12 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
             "properties": {
                 "include": {"type": "string", "default": "**/*.py"},
                 "exclude": _STRINGS,
+                "scope": {
+                    "enum": ["change", "tree"],
+                    "default": "change",
+                    "description": "Parse only the files a plan's change added or modified "
+                    "(change), or every file (tree).",
+                },
             },
             "additionalProperties": False,
         },

@@ -16,16 +16,18 @@ from typing import TYPE_CHECKING, Any, Final
 from gategraph.runtime import ReadOnlyViolationError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Collection, Iterator, Sequence
 
 __all__ = [
     "BAD_ARGUMENTS",
     "BAD_ARTIFACT",
     "MAX_FILE_BYTES",
+    "SCOPES",
     "ArgumentError",
     "Result",
     "check_patterns",
     "check_root",
+    "check_scope",
     "check_strings",
     "compile_glob",
     "describe",
@@ -47,6 +49,10 @@ BAD_ARTIFACT: Final = "bad_artifact"
 """``data["error"]`` when the artifact does not have the shape the check reads."""
 MAX_FILE_BYTES: Final = 1 << 20
 """Files larger than this (1 MiB) are skipped by the text searches."""
+
+SCOPES: Final = ("change", "tree")
+"""What a per-file check judges: the files the plan's change added or modified
+(``change``), or every file (``tree``)."""
 
 # Never searched: version-control metadata is not part of the work under validation.
 _VCS_DIRS: Final = frozenset({".git", ".hg", ".svn"})
@@ -140,6 +146,20 @@ def check_inside(name: str, paths: Sequence[str], *, options: bool = False) -> N
             )
 
 
+def check_scope(scope: object, context: object, folder: Path | None) -> Collection[str] | None:
+    """The files of ``folder`` a per-file check judges under ``scope``: those the plan's
+    change added or modified (``change``, when the call's ``context`` knows them), else
+    ``None``, every file (or no folder). Raises :class:`ArgumentError` for a scope that is
+    neither."""
+    if scope not in SCOPES:
+        raise ArgumentError(f"scope must be 'change' or 'tree', got {describe(scope)}")
+    changed = getattr(context, "changed", None)
+    if scope == "tree" or changed is None or folder is None:
+        return None
+    found: Collection[str] | None = changed(folder)
+    return found
+
+
 def check_root(root: object) -> Path:
     """Return ``root`` as a ``Path`` to an existing folder, or raise :class:`ArgumentError`."""
     if isinstance(root, str) and root:
@@ -223,16 +243,37 @@ def _excluded(relative: str, exclude: Sequence[re.Pattern[str]]) -> bool:
 
 
 def iter_files(
-    root: Path, include: re.Pattern[str], exclude: Sequence[re.Pattern[str]] = ()
+    root: Path,
+    include: re.Pattern[str],
+    exclude: Sequence[re.Pattern[str]] = (),
+    only: Collection[str] | None = None,
 ) -> Iterator[tuple[str, Path]]:
     """Yield ``(relative posix path, path)`` of the files under ``root`` that ``include``
     matches and no ``exclude`` pattern matches, sorted, without following symlinks.
 
     An ``exclude`` pattern that matches a folder excludes everything in it. Version
     control folders (``.git``, ``.hg``, ``.svn``) are never entered, and a symlink that
-    leads out of ``root`` is never yielded.
+    leads out of ``root`` is never yielded. ``only`` (relative posix paths) looks at
+    those files alone, under the same rules, instead of walking the folder.
     """
     base = os.path.realpath(root)
+    if only is not None:
+        for relative in sorted(only):
+            *folders, _ = relative.split("/")
+            prefixes = ["/".join(folders[: i + 1]) for i in range(len(folders))]
+            if (
+                any(part in _VCS_DIRS for part in folders)
+                or any(_excluded(p, exclude) or _excluded(p + "/", exclude) for p in prefixes)
+                or not include.fullmatch(relative)
+                or _excluded(relative, exclude)
+            ):
+                continue
+            path = Path(root, relative)
+            # Its folders too may be links here (no walk found it): where it really is.
+            real = os.path.realpath(path)
+            if real.startswith(base.rstrip(os.sep) + os.sep) and path.is_file():
+                yield relative, path
+        return
     for folder, dirnames, filenames in os.walk(root, followlinks=False):
         prefix = os.path.relpath(folder, root).replace(os.sep, "/")
         prefix = "" if prefix == "." else prefix + "/"

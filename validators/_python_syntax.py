@@ -13,6 +13,7 @@ from ._common import (
     Result,
     check_patterns,
     check_root,
+    check_scope,
     check_strings,
     describe,
     failed,
@@ -44,7 +45,14 @@ def _parse_error(source: bytes, filename: str) -> tuple[int | None, str] | None:
     return None
 
 
-def python_syntax(*, root: object, include: object = "**/*.py", exclude: object = ()) -> Result:
+def python_syntax(
+    *,
+    root: object,
+    include: object = "**/*.py",
+    exclude: object = (),
+    scope: object = "change",
+    context: object = None,
+) -> Result:
     """Check that every matching Python file under ``root`` parses.
 
     Files are parsed with the running interpreter's grammar (``compile`` with
@@ -57,12 +65,18 @@ def python_syntax(*, root: object, include: object = "**/*.py", exclude: object 
         include: a glob of the files to parse, relative to ``root`` (default ``**/*.py``;
             ``**`` spans folders).
         exclude: globs of files or folders to leave out (``[".venv", "build/**"]``).
+        scope: ``change`` (default) parses only the files a plan's change added or
+            modified, where the call knows them (a plan's validation round); ``tree``
+            parses every file. Outside a plan, every file is parsed either way.
+        context: the call's :class:`~gategraph.runtime.ToolContext` (given by the
+            runtime): it tells the change.
 
     Data:
         files_checked: how many files were parsed.
         errors: up to 50 ``{"file", "line", "message"}`` — ``file`` relative to
             ``root``, ``line`` counting from 1 (``null`` when unknown).
         error_count: how many files do not parse, in all.
+        scope: ``change`` when only the change's files were parsed, else ``tree``.
     """
     try:
         folder = check_root(root)
@@ -70,11 +84,12 @@ def python_syntax(*, root: object, include: object = "**/*.py", exclude: object 
             raise ArgumentError(f"include must be a glob string, got {describe(include)}")
         pattern = check_patterns("include", [include])[0]
         excluded = check_patterns("exclude", check_strings("exclude", exclude))
+        only = check_scope(scope, context, folder)
     except ArgumentError as exc:
         return failed(BAD_ARGUMENTS, str(exc))
     errors: list[dict[str, object]] = []
     count = checked = 0
-    for relative, path in iter_files(folder, pattern, excluded):
+    for relative, path in iter_files(folder, pattern, excluded, only):
         checked += 1
         try:
             source = path.read_bytes()
@@ -90,12 +105,15 @@ def python_syntax(*, root: object, include: object = "**/*.py", exclude: object 
                 errors.append(
                     {"file": relative, "line": problem[0], "message": shorten(problem[1])}
                 )
-    data = {"files_checked": checked, "errors": errors, "error_count": count}
+    judged = "change" if only is not None else "tree"
+    data = {"files_checked": checked, "errors": errors, "error_count": count, "scope": judged}
+    # What was parsed, as the message says it: the change's files, or the folder's.
+    noun = "changed file" if only is not None else "file"
     if not checked:
-        return result(True, f"No files match {include!r}", **data)
+        return result(True, f"No {noun}s match {include!r}", **data)
     if not count:
         return result(
-            True, "1 file parses" if checked == 1 else f"All {checked} files parse", **data
+            True, f"1 {noun} parses" if checked == 1 else f"All {checked} {noun}s parse", **data
         )
     shown = [
         f"{e['file']}:{e['line']}: {e['message']}" if e["line"] else f"{e['file']}: {e['message']}"
@@ -103,7 +121,7 @@ def python_syntax(*, root: object, include: object = "**/*.py", exclude: object 
     ]
     return result(
         False,
-        f"{count} of {plural(checked, 'file')} {'does' if count == 1 else 'do'} not parse: "
+        f"{count} of {plural(checked, noun)} {'does' if count == 1 else 'do'} not parse: "
         f"{listing(shown, 3, '; ')}",
         **data,
     )

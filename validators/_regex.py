@@ -13,6 +13,7 @@ from ._common import (
     Result,
     check_patterns,
     check_root,
+    check_scope,
     check_strings,
     describe,
     failed,
@@ -102,6 +103,8 @@ def regex(
     exclude: object = (),
     mode: object = "forbid",
     flags: object = (),
+    scope: object = None,
+    context: object = None,
 ) -> Result:
     """Search for a regular expression; forbid it or require it.
 
@@ -121,6 +124,12 @@ def regex(
             it does not.
         flags: regex flags by name: ``IGNORECASE``, ``MULTILINE``, ``DOTALL``,
             ``VERBOSE``, ``ASCII`` (or ``I``, ``M``, ``S``, ``X``, ``A``).
+        scope: ``change`` searches only the files a plan's change added or modified, where
+            the call knows them (a plan's validation round); ``tree`` every file. By
+            default ``change`` when forbidding (what was there before the plan is not
+            its doing) and ``tree`` when requiring (the pattern may be anywhere).
+        context: the call's :class:`~gategraph.runtime.ToolContext` (given by the
+            runtime): it tells the change.
 
     Data:
         matches: up to 50 ``{"file", "line", "text", "match"}`` — ``file`` is the path
@@ -129,6 +138,8 @@ def regex(
         match_count: how many matches there are in all.
         files_checked: how many files were searched (0 for the artifact).
         files_skipped: how many matching files were skipped (binary, too large, unreadable).
+        scope: ``change`` when only the change's files were searched, else ``tree``
+            (also for the artifact).
     """
     try:
         compiled = _compile(pattern, flags)
@@ -139,6 +150,9 @@ def regex(
             raise ArgumentError(f"files must be a glob string, got {describe(files)}")
         include = check_patterns("files", [files])[0]
         excluded = check_patterns("exclude", check_strings("exclude", exclude))
+        if scope is None:
+            scope = "change" if mode == "forbid" else "tree"
+        only = check_scope(scope, context, folder)
     except ArgumentError as exc:
         return failed(BAD_ARGUMENTS, str(exc))
     matches: list[dict[str, str | int]] = []
@@ -154,9 +168,9 @@ def regex(
     else:
         sources = (
             (rel, read_text(path, MAX_FILE_BYTES))
-            for rel, path in iter_files(folder, include, excluded)
+            for rel, path in iter_files(folder, include, excluded, only)
         )
-        where = f"files matching {files!r}"
+        where = f"{'changed ' if only is not None else ''}files matching {files!r}"
     for name, content in sources:
         if content is None:
             skipped += 1
@@ -172,6 +186,7 @@ def regex(
         "match_count": count,
         "files_checked": checked,
         "files_skipped": skipped,
+        "scope": "change" if only is not None else "tree",
     }
     shown = listing(
         [f"{m['file']}:{m['line']}: {shorten(str(m['text']), 60)}" for m in matches], 3, "; "
