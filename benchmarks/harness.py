@@ -670,7 +670,10 @@ def _figure(
 def _startup(key: str) -> Callable[[Mapping[str, Any]], float | None]:
     def figure(report: Mapping[str, Any]) -> float | None:
         startup = report.get("startup")
-        return None if startup is None else float(startup[key]["median"])
+        if startup is None:
+            return None
+        value = startup[key]
+        return float(value["median"] if isinstance(value, Mapping) else value)
 
     return figure
 
@@ -849,6 +852,34 @@ TARGETS: Final = (
         "help",
         "gategraph --help < 300 ms",
         _startup("help_ms"),
+        300.0,
+        "lower",
+        " ms",
+        "scenario startup",
+    ),
+    # Issue 27 item 5: the fixed costs a user pays on every command and every plan.
+    Target(
+        "check",
+        "gategraph check of a small plan within 5x the bare interpreter's start-up",
+        _startup("check_vs_python"),
+        5.0,
+        "lower",
+        "x",
+        "scenario startup",
+    ),
+    Target(
+        "first-run",
+        "the first execute_graph in a fresh process (import included) < 150 ms",
+        _startup("first_run_ms"),
+        150.0,
+        "lower",
+        " ms",
+        "scenario startup",
+    ),
+    Target(
+        "run-overhead",
+        "gategraph run of a plan with no work in it < 300 ms beyond the interpreter's start",
+        _startup("run_beyond_python_ms"),
         300.0,
         "lower",
         " ms",
@@ -1074,6 +1105,9 @@ def render_table(report: Mapping[str, Any]) -> str:
             f"| … and load every public name | {_cell(startup['import_all_ms'])} |",
             f"| gategraph --help (whole process) | {_cell(startup['help_ms'])} |",
             f"| python -c pass (the interpreter alone) | {_cell(startup['python_ms'])} |",
+            f"| gategraph check plan.yaml (whole process) | {_cell(startup['check_ms'])} |",
+            f"| first execute_graph, import included | {_cell(startup['first_run_ms'])} |",
+            f"| gategraph run plan.yaml (whole process) | {_cell(startup['run_ms'])} |",
         ]
     ray = report.get("ray")
     if ray is not None:

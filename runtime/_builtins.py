@@ -12,7 +12,7 @@ built-in tools are the validator tools (``validator.ac-pull``, ``validator.attes
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -23,17 +23,29 @@ __all__ = ["builtin", "builtin_names", "copies", "in_process", "shipped"]
 
 
 @functools.cache
-def _builtins() -> Mapping[str, Tool]:
+def _configs() -> Mapping[str, tuple[Mapping[str, Any], bool]]:
+    """Each built-in's configuration, and whether it is a validation (else a tool)."""
     # Imported on first use: the validators use the runtime's public names, and most runs
     # of the runtime never ask for a built-in by name.
-    from gategraph.validators import builtin_validations
+    from gategraph.validators import BUILTIN_CONFIGS
 
-    from ._models import Tool
     from ._validator_tools import VALIDATOR_TOOLS
 
-    found: dict[str, Tool] = {v.name: v for v in builtin_validations()}
-    found.update({name: Tool.from_config(config) for name, config in VALIDATOR_TOOLS.items()})
+    found = {name: (config, True) for name, config in BUILTIN_CONFIGS.items()}
+    found.update({name: (config, False) for name, config in VALIDATOR_TOOLS.items()})
     return found
+
+
+@functools.cache
+def _built(name: str) -> Tool | None:
+    # One at a time: a plan uses a few, and building one checks its argument schema.
+    found = _configs().get(name)
+    if found is None:
+        return None
+    from ._models import Tool, Validation
+
+    config, validation = found
+    return (Validation if validation else Tool).from_config(dict(config))
 
 
 _TESTING: Final = "gategraph.runtime.testing:"
@@ -89,13 +101,13 @@ def copies(tool: Tool) -> bool:
 
 def builtin(name: str) -> Tool | None:
     """The built-in validation or tool called ``name``, or ``None``."""
-    return _builtins().get(name)
+    return _built(name)
 
 
 def shipped(name: str) -> Tool | None:
     """What a name means when neither a graph nor the catalog defines it: a built-in, else
     an installed plugin's validation, else ``None``."""
-    found = _builtins().get(name)
+    found = _built(name)
     if found is not None:
         return found
     from ._plugins import plugin_validation
@@ -105,4 +117,4 @@ def shipped(name: str) -> Tool | None:
 
 def builtin_names() -> tuple[str, ...]:
     """The names of the built-in validations and tools, sorted."""
-    return tuple(sorted(_builtins()))
+    return tuple(sorted(_configs()))

@@ -255,7 +255,7 @@ class NodeKind(enum.StrEnum):
 @pydantic_dataclass(
     frozen=True,
     slots=True,
-    config=ConfigDict(extra="forbid", use_attribute_docstrings=True),
+    config=ConfigDict(extra="forbid"),
 )
 class Node:
     """One step of a plan: a work node, a validation node or an actor node.

@@ -35,7 +35,72 @@ _DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 def _generated() -> dict[str, Any]:
     from ._graph import PlanGraph
 
-    return PlanGraph.model_json_schema(mode="validation")
+    return PlanGraph.model_json_schema(mode="validation", schema_generator=_described())
+
+
+def _described() -> type[Any]:
+    """A schema generator that describes each field by the docstring under it.
+
+    pydantic's ``use_attribute_docstrings`` would read them when each model class is made,
+    which reads the source of every model on every start (a sixth of a first run's time):
+    the schema is the only place that needs them, so they are read here."""
+    from pydantic.json_schema import GenerateJsonSchema
+
+    class Described(GenerateJsonSchema):
+        def model_schema(self, schema: Any) -> Any:
+            found = super().model_schema(schema)
+            _describe_fields(self.resolve_ref_schema(found), schema["cls"])
+            return found
+
+        def dataclass_schema(self, schema: Any) -> Any:
+            found = super().dataclass_schema(schema)
+            _describe_fields(self.resolve_ref_schema(found), schema["cls"])
+            return found
+
+    return Described
+
+
+def _describe_fields(model: dict[str, Any], cls: type[Any]) -> None:
+    """Give each property of ``model`` without a description the docstring under its
+    field in ``cls`` (or a base class), by the field's name or alias."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        docs.update(_attribute_docs(klass))
+    fields = getattr(cls, "__pydantic_fields__", {})
+    for name, text in docs.items():
+        info = fields.get(name)
+        key = (getattr(info, "alias", None) or name) if info is not None else name
+        field = model.get("properties", {}).get(key)
+        if isinstance(field, dict) and "description" not in field:
+            field["description"] = text
+
+
+def _attribute_docs(cls: type[Any]) -> dict[str, str]:
+    """The docstrings under the annotated attributes of ``cls``'s own body."""
+    import ast
+    import inspect
+    import itertools
+    import textwrap
+
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    body = ast.parse(source).body
+    if not body or not isinstance(body[0], ast.ClassDef):
+        return {}
+    statements = body[0].body
+    docs: dict[str, str] = {}
+    for first, second in itertools.pairwise(statements):
+        if (
+            isinstance(first, ast.AnnAssign)
+            and isinstance(first.target, ast.Name)
+            and isinstance(second, ast.Expr)
+            and isinstance(second.value, ast.Constant)
+            and isinstance(second.value.value, str)
+        ):
+            docs[first.target.id] = inspect.cleandoc(second.value.value)
+    return docs
 
 
 def graph_schema() -> dict[str, Any]:

@@ -134,7 +134,6 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
-        use_attribute_docstrings=True,
         validate_default=True,
         allow_inf_nan=False,
     )

@@ -126,7 +126,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
-        use_attribute_docstrings=True,
         validate_default=True,
         str_strip_whitespace=False,
     )

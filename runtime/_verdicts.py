@@ -129,7 +129,6 @@ class ValidatorFinding(BaseModel):
         extra="forbid",
         validate_by_alias=True,
         validate_by_name=True,
-        use_attribute_docstrings=True,
         # Nested (and re-checked) instances are validated again, so an instance made with
         # ``model_construct`` cannot smuggle a broken finding into an envelope.
         revalidate_instances="always",
@@ -168,7 +167,6 @@ class _Envelope(BaseModel):
         extra="forbid",
         validate_by_alias=True,
         validate_by_name=True,
-        use_attribute_docstrings=True,
         # The type guards validate instances again (see ``_still_valid``).
         revalidate_instances="always",
     )

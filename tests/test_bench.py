@@ -154,8 +154,22 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
         report["ray"], result.stdout, {r["id"]: r for r in report["targets"]}["ray-overhead"]
     )
     startup = report["startup"]
-    for key in ("import_ms", "import_engine_ms", "import_all_ms", "help_ms", "python_ms"):
+    for key in (
+        "import_ms",
+        "import_engine_ms",
+        "import_all_ms",
+        "help_ms",
+        "python_ms",
+        "check_ms",
+        "first_run_ms",
+        "run_ms",
+    ):
         assert set(startup[key]) == SPREAD
+    assert (
+        startup["check_vs_python"]
+        == startup["check_ms"]["median"] / (startup["python_ms"]["median"])
+    )
+    assert startup["run_beyond_python_ms"] > 0
     targets = {row["id"]: row for row in report["targets"]}
     assert {
         "noop-vs-gather",
@@ -174,6 +188,8 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
     # N=10,000 was not measured: that target says so instead of guessing.
     assert targets["noop-vs-gather"]["measured"] is None
     assert targets["import"]["measured"] is not None
+    for fixed in ("check", "first-run", "run-overhead"):
+        assert targets[fixed]["measured"] is not None, fixed
     _check_embed(report["embed"], calls=50, repeats=1)
     assert targets["validate-overhead"]["measured"] == report["embed"]["overhead_ms"]
     assert "### embed" in result.stdout

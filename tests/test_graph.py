@@ -1129,9 +1129,14 @@ def test_models_are_frozen_and_strict() -> None:
         Node(id="a", tool="t", color="red")  # type: ignore[call-arg]
     assert Policy() == Policy(approval=ApprovalPolicy())
     assert AcceptanceCriterion(id="AC1", text="x", validations="v").validations == ("v",)  # type: ignore[arg-type]
+    # Each field's docstring describes it in the published schema (read from the source
+    # when the schema is made, not when each model class is).
+    from gategraph.runtime._graph_schema import graph_schema
+
+    defs = graph_schema()["$defs"]
     for field in ("path", "files", "needs", "timeout", "retry_limit"):
         owner = next(m for m in (ResourceSpec, Node, Policy) if field in m.__pydantic_fields__)
-        assert owner.__pydantic_fields__[field].description, field
+        assert defs[owner.__name__]["properties"][field]["description"], field
 
 
 def test_graph_built_in_python_has_working_accessors() -> None:
@@ -1272,3 +1277,32 @@ def test_check_examples(name: str) -> None:
         result = invoke("check", str(path))
     assert result.exit_code == 0, result.output
     assert ": ok — " in result.stdout
+
+
+def test_field_docstrings_are_read_from_the_source_for_the_schema() -> None:
+    """The docstring under each annotated field, a base class's too; a class without a
+    source (made at run time) has none."""
+    from gategraph.runtime._graph_schema import _attribute_docs, _describe_fields
+
+    class Base:
+        kept: int
+        """Kept from the base.
+
+        Second paragraph."""
+        plain = 3
+        """Not annotated: not a field."""
+
+    class Child(Base):
+        own: str
+        """The child's own."""
+        bare: int
+
+    assert _attribute_docs(Base) == {"kept": "Kept from the base.\n\nSecond paragraph."}
+    assert _attribute_docs(type("Made", (), {})) == {}
+    model = {"properties": {"kept": {}, "own": {"description": "given"}, "bare": {}}}
+    _describe_fields(model, Child)
+    assert model["properties"] == {
+        "kept": {"description": "Kept from the base.\n\nSecond paragraph."},
+        "own": {"description": "given"},
+        "bare": {},
+    }

@@ -1241,3 +1241,24 @@ def test_the_documented_validation_of_the_change_runs(tmp_path: Path) -> None:
         "passed": False,
         "message": "old.py",
     }
+
+
+def test_each_check_loads_when_first_asked_for() -> None:
+    """``gategraph.validators`` loads a check's module on first use: a plan that uses one
+    built-in pays for that one."""
+    import subprocess
+
+    code = (
+        "import sys, gategraph.validators as v; "
+        "before = sorted(m for m in sys.modules if m.startswith('gategraph.validators.')); "
+        "v.python_syntax; "
+        "after = sorted(m for m in sys.modules if m.startswith('gategraph.validators.')); "
+        "print(before, after, 'regex' in dir(v))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("] [") == [
+        "[",
+        "'gategraph.validators._common', 'gategraph.validators._python_syntax'] True\n",
+    ]
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        validators.nothing  # noqa: B018

@@ -20,17 +20,45 @@ This package uses only the public names of :mod:`gategraph.runtime`.
 
 from __future__ import annotations
 
-from typing import Any, Final
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
-from gategraph.runtime import Validation
+if TYPE_CHECKING:
+    from gategraph.runtime import Validation
 
-from ._json_schema import json_schema as json_schema
-from ._paths_exist import paths_exist as paths_exist
-from ._pytest import pytest_suite as pytest_suite
-from ._python_syntax import python_syntax as python_syntax
-from ._regex import regex as regex
-from ._unittest import unittest_suite as unittest_suite
-from ._unsafe_command import unsafe_command as unsafe_command
+    from ._json_schema import json_schema as json_schema
+    from ._paths_exist import paths_exist as paths_exist
+    from ._pytest import pytest_suite as pytest_suite
+    from ._python_syntax import python_syntax as python_syntax
+    from ._regex import regex as regex
+    from ._unittest import unittest_suite as unittest_suite
+    from ._unsafe_command import unsafe_command as unsafe_command
+
+# Each check's module is imported when the check is first asked for (PEP 562): a plan
+# that uses one built-in loads that one, not the policy tables of the others.
+_MODULES: Final = {
+    "json_schema": "._json_schema",
+    "paths_exist": "._paths_exist",
+    "pytest_suite": "._pytest",
+    "python_syntax": "._python_syntax",
+    "regex": "._regex",
+    "unittest_suite": "._unittest",
+    "unsafe_command": "._unsafe_command",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULES})
+
 
 __all__ = [
     "BUILTIN_CONFIGS",
@@ -254,4 +282,6 @@ sandbox, a copy-on-write view of it, nothing copied."""
 
 def builtin_validations() -> list[Validation]:
     """Build a :class:`~gategraph.runtime.Validation` for each of :data:`BUILTIN_CONFIGS`."""
+    from gategraph.runtime import Validation
+
     return [Validation.from_config(config) for config in BUILTIN_CONFIGS.values()]
