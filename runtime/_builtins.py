@@ -45,7 +45,7 @@ def _built(name: str) -> Tool | None:
     from ._models import Tool, Validation
 
     config, validation = found
-    return (Validation if validation else Tool).from_config(dict(config))
+    return (Validation if validation else Tool).from_config(dict(config), trusted=True)
 
 
 _TESTING: Final = "gategraph.runtime.testing:"

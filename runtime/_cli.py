@@ -15,7 +15,7 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
@@ -218,6 +218,14 @@ class _RootGroup(_Group):
 def cli(ctx: click.Context, catalog_path: Path | None) -> None:
     """Run AI-agent plans as actor graphs; nothing is applied until its validations pass."""
     ctx.obj = catalog_path
+    if ctx.invoked_subcommand in _PROBING:
+        from ._kernel import probe_ahead
+
+        probe_ahead()  # where the sandbox can run is known by the time a graph is loaded
+
+
+# The commands that load a graph, and so ask where its validations can run.
+_PROBING: Final = frozenset({"check", "execute", "run", "resume", "decide", "approve", "demo"})
 
 
 @contextmanager

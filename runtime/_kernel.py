@@ -75,6 +75,7 @@ __all__ = [
     "let_in",
     "let_in_later",
     "network_closed",
+    "probe_ahead",
     "sandbox_support",
     "support",
 ]
@@ -349,6 +350,7 @@ def _probe() -> Support:
     elif not seccomp:
         missing = "the sandbox needs seccomp filters, which this kernel does not offer"
     if missing is not None:
+        _stop_ahead()
         return Support(abi, seccomp, arch, missing)
     refused = _probe_mounts()
     if refused is not None:
@@ -375,26 +377,84 @@ except OSError as exc:
 """
 
 
+# The probe started ahead (:func:`probe_ahead`): its process, its folder, and the process
+# that started it (a forked child has a copy of this, and must leave it alone).
+_ahead: tuple[subprocess.Popen[bytes], str, int] | None = None
+
+
+def _start_probe(folder: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _PROBE, __file__, folder],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def probe_ahead() -> None:
+    """Start :func:`support`'s probe of mounts now, in its own process, so that it runs
+    while this one goes on loading (a process start costs some 50 ms): the command line
+    calls this as a command that will need it starts. The first :func:`support` waits for
+    it; if nothing asks, it is stopped when this process exits."""
+    global _ahead
+    if _ahead is not None or _support is not None or not sys.platform.startswith("linux"):
+        return
+    folder = tempfile.mkdtemp(prefix="gategraph-probe-")
+    try:
+        child = _start_probe(folder)
+    except (OSError, subprocess.SubprocessError):
+        _remove_folder(folder)
+        return  # support() tries again, and says why
+    _ahead = (child, folder, os.getpid())
+    import atexit
+
+    atexit.register(_stop_ahead)
+
+
+def _stop_ahead() -> None:
+    global _ahead
+    if _ahead is None or _ahead[2] != os.getpid():
+        return
+    child, folder, _ = _ahead
+    _ahead = None
+    child.kill()
+    child.communicate()
+    _remove_folder(folder)
+
+
+def _remove_folder(folder: str) -> None:
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _probe_mounts() -> str | None:
     """Whether a process can have the mounts a worker makes: tried, as a worker does, in a
     throwaway process (this one's namespaces stay as they are); None when it can, else why
     not. This module alone is loaded there, by its path: it needs nothing else."""
-    with tempfile.TemporaryDirectory(prefix="gategraph-probe-") as folder:
+    global _ahead
+    if _ahead is not None and _ahead[2] == os.getpid():
+        child, folder, _ = _ahead
+        _ahead = None
+    else:
+        folder = tempfile.mkdtemp(prefix="gategraph-probe-")
         try:
-            done = subprocess.run(
-                [sys.executable, "-I", "-S", "-c", _PROBE, __file__, folder],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=60,
-                check=False,
-            )
+            child = _start_probe(folder)
         except (OSError, subprocess.SubprocessError) as exc:
+            _remove_folder(folder)
             return f"the probe could not run ({exc})"
-    if done.returncode == 0:
+    try:
+        _, stderr = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        return "the probe did not end within 60 s"
+    finally:
+        _remove_folder(folder)
+    if child.returncode == 0:
         return None
-    why = done.stderr.decode(errors="replace").strip().splitlines()
-    return why[-1] if why else f"the probe exited with status {done.returncode}"
+    why = stderr.decode(errors="replace").strip().splitlines()
+    return why[-1] if why else f"the probe exited with status {child.returncode}"
 
 
 def sandbox_support() -> Support:

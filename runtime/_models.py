@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -122,8 +123,33 @@ class Scope(enum.StrEnum):
 SCOPE_SPECIFICITY: Final = {Scope.DIRECT: 0, Scope.PROJECT: 1, Scope.PLAN: 2}
 
 
+# The keywords of an object schema that no empty object can break: with only these (and
+# `type: object`, and `required` empty), `{}` passes (JSON Schema 2020-12, §10.3.2 and
+# the validation vocabulary's §6.5).
+_EMPTY_OBJECT_PASSES: Final = frozenset(
+    {
+        *("$schema", "$id", "$comment", "title", "description", "default", "examples"),
+        *("properties", "patternProperties", "additionalProperties", "propertyNames"),
+        *("dependentRequired", "dependentSchemas", "maxProperties", "unevaluatedProperties"),
+        *("type", "required", "deprecated", "readOnly", "writeOnly"),
+    }
+)
+
+
+def _takes_nothing(schema: Mapping[str, Any]) -> bool:
+    """Whether the empty object surely passes ``schema``, without a validator."""
+    kind = schema.get("type", "object")
+    return (
+        set(schema) <= _EMPTY_OBJECT_PASSES
+        and (kind == "object" or (isinstance(kind, list) and "object" in kind))
+        and not schema.get("required")
+    )
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(
+        # Built on first use, not at import: most runs use few of these models.
+        defer_build=True,
         extra="forbid",
         frozen=True,
         validate_default=True,
@@ -248,8 +274,12 @@ class Tool(_Model):
 
     @field_validator("input_schema", "output_schema")
     @classmethod
-    def _check_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
+    def _check_schema(
+        cls, value: dict[str, Any] | None, info: ValidationInfo
+    ) -> dict[str, Any] | None:
+        # A built-in's schemas are gategraph's own, checked by its tests: not again on
+        # every start (checking loads jsonschema and its metaschemas, ~50 ms).
+        if value is not None and not (info.context and info.context.get("trusted")):
             from jsonschema import exceptions, validators
 
             try:
@@ -363,12 +393,18 @@ class Tool(_Model):
 
     @classmethod
     def from_config(
-        cls, config: Mapping[str, Any] | Document, *, source: str | None = None
+        cls,
+        config: Mapping[str, Any] | Document,
+        *,
+        source: str | None = None,
+        trusted: bool = False,
     ) -> Self:
         """Build a model from a configuration mapping (a parsed YAML or JSON file).
 
         Raises :class:`ConfigError` listing every problem, each naming its field (and,
-        for a :class:`Document`, its line and column). Nothing else escapes.
+        for a :class:`Document`, its line and column). Nothing else escapes. ``trusted``
+        is for gategraph's own configurations (the built-ins): their JSON Schemas are not
+        checked again.
         """
         doc = config if isinstance(config, Document) else Document(config, source or "")
         if not isinstance(doc.data, Mapping):
@@ -380,7 +416,7 @@ class Tool(_Model):
         data = dict(doc.data)
         issues = cls._prepare_config(data, doc)
         try:
-            model = cls.model_validate(data)
+            model = cls.model_validate(data, context={"trusted": True} if trusted else None)
         except ValidationError as exc:
             issues.extend(doc.errors_from(exc).issues)
             model = None
@@ -411,6 +447,8 @@ class Tool(_Model):
             return []
         skip = {slot.name for slot in self.resource_slots} | {"artifact", "context", "inputs"}
         given = {k: v for k, v in arguments.items() if k not in skip}
+        if not given and _takes_nothing(schema):
+            return []  # the common node, with no arguments: no need to load jsonschema
         from jsonschema import validators
 
         validator = validators.validator_for(schema)(schema)

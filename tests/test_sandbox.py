@@ -1091,3 +1091,57 @@ async def test_arguments_that_cannot_be_copied_fail_the_call(repo: Path) -> None
     outcome = await sandboxed_validation("honest").call({}, {"root": lambda: None})
     result = to_result(outcome)
     assert not result.passed and "cannot be copied into the sandbox" in result.message, result
+
+
+def test_the_probe_started_ahead_answers_support_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe the command line starts ahead gives the answer a probe started then would;
+    one nobody waits for is stopped at exit; either way its folder is gone."""
+    import subprocess
+
+    from gategraph.runtime import _kernel
+
+    fresh = _kernel._probe_mounts()
+    monkeypatch.setattr(_kernel, "_support", None)
+    monkeypatch.setattr(_kernel, "_ahead", None)
+    _kernel.probe_ahead()
+    ahead = _kernel._ahead
+    assert ahead is not None
+    _kernel.probe_ahead()  # once
+    assert _kernel._ahead is ahead
+    assert _kernel._probe_mounts() == fresh
+    assert _kernel._ahead is None and not os.path.exists(ahead[1])
+    _kernel._stop_ahead()  # nothing left to stop
+    # Another process's copy (a forked child's) is left to its owner.
+    monkeypatch.setattr(_kernel, "_ahead", (ahead[0], ahead[1], os.getpid() + 1))
+    _kernel._stop_ahead()
+    assert _kernel._ahead is not None
+    monkeypatch.setattr(_kernel, "_ahead", None)
+    code = (
+        "from gategraph.runtime import _kernel; _kernel.probe_ahead(); "
+        "print(_kernel._ahead[1] if _kernel._ahead else '')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    folder = done.stdout.strip()
+    if sys.platform.startswith("linux"):
+        assert folder.startswith(os.path.join(os.path.dirname(folder), "gategraph-probe-"))
+        assert not os.path.exists(folder)
+
+
+def test_a_probe_that_cannot_start_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No process for the probe (here: no interpreter at that path): a reason, no folder."""
+    import tempfile
+
+    from gategraph.runtime import _kernel
+
+    def probes() -> set[str]:
+        return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("gategraph-probe-")}
+
+    before = probes()
+    monkeypatch.setattr(_kernel, "_ahead", None)
+    monkeypatch.setattr(_kernel.sys, "executable", "/nonexistent/python")
+    _kernel.probe_ahead()
+    assert _kernel._ahead is None
+    assert _kernel._probe_mounts().startswith("the probe could not run")
+    assert probes() <= before

@@ -1262,3 +1262,50 @@ def test_each_check_loads_when_first_asked_for() -> None:
     ]
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         validators.nothing  # noqa: B018
+
+
+def test_every_builtin_schema_is_a_json_schema() -> None:
+    """The built-ins' schemas are not checked when a plan loads them (they are
+    gategraph's own): checked here instead, each against its metaschema."""
+    from gategraph.runtime._validator_tools import VALIDATOR_TOOLS
+    from jsonschema import validators as schema_validators
+
+    for config in [*BUILTIN_CONFIGS.values(), *VALIDATOR_TOOLS.values()]:
+        for key in ("input_schema", "output_schema"):
+            if config.get(key) is not None:
+                schema_validators.validator_for(config[key]).check_schema(config[key])
+
+
+def test_a_config_of_its_own_is_checked_and_a_trusted_one_is_not() -> None:
+    """A user's schema that is no JSON Schema is refused; a built-in's is taken as it is."""
+    from gategraph.runtime import ConfigError
+
+    config = {"name": "v", "entrypoint": "m:f", "input_schema": {"type": 3}}
+    with pytest.raises(ConfigError, match="not a valid JSON Schema"):
+        Validation.from_config(config)
+    assert Validation.from_config(config, trusted=True).input_schema == {"type": 3}
+
+
+@pytest.mark.parametrize(
+    ("schema", "empty_passes"),
+    [
+        ({"type": "object", "properties": {"a": {"type": "string"}}}, True),
+        ({"type": "object", "additionalProperties": False}, True),
+        ({"type": ["object", "null"], "required": []}, True),
+        ({"type": "object", "required": ["a"]}, False),
+        ({"type": "object", "minProperties": 1}, False),
+        ({"type": "object", "anyOf": [{"required": ["a"]}]}, False),
+        ({"type": "array"}, False),
+        ({"not": {}}, False),
+    ],
+)
+def test_an_empty_argument_list_is_judged_without_a_validator_where_it_surely_passes(
+    schema: dict[str, Any], empty_passes: bool
+) -> None:
+    """A node without arguments: its schema decides without jsonschema where the empty
+    object surely passes, and jsonschema decides the rest (the same answer)."""
+    from gategraph.runtime._models import _takes_nothing
+
+    assert _takes_nothing(schema) is empty_passes
+    tool = Validation.from_config({"name": "v", "entrypoint": "m:f", "input_schema": schema})
+    assert (tool.argument_problems({}) == []) is empty_passes
