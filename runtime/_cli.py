@@ -882,7 +882,9 @@ def _node_row(result: Any, mode: str | None) -> list[str]:
         )
         if part
     )
-    return [result.node, kind, status, held, f"{result.duration:.3f}s", text[:100]]
+    reused = getattr(result, "reused_from", None)
+    took = f"{result.duration:.3f}s" if reused is None else f"reused (round {reused})"
+    return [result.node, kind, status, held, took, text[:100]]
 
 
 def _held(records: Sequence[Any]) -> str:

@@ -292,6 +292,11 @@ def _print_view(view: Any, *, diff: bool) -> None:
         held = held_by(call.get("enforced_by") for call in view.rounds[-1].validations)
         if held:
             click.echo(f"  read-only in the last round: held by {held}")
+        reused = sum(c.get("reused_from") is not None for r in view.rounds for c in r.validations)
+        if reused:
+            click.echo(
+                f"  reused: {reused} result(s) of earlier rounds, for validations given nothing new"
+            )
     click.echo("")
     if view.changes is None:
         click.echo(f"changes: {view.changes_note}")

@@ -156,6 +156,9 @@ class ValidationRecord(NodeResult, kw_only=True, gc=False):
     """Whether the validation declared ``network: true``: the call was let use the network
     (else the guard, and in the sandbox the kernel, refused it every connection); None
     where the event log does not say (written before it was recorded)."""
+    reused_from: int | None = None
+    """The round whose call gave this result, when a later round reused it (nothing the
+    validation is given had changed); None for a call of its own round."""
 
     @property
     def blocking(self) -> bool:

@@ -156,6 +156,10 @@ class ValidationCompleted(
     network: bool | None = None
     """Whether the validation declared ``network: true`` (the call was let use the
     network); absent (None) in logs written before it was recorded."""
+    reused_from: int | None = None
+    """The round whose call gave this result, when the validation was not called again
+    because nothing it is given had changed since (its ``duration`` is that call's);
+    None for a call made in this round."""
 
 
 class ArtifactProduced(EventBase, tag="artifact_produced", kw_only=True, frozen=True, gc=False):

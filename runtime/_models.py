@@ -547,6 +547,13 @@ class Validation(Tool):
     (``readOnlyHint``). Without this (or the server's declaration) such a validation is
     refused; with it, each result records the trust in ``data["mcp"]["read_only"]``. It
     never overrides a server that says the tool is destructive (``destructiveHint``)."""
+    reuse: bool = True
+    """A later round of the same plan may reuse a passing result of this validation
+    instead of calling it again, when nothing it is given has changed: its arguments, its
+    artifact, the content of its resources, its own configuration and code. Set it to
+    ``false`` for a validation whose result can change while all of that stays the same:
+    one that reads the time, a service, or files outside its resources. A validation that
+    declares ``network: true``, or calls an MCP server, is never reused."""
 
     @model_validator(mode="before")
     @classmethod

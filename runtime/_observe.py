@@ -505,7 +505,9 @@ def progress_line(
         else:
             mark = "FAIL"
         message = f": {event.result.message}" if event.result.message else ""
-        return f"  {mark} {event.node}{message}"[:160]
+        reused = getattr(event, "reused_from", None)
+        again = f" (reused from round {reused})" if reused is not None else ""
+        return f"  {mark} {event.node}{message}"[: 160 - len(again)] + again
     if tag == "artifact_rejected":
         return f"round {event.round}: rejected at the {event.layer} layer"
     if tag == "artifact_validated":

@@ -511,6 +511,7 @@ def logged_result(event: Any, kind: str, mode: str | None) -> NodeResult | None:
             isolation=event.isolation,
             enforced_by=enforcement(event.isolation),
             network=event.network,
+            reused_from=event.reused_from,
         )
     if tag == "node_completed":
         return NodeResult(

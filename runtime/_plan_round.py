@@ -26,6 +26,7 @@ from ._events import (
     ArtifactValidationStarted,
     ConfirmationStarted,
     NodeSkipped,
+    ValidationCompleted,
 )
 from ._exceptions import CatalogError, ConfigError
 from ._invoke import prepare
@@ -48,6 +49,7 @@ from ._pipeline import (
     work_failed_reason,
 )
 from ._plan import WorkFailed
+from ._plan_reuse import read_key
 from ._protocols import EscalationRequest, RoundSummary
 from ._results import ValidationResult
 
@@ -135,6 +137,8 @@ class RoundPipeline:
         """Whether a person denied the last round's approval (the plan fails)."""
         self._retry_only: list[str] | None = None
         self._changed: dict[str, frozenset[str]] = {}
+        # Each validation's last passing call: its read key, its round, its record.
+        self._passing: dict[str, tuple[str, int, ValidationRecord]] = {}
 
     # -- the round -------------------------------------------------------------------------
 
@@ -350,10 +354,19 @@ class RoundPipeline:
         validation records among them, by id."""
         context = self.context
         journal = context.journal
+        # What each validation is given, before anything runs (a confirmation re-runs what
+        # failed on purpose: it reuses nothing, and is not reused).
+        keys = (
+            {}
+            if retry
+            else {n: read_key(context.graph, n, given, artifact, self.validated) for n in select}
+        )
         done: dict[str, NodeResult] = {}
         if journal.replaying:
             done, select = await self._from_log(select, given, retry=retry)
         records = {n: r for n, r in done.items() if isinstance(r, ValidationRecord)}
+        if select:
+            select = await self._reuse(select, keys, given, done, records)
         if select:
             run = await execute_graph(
                 context.graph,
@@ -371,8 +384,50 @@ class RoundPipeline:
             journal.advance(run)
             done.update(run.nodes)
             records.update((r.node, r) for r in run.validations)
-        context.stats.semantic_invocations += len(records)
+        for node, record in records.items():
+            key = keys.get(node)
+            if key is not None and record.reused_from is None and record.result.passed:
+                self._passing[node] = (key, context.round, record)
+        # Calls made: a reused result was not called again.
+        context.stats.semantic_invocations += sum(r.reused_from is None for r in records.values())
         return done, records
+
+    async def _reuse(
+        self,
+        select: Sequence[str],
+        keys: Mapping[str, str | None],
+        given: dict[str, Any],
+        done: dict[str, NodeResult],
+        records: dict[str, ValidationRecord],
+    ) -> list[str]:
+        """Take the passing results of earlier rounds that were given exactly what the
+        validations of ``select`` are given now (``keys``), each logged as reused; return
+        what is left to run."""
+        context = self.context
+        left: list[str] = []
+        for node in select:
+            key = keys.get(node)
+            earlier = self._passing.get(node)
+            if key is None or earlier is None or earlier[0] != key:
+                left.append(node)
+                continue
+            _, first, record = earlier
+            await context.journal.emit(
+                ValidationCompleted,
+                node=node,
+                validation=record.validation,
+                attachment_id=record.attachment_id,
+                attempt=context.attempt,
+                result=record.result,
+                duration=record.duration,
+                isolation=record.isolation,
+                network=record.network,
+                reused_from=first,
+            )
+            again = msgspec.structs.replace(record, attempt=context.attempt, reused_from=first)
+            done[node] = records[node] = again
+            given[node] = again.output  # for a validation that needs it
+        return left
 
     async def _confirm(self, outcome: Rejected, artifact: Any) -> Passed | Rejected:
         """Run the failing required validations once more on the same inputs before a fix

@@ -25,14 +25,41 @@ from ._resources import DirectorySandbox, MemorySandbox
 from ._store import StoreError, folder_digest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from pathlib import Path
 
     from ._events import Event
     from ._resources import Resource, Sandbox
     from ._store import ContentStore
 
-__all__ = ["PlanSandboxes"]
+__all__ = ["PlanSandboxes", "changed_files"]
+
+
+def changed_files(
+    store: ContentStore,
+    folders: Iterable[str],
+    bases: Mapping[str, str] | None,
+    inputs: Mapping[str, str] | None,
+) -> dict[str, frozenset[str]]:
+    """The files a round's change added or modified in each of the folder resources
+    ``folders``: the difference between the manifest its sandbox started from (``bases``)
+    and the one the round validated (``inputs``), both in the round's event, so a replay
+    that runs the round again gets the same answer. A folder whose manifests ``store``
+    does not hold (an in-memory store keeps none, a swept one lost them) is left out: its
+    validations judge it whole."""
+    found: dict[str, frozenset[str]] = {}
+    if store.root is None or not bases or not inputs:
+        return found
+    for name in folders:
+        if name not in bases or name not in inputs:
+            continue
+        try:
+            before = {e.path: (e.kind, e.sha256) for e in store.manifest(bases[name])}
+            now = store.manifest(inputs[name])
+        except StoreError:
+            continue
+        found[name] = frozenset(e.path for e in now if before.get(e.path) != (e.kind, e.sha256))
+    return found
 
 
 class PlanSandboxes:
@@ -237,19 +264,8 @@ class PlanSandboxes:
         round validates (``inputs``), both in its events, so the answer is the same
         whenever it is asked. A folder whose manifests the store does not hold (an
         in-memory store keeps none) is left out: its validations judge it whole."""
-        found: dict[str, frozenset[str]] = {}
-        if self.store.root is None or not bases or not inputs:
-            return found
-        for name, resource in self.resources.items():
-            if resource.kind != "directory" or name not in bases or name not in inputs:
-                continue
-            try:
-                before = {e.path: (e.kind, e.sha256) for e in self.store.manifest(bases[name])}
-                now = self.store.manifest(inputs[name])
-            except StoreError:
-                continue  # swept, or damaged: the whole folder is judged
-            found[name] = frozenset(e.path for e in now if before.get(e.path) != (e.kind, e.sha256))
-        return found
+        folders = [n for n, r in self.resources.items() if r.kind == "directory"]
+        return changed_files(self.store, folders, bases, inputs)
 
     def bases(self) -> dict[str, str] | None:
         """What each open sandbox started from, by resource (see :meth:`_base`), or None

@@ -81,8 +81,10 @@ class RoundView(msgspec.Struct, kw_only=True, frozen=True):
     validations: tuple[dict[str, Any], ...] = ()
     """Each validation call: ``node``, ``validation``, ``passed``, ``message``,
     ``duration``, ``isolation``, ``enforced_by`` (what held it to read-only:
-    ``kernel``, ``guard`` or ``server``; None where the log does not say) and
-    ``network`` (whether it declared ``network: true``)."""
+    ``kernel``, ``guard`` or ``server``; None where the log does not say),
+    ``network`` (whether it declared ``network: true``) and ``reused_from`` (the round
+    whose call's result this is, when nothing the validation is given had changed since;
+    None for a call of this round)."""
 
 
 class PlanView(msgspec.Struct, kw_only=True, frozen=True):
@@ -190,6 +192,7 @@ def _rounds(events: Sequence[Event]) -> tuple[RoundView, ...]:
                 isolation=event.isolation,
                 enforced_by=enforcement(event.isolation),
                 network=event.network,
+                reused_from=event.reused_from,
             )
         elif isinstance(event, ArtifactValidated):
             close(True, None, event.at, event.seconds)

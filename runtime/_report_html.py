@@ -225,7 +225,7 @@ def _timeline(view: PlanView, informational: frozenset[str]) -> str:
                     f'<td><span class="badge {badge}">{result}</span></td>'
                     f"<td>{_e(call.get('enforced_by') or '')}"
                     f"{', network declared' if call.get('network') else ''}</td>"
-                    f"<td>{'' if duration is None else f'{duration:.3f} s'}</td>"
+                    f"<td>{_took(duration, call.get('reused_from'))}</td>"
                     f'<td class="track"><div class="bar{kind}" style="width:{share:.1f}%">'
                     f"</div></td><td>{_e(call.get('message', ''))}</td></tr>"
                 )
@@ -394,3 +394,10 @@ def plan_report(log_path: Any, plan_id: str, *, catalog: Any = None) -> str | No
                 graph = None  # it no longer loads: the page says so, without a picture
     attachments = _attached(graph, catalog) if graph is not None else []
     return render_html(view, graph, attachments=attachments)
+
+
+def _took(duration: float | None, reused_from: int | None) -> str:
+    """A call's time, or the round whose call's result it reused."""
+    if reused_from is not None:
+        return f"reused (round {reused_from})"
+    return "" if duration is None else f"{duration:.3f} s"

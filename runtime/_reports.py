@@ -52,6 +52,12 @@ def _junit(outcome: PlanOutcome, name: str) -> str:
             ET.SubElement(held, "property", {"name": "enforced_by", "value": record.enforced_by})
             if record.network:
                 ET.SubElement(held, "property", {"name": "network", "value": "declared"})
+        if record.reused_from is not None:
+            # Not called again: its result, and time, are those of an earlier round's call.
+            again = ET.SubElement(case, "properties") if record.enforced_by is None else held
+            ET.SubElement(
+                again, "property", {"name": "reused_from", "value": str(record.reused_from)}
+            )
         if not record.result.passed:
             # An informational failure is shown, never counted as a failing test (seed 000).
             tag = "failure" if record.mode.value == "required" else "system-out"

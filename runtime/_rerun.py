@@ -95,6 +95,7 @@ def outcome_text(result: ValidationResult) -> str:
 class _Round(msgspec.Struct, kw_only=True):
     number: int
     inputs: dict[str, str] | None
+    bases: dict[str, str] | None
     work: WorkFinished | None
     results: dict[str, ValidationCompleted]
     outputs: dict[str, Any]
@@ -112,7 +113,12 @@ def _rounds(events: Sequence[Event]) -> list[_Round]:
             work = event
         elif isinstance(event, ArtifactValidationStarted):
             current = _Round(
-                number=event.round, inputs=event.inputs, work=work, results={}, outputs={}
+                number=event.round,
+                inputs=event.inputs,
+                bases=event.bases,
+                work=work,
+                results={},
+                outputs={},
             )
             found.append(current)
         elif event_tag(event) in _ROUND_ENDS:
@@ -152,6 +158,7 @@ async def rerun_rounds(
     flaky validation found is counted in ``catalog`` when one is given.
     """
     from ._engine import execute_graph
+    from ._plan_sandboxes import changed_files
     from ._store import StoreError
 
     if not events:
@@ -203,6 +210,14 @@ async def rerun_rounds(
                     event_log=MemoryEventLog(),
                     plan_id=started.plan_id,
                     attempt=current.work.attempt,
+                    # What the round's change touched, as the round had it: a check of
+                    # the change judges the same files again.
+                    changed=changed_files(
+                        store,
+                        [n for n, r in graph.resources.items() if r.kind == "directory"],
+                        current.bases,
+                        current.inputs,
+                    ),
                 )
             except (ConfigError, CatalogError) as exc:
                 # The graph or the catalog no longer has what the round ran (a validation

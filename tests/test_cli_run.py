@@ -112,8 +112,8 @@ def test_run_json_reports_and_events(tmp_path: Path) -> None:
     assert [r["level"] for r in results] == ["note"]  # the informational TODO finding
     # The finding's file and line, where code-scanning tools show it.
     (location,) = results[0]["locations"]
-    assert location["physicalLocation"]["artifactLocation"]["uri"] == "src/greeting.py"
-    assert location["physicalLocation"]["region"]["startLine"] == 16
+    assert location["physicalLocation"]["artifactLocation"]["uri"] == "src/farewell.py"
+    assert location["physicalLocation"]["region"]["startLine"] == 2
 
 
 def test_run_waiting_for_a_decision_exits_3(tmp_path: Path) -> None:

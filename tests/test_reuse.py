@@ -1,0 +1,241 @@
+"""A fix round reuses the passing results of the validations given nothing new: recorded
+as reused in the events, read back by replay, never for what reads beyond its inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gategraph.runtime import (
+    ExecuteRequest,
+    FixRequest,
+    MemoryEventLog,
+    PlanGraph,
+    load_graph,
+    replay_plan,
+    run_plan,
+)
+from gategraph.runtime._events import ValidationCompleted
+from gategraph.runtime._plan_reuse import _module_file, read_key
+
+pytestmark = pytest.mark.anyio
+
+
+def _graph(tmp_path: Path, extra: str = "") -> PlanGraph:
+    """Code in ``repo``, notes in ``docs``; a syntax check of the code and three checks
+    of the notes: one reusable, one that reads the time (``reuse: false``), one that
+    declares the network."""
+    repo, docs = tmp_path / "repo", tmp_path / "docs"
+    repo.mkdir(parents=True, exist_ok=True)
+    docs.mkdir(parents=True, exist_ok=True)
+    (repo / "a.py").write_text("x = 1\n")
+    (docs / "notes.md").write_text("all done\n")
+    regex = "entrypoint: 'gategraph.validators:regex', resource_slots: [root]"
+    return load_graph(
+        f"""
+version: 1
+name: reuse
+resources:
+  repo: {{kind: directory, path: '{repo}'}}
+  docs: {{kind: directory, path: '{docs}'}}
+validations:
+  - {{name: notes-clean, {regex}}}
+  - {{name: notes-fresh, reuse: false, {regex}}}
+  - {{name: notes-online, network: true, {regex}}}
+nodes:
+  - {{id: syntax, validation: python_syntax, resources: [repo], arguments: {{scope: tree}}}}
+  - {{id: clean, validation: notes-clean, resources: [docs], arguments: {{pattern: TODO}}}}
+  - {{id: fresh, validation: notes-fresh, resources: [docs], arguments: {{pattern: TODO}}}}
+  - {{id: online, validation: notes-online, resources: [docs], arguments: {{pattern: TODO}}}}
+{extra}"""
+    )
+
+
+async def _edit(request: ExecuteRequest) -> Any:
+    """Break the code, then fix it: the notes are never touched."""
+    broken = not isinstance(request, FixRequest)
+    (request.resources["repo"] / "b.py").write_text("def f(:\n" if broken else "y = 2\n")
+    return {"files": ["b.py"]}
+
+
+async def test_a_fix_round_reuses_what_was_given_nothing_new(tmp_path: Path) -> None:
+    """The fix changes the code: its check runs again; the notes' reusable check is not
+    called again, its result recorded as reused from round 1; the checks that read the
+    time or the network run again; the plan replays to a match."""
+    log = MemoryEventLog()
+    outcome = await run_plan(_graph(tmp_path), event_log=log, execution_actor=_edit)
+    assert outcome.status == "applied", outcome.message
+    events = await log.read(outcome.plan_id)
+    completed = [e for e in events if isinstance(e, ValidationCompleted)]
+    by_round: dict[str, list[int | None]] = {}
+    for event in completed:
+        by_round.setdefault(event.node, []).append(event.reused_from)
+    assert by_round == {
+        "syntax": [None, None],
+        "clean": [None, 1],
+        "fresh": [None, None],
+        "online": [None, None],
+    }
+    first, again = [e for e in completed if e.node == "clean"]
+    assert again.result == first.result and again.duration == first.duration
+    assert again.attempt == 2
+    record = next(v for v in outcome.validations if v.node == "clean")
+    assert record.reused_from == 1 and record.result.passed
+    report = replay_plan(events, _graph(tmp_path))
+    assert report.matches, report.mismatches
+
+
+async def test_a_changed_argument_or_resource_is_judged_again(tmp_path: Path) -> None:
+    """The key holds everything a validation is given: its arguments, the content of its
+    resources, the outputs it needs; anything unknown gives no key at all."""
+    graph = _graph(tmp_path)
+    inputs = {"repo": "r1", "docs": "d1"}
+    key = read_key(graph, "clean", {}, None, inputs)
+    assert key is not None
+    assert read_key(graph, "clean", {}, None, inputs) == key
+    assert read_key(graph, "clean", {}, None, {**inputs, "repo": "r2"}) == key
+    assert read_key(graph, "clean", {}, None, {**inputs, "docs": "d2"}) != key
+    assert read_key(graph, "clean", {}, None, None) is None
+    assert read_key(graph, "clean", {}, None, {"repo": "r1"}) is None
+    assert read_key(graph, "fresh", {}, None, inputs) is None
+    assert read_key(graph, "online", {}, None, inputs) is None
+    assert read_key(graph, "attachment:01J", {}, None, inputs) is None
+    # The artifact a node without needs is given, and what it cannot encode.
+    assert read_key(graph, "clean", {}, {"a": 1}, inputs) != key
+    assert read_key(graph, "clean", {}, object(), inputs) is None
+
+
+async def test_a_validation_that_needs_another_is_keyed_by_what_that_gave(
+    tmp_path: Path,
+) -> None:
+    """A validation after another in the same round is not reused: what that one gives is
+    not known until it runs; given, its output is part of the key."""
+    graph = _graph(
+        tmp_path,
+        "  - {id: after, validation: notes-clean, needs: [clean], resources: [docs], "
+        "arguments: {pattern: TODO}}\n",
+    )
+    inputs = {"repo": "r1", "docs": "d1"}
+    assert read_key(graph, "after", {}, None, inputs) is None
+    one = read_key(graph, "after", {"clean": {"passed": True}}, None, inputs)
+    two = read_key(graph, "after", {"clean": {"passed": False}}, None, inputs)
+    assert one is not None and two is not None and one != two
+
+
+def test_an_entrypoint_module_is_found_without_being_imported(tmp_path: Path) -> None:
+    """A plan's own module is read, never run, to pin its code: a package's ``__init__``
+    that would run on import does not."""
+    import sys
+
+    package = tmp_path / "pkg_for_reuse"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise SystemExit('imported')\n")
+    (package / "checks.py").write_text("def run(**_): return {'passed': True}\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert _module_file("pkg_for_reuse.checks") == str(package / "checks.py")
+        assert _module_file("pkg_for_reuse.missing") is None
+        assert _module_file("no_such_top_level_module_xyz") is None
+        # Its code is part of the key: changed, the key changes; not found, no key.
+        text = (
+            "version: 1\nname: own\nresources: {docs: {kind: directory, path: '%s'}}\n"
+            "validations: [{name: mine, entrypoint: '%s', resource_slots: [root]}]\n"
+            "nodes: [{id: mine, validation: mine, resources: [docs]}]\n"
+        )
+        (tmp_path / "docs").mkdir()
+        graph = load_graph(text % (tmp_path / "docs", "pkg_for_reuse.checks:run"))
+        key = read_key(graph, "mine", {}, None, {"docs": "d1"})
+        assert key is not None
+        (package / "checks.py").write_text("def run(**_): return {'passed': False}\n")
+        assert read_key(graph, "mine", {}, None, {"docs": "d1"}) not in (key, None)
+        gone = load_graph(text % (tmp_path / "docs", "pkg_for_reuse.gone:run"))
+        assert read_key(gone, "mine", {}, None, {"docs": "d1"}) is None
+        assert "pkg_for_reuse" not in sys.modules
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+_EDITOR = """\
+from gategraph.runtime import FixRequest
+
+
+class Editor:
+    async def execute(self, request):
+        return self._write(request, "def f(:\\n")
+
+    async def fix(self, request: FixRequest):
+        return self._write(request, "y = 2\\n")
+
+    def _write(self, request, text):
+        (request.resources["repo"] / "b.py").write_text(text)
+        return {"files": ["b.py"]}
+"""
+
+
+def test_the_command_line_shows_what_it_reused(tmp_path: Path) -> None:
+    """``gategraph run`` says a result was reused, in its progress and its table; ``show``
+    counts it; the HTML and JUnit reports say which round it came from."""
+    import json
+    import re
+
+    from _helpers import run_gategraph
+
+    _graph(tmp_path)  # the folders
+    (tmp_path / "agents_for_reuse.py").write_text(_EDITOR)
+    repo, docs = tmp_path / "repo", tmp_path / "docs"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        f"""
+version: 1
+name: reuse
+resources:
+  repo: {{kind: directory, path: '{repo}'}}
+  docs: {{kind: directory, path: '{docs}'}}
+lifecycle:
+  executor: {{uses: 'agents_for_reuse:Editor'}}
+nodes:
+  - {{id: syntax, validation: python_syntax, resources: [repo]}}
+  - {{id: clean, validation: regex, resources: [docs], arguments: {{pattern: TODO}}}}
+"""
+    )
+    home = tmp_path / "home"
+    html, junit = tmp_path / "report.html", tmp_path / "junit.xml"
+    done = run_gategraph(
+        home,
+        "run",
+        str(plan),
+        "--plan-id",
+        "reused",
+        "--report",
+        "html",
+        str(html),
+        cwd=tmp_path,
+        pythonpath=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "ok   clean: No match in changed files matching '**/*' (0 files searched) "
+        "(reused from round 1)" in done.stdout + done.stderr
+    )
+    assert re.search(r"clean .* reused \(round 1\)", done.stdout), done.stdout
+    assert "reused (round 1)" in html.read_text()
+    shown = run_gategraph(home, "show", "reused", cwd=tmp_path)
+    assert "reused: 1 result(s) of earlier rounds" in shown.stdout, shown.stdout
+    as_json = run_gategraph(home, "show", "reused", "--json", cwd=tmp_path)
+    calls = [c for r in json.loads(as_json.stdout)["timeline"] for c in r["validations"]]
+    assert [c["reused_from"] for c in calls if c["node"] == "clean"] == [None, 1]
+    done = run_gategraph(
+        home,
+        "run",
+        str(plan),
+        "--plan-id",
+        "again",
+        "--report",
+        "junit",
+        str(junit),
+        cwd=tmp_path,
+        pythonpath=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '<property name="reused_from" value="1" />' in junit.read_text()
