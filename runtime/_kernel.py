@@ -310,6 +310,7 @@ class Support:
 
 
 _support: Support | None = None
+_support_lock: Final = threading.Lock()
 
 
 def support() -> Support:
@@ -317,11 +318,32 @@ def support() -> Support:
     ``support().missing`` is None when it can, else what is missing, in one line."""
     global _support
     if _support is None:
-        _support = _probe()
+        with _support_lock:  # one probe, however many threads ask first
+            if _support is None:
+                _support = _probe()
     return _support
 
 
 def _probe() -> Support:
+    found = _without_mounts()
+    if found.missing is not None:
+        return found
+    refused = _probe_mounts()
+    if refused is not None:
+        missing = (
+            "the sandbox needs a mount namespace of its own, to make every file read-only "
+            f"(its permissions and timestamps included), and this machine refuses one: "
+            f"{refused}. Unprivileged user namespaces may be turned off "
+            "(sysctl kernel.unprivileged_userns_clone, or "
+            "kernel.apparmor_restrict_unprivileged_userns) or forbidden in this container"
+        )
+        return Support(found.landlock_abi, found.seccomp, found.arch, missing)
+    return Support(found.landlock_abi, found.seccomp, found.arch, None, mounts=True)
+
+
+def _without_mounts() -> Support:
+    """What the cheap checks find (the system, Landlock's ABI, the architecture,
+    seccomp); ``missing`` None when only the mounts are left to try."""
     arch = platform.machine()
     if not sys.platform.startswith("linux"):
         return Support(
@@ -349,19 +371,7 @@ def _probe() -> Support:
         missing = f"the sandbox supports x86_64 and aarch64, not {arch}"
     elif not seccomp:
         missing = "the sandbox needs seccomp filters, which this kernel does not offer"
-    if missing is not None:
-        _stop_ahead()
-        return Support(abi, seccomp, arch, missing)
-    refused = _probe_mounts()
-    if refused is not None:
-        missing = (
-            "the sandbox needs a mount namespace of its own, to make every file read-only "
-            f"(its permissions and timestamps included), and this machine refuses one: "
-            f"{refused}. Unprivileged user namespaces may be turned off "
-            "(sysctl kernel.unprivileged_userns_clone, or "
-            "kernel.apparmor_restrict_unprivileged_userns) or forbidden in this container"
-        )
-    return Support(abi, seccomp, arch, missing, mounts=refused is None)
+    return Support(abi, seccomp, arch, missing)
 
 
 _PROBE: Final = """
@@ -377,9 +387,40 @@ except OSError as exc:
 """
 
 
-# The probe started ahead (:func:`probe_ahead`): its process, its folder, and the process
-# that started it (a forked child has a copy of this, and must leave it alone).
-_ahead: tuple[subprocess.Popen[bytes], str, int] | None = None
+class _Ahead:
+    """The probe of mounts started ahead (:func:`probe_ahead`): its process, reaped by a
+    thread as soon as it ends (its folder removed then, not at exit), and the process that
+    started it (a forked child has a copy of this, and leaves it alone)."""
+
+    def __init__(self, child: subprocess.Popen[bytes], folder: str) -> None:
+        self.child = child
+        self.folder = folder
+        self.owner = os.getpid()
+        self.stderr = b""
+        self.reaper = threading.Thread(target=self._reap, name="gategraph-probe", daemon=True)
+        self.reaper.start()
+
+    def _reap(self) -> None:
+        try:
+            self.stderr = self.child.communicate()[1] or b""
+        finally:
+            _remove_folder(self.folder)
+
+    def answer(self) -> str | None:
+        """Why the mounts are refused (None when they are not), waiting for the probe."""
+        self.reaper.join(60)
+        if self.reaper.is_alive():
+            self.stop()
+            return "the probe did not end within 60 s"
+        return _refusal(self.child.returncode, self.stderr)
+
+    def stop(self) -> None:
+        if self.reaper.is_alive():
+            self.child.kill()
+            self.reaper.join()
+
+
+_ahead: _Ahead | None = None
 
 
 def _start_probe(folder: str) -> subprocess.Popen[bytes]:
@@ -394,10 +435,11 @@ def _start_probe(folder: str) -> subprocess.Popen[bytes]:
 def probe_ahead() -> None:
     """Start :func:`support`'s probe of mounts now, in its own process, so that it runs
     while this one goes on loading (a process start costs some 50 ms): the command line
-    calls this as a command that will need it starts. The first :func:`support` waits for
-    it; if nothing asks, it is stopped when this process exits."""
+    calls this as a command that will need it starts. Nothing starts where a cheap check
+    already rules the sandbox out. The first :func:`support` takes the answer; if nothing
+    asks, the probe is stopped when this process exits."""
     global _ahead
-    if _ahead is not None or _support is not None or not sys.platform.startswith("linux"):
+    if _ahead is not None or _support is not None or _without_mounts().missing is not None:
         return
     folder = tempfile.mkdtemp(prefix="gategraph-probe-")
     try:
@@ -405,7 +447,7 @@ def probe_ahead() -> None:
     except (OSError, subprocess.SubprocessError):
         _remove_folder(folder)
         return  # support() tries again, and says why
-    _ahead = (child, folder, os.getpid())
+    _ahead = _Ahead(child, folder)
     import atexit
 
     atexit.register(_stop_ahead)
@@ -413,13 +455,9 @@ def probe_ahead() -> None:
 
 def _stop_ahead() -> None:
     global _ahead
-    if _ahead is None or _ahead[2] != os.getpid():
-        return
-    child, folder, _ = _ahead
-    _ahead = None
-    child.kill()
-    child.communicate()
-    _remove_folder(folder)
+    ahead, _ahead = _ahead, None
+    if ahead is not None and ahead.owner == os.getpid():
+        ahead.stop()
 
 
 def _remove_folder(folder: str) -> None:
@@ -428,21 +466,27 @@ def _remove_folder(folder: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def _refusal(returncode: int | None, stderr: bytes) -> str | None:
+    if returncode == 0:
+        return None
+    why = stderr.decode(errors="replace").strip().splitlines()
+    return why[-1] if why else f"the probe exited with status {returncode}"
+
+
 def _probe_mounts() -> str | None:
     """Whether a process can have the mounts a worker makes: tried, as a worker does, in a
     throwaway process (this one's namespaces stay as they are); None when it can, else why
     not. This module alone is loaded there, by its path: it needs nothing else."""
     global _ahead
-    if _ahead is not None and _ahead[2] == os.getpid():
-        child, folder, _ = _ahead
-        _ahead = None
-    else:
-        folder = tempfile.mkdtemp(prefix="gategraph-probe-")
-        try:
-            child = _start_probe(folder)
-        except (OSError, subprocess.SubprocessError) as exc:
-            _remove_folder(folder)
-            return f"the probe could not run ({exc})"
+    ahead, _ahead = _ahead, None
+    if ahead is not None and ahead.owner == os.getpid():
+        return ahead.answer()
+    folder = tempfile.mkdtemp(prefix="gategraph-probe-")
+    try:
+        child = _start_probe(folder)
+    except (OSError, subprocess.SubprocessError) as exc:
+        _remove_folder(folder)
+        return f"the probe could not run ({exc})"
     try:
         _, stderr = child.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -451,10 +495,7 @@ def _probe_mounts() -> str | None:
         return "the probe did not end within 60 s"
     finally:
         _remove_folder(folder)
-    if child.returncode == 0:
-        return None
-    why = stderr.decode(errors="replace").strip().splitlines()
-    return why[-1] if why else f"the probe exited with status {child.returncode}"
+    return _refusal(child.returncode, stderr)
 
 
 def sandbox_support() -> Support:

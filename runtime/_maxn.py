@@ -132,8 +132,6 @@ class RetryDecision(enum.StrEnum):
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(
-        # Built on first use, not at import: most runs use few of these models.
-        defer_build=True,
         extra="forbid",
         frozen=True,
         validate_default=True,

@@ -139,17 +139,19 @@ _EMPTY_OBJECT_PASSES: Final = frozenset(
 def _takes_nothing(schema: Mapping[str, Any]) -> bool:
     """Whether the empty object surely passes ``schema``, without a validator."""
     kind = schema.get("type", "object")
+    properties = schema.get("properties") or {}
     return (
         set(schema) <= _EMPTY_OBJECT_PASSES
         and (kind == "object" or (isinstance(kind, list) and "object" in kind))
         and not schema.get("required")
+        # Draft 3 says `required: true` inside the property it requires.
+        and isinstance(properties, Mapping)
+        and not any(isinstance(p, Mapping) and "required" in p for p in properties.values())
     )
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        # Built on first use, not at import: most runs use few of these models.
-        defer_build=True,
         extra="forbid",
         frozen=True,
         validate_default=True,

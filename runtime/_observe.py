@@ -318,6 +318,8 @@ class LiveProgress:
     def _validation_completed(self, event: Any) -> None:
         state = self.state
         state.done += 1
+        if getattr(event, "reused_from", None) is not None:
+            state.started += 1  # no start of its own: nothing ran, nothing is running
         if not event.result.passed:
             if _is_warning(event, self.informational):
                 state.warned += 1

@@ -11,7 +11,8 @@ not called again: the round records that result once more, as reused, in a
 as they read any result.
 
 Never reused, because something it reads is out of gategraph's sight: a validation that
-declares ``network: true`` or ``reuse: false``, one served by an MCP server, one whose
+declares ``network: true`` or ``reuse: false``, one served by an MCP server or wrapping a
+validator tool (those read the catalog), one whose
 code or artifact cannot be pinned down (an entrypoint whose module is not found, an
 artifact with no JSON form), and a catalog attachment (its configuration lives in the
 catalog, which may change between rounds).
@@ -44,10 +45,14 @@ def read_key(
     given: Mapping[str, Any],
     artifact: Any,
     inputs: Mapping[str, str] | None,
+    unseen: Mapping[str, str],
 ) -> str | None:
     """The read key of validation node ``node_id`` in a round that validates ``inputs``
     (each resource's manifest digest), ``given`` the outputs of the nodes before it and
-    ``artifact`` the round's artifact; None when its result must never be reused."""
+    ``artifact`` the round's artifact; ``unseen`` holds, for each folder, a digest of
+    everything in its sandbox, what its manifest leaves out included (what the exclusion
+    keeps out of a snapshot, a test suite may still read). None when its result must
+    never be reused."""
     if inputs is None:
         return None
     try:
@@ -61,7 +66,7 @@ def read_key(
     if not isinstance(tool, Validation) or not tool.reuse:
         return None
     tools = [t for t in (tool, wrapped) if t is not None]
-    if any(t.network or t.mcp_server is not None for t in tools):
+    if any(t.network or t.mcp_server is not None or _reads_the_catalog(t) for t in tools):
         return None
     code = [_code_digest(t) for t in tools]
     if None in code:
@@ -69,14 +74,15 @@ def read_key(
     if any(need not in given for need in node.needs):
         return None  # it needs a validation of this round: what that gives is not known yet
     names = node.resources if node.resources is not None else tuple(graph.resources)
-    if any(name not in inputs for name in names):
+    folders = [n for n in names if n in graph.resources and graph.resources[n].kind == "directory"]
+    if any(name not in inputs for name in names) or any(n not in unseen for n in folders):
         return None
     seen = {
         "node": [node.validation, node.arguments, node.needs, node.isolation, node.timeout],
         "tools": [t.model_dump(mode="json") for t in tools],
         "code": code,
         "gategraph": __version__,
-        "resources": {name: inputs[name] for name in names},
+        "resources": {name: [inputs[name], unseen.get(name)] for name in names},
         "given": {need: given[need] for need in node.needs} if node.needs else artifact,
     }
     try:
@@ -84,6 +90,11 @@ def read_key(
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
         return None  # an artifact with no JSON form: nothing to compare it by
     return hashlib.sha256(data).hexdigest()
+
+
+def _reads_the_catalog(tool: Tool) -> bool:
+    """The validator tools read the catalog's coverage, which changes between rounds."""
+    return (tool.entrypoint or "").startswith("gategraph.runtime._validator_tools:")
 
 
 def _plain(value: Any) -> Any:

@@ -356,14 +356,19 @@ class RoundPipeline:
         journal = context.journal
         # What each validation is given, before anything runs (a confirmation re-runs what
         # failed on purpose: it reuses nothing, and is not reused).
-        keys = (
-            {}
-            if retry
-            else {n: read_key(context.graph, n, given, artifact, self.validated) for n in select}
-        )
+        keys: dict[str, str | None] = {}
+        if not retry and context.boxes.ready:
+            unseen = await anyio.to_thread.run_sync(context.boxes.unseen)
+            keys = {
+                n: read_key(context.graph, n, given, artifact, self.validated, unseen)
+                for n in select
+            }
         done: dict[str, NodeResult] = {}
         if journal.replaying:
             done, select = await self._from_log(select, given, retry=retry)
+            # A logged result ran with the code of its day, which may not be today's: its
+            # key (made with today's) cannot vouch for it, so it is not reused later.
+            keys = {n: k for n, k in keys.items() if n not in done}
         records = {n: r for n, r in done.items() if isinstance(r, ValidationRecord)}
         if select:
             select = await self._reuse(select, keys, given, done, records)

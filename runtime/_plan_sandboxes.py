@@ -262,13 +262,51 @@ class PlanSandboxes:
         """The files a round's change added or modified in each folder resource, from its
         manifests in the store: what the sandbox started from (``bases``) and what the
         round validates (``inputs``), both in its events, so the answer is the same
-        whenever it is asked. A folder whose manifests the store does not hold (an
-        in-memory store keeps none) is left out: its validations judge it whole."""
+        whenever it is asked. With an in-memory store, which keeps no manifests, each open
+        sandbox's changeset against what it started from. A folder neither tells is left
+        out: its validations judge it whole."""
         folders = [n for n, r in self.resources.items() if r.kind == "directory"]
-        return changed_files(self.store, folders, bases, inputs)
+        if self.store.root is not None:
+            return changed_files(self.store, folders, bases, inputs)
+        # An in-memory store keeps no manifests: each open sandbox's own diff against what
+        # it started from (what Apply would write), read now.
+        return {
+            name: frozenset(c.path for c in sandbox.changeset().changes if c.sha256 is not None)
+            for name, sandbox in self.held.items()
+            if name in folders and isinstance(sandbox, DirectorySandbox)
+        }
+
+    def unseen(self) -> dict[str, str]:
+        """For each open folder sandbox, a digest of everything in it by path, kind, size
+        and time of change, what the snapshots leave out included: unchanged, nothing in
+        the folder was written (a stat of each entry, no file read)."""
+        found: dict[str, str] = {}
+        for name, sandbox in self.held.items():
+            if isinstance(sandbox, DirectorySandbox):
+                found[name] = _listing_digest(os.fspath(sandbox.root))
+        return found
 
     def bases(self) -> dict[str, str] | None:
         """What each open sandbox started from, by resource (see :meth:`_base`), or None
         when none is known."""
         found = {name: digest for name, digest in sorted(self.started.items()) if digest}
         return found or None
+
+
+def _listing_digest(root: str) -> str:
+    digest = hashlib.sha256()
+    for folder, names, files in os.walk(root):
+        names.sort()
+        for name in sorted(files) + names:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            relative = os.path.relpath(path, root)
+            digest.update(
+                f"{relative}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(
+                    "utf-8", "surrogateescape"
+                )
+            )
+    return digest.hexdigest()

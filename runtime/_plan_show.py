@@ -186,6 +186,7 @@ def _rounds(events: Sequence[Event]) -> tuple[RoundView, ...]:
         elif current is not None and isinstance(event, ValidationCompleted):
             call = calls.setdefault(event.node, {"node": event.node, "validation": ""})
             call.update(
+                validation=event.validation,
                 passed=event.result.passed,
                 message=event.result.message,
                 duration=round(event.duration, 6),

@@ -163,6 +163,10 @@ class ValidatorRequest(msgspec.Struct, kw_only=True):
     """The candidate, by resource: a folder (a copy of it, unless the spawn asked for none)
     or a memory resource's texts. Read it only: a validator that writes to the plan's own
     sandboxes (a spawn without a copy) gives no verdict."""
+    changed: dict[str, frozenset[str]] = msgspec.field(default_factory=dict)
+    """The files the plan's change added or modified, by folder resource (what the plan's
+    own round told its validations: ``context.changed``); a folder left out is judged
+    whole."""
     artifact: Any = None
     """What the plan's work handed over."""
     applicable: tuple[Applicable, ...] = ()

@@ -216,7 +216,8 @@ def _timeline(view: PlanView, informational: frozenset[str]) -> str:
                 )
                 badge = "pass" if passed else "warn" if warns else "fail" if passed is False else ""
                 duration = call.get("duration")
-                share = (duration / longest * 100) if duration and longest else 0
+                fresh = call.get("reused_from") is None  # a reused result took no time
+                share = (duration / longest * 100) if duration and longest and fresh else 0
                 kind = (
                     "" if passed else " warn" if warns else " fail" if passed is False else " none"
                 )

@@ -444,13 +444,15 @@ class OpenTelemetryObserver:
 
     def _validation_completed(self, event: Any, at: int) -> None:
         span = self._validations.pop((event.node, event.attempt), None)
+        reused = getattr(event, "reused_from", None)
         if span is None:
-            # No start seen (the observer joined mid-run): the duration places the span.
+            # No start seen (the observer joined mid-run): the duration places the span. A
+            # reused result has no call of its own: a span of no length, at the moment.
             context = self._round_context or self._plan(event, at)
             span = self.tracer.start_span(
                 "gategraph.validation",
                 context=context,
-                start_time=at - int(event.duration * 1e9),
+                start_time=at if reused is not None else at - int(event.duration * 1e9),
                 attributes=_attributes(
                     node=event.node,
                     validation=event.validation,
@@ -467,6 +469,7 @@ class OpenTelemetryObserver:
                 error=_text_or_none(error),
                 duration=float(event.duration),
                 message=_text(result.message) if result.message else None,
+                reused_from=reused,
             )
         )
         if not result.passed:

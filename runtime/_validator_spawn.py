@@ -142,6 +142,7 @@ class RerunValidator:
             artifact=request.artifact,
             event_log=MemoryEventLog(),
             plan_id=request.plan_id,
+            changed=request.changed,
         )
         records = {r.node: r for r in run.validations}
         return build_verdict(
@@ -191,6 +192,7 @@ class _Candidate:
 
         self.started: PlanStarted | None = None
         self.inputs: dict[str, str] | None = None
+        self.bases: dict[str, str] | None = None
         self.revision = 0
         self.artifact: Any = None
         found = False
@@ -206,6 +208,7 @@ class _Candidate:
             elif isinstance(event, ArtifactValidated) and current is not None:
                 found = True
                 self.inputs = current.inputs
+                self.bases = current.bases
                 self.revision = current.revision
                 self.artifact = work.artifact if work is not None else None
         self.found = found
@@ -278,6 +281,7 @@ async def validator_spawn(
     Returns ``{"ok": True, "result": {"validatorId", "verdict", "submitted"}}``; refusals
     are ``{"ok": False, "code", "message"}``.
     """
+    from ._plan_sandboxes import changed_files
     from ._protocols import ValidatorRequest
 
     try:
@@ -343,6 +347,14 @@ async def validator_spawn(
                 graph=graph,
                 criteria=tuple(roster),
                 resources=views,
+                # What the plan's round judged as the change, so a check of the change
+                # judges the same files here.
+                changed=changed_files(
+                    content,
+                    [n for n, r in graph.resources.items() if r.kind == "directory"],
+                    candidate.bases,
+                    candidate.inputs,
+                ),
                 artifact=candidate.artifact,
                 applicable=tuple(applicable),
                 catalog=catalog,

@@ -125,8 +125,6 @@ class ValidatorFinding(BaseModel):
     """The validator's finding about one acceptance criterion of the task."""
 
     model_config = ConfigDict(
-        # Built on first use, not at import: most runs use few of these models.
-        defer_build=True,
         frozen=True,
         extra="forbid",
         validate_by_alias=True,
@@ -165,8 +163,6 @@ class _Envelope(BaseModel):
     """Fields and behaviour shared by both verdict envelopes."""
 
     model_config = ConfigDict(
-        # Built on first use, not at import: most runs use few of these models.
-        defer_build=True,
         frozen=True,
         extra="forbid",
         validate_by_alias=True,

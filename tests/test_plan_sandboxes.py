@@ -126,10 +126,17 @@ async def test_what_a_round_changed_comes_from_its_manifests(tmp_path: Path) -> 
 
 
 @pytest.mark.anyio
-async def test_an_in_memory_store_knows_no_change(tmp_path: Path) -> None:
-    """An in-memory store keeps no manifests of folders: the whole folder is judged."""
+async def test_with_an_in_memory_store_each_sandbox_tells_its_change(tmp_path: Path) -> None:
+    """An in-memory store keeps no manifests of folders: the open sandbox's own changeset
+    says what changed (deletions left out); a folder given by no sandbox is judged whole."""
+    from gategraph.runtime._plan_sandboxes import changed_files
+
     plan = boxes(tmp_path, memory=False)
     plan.store = ContentStore(None)
     await plan.open(0, replaying=False)
+    repo = (await plan.views())["repo"]
+    (repo / "new.py").write_text("x = 1\n")
+    (repo / "a.txt").unlink()
     inputs = await plan.inputs(pin=True)
-    assert plan.changed({"repo": "f" * 64}, inputs) == {}
+    assert plan.changed(None, inputs) == {"repo": frozenset({"new.py"})}
+    assert changed_files(plan.store, ["repo"], {"repo": "f" * 64}, inputs) == {}

@@ -21,6 +21,9 @@ from gategraph.runtime._plan_reuse import _module_file, read_key
 
 pytestmark = pytest.mark.anyio
 
+# What is in each folder's sandbox, unsnapshotted files included (a digest of a listing).
+SEEN = {"repo": "l1", "docs": "l2"}
+
 
 def _graph(tmp_path: Path, extra: str = "") -> PlanGraph:
     """Code in ``repo``, notes in ``docs``; a syntax check of the code and three checks
@@ -91,19 +94,22 @@ async def test_a_changed_argument_or_resource_is_judged_again(tmp_path: Path) ->
     resources, the outputs it needs; anything unknown gives no key at all."""
     graph = _graph(tmp_path)
     inputs = {"repo": "r1", "docs": "d1"}
-    key = read_key(graph, "clean", {}, None, inputs)
+    key = read_key(graph, "clean", {}, None, inputs, SEEN)
     assert key is not None
-    assert read_key(graph, "clean", {}, None, inputs) == key
-    assert read_key(graph, "clean", {}, None, {**inputs, "repo": "r2"}) == key
-    assert read_key(graph, "clean", {}, None, {**inputs, "docs": "d2"}) != key
-    assert read_key(graph, "clean", {}, None, None) is None
-    assert read_key(graph, "clean", {}, None, {"repo": "r1"}) is None
-    assert read_key(graph, "fresh", {}, None, inputs) is None
-    assert read_key(graph, "online", {}, None, inputs) is None
-    assert read_key(graph, "attachment:01J", {}, None, inputs) is None
+    assert read_key(graph, "clean", {}, None, inputs, SEEN) == key
+    assert read_key(graph, "clean", {}, None, {**inputs, "repo": "r2"}, SEEN) == key
+    assert read_key(graph, "clean", {}, None, {**inputs, "docs": "d2"}, SEEN) != key
+    assert read_key(graph, "clean", {}, None, None, SEEN) is None
+    assert read_key(graph, "clean", {}, None, {"repo": "r1"}, SEEN) is None
+    assert read_key(graph, "fresh", {}, None, inputs, SEEN) is None
+    assert read_key(graph, "online", {}, None, inputs, SEEN) is None
+    assert read_key(graph, "attachment:01J", {}, None, inputs, SEEN) is None
     # The artifact a node without needs is given, and what it cannot encode.
-    assert read_key(graph, "clean", {}, {"a": 1}, inputs) != key
-    assert read_key(graph, "clean", {}, object(), inputs) is None
+    assert read_key(graph, "clean", {}, {"a": 1}, inputs, SEEN) != key
+    assert read_key(graph, "clean", {}, object(), inputs, SEEN) is None
+    # Something the snapshot leaves out (an ignored file the fix wrote) changed: judged again.
+    assert read_key(graph, "clean", {}, None, inputs, {**SEEN, "docs": "l3"}) != key
+    assert read_key(graph, "clean", {}, None, inputs, {"repo": "l1"}) is None
 
 
 async def test_a_validation_that_needs_another_is_keyed_by_what_that_gave(
@@ -117,9 +123,9 @@ async def test_a_validation_that_needs_another_is_keyed_by_what_that_gave(
         "arguments: {pattern: TODO}}\n",
     )
     inputs = {"repo": "r1", "docs": "d1"}
-    assert read_key(graph, "after", {}, None, inputs) is None
-    one = read_key(graph, "after", {"clean": {"passed": True}}, None, inputs)
-    two = read_key(graph, "after", {"clean": {"passed": False}}, None, inputs)
+    assert read_key(graph, "after", {}, None, inputs, SEEN) is None
+    one = read_key(graph, "after", {"clean": {"passed": True}}, None, inputs, SEEN)
+    two = read_key(graph, "after", {"clean": {"passed": False}}, None, inputs, SEEN)
     assert one is not None and two is not None and one != two
 
 
@@ -145,12 +151,12 @@ def test_an_entrypoint_module_is_found_without_being_imported(tmp_path: Path) ->
         )
         (tmp_path / "docs").mkdir()
         graph = load_graph(text % (tmp_path / "docs", "pkg_for_reuse.checks:run"))
-        key = read_key(graph, "mine", {}, None, {"docs": "d1"})
+        key = read_key(graph, "mine", {}, None, {"docs": "d1"}, SEEN)
         assert key is not None
         (package / "checks.py").write_text("def run(**_): return {'passed': False}\n")
-        assert read_key(graph, "mine", {}, None, {"docs": "d1"}) not in (key, None)
+        assert read_key(graph, "mine", {}, None, {"docs": "d1"}, SEEN) not in (key, None)
         gone = load_graph(text % (tmp_path / "docs", "pkg_for_reuse.gone:run"))
-        assert read_key(gone, "mine", {}, None, {"docs": "d1"}) is None
+        assert read_key(gone, "mine", {}, None, {"docs": "d1"}, SEEN) is None
         assert "pkg_for_reuse" not in sys.modules
     finally:
         sys.path.remove(str(tmp_path))
@@ -239,3 +245,34 @@ nodes:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert '<property name="reused_from" value="1" />' in junit.read_text()
+
+
+async def test_a_resumed_plan_reuses_nothing_its_log_holds(tmp_path: Path) -> None:
+    """A result in the log was made by the code of its day: after a resume, a later round
+    calls the validation again rather than trust a key made with today's code."""
+    from gategraph.runtime import EscalationDecision, resume_plan
+
+    fixed = tmp_path / "fixed"
+
+    async def edit(request: ExecuteRequest) -> Any:
+        good = fixed.exists()
+        (request.resources["repo"] / "b.py").write_text("y = 2\n" if good else "def f(:\n")
+        return {"files": ["b.py"]}
+
+    graph = _graph(tmp_path, "policy: {retry_limit: 1, strategy_revisions: 0}\n")
+    log = MemoryEventLog()
+    paused = await run_plan(graph, event_log=log, execution_actor=edit)
+    assert paused.status == "awaiting_decision", paused.message
+    before = [e for e in await log.read(paused.plan_id) if isinstance(e, ValidationCompleted)]
+    assert [e.reused_from for e in before if e.node == "clean"] == [None, 1]
+    fixed.write_text("")
+    done = await resume_plan(
+        paused.plan_id,
+        graph,
+        event_log=log,
+        execution_actor=edit,
+        decision=EscalationDecision(action="retry"),
+    )
+    assert done.status == "applied", done.message
+    after = [e for e in await log.read(paused.plan_id) if isinstance(e, ValidationCompleted)]
+    assert [e.reused_from for e in after if e.node == "clean"] == [None, 1, None]

@@ -1097,11 +1097,14 @@ def test_the_probe_started_ahead_answers_support_and_leaves_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The probe the command line starts ahead gives the answer a probe started then would;
-    one nobody waits for is stopped at exit; either way its folder is gone."""
+    it is reaped, its folder removed, as soon as it ends; one nobody waits for is stopped
+    at exit."""
     import subprocess
 
     from gategraph.runtime import _kernel
 
+    if _kernel._without_mounts().missing is not None:
+        pytest.skip("a cheap check rules the sandbox out here: nothing is started ahead")
     fresh = _kernel._probe_mounts()
     monkeypatch.setattr(_kernel, "_support", None)
     monkeypatch.setattr(_kernel, "_ahead", None)
@@ -1110,23 +1113,50 @@ def test_the_probe_started_ahead_answers_support_and_leaves_nothing(
     assert ahead is not None
     _kernel.probe_ahead()  # once
     assert _kernel._ahead is ahead
+    ahead.reaper.join(30)
+    assert not os.path.exists(ahead.folder)  # reaped as it ended, before anyone asked
     assert _kernel._probe_mounts() == fresh
-    assert _kernel._ahead is None and not os.path.exists(ahead[1])
+    assert _kernel._ahead is None
     _kernel._stop_ahead()  # nothing left to stop
     # Another process's copy (a forked child's) is left to its owner.
-    monkeypatch.setattr(_kernel, "_ahead", (ahead[0], ahead[1], os.getpid() + 1))
-    _kernel._stop_ahead()
-    assert _kernel._ahead is not None
-    monkeypatch.setattr(_kernel, "_ahead", None)
+    ahead.owner = os.getpid() + 1
+    monkeypatch.setattr(_kernel, "_ahead", ahead)
+    assert _kernel._probe_mounts() == fresh  # not its own: a probe of its own
     code = (
-        "from gategraph.runtime import _kernel; _kernel.probe_ahead(); "
-        "print(_kernel._ahead[1] if _kernel._ahead else '')"
+        "import time; from gategraph.runtime import _kernel; _kernel.probe_ahead(); "
+        "print(_kernel._ahead.folder)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    folder = done.stdout.strip()
-    if sys.platform.startswith("linux"):
-        assert folder.startswith(os.path.join(os.path.dirname(folder), "gategraph-probe-"))
-        assert not os.path.exists(folder)
+    assert not os.path.exists(done.stdout.strip())  # stopped at exit
+
+
+def test_a_probe_that_never_ends_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe past its time is killed, and says so; stopping one that is over is a no-op."""
+    import subprocess
+
+    from gategraph.runtime import _kernel
+
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], stderr=subprocess.PIPE
+    )
+    folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gategraph-probe-test-{os.getpid()}")
+    os.makedirs(folder, exist_ok=True)
+    ahead = _kernel._Ahead(sleeper, folder)
+    monkeypatch.setattr(ahead.reaper, "join", _joining(ahead.reaper))
+    assert ahead.answer() == "the probe did not end within 60 s"
+    assert sleeper.returncode is not None and not os.path.exists(folder)
+    ahead.stop()
+
+
+def _joining(thread: threading.Thread) -> Callable[..., None]:
+    """``thread.join`` that gives up at once the first time (a probe that overran)."""
+    real = thread.join
+    calls = iter([0.0])
+
+    def join(timeout: float | None = None) -> None:
+        real(next(calls, None))
+
+    return join
 
 
 def test_a_probe_that_cannot_start_says_why(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -354,6 +354,29 @@ def test_a_resumed_plan_without_its_start_still_has_a_root(
     assert spans["gategraph.plan"].attributes["gategraph.plan.id"] == "P1"  # type: ignore[index]
 
 
+def test_a_reused_result_is_a_span_of_no_length_that_says_so(
+    observer: OpenTelemetryObserver, exporter: InMemorySpanExporter
+) -> None:
+    """A result a round reused was no call: its span starts and ends at its event, with
+    the round it came from (not the earlier call's duration)."""
+    result = ValidationResult(passed=True)
+    observer.on_event(
+        ev(
+            ValidationCompleted,
+            10.0,
+            node="n",
+            validation="v",
+            result=result,
+            duration=4.0,
+            reused_from=1,
+        )
+    )
+    observer.close()
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "gategraph.validation"]
+    assert span.start_time == span.end_time == 10_000_000_000
+    assert span.attributes["gategraph.reused_from"] == 1  # type: ignore[index]
+
+
 def test_record_statistics_on_any_span(exporter: InMemorySpanExporter) -> None:
     """Seed 002 §16 figures go on a span of the caller's own, too."""
     provider = TracerProvider()

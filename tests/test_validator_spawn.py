@@ -395,3 +395,39 @@ async def test_a_validator_past_its_time_limit_gives_no_verdict(tmp_path: Path) 
     built = await waiting.spawn(validator=Unbuildable)
     assert built["code"] == E_VALIDATOR_FAILED and "no model to load" in built["message"]
     assert (await waiting.spawn(time_limit=0))["code"] == E_INVALID_INPUT
+
+
+@pytest.mark.anyio
+async def test_the_default_validator_judges_the_change_the_round_judged(tmp_path: Path) -> None:
+    """A file that was broken before the plan is not the plan's doing: the plan's round
+    judges its change, and so does the default validator, which attests; the plan applies."""
+    root = repo(tmp_path)
+    (root / "src" / "legacy.py").write_text("def old(:\n")  # broken before the plan
+    graph = load_graph(plan(root, [GOOD], outside_validators=1))
+    log, store = MemoryEventLog(), ContentStore(tmp_path / "store")
+    with Catalog.open(tmp_path / "gategraph.db") as catalog:
+
+        def supervisor(**more: Any) -> Supervisor:
+            return Supervisor(
+                graph,
+                catalog=catalog,
+                event_log=log,
+                audit=InMemoryAuditLog(),
+                store=store,
+                home=tmp_path / "home",
+                **more,
+            )
+
+        waiting = await supervisor().run()
+        assert waiting.status == "awaiting_attestation"
+        answer = await validator_spawn(
+            {"role": "lead", "tier": 1},
+            waiting.plan_id,
+            catalog=catalog,
+            events=await log.read(waiting.plan_id),
+            graph=graph,
+            store=store,
+        )
+        verdict = answer["result"]["verdict"]
+        assert verdict["verdict"] == "attest", verdict
+        assert (await supervisor(plan_id=waiting.plan_id).resume()).status == "applied"

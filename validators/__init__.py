@@ -195,7 +195,8 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
     },
     "python_syntax": {
         "name": "python_syntax",
-        "description": "Every Python file in the folder parses.",
+        "description": "The Python files a plan's change touched parse (every file in the "
+        "folder with scope: tree).",
         "entrypoint": "gategraph.validators:python_syntax",
         "input_schema": {
             "type": "object",

@@ -1,4 +1,5 @@
-"""``python_syntax``: every Python file in a folder parses."""
+"""``python_syntax``: the Python files of a folder parse (in a plan, those its change
+touched)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def python_syntax(
     scope: object = "change",
     context: object = None,
 ) -> Result:
-    """Check that every matching Python file under ``root`` parses.
+    """Check that the matching Python files under ``root`` parse: in a plan, those its
+    change added or modified; otherwise, or with ``scope: tree``, every one.
 
     Files are parsed with the running interpreter's grammar (``compile`` with
     ``ast.PyCF_ONLY_AST``); nothing is imported or run and no bytecode is written.
