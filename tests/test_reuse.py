@@ -276,3 +276,20 @@ async def test_a_resumed_plan_reuses_nothing_its_log_holds(tmp_path: Path) -> No
     assert done.status == "applied", done.message
     after = [e for e in await log.read(paused.plan_id) if isinstance(e, ValidationCompleted)]
     assert [e.reused_from for e in after if e.node == "clean"] == [None, 1, None]
+
+
+def test_a_validation_over_a_validator_tool_is_never_reused(tmp_path: Path) -> None:
+    """The validator tools read the catalog's coverage, which changes between rounds."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    graph = load_graph(
+        f"""
+version: 1
+name: covered
+resources: {{docs: {{kind: directory, path: '{docs}'}}}}
+validations:
+  - {{name: covered, wraps: validator.ac-pull, transform: "{{'passed': True}}"}}
+nodes: [{{id: covered, validation: covered, resources: [docs], arguments: {{task_id: t}}}}]
+"""
+    )
+    assert read_key(graph, "covered", {}, None, {"docs": "d1"}, {"docs": "l1"}) is None

@@ -1297,6 +1297,14 @@ def test_a_config_of_its_own_is_checked_and_a_trusted_one_is_not() -> None:
         ({"type": "object", "anyOf": [{"required": ["a"]}]}, False),
         ({"type": "array"}, False),
         ({"not": {}}, False),
+        (
+            {
+                "$schema": "http://json-schema.org/draft-03/schema#",
+                "type": "object",
+                "properties": {"a": {"type": "string", "required": True}},
+            },
+            False,
+        ),
     ],
 )
 def test_an_empty_argument_list_is_judged_without_a_validator_where_it_surely_passes(
