@@ -370,7 +370,7 @@ async def test_a_read_only_tool_returns_its_output(catalog: Catalog, project: Pa
             "regex",
             {"patern": "x"},
             "unknown argument 'patern' (did you mean 'pattern'?); 'regex' takes: pattern, "
-            "files, exclude, mode, flags",
+            "files, exclude, mode, scope, flags",
         ),
         ("regex", {"pattern": 5}, "argument 'pattern': 5 is not of type 'string'"),
         ("python_syntax", {"root": ".", "artifact": 1}, "'artifact' is not an argument of"),

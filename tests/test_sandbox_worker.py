@@ -20,7 +20,6 @@ coverage's open data file.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import errno
@@ -1434,14 +1433,10 @@ def test_a_machine_that_refuses_a_mount_namespace_says_so_in_one_line(
     """The mounts are tried for real in a throwaway process; where they fail (here: the
     folder to mount on does not exist, as a refused `unshare` would fail), the sandbox is
     refused with why."""
-    real = tempfile.TemporaryDirectory
-    monkeypatch.setattr(
-        _kernel.tempfile,
-        "TemporaryDirectory",
-        lambda prefix: contextlib.nullcontext("/nonexistent/gategraph-probe"),
-    )
+    real = tempfile.mkdtemp
+    monkeypatch.setattr(_kernel.tempfile, "mkdtemp", lambda prefix: "/nonexistent/gategraph-probe")
     found = _probe_with(monkeypatch, abi=7)
-    monkeypatch.setattr(_kernel.tempfile, "TemporaryDirectory", real)
+    monkeypatch.setattr(_kernel.tempfile, "mkdtemp", real)
     assert not found.mounts
     assert found.missing is not None and "\n" not in found.missing
     assert found.missing.startswith(

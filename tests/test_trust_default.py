@@ -337,7 +337,9 @@ def test_reports_and_show_say_what_held_each_validation(tmp_path: Path) -> None:
         "version: 1\nname: held\n"
         f'resources: {{repo: {{kind: directory, path: "{project}"}}}}\n'
         f"validations:\n  - {{name: mine, code: {code}}}\n"
-        "nodes:\n  - {id: syntax, validation: python_syntax, resources: [repo]}\n"
+        # The whole tree: the plan changes nothing, and a.py was broken before it.
+        "nodes:\n  - {id: syntax, validation: python_syntax, resources: [repo], "
+        "arguments: {scope: tree}}\n"
         "  - {id: mine, validation: mine}\n"
         "policy: {retry_limit: 0, strategy_revisions: 0}\n"
     )
