@@ -86,10 +86,8 @@ def _attribute_docs(cls: type[Any]) -> dict[str, str]:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
         return {}
-    body = ast.parse(source).body
-    if not body or not isinstance(body[0], ast.ClassDef):
-        return {}
-    statements = body[0].body
+    found = next((n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)), None)
+    statements = found.body if found is not None else []
     docs: dict[str, str] = {}
     for first, second in itertools.pairwise(statements):
         if (

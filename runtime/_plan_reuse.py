@@ -114,14 +114,13 @@ def _code_digest(tool: Tool) -> str | None:
     entrypoint = tool.entrypoint
     if entrypoint is None or tool.code is not None or in_process(tool) or copies(tool):
         return ""
-    module = entrypoint.split(":", 1)[0]
-    origin = _module_file(module)
-    if origin is None:
-        return None
     try:
+        origin = _module_file(entrypoint.split(":", 1)[0])
+        if origin is None:
+            return None
         with open(origin, "rb") as source:
             return hashlib.sha256(source.read()).hexdigest()
-    except OSError:
+    except (ImportError, ValueError, OSError):  # a path hook that fails, a file gone
         return None
 
 
@@ -133,10 +132,7 @@ def _module_file(module: str) -> str | None:
     parts = module.split(".")
     for index in range(len(parts)):
         name = ".".join(parts[: index + 1])
-        try:
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-        except (ImportError, ValueError):
-            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None:
             return None
         path = list(spec.submodule_search_locations or [])

@@ -1306,3 +1306,13 @@ def test_field_docstrings_are_read_from_the_source_for_the_schema() -> None:
         "own": {"description": "given"},
         "bare": {},
     }
+
+
+def test_a_source_without_a_class_gives_no_docstrings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``inspect`` finds is not a class body (a stale file, say): no docstrings."""
+    import inspect
+
+    from gategraph.runtime._graph_schema import _attribute_docs
+
+    monkeypatch.setattr(inspect, "getsource", lambda _: "x = 1\n")
+    assert _attribute_docs(Node) == {}

@@ -140,3 +140,29 @@ async def test_with_an_in_memory_store_each_sandbox_tells_its_change(tmp_path: P
     inputs = await plan.inputs(pin=True)
     assert plan.changed(None, inputs) == {"repo": frozenset({"new.py"})}
     assert changed_files(plan.store, ["repo"], {"repo": "f" * 64}, inputs) == {}
+
+
+def test_a_folder_without_both_manifests_and_a_vanishing_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder the round's events do not name is judged whole; an entry that goes away
+    while its sandbox is listed is skipped, not a failure."""
+    import os
+
+    from gategraph.runtime import _plan_sandboxes
+    from gategraph.runtime._plan_sandboxes import _listing_digest, changed_files
+
+    store = ContentStore(tmp_path / "store")
+    assert changed_files(store, ["repo"], {"other": "x"}, {"repo": "y"}) == {}
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "a").write_text("a")
+    whole = _listing_digest(str(tmp_path / "f"))
+    real = os.lstat
+
+    def vanishing(path: str, *args: Any, **kwargs: Any) -> os.stat_result:
+        if path.endswith(os.sep + "a"):
+            raise FileNotFoundError(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(_plan_sandboxes.os, "lstat", vanishing)
+    assert _listing_digest(str(tmp_path / "f")) != whole

@@ -293,3 +293,58 @@ nodes: [{{id: covered, validation: covered, resources: [docs], arguments: {{task
 """
     )
     assert read_key(graph, "covered", {}, None, {"docs": "d1"}, {"docs": "l1"}) is None
+
+
+def test_the_key_reads_sets_and_a_module_it_cannot_read_gives_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set in an artifact has a JSON form (sorted); a module file that cannot be read,
+    or a namespace package with no file, gives no key."""
+    import sys
+
+    from gategraph.runtime import _plan_reuse
+
+    graph = _graph(tmp_path)
+    inputs = {"repo": "r1", "docs": "d1"}
+    assert read_key(graph, "clean", {}, {"s": {2, 1}}, inputs, SEEN) is not None
+    (tmp_path / "nspkg_for_reuse").mkdir()  # no __init__.py: no file of its own
+    (tmp_path / "mod_for_reuse.py").write_text("def run(**_): return {'passed': True}\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert _module_file("nspkg_for_reuse") is None
+        text = (
+            "version: 1\nname: own\nresources: {docs: {kind: directory, path: '%s'}}\n"
+            "validations: [{name: mine, entrypoint: 'mod_for_reuse:run', resource_slots: "
+            "[root]}]\nnodes: [{id: mine, validation: mine, resources: [docs]}]\n"
+        ) % (tmp_path / "docs")
+        own = load_graph(text)
+        assert read_key(own, "mine", {}, None, {"docs": "d1"}, SEEN) is not None
+
+        def unreadable(*_: Any, **__: Any) -> Any:
+            raise PermissionError("denied")
+
+        monkeypatch.setattr(_plan_reuse, "open", unreadable, raising=False)
+        assert read_key(own, "mine", {}, None, {"docs": "d1"}, SEEN) is None
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_a_reused_result_counts_as_started_on_the_live_panel() -> None:
+    """The panel's running count stays right: a reused result had no start of its own."""
+    from gategraph.runtime._observe import LiveProgress
+    from gategraph.runtime._results import ValidationResult
+
+    panel = LiveProgress()
+    event = ValidationCompleted(
+        id="e",
+        plan_id="p",
+        seq=1,
+        at=1.0,
+        node="n",
+        validation="v",
+        result=ValidationResult(passed=True),
+        duration=1.0,
+        reused_from=1,
+    )
+    panel.on_event(event)
+    assert panel.state.started == panel.state.done == 1

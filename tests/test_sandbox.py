@@ -1170,8 +1170,38 @@ def test_a_probe_that_cannot_start_says_why(monkeypatch: pytest.MonkeyPatch) -> 
 
     before = probes()
     monkeypatch.setattr(_kernel, "_ahead", None)
+    monkeypatch.setattr(_kernel, "_support", None)
     monkeypatch.setattr(_kernel.sys, "executable", "/nonexistent/python")
     _kernel.probe_ahead()
     assert _kernel._ahead is None
     assert _kernel._probe_mounts().startswith("the probe could not run")
     assert probes() <= before
+
+
+def test_a_probe_that_overruns_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe started when asked that does not end in time is killed, and says so; its
+    folder is removed."""
+    import subprocess
+
+    from gategraph.runtime import _kernel
+
+    class Stuck:
+        returncode = None
+
+        def __init__(self) -> None:
+            self.killed = False
+
+        def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+            if timeout is not None:
+                raise subprocess.TimeoutExpired("probe", timeout)
+            return b"", b""
+
+        def kill(self) -> None:
+            self.killed = True
+
+    stuck = Stuck()
+    made: list[str] = []
+    monkeypatch.setattr(_kernel, "_ahead", None)
+    monkeypatch.setattr(_kernel, "_start_probe", lambda folder: made.append(folder) or stuck)
+    assert _kernel._probe_mounts() == "the probe did not end within 60 s"
+    assert stuck.killed and made and not os.path.exists(made[0])

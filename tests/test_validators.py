@@ -1317,3 +1317,12 @@ def test_an_empty_argument_list_is_judged_without_a_validator_where_it_surely_pa
     assert _takes_nothing(schema) is empty_passes
     tool = Validation.from_config({"name": "v", "entrypoint": "m:f", "input_schema": schema})
     assert (tool.argument_problems({}) == []) is empty_passes
+
+
+def test_a_context_with_two_folders_needs_the_folder_named(tmp_path: Path) -> None:
+    """``changed()`` without a folder answers only where the call has exactly one."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    context = ToolContext(resources={"a": one, "b": two}, changed={one: ["x.py"]})
+    assert context.changed() is None
+    assert context.changed(one) == frozenset({"x.py"})
+    assert context.changed(two) is None
