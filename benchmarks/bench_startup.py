@@ -105,16 +105,21 @@ def _plan_folder(home: str) -> str:
     return str(folder)
 
 
-def _first_run(env: dict[str, str], cwd: str) -> float:
+def _timed(code: str, env: dict[str, str], cwd: str) -> list[float]:
+    """The times ``code`` prints, run in a fresh interpreter."""
     done = subprocess.run(
-        [sys.executable, "-c", _FIRST_RUN],
+        [sys.executable, "-c", code],
         env=env,
         cwd=cwd,
         check=True,
         capture_output=True,
         text=True,
     )
-    return float(done.stdout.split()[-1])
+    return [float(word) for word in done.stdout.split()]
+
+
+def _first_run(env: dict[str, str], cwd: str) -> float:
+    return _timed(_FIRST_RUN, env, cwd)[-1]
 
 
 def help_command() -> list[str]:
@@ -136,16 +141,8 @@ def _wall(command: list[str], env: dict[str, str], cwd: str) -> float:
 
 
 def _import_times(env: dict[str, str], cwd: str) -> tuple[float, float, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", _IMPORT],
-        env=env,
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    bare, engine, everything = done.stdout.split()
-    return float(bare), float(engine), float(everything)
+    bare, engine, everything = _timed(_IMPORT, env, cwd)
+    return bare, engine, everything
 
 
 def measure_startup(settings: Settings) -> dict[str, Any]:
