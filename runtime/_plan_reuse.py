@@ -1,21 +1,25 @@
 """What a validation round may reuse instead of calling a validation again.
 
 A fix round changes some files; a validation given none of them would only say again what
-it said. Its *read key* is a digest of everything it is given: its node (validation,
-arguments, needs, isolation, timeout), its configuration (and a wrapped tool's), the code
-it runs, the content of each resource it is given (the round's manifest digests, in its
-``artifact_validation_started`` event) and its artifact or the outputs of the nodes it
-needs. A validation whose key equals that of an earlier passing call of the same plan is
-not called again: the round records that result once more, as reused, in a
-``validation_completed`` event of its own (``reused_from``), so replay and resume read it
-as they read any result.
+it said. A round takes note, as it starts, of what its validations are given
+(:class:`RoundSeen`): each resource's content (the round's manifest digests, in its
+``artifact_validation_started`` event), a listing of each folder sandbox (what the
+snapshots leave out included), the JSON form of its artifact and of each output before
+it, and the digest of each validation's code. A validation whose earlier call passed is
+not called again when all it reads is the same in both rounds (:func:`same_read`): the
+round records that result once more, as reused, in a ``validation_completed`` event of
+its own (``reused_from``), so replay and resume read it as they read any result. The
+node and its configuration are the same: the graph does not change while a plan runs.
 
 Never reused, because something it reads is out of gategraph's sight: a validation that
 declares ``network: true`` or ``reuse: false``, one served by an MCP server or wrapping a
-validator tool (those read the catalog), one whose
-code or artifact cannot be pinned down (an entrypoint whose module is not found, an
-artifact with no JSON form), and a catalog attachment (its configuration lives in the
+validator tool (those read the catalog), one whose code or artifact cannot be pinned down
+(an entrypoint whose module is not found, an artifact with no JSON form), one that needs
+a validation of the same round, and a catalog attachment (its configuration lives in the
 catalog, which may change between rounds).
+
+Taking note costs a few encodings a round whatever the graph's size; comparing costs a
+few lookups a validation, and only where an earlier call passed.
 """
 
 from __future__ import annotations
@@ -23,38 +27,72 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ._builtins import copies, in_process
 from ._models import Validation
-from ._version import __version__
 
 if TYPE_CHECKING:
     from ._graph import PlanGraph
     from ._models import Tool
 
-__all__ = ["read_key"]
+__all__ = ["RoundSeen", "reusable_tools", "same_read", "tools_of"]
 
 
-def read_key(
-    graph: PlanGraph,
-    node_id: str,
-    given: Mapping[str, Any],
-    artifact: Any,
-    inputs: Mapping[str, str] | None,
-    unseen: Mapping[str, str],
-) -> str | None:
-    """The read key of validation node ``node_id`` in a round that validates ``inputs``
-    (each resource's manifest digest), ``given`` the outputs of the nodes before it and
-    ``artifact`` the round's artifact; ``unseen`` holds, for each folder, a digest of
-    everything in its sandbox, what its manifest leaves out included (what the exclusion
-    keeps out of a snapshot, a test suite may still read). None when its result must
-    never be reused."""
-    if inputs is None:
-        return None
+class RoundSeen:
+    """What one round gives its validations, as it starts (see the module)."""
+
+    __slots__ = ("artifact", "code", "given", "inputs", "unseen")
+
+    def __init__(
+        self,
+        graph: PlanGraph,
+        given: Mapping[str, Any],
+        artifact: Any,
+        inputs: Mapping[str, str] | None,
+        unseen: Mapping[str, str],
+        tools: Iterable[str],
+    ) -> None:
+        self.inputs = dict(inputs) if inputs is not None else None
+        """Each resource's manifest digest (None: not known)."""
+        self.unseen = dict(unseen)
+        """Each folder sandbox's listing digest."""
+        self.given = {name: _encoded(value) for name, value in given.items()}
+        """The JSON form of each output the round is given (None: it has none)."""
+        self.artifact = _encoded(artifact)
+        """The JSON form of the round's artifact (None: it has none)."""
+        self.code = {name: _code_digest(graph.get_tool(name)) for name in tools}
+        """Each validation's (and wrapped tool's) code digest, by name (None: unknown)."""
+
+
+def tools_of(graph: PlanGraph) -> frozenset[str]:
+    """The validations the graph's nodes call, and the tools they wrap: whose code a
+    round takes note of (once per plan: the graph does not change while it runs)."""
+    names = {node.validation for node in graph.nodes if node.validation is not None}
+    for name in list(names):  # each validation once, however many nodes call it
+        try:
+            tool = graph.get_tool(name)
+        except KeyError:
+            continue
+        if isinstance(tool, Validation) and tool.wraps:
+            names.add(tool.wraps)
+    return frozenset(name for name in names if _known(graph, name))
+
+
+def _known(graph: PlanGraph, name: str) -> bool:
+    try:
+        graph.get_tool(name)
+    except KeyError:
+        return False
+    return True
+
+
+def reusable_tools(graph: PlanGraph, node_id: str) -> tuple[str, ...] | None:
+    """The validation (and wrapped tool) node ``node_id`` calls, when its result may be
+    reused at all; None when never (see the module)."""
     try:
         node = graph.node(node_id)
         tool = graph.get_tool(node.validation) if node.validation is not None else None
@@ -68,28 +106,49 @@ def read_key(
     tools = [t for t in (tool, wrapped) if t is not None]
     if any(t.network or t.mcp_server is not None or _reads_the_catalog(t) for t in tools):
         return None
-    code = [_code_digest(t) for t in tools]
-    if None in code:
-        return None
-    if any(need not in given for need in node.needs):
-        return None  # it needs a validation of this round: what that gives is not known yet
+    return tuple(t.name for t in tools)
+
+
+def same_read(
+    graph: PlanGraph,
+    node_id: str,
+    tools: Iterable[str],
+    before: RoundSeen,
+    now: RoundSeen,
+) -> bool:
+    """Whether node ``node_id`` (calling ``tools``, from :func:`reusable_tools`) reads the
+    same in the round that took note of ``now`` as in the one that took ``before``."""
+    if before.inputs is None or now.inputs is None:
+        return False
+    for name in tools:
+        code = now.code.get(name)
+        if code is None or before.code.get(name) != code:
+            return False
+    node = graph.node(node_id)
     names = node.resources if node.resources is not None else tuple(graph.resources)
-    folders = [n for n in names if n in graph.resources and graph.resources[n].kind == "directory"]
-    if any(name not in inputs for name in names) or any(n not in unseen for n in folders):
-        return None
-    seen = {
-        "node": [node.validation, node.arguments, node.needs, node.isolation, node.timeout],
-        "tools": [t.model_dump(mode="json") for t in tools],
-        "code": code,
-        "gategraph": __version__,
-        "resources": {name: [inputs[name], unseen.get(name)] for name in names},
-        "given": {need: given[need] for need in node.needs} if node.needs else artifact,
-    }
+    for name in names:
+        digest = now.inputs.get(name)
+        if digest is None or before.inputs.get(name) != digest:
+            return False
+        if graph.resources[name].kind == "directory":
+            listing = now.unseen.get(name)
+            if listing is None or before.unseen.get(name) != listing:
+                return False
+    if not node.needs:
+        return now.artifact is not None and before.artifact == now.artifact
+    for need in node.needs:
+        # Not given: a validation of the same round, whose answer is not known yet.
+        output = now.given.get(need)
+        if output is None or before.given.get(need) != output:
+            return False
+    return True
+
+
+def _encoded(value: Any) -> bytes | None:
     try:
-        data = msgspec.json.encode(seen, order="deterministic", enc_hook=_plain)
+        return msgspec.json.encode(value, order="deterministic", enc_hook=_plain)
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
-        return None  # an artifact with no JSON form: nothing to compare it by
-    return hashlib.sha256(data).hexdigest()
+        return None  # no JSON form: nothing to compare it by
 
 
 def _reads_the_catalog(tool: Tool) -> bool:
@@ -108,7 +167,8 @@ def _plain(value: Any) -> Any:
 
 def _code_digest(tool: Tool) -> str | None:
     """What stands for the code ``tool`` runs beyond its configuration: nothing for inline
-    code and transforms (in the configuration) or gategraph's own (its version); the
+    code and transforms (in the configuration, which does not change while a plan runs)
+    or gategraph's own; the
     digest of an entrypoint's module file, found without importing anything; None where
     it cannot be found."""
     entrypoint = tool.entrypoint

@@ -49,7 +49,7 @@ from ._pipeline import (
     work_failed_reason,
 )
 from ._plan import WorkFailed
-from ._plan_reuse import read_key
+from ._plan_reuse import RoundSeen, reusable_tools, same_read, tools_of
 from ._protocols import EscalationRequest, RoundSummary
 from ._results import ValidationResult
 
@@ -137,8 +137,11 @@ class RoundPipeline:
         """Whether a person denied the last round's approval (the plan fails)."""
         self._retry_only: list[str] | None = None
         self._changed: dict[str, frozenset[str]] = {}
-        # Each validation's last passing call: its read key, its round, its record.
-        self._passing: dict[str, tuple[str, int, ValidationRecord]] = {}
+        # Each validation's last passing call: what its round read, its round, its record.
+        self._passing: dict[str, tuple[RoundSeen, int, ValidationRecord]] = {}
+        # What each node calls, where its result may be reused at all (None: never).
+        self._tools: dict[str, tuple[str, ...] | None] = {}
+        self._code_tools: frozenset[str] | None = None
 
     # -- the round -------------------------------------------------------------------------
 
@@ -354,24 +357,25 @@ class RoundPipeline:
         validation records among them, by id."""
         context = self.context
         journal = context.journal
-        # What each validation is given, before anything runs (a confirmation re-runs what
+        # What the validations are given, before anything runs (a confirmation re-runs what
         # failed on purpose: it reuses nothing, and is not reused).
-        keys: dict[str, str | None] = {}
+        seen: RoundSeen | None = None
         if not retry and context.boxes.ready:
             unseen = await anyio.to_thread.run_sync(context.boxes.unseen)
-            keys = {
-                n: read_key(context.graph, n, given, artifact, self.validated, unseen)
-                for n in select
-            }
+            if self._code_tools is None:
+                self._code_tools = tools_of(context.graph)
+            seen = RoundSeen(
+                context.graph, given, artifact, self.validated, unseen, self._code_tools
+            )
         done: dict[str, NodeResult] = {}
         if journal.replaying:
             done, select = await self._from_log(select, given, retry=retry)
-            # A logged result ran with the code of its day, which may not be today's: its
-            # key (made with today's) cannot vouch for it, so it is not reused later.
-            keys = {n: k for n, k in keys.items() if n not in done}
+        # A logged result ran with the code of its day, which may not be today's: what this
+        # round took note of cannot vouch for it, so it is not reused later.
+        logged = set(done)
         records = {n: r for n, r in done.items() if isinstance(r, ValidationRecord)}
-        if select:
-            select = await self._reuse(select, keys, given, done, records)
+        if select and seen is not None:
+            select = await self._reuse(select, seen, given, done, records)
         if select:
             run = await execute_graph(
                 context.graph,
@@ -389,10 +393,10 @@ class RoundPipeline:
             journal.advance(run)
             done.update(run.nodes)
             records.update((r.node, r) for r in run.validations)
-        for node, record in records.items():
-            key = keys.get(node)
-            if key is not None and record.reused_from is None and record.result.passed:
-                self._passing[node] = (key, context.round, record)
+        if seen is not None:
+            for node, record in records.items():
+                if node not in logged and record.reused_from is None and record.result.passed:
+                    self._passing[node] = (seen, context.round, record)
         # Calls made: a reused result was not called again.
         context.stats.semantic_invocations += sum(r.reused_from is None for r in records.values())
         return done, records
@@ -400,20 +404,26 @@ class RoundPipeline:
     async def _reuse(
         self,
         select: Sequence[str],
-        keys: Mapping[str, str | None],
+        seen: RoundSeen,
         given: dict[str, Any],
         done: dict[str, NodeResult],
         records: dict[str, ValidationRecord],
     ) -> list[str]:
-        """Take the passing results of earlier rounds that were given exactly what the
-        validations of ``select`` are given now (``keys``), each logged as reused; return
-        what is left to run."""
+        """Take the passing results of earlier rounds whose validations read then what
+        those of ``select`` read now (``seen``), each logged as reused; return what is left
+        to run."""
         context = self.context
+        graph = context.graph
         left: list[str] = []
         for node in select:
-            key = keys.get(node)
             earlier = self._passing.get(node)
-            if key is None or earlier is None or earlier[0] != key:
+            if earlier is None:  # the common case, and a dict lookup: no earlier pass
+                left.append(node)
+                continue
+            if node not in self._tools:
+                self._tools[node] = reusable_tools(graph, node)
+            tools = self._tools[node]
+            if tools is None or not same_read(graph, node, tools, earlier[0], seen):
                 left.append(node)
                 continue
             _, first, record = earlier

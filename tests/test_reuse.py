@@ -17,12 +17,36 @@ from gategraph.runtime import (
     run_plan,
 )
 from gategraph.runtime._events import ValidationCompleted
-from gategraph.runtime._plan_reuse import _module_file, read_key
+from gategraph.runtime._plan_reuse import (
+    RoundSeen,
+    _module_file,
+    reusable_tools,
+    same_read,
+    tools_of,
+)
 
 pytestmark = pytest.mark.anyio
 
 # What is in each folder's sandbox, unsnapshotted files included (a digest of a listing).
 SEEN = {"repo": "l1", "docs": "l2"}
+INPUTS = {"repo": "r1", "docs": "d1"}
+
+
+def seen(
+    graph: PlanGraph,
+    inputs: dict[str, str] | None = INPUTS,
+    unseen: dict[str, str] = SEEN,
+    given: dict[str, Any] | None = None,
+    artifact: Any = None,
+) -> RoundSeen:
+    """What a round of ``graph`` takes note of, as it starts."""
+    return RoundSeen(graph, given or {}, artifact, inputs, unseen, tools_of(graph))
+
+
+def same(graph: PlanGraph, node: str, before: RoundSeen, now: RoundSeen) -> bool:
+    """Whether ``node``'s earlier result may stand for the call of round ``now``."""
+    tools = reusable_tools(graph, node)
+    return tools is not None and same_read(graph, node, tools, before, now)
 
 
 def _graph(tmp_path: Path, extra: str = "") -> PlanGraph:
@@ -90,43 +114,41 @@ async def test_a_fix_round_reuses_what_was_given_nothing_new(tmp_path: Path) -> 
 
 
 async def test_a_changed_argument_or_resource_is_judged_again(tmp_path: Path) -> None:
-    """The key holds everything a validation is given: its arguments, the content of its
-    resources, the outputs it needs; anything unknown gives no key at all."""
+    """What a validation reads: the content of its resources (a folder's unsnapshotted
+    files too), its artifact; anything unknown, or declared out of sight, reads as new."""
     graph = _graph(tmp_path)
-    inputs = {"repo": "r1", "docs": "d1"}
-    key = read_key(graph, "clean", {}, None, inputs, SEEN)
-    assert key is not None
-    assert read_key(graph, "clean", {}, None, inputs, SEEN) == key
-    assert read_key(graph, "clean", {}, None, {**inputs, "repo": "r2"}, SEEN) == key
-    assert read_key(graph, "clean", {}, None, {**inputs, "docs": "d2"}, SEEN) != key
-    assert read_key(graph, "clean", {}, None, None, SEEN) is None
-    assert read_key(graph, "clean", {}, None, {"repo": "r1"}, SEEN) is None
-    assert read_key(graph, "fresh", {}, None, inputs, SEEN) is None
-    assert read_key(graph, "online", {}, None, inputs, SEEN) is None
-    assert read_key(graph, "attachment:01J", {}, None, inputs, SEEN) is None
-    # The artifact a node without needs is given, and what it cannot encode.
-    assert read_key(graph, "clean", {}, {"a": 1}, inputs, SEEN) != key
-    assert read_key(graph, "clean", {}, object(), inputs, SEEN) is None
-    # Something the snapshot leaves out (an ignored file the fix wrote) changed: judged again.
-    assert read_key(graph, "clean", {}, None, inputs, {**SEEN, "docs": "l3"}) != key
-    assert read_key(graph, "clean", {}, None, inputs, {"repo": "l1"}) is None
+    first = seen(graph)
+    assert same(graph, "clean", first, seen(graph))
+    assert same(graph, "clean", first, seen(graph, {**INPUTS, "repo": "r2"}))  # not its folder
+    assert not same(graph, "clean", first, seen(graph, {**INPUTS, "docs": "d2"}))
+    assert not same(graph, "clean", first, seen(graph, None))
+    assert not same(graph, "clean", first, seen(graph, {"repo": "r1"}))
+    assert not same(graph, "fresh", first, seen(graph))
+    assert not same(graph, "online", first, seen(graph))
+    assert reusable_tools(graph, "attachment:01J") is None
+    # The artifact a node without needs is given, and one with no JSON form.
+    assert not same(graph, "clean", first, seen(graph, artifact={"a": 1}))
+    odd = seen(graph, artifact=object())
+    assert not same(graph, "clean", odd, odd)
+    # Something the snapshot leaves out (an ignored file the fix wrote) changed.
+    assert not same(graph, "clean", first, seen(graph, unseen={**SEEN, "docs": "l3"}))
+    assert not same(graph, "clean", first, seen(graph, unseen={"repo": "l1"}))
 
 
-async def test_a_validation_that_needs_another_is_keyed_by_what_that_gave(
+async def test_a_validation_that_needs_another_is_judged_by_what_that_gave(
     tmp_path: Path,
 ) -> None:
     """A validation after another in the same round is not reused: what that one gives is
-    not known until it runs; given, its output is part of the key."""
+    not known until it runs; given, its output must be the same."""
     graph = _graph(
         tmp_path,
         "  - {id: after, validation: notes-clean, needs: [clean], resources: [docs], "
         "arguments: {pattern: TODO}}\n",
     )
-    inputs = {"repo": "r1", "docs": "d1"}
-    assert read_key(graph, "after", {}, None, inputs, SEEN) is None
-    one = read_key(graph, "after", {"clean": {"passed": True}}, None, inputs, SEEN)
-    two = read_key(graph, "after", {"clean": {"passed": False}}, None, inputs, SEEN)
-    assert one is not None and two is not None and one != two
+    assert not same(graph, "after", seen(graph), seen(graph))
+    passed = seen(graph, given={"clean": {"passed": True}})
+    assert same(graph, "after", passed, seen(graph, given={"clean": {"passed": True}}))
+    assert not same(graph, "after", passed, seen(graph, given={"clean": {"passed": False}}))
 
 
 def test_an_entrypoint_module_is_found_without_being_imported(tmp_path: Path) -> None:
@@ -151,12 +173,12 @@ def test_an_entrypoint_module_is_found_without_being_imported(tmp_path: Path) ->
         )
         (tmp_path / "docs").mkdir()
         graph = load_graph(text % (tmp_path / "docs", "pkg_for_reuse.checks:run"))
-        key = read_key(graph, "mine", {}, None, {"docs": "d1"}, SEEN)
-        assert key is not None
+        before = seen(graph)
+        assert same(graph, "mine", before, seen(graph))
         (package / "checks.py").write_text("def run(**_): return {'passed': False}\n")
-        assert read_key(graph, "mine", {}, None, {"docs": "d1"}, SEEN) not in (key, None)
+        assert not same(graph, "mine", before, seen(graph))
         gone = load_graph(text % (tmp_path / "docs", "pkg_for_reuse.gone:run"))
-        assert read_key(gone, "mine", {}, None, {"docs": "d1"}, SEEN) is None
+        assert not same(gone, "mine", seen(gone), seen(gone))
         assert "pkg_for_reuse" not in sys.modules
     finally:
         sys.path.remove(str(tmp_path))
@@ -292,7 +314,7 @@ validations:
 nodes: [{{id: covered, validation: covered, resources: [docs], arguments: {{task_id: t}}}}]
 """
     )
-    assert read_key(graph, "covered", {}, None, {"docs": "d1"}, {"docs": "l1"}) is None
+    assert reusable_tools(graph, "covered") is None
 
 
 def test_the_key_reads_sets_and_a_module_it_cannot_read_gives_none(
@@ -305,8 +327,9 @@ def test_the_key_reads_sets_and_a_module_it_cannot_read_gives_none(
     from gategraph.runtime import _plan_reuse
 
     graph = _graph(tmp_path)
-    inputs = {"repo": "r1", "docs": "d1"}
-    assert read_key(graph, "clean", {}, {"s": {2, 1}}, inputs, SEEN) is not None
+    assert same(
+        graph, "clean", seen(graph, artifact={"s": {2, 1}}), seen(graph, artifact={"s": {1, 2}})
+    )
     (tmp_path / "nspkg_for_reuse").mkdir()  # no __init__.py: no file of its own
     (tmp_path / "mod_for_reuse.py").write_text("def run(**_): return {'passed': True}\n")
     sys.path.insert(0, str(tmp_path))
@@ -318,13 +341,13 @@ def test_the_key_reads_sets_and_a_module_it_cannot_read_gives_none(
             "[root]}]\nnodes: [{id: mine, validation: mine, resources: [docs]}]\n"
         ) % (tmp_path / "docs")
         own = load_graph(text)
-        assert read_key(own, "mine", {}, None, {"docs": "d1"}, SEEN) is not None
+        assert same(own, "mine", seen(own), seen(own))
 
         def unreadable(*_: Any, **__: Any) -> Any:
             raise PermissionError("denied")
 
         monkeypatch.setattr(_plan_reuse, "open", unreadable, raising=False)
-        assert read_key(own, "mine", {}, None, {"docs": "d1"}, SEEN) is None
+        assert not same(own, "mine", seen(own), seen(own))
     finally:
         sys.path.remove(str(tmp_path))
 
