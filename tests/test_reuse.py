@@ -371,3 +371,19 @@ def test_a_reused_result_counts_as_started_on_the_live_panel() -> None:
     )
     panel.on_event(event)
     assert panel.state.started == panel.state.done == 1
+
+
+def test_names_a_graph_built_in_python_cannot_resolve_are_left_out() -> None:
+    """A graph built without the loader may name what it does not hold: a round takes no
+    note of those, and their nodes are never reused."""
+    from gategraph.runtime import Node, Validation
+
+    wrapping = Validation(name="wrapping", wraps="missing-tool", transform="output")
+    graph = PlanGraph(
+        version=1,
+        name="g",
+        validations=(wrapping,),
+        nodes=(Node(id="a", validation="wrapping"), Node(id="b", validation="nowhere")),
+    )
+    assert tools_of(graph) == frozenset({"wrapping"})
+    assert reusable_tools(graph, "b") is None
