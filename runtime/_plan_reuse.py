@@ -36,10 +36,10 @@ from ._builtins import copies, in_process
 from ._models import Validation
 
 if TYPE_CHECKING:
-    from ._graph import PlanGraph
+    from ._graph import Node, PlanGraph
     from ._models import Tool
 
-__all__ = ["RoundSeen", "reusable_tools", "same_read", "tools_of"]
+__all__ = ["RoundSeen", "arguments_of", "reusable_tools", "same_read", "tools_of"]
 
 
 class RoundSeen:
@@ -72,22 +72,19 @@ def tools_of(graph: PlanGraph) -> frozenset[str]:
     """The validations the graph's nodes call, and the tools they wrap: whose code a
     round takes note of (once per plan: the graph does not change while it runs)."""
     names = {node.validation for node in graph.nodes if node.validation is not None}
-    for name in list(names):  # each validation once, however many nodes call it
+    found: set[str] = set()
+    for name in names:  # each validation once, however many nodes call it
         try:
             tool = graph.get_tool(name)
+            wrapped = (
+                graph.get_tool(tool.wraps) if isinstance(tool, Validation) and tool.wraps else None
+            )
         except KeyError:
             continue
-        if isinstance(tool, Validation) and tool.wraps:
-            names.add(tool.wraps)
-    return frozenset(name for name in names if _known(graph, name))
-
-
-def _known(graph: PlanGraph, name: str) -> bool:
-    try:
-        graph.get_tool(name)
-    except KeyError:
-        return False
-    return True
+        tools = [t for t in (tool, wrapped) if t is not None]
+        if isinstance(tool, Validation) and tool.reuse and not any(map(_out_of_sight, tools)):
+            found.update(t.name for t in tools)
+    return frozenset(found)
 
 
 def reusable_tools(graph: PlanGraph, node_id: str) -> tuple[str, ...] | None:
@@ -104,9 +101,19 @@ def reusable_tools(graph: PlanGraph, node_id: str) -> tuple[str, ...] | None:
     if not isinstance(tool, Validation) or not tool.reuse:
         return None
     tools = [t for t in (tool, wrapped) if t is not None]
-    if any(t.network or t.mcp_server is not None or _reads_the_catalog(t) for t in tools):
+    if any(map(_out_of_sight, tools)):
         return None
     return tuple(t.name for t in tools)
+
+
+def arguments_of(node: Node | None) -> bytes | None:
+    """The JSON form of ``node``'s arguments: the one part of a node that code could
+    change in place while a plan runs (a mapping), kept with each passing call; None for
+    no node (an attachment)."""
+    if node is None:
+        return None
+    arguments = node.arguments
+    return _encoded(arguments) if arguments else b"{}"
 
 
 def same_read(
@@ -130,10 +137,12 @@ def same_read(
         digest = now.inputs.get(name)
         if digest is None or before.inputs.get(name) != digest:
             return False
-        if graph.resources[name].kind == "directory":
-            listing = now.unseen.get(name)
-            if listing is None or before.unseen.get(name) != listing:
-                return False
+        # A folder (whatever the graph declared: a run may be given one) by its listing.
+        listing = now.unseen.get(name)
+        if before.unseen.get(name) != listing or (
+            listing is None and graph.resources[name].kind == "directory"
+        ):
+            return False
     if not node.needs:
         return now.artifact is not None and before.artifact == now.artifact
     for need in node.needs:
@@ -151,9 +160,14 @@ def _encoded(value: Any) -> bytes | None:
         return None  # no JSON form: nothing to compare it by
 
 
-def _reads_the_catalog(tool: Tool) -> bool:
-    """The validator tools read the catalog's coverage, which changes between rounds."""
-    return (tool.entrypoint or "").startswith("gategraph.runtime._validator_tools:")
+def _out_of_sight(tool: Tool) -> bool:
+    """Whether ``tool`` reads what gategraph cannot see: the network, an MCP server, or
+    the catalog's coverage (the validator tools), which changes between rounds."""
+    return (
+        tool.network
+        or tool.mcp_server is not None
+        or (tool.entrypoint or "").startswith("gategraph.runtime._validator_tools:")
+    )
 
 
 def _plain(value: Any) -> Any:

@@ -49,7 +49,7 @@ from ._pipeline import (
     work_failed_reason,
 )
 from ._plan import WorkFailed
-from ._plan_reuse import RoundSeen, reusable_tools, same_read, tools_of
+from ._plan_reuse import RoundSeen, arguments_of, reusable_tools, same_read, tools_of
 from ._protocols import EscalationRequest, RoundSummary
 from ._results import ValidationResult
 
@@ -138,10 +138,12 @@ class RoundPipeline:
         self._retry_only: list[str] | None = None
         self._changed: dict[str, frozenset[str]] = {}
         # Each validation's last passing call: what its round read, its round, its record.
-        self._passing: dict[str, tuple[RoundSeen, int, ValidationRecord]] = {}
+        # (and its arguments' JSON form then: code may change a node's mapping in place).
+        self._passing: dict[str, tuple[RoundSeen, int, ValidationRecord, bytes | None]] = {}
         # What each node calls, where its result may be reused at all (None: never).
         self._tools: dict[str, tuple[str, ...] | None] = {}
         self._code_tools: frozenset[str] | None = None
+        self._nodes = {node.id: node for node in context.graph.nodes}
 
     # -- the round -------------------------------------------------------------------------
 
@@ -396,7 +398,8 @@ class RoundPipeline:
         if seen is not None:
             for node, record in records.items():
                 if node not in logged and record.reused_from is None and record.result.passed:
-                    self._passing[node] = (seen, context.round, record)
+                    arguments = arguments_of(self._nodes.get(node))
+                    self._passing[node] = (seen, context.round, record, arguments)
         # Calls made: a reused result was not called again.
         context.stats.semantic_invocations += sum(r.reused_from is None for r in records.values())
         return done, records
@@ -423,10 +426,15 @@ class RoundPipeline:
             if node not in self._tools:
                 self._tools[node] = reusable_tools(graph, node)
             tools = self._tools[node]
-            if tools is None or not same_read(graph, node, tools, earlier[0], seen):
+            if (
+                tools is None
+                or earlier[3] is None
+                or earlier[3] != arguments_of(self._nodes.get(node))
+                or not same_read(graph, node, tools, earlier[0], seen)
+            ):
                 left.append(node)
                 continue
-            _, first, record = earlier
+            _, first, record, _ = earlier
             await context.journal.emit(
                 ValidationCompleted,
                 node=node,

@@ -20,6 +20,7 @@ from gategraph.runtime._events import ValidationCompleted
 from gategraph.runtime._plan_reuse import (
     RoundSeen,
     _module_file,
+    arguments_of,
     reusable_tools,
     same_read,
     tools_of,
@@ -385,5 +386,44 @@ def test_names_a_graph_built_in_python_cannot_resolve_are_left_out() -> None:
         validations=(wrapping,),
         nodes=(Node(id="a", validation="wrapping"), Node(id="b", validation="nowhere")),
     )
-    assert tools_of(graph) == frozenset({"wrapping"})
+    assert tools_of(graph) == frozenset()
     assert reusable_tools(graph, "b") is None
+    assert arguments_of(None) is None  # an attachment: never reused
+    assert arguments_of(graph.node("a")) == b"{}"
+
+
+async def test_arguments_changed_in_place_are_judged_again(tmp_path: Path) -> None:
+    """A node's arguments are a mapping code could change while the plan runs (an
+    execution actor is handed the graph): changed, the validation is called again."""
+    graph = _graph(tmp_path)
+
+    async def edit(request: ExecuteRequest) -> Any:
+        broken = not isinstance(request, FixRequest)
+        (request.resources["repo"] / "b.py").write_text("def f(:\n" if broken else "y = 2\n")
+        if not broken:
+            # Now it requires a pattern the notes do not hold: a call fails.
+            request.graph.node("clean").arguments.update(pattern="nowhere", mode="require")
+        return {"files": ["b.py"]}
+
+    log = MemoryEventLog()
+    outcome = await run_plan(graph, event_log=log, execution_actor=edit)
+    events = [e for e in await log.read(outcome.plan_id) if isinstance(e, ValidationCompleted)]
+    clean = [e for e in events if e.node == "clean"]
+    assert all(e.reused_from is None for e in clean)
+    assert [e.result.passed for e in clean][:2] == [True, False]
+    assert outcome.status != "applied"
+
+
+def test_only_what_may_be_reused_has_its_code_read(tmp_path: Path) -> None:
+    """A round reads the code of the validations that may be reused, not of those that
+    never are (their modules are not looked for at all)."""
+    graph = _graph(tmp_path)
+    assert tools_of(graph) == frozenset({"python_syntax", "notes-clean"})
+
+
+def test_a_folder_given_for_any_resource_is_judged_by_its_listing(tmp_path: Path) -> None:
+    """A listing is compared wherever a round has one, whatever kind the graph declared."""
+    graph = _graph(tmp_path)
+    first = seen(graph)
+    assert not same(graph, "clean", first, seen(graph, unseen={**SEEN, "docs": "other"}))
+    assert same(graph, "clean", first, seen(graph))
