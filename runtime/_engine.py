@@ -1524,6 +1524,7 @@ async def execute_graph(
     with watching_sigint():
         run_id = plan_id or new_ulid()
         values = _resource_values(graph, resources)
+        folders_changed = _changed_folders(values, changed) if changed is not None else None
         compiler = _Compiler(
             graph,
             values,
@@ -1563,9 +1564,9 @@ async def execute_graph(
                     await stack.enter_async_context(sandbox_pool(prewarm=prewarm))
                 else:
                     pool.prewarm(prewarm)
-            if changed is not None:
+            if folders_changed is not None:
                 # Each call's context reads it as it is made, in the run's tasks.
-                token = CHANGED.set(_changed_folders(values, changed))
+                token = CHANGED.set(folders_changed)
                 stack.callback(CHANGED.reset, token)
             if uses:
                 return await _run_with_mcp(
@@ -1578,12 +1579,20 @@ async def execute_graph(
 def _changed_folders(
     values: Mapping[str, Any], changed: Mapping[str, Iterable[str]]
 ) -> dict[str, frozenset[str]]:
-    """``changed`` by the folder each resource resolved to (a folder resource only)."""
-    return {
-        os.fspath(values[name]): frozenset(paths)
-        for name, paths in changed.items()
-        if isinstance(values.get(name), Path)
-    }
+    """``changed`` by the folder each resource resolved to; a name that is no folder
+    resource of the run, or paths given as one string, is a :class:`ConfigError`."""
+    found: dict[str, frozenset[str]] = {}
+    for name, paths in changed.items():
+        folder = values.get(name)
+        if not isinstance(folder, Path):
+            why = "not a resource of the graph" if name not in values else "not a folder"
+            raise ConfigError.at(f"changed.{name}", why)
+        if isinstance(paths, str | bytes):
+            raise ConfigError.at(
+                f"changed.{name}", "give a list of paths relative to the folder, not one text"
+            )
+        found[os.fspath(folder)] = frozenset(paths)
+    return found
 
 
 def _sandboxed(units: Sequence[_Unit]) -> int:

@@ -362,10 +362,12 @@ class RoundPipeline:
         # What the validations are given, before anything runs (a confirmation re-runs what
         # failed on purpose: it reuses nothing, and is not reused).
         seen: RoundSeen | None = None
-        if not retry and context.boxes.ready:
+        if self._code_tools is None:
+            self._code_tools = tools_of(context.graph)
+        # Only where a validation may be reused: none, and a round takes no note at all
+        # (a folder's listing is a stat of every file).
+        if not retry and context.boxes.ready and self._code_tools:
             unseen = await anyio.to_thread.run_sync(context.boxes.unseen)
-            if self._code_tools is None:
-                self._code_tools = tools_of(context.graph)
             seen = RoundSeen(
                 context.graph, given, artifact, self.validated, unseen, self._code_tools
             )

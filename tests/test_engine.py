@@ -974,3 +974,26 @@ async def test_each_call_is_told_the_change_it_validates(
         "other": None,
     }
     assert ToolContext(resources={"root": tmp_path / "repo"}).changed() is None
+
+
+async def test_a_change_named_wrongly_is_one_error(tmp_path: Path) -> None:
+    """``changed`` names folder resources of the graph, each with a list of paths: anything
+    else is a one-line ConfigError naming the field, before anything runs."""
+    (tmp_path / "repo").mkdir()
+    g = graph(f"""
+        version: 1
+        name: changed
+        resources:
+          repo: {{kind: directory, path: "{tmp_path / "repo"}"}}
+          notes: {{kind: memory, files: {{a.md: hi}}}}
+        nodes:
+          - {{id: s, validation: python_syntax, resources: [repo]}}
+        """)
+    for changed, message in (
+        ({"nowhere": ["a.py"]}, "changed.nowhere: not a resource of the graph"),
+        ({"notes": ["a.md"]}, "changed.notes: not a folder"),
+        ({"repo": "a.py"}, "changed.repo: give a list of paths relative to the folder"),
+    ):
+        with pytest.raises(ConfigError, match=message) as raised:
+            await execute_graph(g, changed=changed)
+        assert "\n" not in str(raised.value)
