@@ -29,6 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
+from ._frozen import freeze
 from ._readonly import Guard, allow, unguarded
 
 if sys.platform != "win32":
@@ -312,6 +313,17 @@ run of a plan round's validations (``execute_graph(changed=...)``), read by each
 :class:`ToolContext` as it is made."""
 
 
+EARLIER: Final[contextvars.ContextVar[Mapping[str, Any]]] = contextvars.ContextVar(
+    "gategraph_earlier", default=MappingProxyType({})
+)
+"""What each validation of a plan found the last time it ran in an earlier round (its
+result's ``data``), by node id: set by a plan round for its calls, read by
+:attr:`ToolContext.earlier` when asked."""
+
+# `ToolContext._earlier` before anyone said: the run's `EARLIER`, read when asked.
+_ASK_THE_RUN: Final[Any] = object()
+
+
 class ToolContext:
     """The run-time context of one tool or validation call.
 
@@ -323,11 +335,13 @@ class ToolContext:
 
     ``changed`` (folder path → the files a plan's change added or modified there) is what
     :meth:`changed` tells; by default, what the run the call belongs to was told
-    (``execute_graph(changed=...)``, which a plan's validation round gives).
+    (``execute_graph(changed=...)``, which a plan's validation round gives). ``earlier``
+    is what :attr:`earlier` tells; by default, what the plan's round says.
     """
 
     __slots__ = (
         "_changed",
+        "_earlier",
         "_guard",
         "_scratch",
         "_viewed",
@@ -346,6 +360,7 @@ class ToolContext:
         resources: Mapping[str, Any] | None = None,
         guard: Guard | None = None,
         changed: Mapping[Any, Iterable[str]] | None = None,
+        earlier: Any = _ASK_THE_RUN,  # a mapping or None: what `earlier` tells
     ) -> None:
         self.plan_id = plan_id
         """The plan the call belongs to."""
@@ -363,6 +378,7 @@ class ToolContext:
             if changed is not None
             else CHANGED.get()
         )
+        self._earlier = earlier
 
     @classmethod
     def _of_call(
@@ -384,7 +400,28 @@ class ToolContext:
         context._scratch = None
         context._viewed = ()
         context._changed = CHANGED.get()
+        context._earlier = _ASK_THE_RUN
         return context
+
+    @property
+    def earlier(self) -> Mapping[str, Any] | None:
+        """What this validation found the last time it ran in this plan, in an earlier
+        round: that result's ``data``, read-only; ``None`` in a plan's first round, for a
+        validation that has not run before, or outside a plan.
+
+        A check may use it to get its answer sooner (run first the tests that failed
+        then, balance its work by the times it took), never to answer differently: a
+        call that uses it must pass or fail as a fresh one would. Resumed or replayed, a
+        round gives the same as when it first ran (the log holds the earlier rounds)."""
+        data = self._earlier_data()
+        return freeze(data, "earlier") if data is not None else None
+
+    def _earlier_data(self) -> Mapping[str, Any] | None:
+        """:attr:`earlier`, as it is kept (for another process, which freezes its own)."""
+        if self._earlier is _ASK_THE_RUN:
+            found: Mapping[str, Any] | None = EARLIER.get().get(self.node)
+            return found
+        return self._earlier  # type: ignore[no-any-return]
 
     @property
     def guard(self) -> Guard | None:

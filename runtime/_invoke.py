@@ -1468,6 +1468,7 @@ class Prepared:
             # Only a context needs the resources, and every call pickles them.
             _picklable(context.resources) if wants_context else {},
             _changed_of(context) if wants_context else {},
+            _earlier_of(context) if wants_context else None,
             context.guard is not None and context.guard.network,
             _backend(),
         )
@@ -1523,6 +1524,7 @@ class Prepared:
             arguments=dict(arguments),
             resources=_picklable(resources),
             changed=_changed_of(context),
+            earlier=_earlier_of(context),
             read_only=tuple(k for k, v in resources.items() if isinstance(v, MappingProxyType)),
             artifact=artifact,
             inputs=dict(inputs) if inputs is not None else None,
@@ -1677,6 +1679,12 @@ def _changed_of(context: ToolContext) -> dict[str, frozenset[str]]:
     """What the call's context knows of the change to its folders, for another process."""
     known = context._changed
     return {folder: known[folder] for folder in folders_of(context.resources) if folder in known}
+
+
+def _earlier_of(context: ToolContext) -> dict[str, Any] | None:
+    """What the call's validation found in an earlier round, for another process."""
+    data = context._earlier_data()
+    return dict(data) if data is not None else None
 
 
 def folders_of(resources: Mapping[str, Any]) -> tuple[str, ...]:
@@ -1886,6 +1894,7 @@ def _process_entry(
     wants_context: bool,
     resources: dict[str, Any],
     changed: dict[str, frozenset[str]] | None = None,
+    earlier: Mapping[str, Any] | None = None,
     network: bool = False,
     backend: str = "asyncio",
     parent: int | None = None,
@@ -1908,6 +1917,7 @@ def _process_entry(
             wants_context,
             resources,
             changed or {},
+            earlier,
             network,
             backend,
         )
@@ -1942,13 +1952,14 @@ def _entry_outcome(
     wants_context: bool,
     resources: dict[str, Any],
     changed: dict[str, frozenset[str]],
+    earlier: Mapping[str, Any] | None,
     network: bool = False,
     backend: str = "asyncio",
 ) -> Outcome:
     try:
         func = _load(name, entrypoint, inline[1] if inline is not None else None)
         guard = Guard("validation in a worker process", network=network) if is_validation else None
-        context = ToolContext(resources=resources, guard=guard, changed=changed)
+        context = ToolContext(resources=resources, guard=guard, changed=changed, earlier=earlier)
         if wants_context:
             kwargs["context"] = context
         try:
@@ -2034,6 +2045,8 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     changed: dict[str, frozenset[str]] = {}
     """What the call's context knows of the plan's change to its folders
     (``context.changed``), by folder."""
+    earlier: dict[str, Any] | None = None
+    """What the validation found in the plan's earlier round (``context.earlier``)."""
     views: tuple[str, ...] = ()
     """The folders the call's worker gives a copy-on-write view of, one per time a folder
     is named (what ``context.disposable_copy`` returns there, nothing copied): a
@@ -2106,7 +2119,9 @@ def _sandboxed_call(request: SandboxRequest, loaded: Callable[..., Any] | None) 
         k: MappingProxyType(v) if k in request.read_only else v
         for k, v in request.resources.items()
     }
-    context = ToolContext(resources=resources, guard=guard, changed=request.changed)
+    context = ToolContext(
+        resources=resources, guard=guard, changed=request.changed, earlier=request.earlier
+    )
     try:
         kwargs = _bind(
             _Signature(func),

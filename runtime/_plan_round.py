@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from ._context import EARLIER
 from ._engine import NodeResult, NodeStatus, ValidationRecord, execute_graph
 from ._events import (
     ApprovalRequired,
@@ -137,6 +138,9 @@ class RoundPipeline:
         """Whether a person denied the last round's approval (the plan fails)."""
         self._retry_only: list[str] | None = None
         self._changed: dict[str, frozenset[str]] = {}
+        # What each validation found the last time it ran, in an earlier round (its data):
+        # `context.earlier` of its next call.
+        self._earlier: dict[str, dict[str, Any]] = {}
         # Each validation's last passing call: what its round read, its round, its record.
         # (and its arguments' JSON form then: code may change a node's mapping in place).
         self._passing: dict[str, tuple[RoundSeen, int, ValidationRecord, bytes | None]] = {}
@@ -302,6 +306,7 @@ class RoundPipeline:
             work = set(context.work_phase)
             select = [n.id for n in context.graph.nodes if n.id not in work]
             select += [a.id for a in context.applicable if a.attachment_id]
+            self._earlier.update((n, r.result.data) for n, r in self.records.items())
             self.results = {}
             self.records = {}
         done, records = await self._fan_out(select, given, artifact, retry=bool(retry_only))
@@ -381,19 +386,24 @@ class RoundPipeline:
         if select and seen is not None:
             select = await self._reuse(select, seen, given, done, records)
         if select:
-            run = await execute_graph(
-                context.graph,
-                catalog=context.catalog,
-                resources=await context.boxes.views(),
-                max_concurrency=context.executor.max_concurrency,
-                isolation=context.executor.isolation,
-                select=select,
-                given=given,
-                artifact=artifact,
-                attempt=context.attempt,
-                changed=self._changed,
-                **journal.engine_arguments(),
-            )
+            # Read by each call's `context.earlier`, in the run's tasks.
+            token = EARLIER.set(self._earlier)
+            try:
+                run = await execute_graph(
+                    context.graph,
+                    catalog=context.catalog,
+                    resources=await context.boxes.views(),
+                    max_concurrency=context.executor.max_concurrency,
+                    isolation=context.executor.isolation,
+                    select=select,
+                    given=given,
+                    artifact=artifact,
+                    attempt=context.attempt,
+                    changed=self._changed,
+                    **journal.engine_arguments(),
+                )
+            finally:
+                EARLIER.reset(token)
             journal.advance(run)
             done.update(run.nodes)
             records.update((r.node, r) for r in run.validations)

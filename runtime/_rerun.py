@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import msgspec
 
+from ._context import EARLIER
 from ._eventlog import MemoryEventLog
 from ._events import (
     ArtifactValidationStarted,
@@ -174,7 +175,11 @@ async def rerun_rounds(
                 f"plan {started.plan_id} has no round {', '.join(map(str, unknown))} "
                 f"(it has {len(recorded)})"
             )
+    # What each validation found in the rounds before (`context.earlier`), as they had it.
+    earlier: dict[str, dict[str, Any]] = {}
     for current in recorded:
+        before = dict(earlier)
+        earlier.update((node, r.result.data) for node, r in current.results.items())
         if wanted is not None and current.number not in wanted:
             continue
         why = _cannot_rebuild(current, graph, store)
@@ -199,6 +204,7 @@ async def rerun_rounds(
                 for node, output in current.outputs.items()
                 if node not in current.results
             }
+            token = EARLIER.set(before)
             try:
                 run = await execute_graph(
                     graph,
@@ -224,6 +230,8 @@ async def rerun_rounds(
                 # removed, an attachment detached): that round cannot be run again as it was.
                 report.skipped.append(f"round {current.number}: cannot be run again: {exc}")
                 continue
+            finally:
+                EARLIER.reset(token)
         report.rounds.append(current.number)
         report.validations += len(run.validations)
         for record in run.validations:

@@ -1217,13 +1217,134 @@ async def test_pytest_suite_refuses_a_bad_shard_count(tmp_path: Path, shards: ob
     bad_arguments(outcome, "shards must be")
 
 
-def test_every_file_goes_to_one_shard_the_same_way_every_time() -> None:
-    counts = {f"tests/test_{n}.py": n % 5 + 1 for n in range(17)}
-    owner = pytest_shard_module.split(counts, 3)
-    assert owner == pytest_shard_module.split(dict(reversed(counts.items())), 3)
-    assert set(owner) == set(counts) and set(owner.values()) == {0, 1, 2}
-    loads = [sum(c for f, c in counts.items() if owner[f] == s) for s in range(3)]
-    assert max(loads) - min(loads) <= max(counts.values())
+def test_every_test_goes_to_one_shard_the_same_way_every_time() -> None:
+    """The split is the same whatever order the tests come in; a class's tests, or a
+    module's functions, stay together; the shards' loads differ by at most one group."""
+    tests = [
+        f"tests/test_{n}.py::{'Case::' if n % 2 else ''}test_{k}"
+        for n in range(17)
+        for k in range(n % 5 + 1)
+    ]
+    owner = pytest_shard_module.split(tests, 3, {})
+    assert owner == pytest_shard_module.split(reversed(tests), 3, {})
+    assert set(owner) == set(tests) and set(owner.values()) == {0, 1, 2}
+    groups: dict[str, set[int]] = {}
+    for test, shard in owner.items():
+        groups.setdefault(pytest_shard_module.group_of(test), set()).add(shard)
+    assert all(len(shards) == 1 for shards in groups.values())
+    loads = [sum(1 for shard in owner.values() if shard == s) for s in range(3)]
+    assert max(loads) - min(loads) <= 5
+
+
+def test_a_group_bigger_than_a_share_is_spread_and_durations_weigh() -> None:
+    """One file of most of the suite is spread over the shards by test (it would leave
+    the others idle); a group's recorded seconds weigh more than its number of tests."""
+    big = [f"tests/test_big.py::test_{k}" for k in range(10)]
+    owner = pytest_shard_module.split([*big, "tests/test_small.py::test_a"], 2, {})
+    assert {owner[test] for test in big} == {0, 1}
+    assert sorted(list(owner.values()).count(s) for s in (0, 1)) == [5, 6]
+    tests = [f"tests/test_{name}.py::test_{k}" for name in "abc" for k in range(2)]
+    assert pytest_shard_module.group_of("tests/t.py::Case::test[a::b]") == "tests/t.py::Case"
+    by_count = pytest_shard_module.split(tests, 2, {})
+    slow_c = {"tests/test_a.py": 1.0, "tests/test_b.py": 1.0, "tests/test_c.py": 2.0}
+    by_time = pytest_shard_module.split(tests, 2, slow_c)
+    shard_of = {name: by_time[f"tests/test_{name}.py::test_0"] for name in "abc"}
+    assert shard_of["a"] == shard_of["b"] != shard_of["c"]
+    assert by_count["tests/test_a.py::test_0"] == by_count["tests/test_c.py::test_0"]
+
+
+FAILING_ONCE = {
+    "pytest.ini": "[pytest]\n",
+    "tests/test_one.py": "def test_fine():\n    pass\n\n\ndef test_other():\n    pass\n",
+    "tests/test_two.py": (
+        "import pathlib\n\n\ndef test_fixed():\n"
+        "    assert pathlib.Path('fixed').exists(), 'not fixed yet'\n"
+    ),
+}
+
+
+async def suite_with(root: Path, earlier: Any, **kwargs: Any) -> dict[str, Any]:
+    """``pytest_suite`` as a plan's later round calls it: told what it found before."""
+    with guarded(Guard("validation 'pytest'")) as guard:
+        context = ToolContext(resources={"root": root}, guard=guard, earlier=earlier)
+        try:
+            outcome = await pytest_suite(root=root, context=context, **kwargs)
+        finally:
+            context.cleanup()
+    assert guard.violation is None
+    return outcome
+
+
+@pytest.mark.anyio
+async def test_what_failed_last_time_runs_first_and_a_failure_again_stops_the_suite(
+    tmp_path: Path,
+) -> None:
+    """A result records each group's seconds and the failed tests' ids; told them, the
+    next call runs those tests first: failing again, it stops there; fixed, the rest of
+    the suite runs and the counts are the whole suite's, each test once."""
+    root = write(tmp_path / "demo", FAILING_ONCE)
+    before = snapshot(root)
+    one, _ = await run_suite(root, shards=2)
+    data = one["data"]
+    assert (one["passed"], data["failed_ids"]) == (False, ["tests/test_two.py::test_fixed"])
+    assert set(data["durations"]) == {"tests/test_one.py", "tests/test_two.py"}
+    assert (data["first"], data["stopped_early"]) == (0, False)
+    again = await suite_with(root, data, shards=2)
+    assert again["passed"] is False and again["data"]["stopped_early"] is True
+    assert again["message"].startswith("1 of 1 test failed: test_fixed (run first")
+    assert (again["data"]["tests_run"], again["data"]["first"]) == (1, 1)
+    assert "that failed last time" in again["data"]["output"]
+    # What was not run this time is still known next time.
+    assert set(again["data"]["durations"]) == set(data["durations"])
+    (root / "fixed").write_text("")
+    fixed = await suite_with(root, again["data"], shards=2)
+    assert fixed["passed"] is True, fixed["message"]
+    assert fixed["message"] == "All 3 tests passed"
+    assert (fixed["data"]["tests_run"], fixed["data"]["first"]) == (3, 1)
+    assert fixed["data"]["failed_ids"] == [] and fixed["data"]["stopped_early"] is False
+    (root / "fixed").unlink()
+    assert snapshot(root) == before
+    # Told not to, or told of a call that did not finish, it runs the whole suite.
+    whole = await suite_with(root, data, failed_first=False)
+    assert (whole["data"]["tests_run"], whole["data"]["first"]) == (3, 0)
+    timed_out = {**data, "error": "timeout"}
+    assert (await suite_with(root, timed_out))["data"]["first"] == 0
+
+
+@pytest.mark.anyio
+async def test_a_test_that_failed_before_and_is_gone_runs_the_suite(tmp_path: Path) -> None:
+    """The tests that failed last time are gone (renamed): nothing runs first, the whole
+    suite does; nonsense in what it was told is left aside."""
+    root = write(tmp_path / "demo", TINY_PROJECT)
+    told = {"failed_ids": ["tests/test_gone.py::test_x", 3], "durations": {"x": "slow", "y": -1}}
+    outcome = await suite_with(root, told)
+    assert (outcome["data"]["tests_run"], outcome["data"]["stopped_early"]) == (3, False)
+    assert "x" not in outcome["data"]["durations"]
+
+
+@pytest.mark.anyio
+async def test_bad_failed_first_is_refused(tmp_path: Path) -> None:
+    root = write(tmp_path / "demo", TINY_PROJECT)
+    outcome, _ = await run_suite(root, failed_first="yes")
+    bad_arguments(outcome, "failed_first must be true or false, got a string")
+
+
+def test_a_projects_test_durations_file_weighs_the_groups(tmp_path: Path) -> None:
+    """pytest-split's ``.test_durations`` (seconds by test id) is read by group; a file
+    that is not that is left aside."""
+    root = write(
+        tmp_path / "demo",
+        {
+            ".test_durations": json.dumps(
+                {"tests/a.py::T::test_1": 1.5, "tests/a.py::T::test_2": 0.5, "tests/b.py::t": 2}
+            )
+        },
+    )
+    assert pytest_module._durations_file(root) == {"tests/a.py::T": 2.0, "tests/b.py": 2.0}
+    (root / ".test_durations").write_text("[1, 2")
+    assert pytest_module._durations_file(root) == {}
+    (root / ".test_durations").write_text('{"tests/a.py::t": true}')
+    assert pytest_module._durations_file(root) == {}
 
 
 def test_the_documented_validation_of_the_change_runs(tmp_path: Path) -> None:

@@ -236,6 +236,12 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
                     "description": "How many pytest processes share the suite: auto (one "
                     "per core where copies cost nothing: in the kernel sandbox) or a number.",
                 },
+                "failed_first": {
+                    "type": "boolean",
+                    "default": True,
+                    "description": "Run first the tests that failed when the validation "
+                    "last ran in the plan, and stop if one still fails.",
+                },
             },
             "additionalProperties": False,
         },

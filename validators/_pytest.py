@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -25,7 +27,7 @@ from ._common import (
     result,
     shorten,
 )
-from ._pytest_shard import SHARD_VARIABLE
+from ._pytest_shard import CONFIG_VARIABLE, MAX_FAILED, group_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -93,19 +95,27 @@ def copy_to_scratch(context: ToolContext, folder: Path) -> Path:
     return context.disposable_copy(folder)
 
 
-def _prepare(context: ToolContext, folder: Path, shards: int) -> list[tuple[Path, Path]]:
+def _prepare(
+    context: ToolContext, folder: Path, shards: int, first: bool
+) -> tuple[list[tuple[Path, Path]], Path]:
     """A copy of ``folder`` for each shard (in the kernel sandbox, views that cost nothing),
-    each with a free path for its report."""
+    each with a free path for its report; and one for the report of the tests run first."""
     prepared: list[tuple[Path, Path]] = []
+    taken: list[Path] = []
+
+    def free(stem: str) -> Path:
+        junit = context.scratch / f"{stem}.xml"
+        counter = 1
+        while junit.exists() or junit in taken:
+            counter += 1  # a copy may have taken the name
+            junit = context.scratch / f"{stem}-{counter}.xml"
+        taken.append(junit)
+        return junit
+
     for index in range(shards):
         copy = copy_to_scratch(context, folder)
-        junit = context.scratch / f"junit-{index}.xml"
-        counter = 1
-        while junit.exists() or any(junit == taken for _, taken in prepared):
-            counter += 1  # a copy may have taken the name
-            junit = context.scratch / f"junit-{index}-{counter}.xml"
-        prepared.append((copy, junit))
-    return prepared
+        prepared.append((copy, free(f"junit-{index}")))
+    return prepared, free("junit-first") if first else context.scratch
 
 
 _MAX_SHARDS: Final = 64
@@ -150,6 +160,7 @@ async def pytest_suite(
     args: object = (),
     timeout: object = None,  # noqa: ASYNC109
     shards: object = "auto",
+    failed_first: object = True,
 ) -> Result:
     """Run pytest on a disposable copy of ``root`` and report the outcome.
 
@@ -160,10 +171,18 @@ async def pytest_suite(
     Cancelling the call kills pytest.
 
     In shards, the suite runs in as many pytest processes at once, each on a copy of its
-    own, each keeping its share of the collected tests (by file, balanced by their number:
-    ``-p gategraph.validators._pytest_shard``); one result and one failure list say how
-    the suite went. By default (``auto``) one shard per core where copies cost nothing
-    (copy-on-write views, in the kernel sandbox), else one.
+    own, each keeping its share of the collected tests (``-p
+    gategraph.validators._pytest_shard``): a class's tests, or a module's functions, go
+    together, balanced by the time they took when the validation last ran in the plan
+    (else by what the project's ``.test_durations`` file, as pytest-split keeps it, says;
+    else by their number); a group bigger than a shard's share is spread over several.
+    One result and one failure list say how the suite went. By default (``auto``) one
+    shard per core where copies cost nothing (copy-on-write views, in the kernel sandbox),
+    else one.
+
+    Where the validation failed when it last ran in the plan (a fix round), the tests that
+    failed then run first; if one still fails, the suite has failed and the rest is not
+    run (``data["stopped_early"]``), else the rest runs as above.
 
     Arguments:
         root: the project folder (the directory resource).
@@ -174,6 +193,8 @@ async def pytest_suite(
             validation's ``timeout`` still applies).
         shards: ``auto`` (the default), or how many pytest processes share the suite
             (1: one, as by hand).
+        failed_first: run first the tests that failed the last time, and stop if one
+            still fails (``true``, the default); ``false`` runs the whole suite every time.
 
     Data:
         tests_run: test cases in the report (skipped ones included).
@@ -184,6 +205,10 @@ async def pytest_suite(
         exit_code: pytest's exit code (the shards' together).
         output: the end of pytest's output (at most 4000 characters; each shard's end).
         shards: how many pytest processes ran the suite.
+        first: how many tests ran first (they failed the last time).
+        stopped_early: whether one of those failed again, and the rest was not run.
+        durations: the seconds each group of tests took (what the next run balances by).
+        failed_ids: the node ids of up to 200 tests that failed (what runs first next).
     """
     try:
         folder = check_root(root)
@@ -197,39 +222,62 @@ async def pytest_suite(
             or not 0 < timeout < math.inf
         ):
             raise ArgumentError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if not isinstance(failed_first, bool):
+            raise ArgumentError(f"failed_first must be true or false, got {describe(failed_first)}")
+        count = _shard_count(shards, context, folder)
     except ArgumentError as exc:
         return failed(BAD_ARGUMENTS, str(exc))
     if not isinstance(timeout, int | float):
         timeout = math.inf
-    try:
-        count = _shard_count(shards, context, folder)
-    except ArgumentError as exc:
-        return failed(BAD_ARGUMENTS, str(exc))
+    earlier = context.earlier
+    durations = _earlier_durations(earlier) or await anyio.to_thread.run_sync(
+        _durations_file, folder
+    )
+    first = _earlier_failures(earlier) if failed_first else []
     # Copying a project takes a while: do it in a worker thread, not on the event loop
     # (the read-only guard follows the call there; it is a context variable).
-    prepared = await anyio.to_thread.run_sync(_prepare, context, folder, count)
-    completed: list[Any] = [None] * count
+    prepared, first_junit = await anyio.to_thread.run_sync(
+        _prepare, context, folder, count, bool(first)
+    )
+    # The tests run first use the first shard's copy, as one pytest run by hand would.
+    firstly = _Run(prepared[0][0], first_junit)
+    shard_runs = [_Run(copy, junit) for copy, junit in prepared]
+    runs = [firstly] if first else []
 
-    async def shard(index: int, copy: Path, junit: Path) -> None:
+    async def pytest(run: _Run, said: dict[str, Any]) -> None:
+        said["record"] = str(run.record)
+        settings = run.junit.with_suffix(".said.json")
+        settings.write_text(json.dumps(said), encoding="utf-8")
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        if count > 1:
-            command += ["-p", "gategraph.validators._pytest_shard"]
-            env[SHARD_VARIABLE] = f"{index}/{count}"
-        command += [f"--junitxml={junit}", *extra]
-        completed[index] = await anyio.run_process(command, cwd=copy, env=env, check=False)
+        command += ["-p", "gategraph.validators._pytest_shard", f"--junitxml={run.junit}"]
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", CONFIG_VARIABLE: str(settings)}
+        run.done = await anyio.run_process([*command, *extra], cwd=run.copy, env=env, check=False)
 
+    stopped = False
     with anyio.move_on_after(timeout):
-        async with anyio.create_task_group() as group:
-            for index, (copy, junit) in enumerate(prepared):
-                group.start_soon(shard, index, copy, junit)
-    if any(done is None for done in completed):
+        if first:
+            await pytest(firstly, {"only": first})
+            again = await anyio.to_thread.run_sync(_read_junit, first_junit)
+            stopped = firstly.done.returncode not in (0, _NO_TESTS)
+            stopped = stopped and again is not None and again.failed > 0
+        if not stopped:
+            runs += shard_runs
+            async with anyio.create_task_group() as group:
+                for index, run in enumerate(shard_runs):
+                    said: dict[str, Any] = {"skip": first, "durations": durations}
+                    if count > 1:
+                        said["shard"] = [index, count]
+                    group.start_soon(pytest, run, said)
+    if any(run.done is None for run in runs) or not runs:
         return failed("timeout", f"pytest did not finish within {timeout:g} seconds")
-    outputs = [done.stdout + done.stderr for done in completed]
+    completed = [run.done for run in runs]
+    heads = [f"-- shard {i + 1} of {count} --\n" if count > 1 else "" for i in range(count)]
+    if first:
+        heads.insert(0, f"-- the {plural(len(first), 'test')} that failed last time --\n")
     output = output_tail(
         b"".join(
-            (b"-- shard %d of %d --\n" % (i + 1, count) if count > 1 else b"") + text
-            for i, text in enumerate(outputs)
+            head.encode() + done.stdout + done.stderr
+            for head, done in zip(heads, completed, strict=False)
         )
     )
     codes = [done.returncode for done in completed]
@@ -242,16 +290,106 @@ async def pytest_suite(
             output=output,
         )
 
-    def read() -> _Report | None:
+    def read() -> tuple[_Report | None, dict[str, float], list[str]]:
         report: _Report | None = None
-        for _, junit in prepared:
-            report = _read_junit(junit, report) or report
-        return report
+        fresh: dict[str, float] = {}  # a group spread over several processes: their sum
+        failing: dict[str, None] = {}
+        for run in runs:
+            report = _read_junit(run.junit, report) or report
+            took, failed_here = _read_record(run.record)
+            for group, seconds in took.items():
+                fresh[group] = fresh.get(group, 0.0) + seconds
+            failing.update(dict.fromkeys(failed_here))
+        return report, {**durations, **fresh}, list(failing)[:MAX_FAILED]
 
-    report = await anyio.to_thread.run_sync(read)
+    report, took, failing = await anyio.to_thread.run_sync(read)
     outcome = summarize(report, _exit_code(codes), output)
-    outcome["data"]["shards"] = count
+    if stopped:
+        outcome["message"] += (
+            " (run first, as they failed last time; the rest of the suite was not run)"
+        )
+    outcome["data"].update(
+        shards=1 if stopped else count,
+        first=len(first),
+        stopped_early=stopped,
+        durations=_kept_durations(took),
+        failed_ids=failing,
+    )
     return outcome
+
+
+class _Run:
+    """One pytest process of a suite: its copy, its report, its record, how it ended."""
+
+    def __init__(self, copy: Path, junit: Path) -> None:
+        self.copy = copy
+        self.junit = junit
+        self.record = junit.with_suffix(".record.json")
+        self.done: Any = None
+
+
+_MAX_GROUPS: Final = 2000
+"""At most this many groups' durations are kept in a result (the heaviest): a suite of
+many more still balances, its other groups weighed by the mean."""
+_MAX_DURATIONS_FILE: Final = 8 << 20
+
+
+def _earlier_durations(earlier: Mapping[str, Any] | None) -> dict[str, float]:
+    """The seconds each group of tests took when the validation last ran in the plan."""
+    found = earlier.get("durations") if earlier is not None else None
+    if not isinstance(found, Mapping):
+        return {}
+    return {
+        str(group): float(seconds)
+        for group, seconds in found.items()
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
+    }
+
+
+def _earlier_failures(earlier: Mapping[str, Any] | None) -> list[str]:
+    """The tests that failed when the validation last ran in the plan (by node id), if it
+    failed then."""
+    if earlier is None or earlier.get("error") is not None:
+        return []
+    found = earlier.get("failed_ids")
+    if not isinstance(found, list | tuple):
+        return []
+    return [test for test in found if isinstance(test, str) and test][:MAX_FAILED]
+
+
+def _durations_file(folder: Path) -> dict[str, float]:
+    """What the project's ``.test_durations`` (pytest-split's record: seconds by test node
+    id) says, by group; nothing when it is missing, too big or not that."""
+    path = folder / ".test_durations"
+    try:
+        if not path.is_file() or path.stat().st_size > _MAX_DURATIONS_FILE:
+            return {}
+        found = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    took: dict[str, float] = {}
+    if isinstance(found, dict):
+        for test, seconds in found.items():
+            if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
+                group = group_of(str(test))
+                took[group] = took.get(group, 0.0) + float(seconds)
+    return took
+
+
+def _read_record(path: Path) -> tuple[dict[str, float], list[str]]:
+    """What one pytest process recorded: each group's seconds, the tests that failed."""
+    try:
+        found = json.loads(path.read_bytes())  # written by our plugin in that process
+    except (OSError, ValueError):
+        return {}, []
+    if not isinstance(found, dict):
+        return {}, []
+    return _earlier_durations(found), _earlier_failures({"failed_ids": found.get("failed")})
+
+
+def _kept_durations(took: dict[str, float]) -> dict[str, float]:
+    heaviest = sorted(took.items(), key=lambda item: (-item[1], item[0]))[:_MAX_GROUPS]
+    return {group: round(seconds, 3) for group, seconds in sorted(heaviest)}
 
 
 def summarize(report: _Report | None, exit_code: int, output: str) -> Result:

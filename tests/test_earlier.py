@@ -1,0 +1,97 @@
+"""``context.earlier``: what a validation found the last time it ran in the plan, given to
+its next call in a later round, wherever that call runs, and the same when the plan is run
+again from its log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gategraph.runtime import (
+    ExecuteRequest,
+    FixRequest,
+    MemoryEventLog,
+    PlanGraph,
+    ReadOnlyViolationError,
+    ToolContext,
+    load_graph,
+    rerun_rounds,
+    run_plan,
+)
+from gategraph.runtime._events import ValidationCompleted
+from gategraph.runtime._kernel import support
+from gategraph.runtime._store import ContentStore
+
+pytestmark = pytest.mark.anyio
+
+# Fails in the plan's first round (it has found nothing before), passes after; says what
+# it was told.
+REMEMBERS = """
+def run(root, context):
+    earlier = context.earlier
+    seen = None if earlier is None else {key: earlier[key] for key in sorted(earlier)}
+    return {"passed": earlier is not None, "message": "told" if earlier else "new",
+            "data": {"saw": seen, "files": sorted(p.name for p in root.iterdir())}}
+"""
+
+WHERE = [
+    pytest.param(
+        "",
+        id="default",
+        marks=pytest.mark.skipif(support().missing is not None, reason="no sandbox here"),
+    ),
+    pytest.param(", isolation: process", id="process"),
+    pytest.param(", isolation: thread", id="thread"),
+]
+
+
+def _graph(tmp_path: Path, node: str) -> PlanGraph:
+    repo = tmp_path / "repo"
+    repo.mkdir(exist_ok=True)
+    (repo / "a.py").write_text("x = 1\n")
+    code = REMEMBERS.replace("\n", "\\n").replace('"', '\\"')
+    return load_graph(
+        f"""
+version: 1
+name: earlier
+resources:
+  repo: {{kind: directory, path: '{repo}'}}
+validations:
+  - {{name: remembers, resource_slots: [root], code: "{code}"}}
+nodes:
+  - {{id: check, validation: remembers, resources: [repo]{node}}}
+"""
+    )
+
+
+async def _edit(request: ExecuteRequest) -> Any:
+    """A change, then another: the fix adds a file, so the check is not reused."""
+    name = "fix.py" if isinstance(request, FixRequest) else "b.py"
+    (request.resources["repo"] / name).write_text("y = 2\n")
+    return {"files": [name]}
+
+
+@pytest.mark.parametrize("node", WHERE)
+async def test_a_fix_round_s_call_is_told_what_the_first_found(tmp_path: Path, node: str) -> None:
+    log = MemoryEventLog()
+    store = ContentStore(tmp_path / "store")
+    graph = _graph(tmp_path, node)
+    outcome = await run_plan(graph, event_log=log, execution_actor=_edit, store=store)
+    assert outcome.status == "applied", outcome.message
+    events = await log.read(outcome.plan_id)
+    first, second = [e.result for e in events if isinstance(e, ValidationCompleted)]
+    assert (first.passed, first.data["saw"]) == (False, None)
+    assert second.passed and second.data["saw"] == {"files": ["a.py", "b.py"], "saw": None}
+    # Run again from the log, each round's call is told what it was told then.
+    again = await rerun_rounds(events, graph, store=store)
+    assert again.rounds == [1, 2] and again.differences == [], again.differences
+
+
+def test_what_a_call_is_told_is_read_only() -> None:
+    context = ToolContext(earlier={"failed_ids": ["t::a"]})
+    told = context.earlier
+    assert told is not None and told["failed_ids"] == ["t::a"]
+    with pytest.raises(ReadOnlyViolationError, match="earlier"):
+        told["failed_ids"].append("t::b")
+    assert ToolContext().earlier is None
