@@ -6,18 +6,20 @@ Each of the N validations is ``gategraph.runtime.testing:passing`` (an async fun
 returns a passing result at once); the baselines await the same function, unbounded. The
 engine's figure includes two events and one result per validation, kept in memory.
 ``gategraph_uvloop`` and ``asyncio_gather_uvloop`` are the same two on uvloop's loop
-(skipped without uvloop); ``extra`` compares them. Targets: N=10,000 within 1.3x
+(skipped without uvloop); ``extra`` compares them. ``gategraph_artifact`` gives every
+validation an artifact (:data:`ARTIFACT`, a plan's change as an agent describes it), which
+the engine freezes once per run: ``extra["artifact_vs_gather"]`` is its ratio. Targets: N=10,000 within 1.3x
 ``asyncio.gather`` (issue 16; 2x in issue 5); N=5,000 at least 50x less overhead than
 LangGraph's Send; N=100,000 under 150 MiB peak RSS in a fresh process.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from gategraph.benchmarks import baselines
 from gategraph.benchmarks.fanout import engine, fanout_graph
-from gategraph.benchmarks.harness import Scenario, uvloop_figures
+from gategraph.benchmarks.harness import Scenario, median_wall, uvloop_figures
 
 if TYPE_CHECKING:
     import contextlib
@@ -25,7 +27,14 @@ if TYPE_CHECKING:
 
     from gategraph.benchmarks.harness import Case, Contender, Sample
 
-__all__ = ["SCENARIOS", "build"]
+__all__ = ["ARTIFACT", "SCENARIOS", "build"]
+
+ARTIFACT: Final = {
+    "summary": "Rename the config loader and update its callers",
+    "files": [{"path": f"src/app/module_{i}.py", "lines": [i, i + 10]} for i in range(20)],
+    "commands": ["python -m pytest -q", "ruff check ."],
+}
+"""What ``gategraph_artifact``'s validations are given: a plan's change, as plain data."""
 
 
 def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> dict[str, Contender]:
@@ -36,6 +45,14 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
     built: dict[str, Contender] = {}
     if "gategraph" in names:
         built["gategraph"] = engine(fanout_graph(n, concurrency=c), n=n, concurrency=c)
+    if "gategraph_artifact" in names:
+        built["gategraph_artifact"] = engine(
+            fanout_graph(n, concurrency=c),
+            n=n,
+            concurrency=c,
+            name="gategraph_artifact",
+            artifact=ARTIFACT,
+        )
     # The coroutine itself, not a wrapper: the floor pays for nothing the engine skips.
     if "asyncio_gather" in names:
         built["asyncio_gather"] = baselines.asyncio_gather(n, lambda i: passing(), c)
@@ -60,7 +77,12 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
 
 
 def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
-    return uvloop_figures(samples, "asyncio_gather")
+    extra = uvloop_figures(samples, "asyncio_gather")
+    given = median_wall(samples, "gategraph_artifact")
+    floor = median_wall(samples, "asyncio_gather")
+    if given is not None and floor:
+        extra["artifact_vs_gather"] = round(given / floor, 3)
+    return extra
 
 
 SCENARIOS = (
@@ -70,6 +92,7 @@ SCENARIOS = (
         build=build,
         contenders=(
             "gategraph",
+            "gategraph_artifact",
             "asyncio_gather",
             "anyio_taskgroup",
             "langgraph",

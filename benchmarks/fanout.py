@@ -67,9 +67,11 @@ def engine(
     open_log: Callable[[], AbstractAsyncContextManager[EventLog]] | None = None,
     backend: Backend = "asyncio",
     name: str = "gategraph",
+    artifact: Any = None,
 ) -> Contender:
     """``execute_graph`` over ``graph``, with a fresh in-memory log per run (or one from
-    ``open_log``, opened before the clock starts and closed before it stops).
+    ``open_log``, opened before the clock starts and closed before it stops), each
+    validation given ``artifact`` (frozen once per run, inside the clock).
 
     ``passed``: how many validations must pass (default: all of them).
     """
@@ -86,7 +88,11 @@ def engine(
             )
             started = time.perf_counter()
             result = await execute_graph(
-                graph, event_log=log, max_concurrency=concurrency, isolation=isolation
+                graph,
+                event_log=log,
+                max_concurrency=concurrency,
+                isolation=isolation,
+                artifact=artifact,
             )
             # A durable log counts until it is durable: closing drains what is queued.
             await stack.aclose()

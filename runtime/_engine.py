@@ -46,7 +46,7 @@ from ._events import (
     ValidationStarted,
 )
 from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError, RuntimeFault
-from ._frozen import freeze
+from ._frozen import fingerprint, freeze, held, own_copy
 from ._ids import new_ulid
 from ._invoke import (
     PENDING,
@@ -54,6 +54,7 @@ from ._invoke import (
     Outcome,
     Prepared,
     call_hook,
+    changed_what_it_judges,
     check_entrypoint,
     ended,
     exception_outcome,
@@ -637,7 +638,13 @@ class _Engine:
         # judges, nor the caller's own object (a copy). Work and actor nodes get the
         # artifact as it was given: theirs to change.
         self.artifact = freeze(artifact)
+        # An object of another class in it is a copy no container refuses to change: each
+        # call gets a copy of its own then, judged for a change once it returns.
+        self.artifact_held = held(self.artifact)
         self.given_artifact = artifact
+        # The frozen projection of each output a validation needs, made once for the run
+        # and shared (by node and by what a refusal calls it), and whether it is held.
+        self.frozen_outputs: dict[tuple[str, str], tuple[Any, bool]] = {}
         self.cause = causation_id
         self.graph = graph
         self.units = units
@@ -948,17 +955,34 @@ class _Engine:
         output it needs, or all of them)."""
         inputs = {}
         for need in unit.needs:
-            result = self.results.get(need)
-            output = result.output if result is not None else self.given[need]
-            if isinstance(output, ValidationResult):
-                output = msgspec.structs.asdict(output)
             if frozen:
-                # Frozen like the artifact for a validation: the nodes that need this
-                # output share it. One output is the unit's artifact too, and named so.
+                # Frozen like the artifact for a validation, once: the nodes that need
+                # this output share it. One output is the unit's artifact too, named so.
                 named = "artifact" if len(unit.needs) == 1 else f"inputs[{need!r}]"
-                output = freeze(output, named)
-            inputs[need] = output
+                known = self.frozen_outputs.get((need, named))
+                if known is None:
+                    output = freeze(self._output(need), named)
+                    known = self.frozen_outputs[need, named] = (output, held(output))
+                inputs[need] = known[0]
+            else:
+                inputs[need] = self._output(need)
         return inputs, next(iter(inputs.values())) if len(inputs) == 1 else inputs
+
+    def _output(self, need: str) -> Any:
+        result = self.results.get(need)
+        output = result.output if result is not None else self.given[need]
+        if isinstance(output, ValidationResult):
+            return msgspec.structs.asdict(output)
+        return output
+
+    def _held(self, unit: _Unit) -> bool:
+        """Whether what a validation is given refuses every change (its frozen inputs)."""
+        if not unit.needs:
+            return self.artifact_held
+        named = "artifact" if len(unit.needs) == 1 else None
+        return all(
+            self.frozen_outputs[need, named or f"inputs[{need!r}]"][1] for need in unit.needs
+        )
 
     async def _validate(self, worker: _Worker, unit: _Unit) -> bool:
         """Run one validation and record its result; False if its time ran out as it
@@ -974,6 +998,10 @@ class _Engine:
         assert prepared is not None and spec.validation is not None
         # (The call only for a unit that needs nodes: a fan-out's validations need none.)
         inputs, artifact = self._inputs(unit) if unit.needs else (None, self.artifact)
+        given: bytes | None = None
+        if not (self.artifact_held if not unit.needs else self._held(unit)):
+            # Not all of it frozen: a copy of its own, so no other call sees what it does.
+            (inputs, artifact), given = own_copy((inputs, artifact))
         plan_id = self.plan_id
         attempt = self.attempt
         start_id = new_ulid()
@@ -1049,6 +1077,8 @@ class _Engine:
             worker.deadline = math.inf
         if worker.timed_out:
             return False
+        if given is not None and outcome.ok and fingerprint((inputs, artifact)) != given:
+            outcome = changed_what_it_judges(prepared.tool.name, outcome)
         self._record(unit, outcome, perf_counter() - begin, start_id)
         return True
 

@@ -14,13 +14,15 @@ copy: the way for a validation to work on its own version.
 
 Only containers can be frozen this way. An object of another class (a dataclass, a
 pydantic model) is deep-copied for the round instead, so the caller's object is still
-never touched, but the validations of a round share that copy: pass data, or a frozen
-model, to have it held for them too.
+never touched; such a projection is not :func:`held`, and each call is given a copy of its
+own, compared with its :func:`fingerprint` once the call returns: a call that changed it
+fails as a read-only violation, and no other call saw the change.
 """
 
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import TYPE_CHECKING, Any, Final, NoReturn, SupportsIndex
 
 from ._readonly import LEASE, ReadOnlyViolationError, refuse
@@ -28,7 +30,7 @@ from ._readonly import LEASE, ReadOnlyViolationError, refuse
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["FrozenDict", "FrozenList", "freeze"]
+__all__ = ["FrozenDict", "FrozenList", "fingerprint", "freeze", "held", "own_copy"]
 
 _Where = tuple[Any, ...]
 """Where a container sits: ``(name,)`` at the top, else ``(parent's where, key)``; made
@@ -196,3 +198,43 @@ def _freeze(value: Any, where: _Where) -> Any:
     except Exception:
         # Cannot be copied (a lock, an open file): passed as it is, as before.
         return value
+
+
+def held(value: Any) -> bool:
+    """Whether the frozen projection ``value`` refuses every change: each container in it
+    frozen, nothing in it a copied object of another class."""
+    try:
+        return _held(value)
+    except RecursionError:
+        return False
+
+
+def _held(value: Any) -> bool:
+    kind = type(value)
+    if kind is FrozenDict:
+        return all(_held(v) for v in value.values())
+    if kind is FrozenList or kind is tuple:
+        return all(_held(v) for v in value)
+    if kind is frozenset:
+        return all(type(v) in _PLAIN or (type(v) is tuple and _held(v)) for v in value)
+    return kind in _PLAIN
+
+
+def fingerprint(value: Any) -> bytes | None:
+    """``value`` as bytes, to tell whether a call changed it; ``None`` for what cannot be
+    pickled (it cannot be compared, so it is not judged)."""
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # RecursionError too
+        return None
+
+
+def own_copy(value: Any) -> tuple[Any, bytes | None]:
+    """A call's own copy of a projection that is not :func:`held`, and its fingerprint to
+    compare once the call returns; ``value`` itself and ``None`` (not judged) where it
+    cannot be copied (too deep, or an object that refuses)."""
+    try:
+        mine = copy.deepcopy(value)
+    except Exception:  # RecursionError too
+        return value, None
+    return mine, fingerprint(mine)

@@ -51,6 +51,7 @@ import msgspec
 
 from ._context import ToolContext, die_with_parent
 from ._exceptions import ConfigError
+from ._frozen import fingerprint
 from ._readonly import (
     Guard,
     ReadOnlyViolationError,
@@ -1960,12 +1961,18 @@ def _entry_outcome(
         func = _load(name, entrypoint, inline[1] if inline is not None else None)
         guard = Guard("validation in a worker process", network=network) if is_validation else None
         context = ToolContext(resources=resources, guard=guard, changed=changed, earlier=earlier)
+        # A copy of its own (pickled across), but not to be changed all the same.
+        given = fingerprint(kwargs) if guard is not None else None
         if wants_context:
             kwargs["context"] = context
         try:
-            return _run_guarded(func, kwargs, backend, guard, enter)
+            outcome = _run_guarded(func, kwargs, backend, guard, enter)
         finally:
             context.cleanup()
+        kwargs.pop("context", None)
+        if given is not None and outcome.ok and fingerprint(kwargs) != given:
+            return changed_what_it_judges(name, outcome)
+        return outcome
     except BaseException as exc:  # nothing cancels this process's calls; all is the tool's
         return exception_outcome(name, exc)
 
@@ -2001,6 +2008,19 @@ def _run_guarded(
     if guard.violation is not None:
         return _violation(guard)
     return Outcome(True, value)
+
+
+def changed_what_it_judges(name: str, outcome: Outcome) -> Outcome:
+    """The outcome of a validation's call that changed its own copy of what it was given
+    (in another process, or an object of a class no frozen container holds): a read-only
+    violation, as a frozen container's refusal is. No other call saw the change."""
+    return Outcome(
+        False,
+        error=ResultError.READ_ONLY_VIOLATION,
+        message=f"{name} changed its own arguments or artifact (it is given a copy of its "
+        "own, but a read-only call must not change what it judges)",
+        captured=outcome.captured,
+    )
 
 
 def _violation(guard: Guard) -> Outcome:

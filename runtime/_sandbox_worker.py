@@ -820,11 +820,7 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     else:
         _readonly.release_process()
     if request.guarded and outcome.ok and _fingerprint(request) != before:
-        outcome = _violation(
-            outcome,
-            f"{name} changed its own arguments or artifact (it gets a copy, but a "
-            "read-only call must not change what it judges)",
-        )
+        outcome = _invoke.changed_what_it_judges(name, outcome)
     used = sum(os.times()[:2])
     if used > worker.limits.cpu_seconds / 2:
         keep = False  # the next call could run out of CPU seconds midway: a fresh child
@@ -891,13 +887,9 @@ def _violation(outcome: Any, message: str) -> Any:
 
 def _fingerprint(request: Any) -> bytes | None:
     """What the call was given (arguments, artifact, inputs), to tell whether it changed it."""
-    try:
-        return pickle.dumps(
-            (request.arguments, request.artifact, request.inputs),
-            protocol=pickle.HIGHEST_PROTOCOL,
-        )
-    except Exception:
-        return None  # what cannot be pickled again cannot be compared: not judged
+    from ._frozen import fingerprint
+
+    return fingerprint((request.arguments, request.artifact, request.inputs))
 
 
 if __name__ == "__main__":  # pragma: no cover - started as a script by the pool

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import textwrap
+import types
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,69 @@ async def test_no_validation_can_change_what_another_judges(isolation: str | Non
     assert not results["safe"].passed  # it saw `rm -rf /`
     assert artifact == {"commands": "rm -rf /"}
     assert not run.passed
+
+
+# An object no frozen container can hold: a `types.SimpleNamespace` (it pickles, so it
+# crosses to a worker process or the sandbox as well).
+TIDY_OBJECT = """\
+def run(artifact):
+    artifact.commands = "echo fine"
+    return {"passed": True, "message": "tidied"}
+"""
+JUDGE_OBJECT = """\
+def run(artifact):
+    return {"passed": artifact.commands == "rm -rf /", "message": artifact.commands}
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("isolation", [None, "inline", "thread", "process"])
+async def test_an_object_no_container_holds_is_held_all_the_same(isolation: str | None) -> None:
+    """An artifact of another class is each validation's own copy, judged for a change
+    once the call returns: the one that changed it fails as a read-only violation, the
+    other judged it as given, and the caller's object is untouched."""
+    if isolation is None and support().missing is not None:
+        pytest.skip("the default is the sandbox")
+    declared = f", isolation: {isolation}" if isolation else ""
+    tidy, judge = (
+        json.dumps(code if isolation != "inline" else code.replace("def run", "async def run"))
+        for code in (TIDY_OBJECT, JUDGE_OBJECT)
+    )
+    graph = load_graph(
+        "version: 1\nname: tidy\n"
+        f"validations:\n  - {{name: tidy, code: {tidy}}}\n  - {{name: judge, code: {judge}}}\n"
+        f"nodes:\n  - {{id: tidy, validation: tidy{declared}}}\n"
+        f"  - {{id: judge, validation: judge{declared}}}\n"
+    )
+    artifact = types.SimpleNamespace(commands="rm -rf /")
+    run = await execute_graph(graph, artifact=artifact)
+    results = {r.node: r.result for r in run.validations}
+    assert results["tidy"].data["error"] == "read_only_violation", results["tidy"]
+    assert "changed its own arguments or artifact" in results["tidy"].message
+    assert results["judge"].passed, results["judge"]
+    assert artifact.commands == "rm -rf /"
+
+
+SAME = """\
+def run(artifact):
+    return {"passed": True, "data": {"id": id(artifact)}}
+"""
+
+
+@pytest.mark.anyio
+async def test_an_output_that_validations_need_is_frozen_once_for_all() -> None:
+    """The validations that need one node's output share one frozen projection of it."""
+    code = json.dumps(SAME)
+    graph = load_graph(
+        "version: 1\nname: once\n"
+        f"validations:\n  - {{name: same, code: {code}}}\n"
+        "nodes:\n  - {id: a, validation: same, isolation: thread}\n"
+        "  - {id: b, validation: same, needs: [a], isolation: thread}\n"
+        "  - {id: c, validation: same, needs: [a], isolation: thread}\n"
+    )
+    run = await execute_graph(graph)
+    ids = {r.node: r.result.data["id"] for r in run.validations}
+    assert ids["b"] == ids["c"]
 
 
 LINGERING = """\
