@@ -1895,6 +1895,7 @@ _add_plan_commands()
     help="Serve only the tools and validations of this skill of the catalog (repeat for "
     "several), in place of the whole catalog's.",
 )
+@_require_sandbox_option
 def mcp_serve(
     address: str | None,
     allow_remote: bool,
@@ -1903,6 +1904,7 @@ def mcp_serve(
     validators: bool,
     root: Path | None,
     skills: tuple[str, ...],
+    require_sandbox: bool,
 ) -> None:
     """Serve the catalog's validations and read-only tools as MCP tools (with --plans and
     --validators, the plan and validator tools too).
@@ -1929,6 +1931,12 @@ def mcp_serve(
 
     endpoint = parse_address(address, allow_remote=allow_remote) if address else None
     served = served_root(root, field="--root")
+    if require_sandbox:
+        from ._kernel import sandbox_support
+
+        missing = sandbox_support().missing
+        if missing is not None:
+            _fail(f"--require-sandbox: this machine cannot sandbox ({missing}): nothing served")
     if skills and no_builtins:
         _fail("--no-builtins does not apply with --skill: a skill names the built-ins it serves")
     # The validator tools work on the catalog the plans run with: made if there is none yet,
@@ -1946,6 +1954,7 @@ def mcp_serve(
             event_log_path=_event_log_path(),
             root=served,
             skills=skills or None,
+            require_sandbox=require_sandbox,
         )
         sock = bind(*endpoint) if endpoint is not None else None
         if catalog.path is None:

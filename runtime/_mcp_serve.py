@@ -97,8 +97,14 @@ RESULT_SCHEMA: Final[dict[str, Any]] = {
             "description": "Machine-readable details; `error` names why a call failed "
             "(timeout, exception, read_only_violation, malformed ...).",
         },
+        "enforced_by": {
+            "enum": ["kernel", "guard", "server"],
+            "description": "What held the call to read-only: the kernel sandbox, the "
+            "in-process guard (gategraph's own code, or code declared trusted), or an MCP "
+            "server's own promise.",
+        },
     },
-    "required": ["passed", "message", "data"],
+    "required": ["passed", "message", "data", "enforced_by"],
 }
 """The ``outputSchema`` of a served validation: its structured result."""
 
@@ -722,6 +728,7 @@ async def call_served(
     *,
     root: Path | None = None,
     default_timeout: float | None = None,
+    require_sandbox: bool = False,
 ) -> ToolReply:
     """Run ``served`` with the client's ``arguments`` through the engine, as a validation
     node of a one-node plan graph; return its reply (never raises for a failed check,
@@ -744,7 +751,10 @@ async def call_served(
     node: dict[str, Any] = {"validation": target, "arguments": own}
     if resources:
         node["resources"] = list(resources)
-    policy = {} if default_timeout is None else {"default_timeout": default_timeout}
+    policy: dict[str, Any] = {} if default_timeout is None else {"default_timeout": default_timeout}
+    if require_sandbox:
+        # Where the machine cannot sandbox, nothing that is not gategraph's own runs.
+        policy["require_sandbox"] = True
     spec = graph_spec([node], resources, name="mcp-serve", policy=policy, source=served.name)
     try:
         graph = load_spec(spec, catalog, source=served.name)
@@ -758,9 +768,15 @@ async def call_served(
     if not run.validations:
         reason = next((r.error for r in run.nodes.values() if r.error), None)
         return ToolReply.error(reason or f"{tool.name!r} did not run")
-    result = run.validations[0].result
+    record = run.validations[0]
+    result = record.result
     if served.is_validation:
-        structured = {"passed": result.passed, "message": result.message, "data": result.data}
+        structured = {
+            "passed": result.passed,
+            "message": result.message,
+            "data": result.data,
+            "enforced_by": record.enforced_by,
+        }
         return ToolReply(structured=structured, text=_json(structured))
     if not result.passed:
         # Said of the tool, not of the validation that wraps it for the guard.
@@ -1210,6 +1226,7 @@ def create_mcp_server(
     warn: Callable[[str], None] | None = None,
     root: str | os.PathLike[str] | None = None,
     skills: str | Sequence[str] | None = None,
+    require_sandbox: bool = False,
 ) -> Server[Any]:
     """Build an MCP server (the SDK's low-level ``Server``) that serves ``catalog``'s
     validations and read-only tools; with ``builtins``, the built-in validations the
@@ -1280,7 +1297,12 @@ def create_mcp_server(
         if served is None:
             return ToolReply.error(f"Unknown tool: {name}")
         return await call_served(
-            served, arguments, catalog, root=served_in, default_timeout=default_timeout
+            served,
+            arguments,
+            catalog,
+            root=served_in,
+            default_timeout=default_timeout,
+            require_sandbox=require_sandbox,
         )
 
     return Server(

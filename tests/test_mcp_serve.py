@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from gategraph.runtime import Catalog, McpServer, Tool, Validation
 from gategraph.runtime._cli import cli
 from gategraph.runtime._exceptions import ConfigError
+from gategraph.runtime._kernel import support
 from gategraph.runtime._mcp_serve import (
     PLAN_TOOLS,
     PLANS_WAITING,
@@ -43,6 +44,9 @@ from mcp.shared.memory import create_client_server_memory_streams
 pytestmark = pytest.mark.timeout(120)
 
 DEMO = Path(__file__).resolve().parents[1] / "graphs" / "demo"
+
+# What holds a validation of the catalog to read-only: the kernel sandbox, where there is one.
+HELD = "kernel" if support().missing is None else "guard"
 
 HAS_README = """\
 def run(root, name="README.md"):
@@ -281,6 +285,7 @@ async def test_a_passing_and_a_failing_validation(catalog: Catalog, project: Pat
             "passed": True,
             "message": "README.md found",
             "data": {},
+            "enforced_by": HELD,
         }
         assert json.loads(text) == result.structured_content
         result, _ = await call(session, "has-readme", {"root": str(project), "name": "NEWS"})
@@ -289,6 +294,7 @@ async def test_a_passing_and_a_failing_validation(catalog: Catalog, project: Pat
             "passed": False,
             "message": "NEWS missing",
             "data": {},
+            "enforced_by": HELD,
         }
         # A built-in, by name.
         (project / "bad.py").write_text("def (:\n")
@@ -312,6 +318,7 @@ async def test_relative_folders_files_and_artifacts(
             "passed": False,
             "message": "1 file(s)",
             "data": {"files": ["a.txt"]},
+            "enforced_by": HELD,
         }
         schema = {"type": "object", "required": ["title"]}
         result, _ = await call(session, "json_schema", {"schema": schema, "artifact": {"t": 1}})
@@ -670,7 +677,12 @@ async def exercise(session: ClientSession, project: Path) -> None:
     names = {tool.name for tool in (await session.list_tools()).tools}
     assert {"has-readme", "count", "python_syntax"} <= names and "touch" not in names
     result, _ = await call(session, "has-readme", {"root": str(project)})
-    assert result.structured_content == {"passed": True, "message": "README.md found", "data": {}}
+    assert result.structured_content == {
+        "passed": True,
+        "message": "README.md found",
+        "data": {},
+        "enforced_by": HELD,
+    }
     result, _ = await call(session, "has-readme", {"root": str(project), "name": "NEWS"})
     assert not result.is_error and result.structured_content["passed"] is False
     result, text = await call(session, "has-readme", {"root": str(project / "gone")})
@@ -1320,3 +1332,74 @@ def test_the_page_documents_the_root() -> None:
     """docs/mcp-serve.md lists --root with the options."""
     page = (Path(__file__).resolve().parents[1] / "docs" / "mcp-serve.md").read_text()
     assert "| `--root DIR` |" in page
+
+
+# -- what holds a served validation ---------------------------------------------------------
+
+CTYPES_WRITER = """\
+def run(root):
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    path = os.path.join(str(root), "by-ctypes.txt").encode()
+    fd = libc.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    if fd >= 0:
+        libc.write(fd, b"written", 7)
+        libc.close(fd)
+    return {"passed": True, "message": "wrote nothing, it says"}
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(support().missing is not None, reason="no sandbox here")
+async def test_a_write_the_guard_cannot_see_does_not_happen(
+    catalog: Catalog, project: Path
+) -> None:
+    """Native code the in-process guard cannot see (ctypes): a catalog validation served
+    runs in the kernel sandbox, so the write never happens, and the result says what held
+    it."""
+    slot = {"name": "root", "kind": "directory"}
+    catalog.add(
+        Validation.from_config({"name": "native", "code": CTYPES_WRITER, "resource_slots": [slot]})
+    )
+    async with session_with(create_mcp_server(catalog)) as session:
+        result, _ = await call(session, "native", {"root": str(project)})
+    assert not (project / "by-ctypes.txt").exists()
+    assert result.structured_content["enforced_by"] == "kernel"
+
+
+@pytest.fixture
+def no_kernel_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gategraph.runtime import _kernel
+
+    monkeypatch.setattr(
+        _kernel, "support", lambda: _kernel.Support(0, False, "x86_64", "no Landlock here")
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_kernel_sandbox")
+async def test_required_the_sandbox_refuses_where_there_is_none(
+    catalog: Catalog, project: Path
+) -> None:
+    """Where the machine cannot sandbox, a server that requires it runs no validation
+    (one line says why); without the requirement, the guard holds it and the result says
+    so."""
+    async with session_with(create_mcp_server(catalog, require_sandbox=True)) as session:
+        result, text = await call(session, "has-readme", {"root": str(project)})
+        assert result.is_error and "sandbox: no Landlock here" in text, text
+        # Required, it holds for every validation, gategraph's own built-ins too.
+        result, text = await call(session, "python_syntax", {"root": str(project)})
+        assert result.is_error and "sandbox: no Landlock here" in text, text
+    with pytest.warns(RuntimeWarning):
+        async with session_with(create_mcp_server(catalog)) as session:
+            result, _ = await call(session, "has-readme", {"root": str(project)})
+    assert result.structured_content["enforced_by"] == "guard"
+
+
+@pytest.mark.usefixtures("no_kernel_sandbox")
+def test_mcp_serve_require_sandbox_refuses_to_start_where_there_is_none() -> None:
+    result = CliRunner().invoke(cli, ["mcp", "serve", "--require-sandbox"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: --require-sandbox: this machine cannot sandbox (no Landlock here): nothing served"
+    ]
