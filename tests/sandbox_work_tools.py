@@ -78,6 +78,15 @@ def hook_writes() -> None:
     HOOK_TARGET.write_text("escaped")
 
 
+HOOK_FOLDER = Path(__file__).with_name("hook-folder")
+
+
+def hook_writes_its_folder() -> None:
+    """A setup hook that prepares the folder its tool's node is given (a hook has no
+    arguments: it knows the folder by name)."""
+    (HOOK_FOLDER / "prepared-by-hook.txt").write_text("prepared")
+
+
 def hook_says() -> None:
     print(f"hook in {os.getpid()}")
 

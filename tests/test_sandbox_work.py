@@ -8,6 +8,7 @@ Its hooks run where its calls run. The tools live in tests/sandbox_work_tools.py
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -226,6 +227,24 @@ async def test_hooks_run_where_their_tool_runs(repo: Path) -> None:
         assert not sandbox_work_tools.HOOK_TARGET.exists()
     finally:
         sandbox_work_tools.HOOK_TARGET.unlink(missing_ok=True)
+
+
+@pytest.mark.anyio
+async def test_a_work_tool_s_hook_may_change_the_folders_its_nodes_are_given() -> None:
+    """A work tool's hook runs in the sandbox with the folders of the resources its nodes
+    are given writable, as the tool's calls are: it may prepare them."""
+    import sandbox_work_tools
+
+    folder = sandbox_work_tools.HOOK_FOLDER
+    folder.mkdir()
+    try:
+        done = await run_work(
+            folder, "edits", tool=', hooks: {setup: "sandbox_work_tools:hook_writes_its_folder"}'
+        )
+        assert done.nodes["w"].status == "ok"
+        assert (folder / "prepared-by-hook.txt").read_text() == "prepared"
+    finally:
+        shutil.rmtree(folder)
 
 
 @pytest.mark.anyio

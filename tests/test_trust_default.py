@@ -431,7 +431,10 @@ def test_reports_and_show_say_what_held_each_validation(tmp_path: Path) -> None:
     assert {c["node"]: c["enforced_by"] for c in calls} == {"syntax": "guard", "mine": "kernel"}
     page = tmp_path / "report.html"
     run_gategraph(home, "report", plan_id, "--html", str(page), cwd=tmp_path)
-    assert "<th>held by</th>" in page.read_text()
+    html = page.read_text()
+    assert "<th>held by</th>" in html
+    rows = {node: html.split(f"<tr><td>{node}</td>", 1)[1].split("</tr>", 1)[0] for node in held}
+    assert "<td>kernel</td>" in rows["mine"] and "<td>guard</td>" in rows["syntax"]
 
 
 @pytest.mark.anyio
