@@ -189,6 +189,28 @@ def test_a_work_tool_cannot_attest_its_own_plan_through_the_cli(tmp_path: Path, 
     assert (attack.root / "src" / "greet.py").read_text() == GREET
 
 
+def test_the_forger_is_real_where_the_tool_is_declared_trusted(tmp_path: Path) -> None:
+    """The control that keeps the tests above honest: the same work node declared
+    ``isolation: thread`` (a person's choice to trust it, run in gategraph's own process)
+    leaves a forger that runs unconfined and reaches the catalog. What it achieves there is
+    not this test's business."""
+    attack = Attack(tmp_path, "leaves")
+    attack.plan.write_text(attack.text.replace("resources: [repo], arguments", "isolation: thread, resources: [repo], arguments"))
+    ran = run_gategraph(attack.home, "run", str(attack.plan), cwd=tmp_path)
+    assert ran.returncode == 3, ran.stdout + ran.stderr
+    plan_id = re.search(r"plan (\S+) \(forged\): started", ran.stdout)[1]  # type: ignore[index]
+    assert f"plan {plan_id}: awaiting_attestation" in ran.stdout
+    for _ in range(int(WINDOW * 20) + 40):
+        if not _running(attack.marker):
+            break
+        time.sleep(0.05)
+    notes = json.loads(attack.log.read_text())
+    assert notes[0][0] == "started"
+    [unsigned] = [n for n in notes if n[0] == "unsigned"]
+    assert unsigned[1] == plan_id
+    assert unsigned[2]["code"] == "E_VALIDATOR_AUTH_CREDENTIAL"
+
+
 @needs_sandbox
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["leaves", "calls"])
