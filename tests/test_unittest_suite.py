@@ -30,13 +30,14 @@ def snapshot(root: Path) -> dict[str, bytes]:
     }
 
 
-async def suite(root: Any, **kwargs: Any) -> dict[str, Any]:
-    """Run the check as the runtime does: guarded, its context cleaned up after; the
-    project must be unchanged and the guard must have refused nothing."""
+async def suite(root: Any, earlier: Any = None, **kwargs: Any) -> dict[str, Any]:
+    """Run the check as the runtime does: guarded, its context cleaned up after (told
+    ``earlier``, as a plan's later round); the project must be unchanged and the guard
+    must have refused nothing."""
     folder = root if isinstance(root, Path) and root.is_dir() else None
     before = snapshot(folder) if folder is not None else None
     with guarded(Guard("validation 'unittest'")) as guard:
-        context = ToolContext(resources={"root": root}, guard=guard)
+        context = ToolContext(resources={"root": root}, guard=guard, earlier=earlier)
         try:
             outcome = await unittest_suite(root=root, context=context, **kwargs)
         finally:
@@ -248,7 +249,12 @@ async def test_a_suite_past_its_timeout_is_killed_and_fails(
     assert outcome["data"]["error"] == "timeout"
     assert outcome["message"] == "the tests did not finish within 0.05 seconds"
     (call,) = started
-    assert call["command"][-6:] == ["unittest", "discover", "-s", "tests", "-p", "test*.py"]
+    assert call["command"][-4:] == [
+        "-m",
+        "gategraph.validators._unittest_shard",
+        "tests",
+        "test*.py",
+    ]
     assert Path(call["cwd"]).name == "p" and Path(call["cwd"]) != tmp_path / "p"
     assert call["env"]["PYTHONDONTWRITEBYTECODE"] == "1"
     assert call["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(Path(call["cwd"]) / "src")
@@ -261,3 +267,85 @@ def test_status_counts_ignore_what_is_not_a_number() -> None:
         "errors": 2,
     }
     assert unittest_module._counts(None) == {}
+
+
+SHARDED = {
+    **LIBRARY,
+    **{
+        f"tests/test_part{n}.py": "import unittest\n\n\nclass Part(unittest.TestCase):\n"
+        + "".join(
+            f"    def test_{k}(self):\n        self.assertNotEqual({k}, {n}, 'part {n}')\n"
+            for k in range(n + 2)
+        )
+        for n in range(4)
+    },
+}
+
+
+@pytest.mark.anyio
+async def test_a_suite_in_shards_says_what_the_suite_in_one_says(tmp_path: Path) -> None:
+    """Shards split the tests by class, each test runs once, and the one result is the
+    same as one runner's: the counts, the failures."""
+    root = project(tmp_path / "p", SHARDED)
+    one = await suite(root, shards=1)
+    three = await suite(root, shards=3)
+    counts = ("tests_run", "tests_failed", "tests_skipped", "exit_code")
+    assert [three["data"][k] for k in counts] == [one["data"][k] for k in counts] == [14, 4, 0, 1]
+    assert sorted(f["test"] for f in three["data"]["failures"]) == sorted(
+        f["test"] for f in one["data"]["failures"]
+    )
+    assert (one["data"]["shards"], three["data"]["shards"]) == (1, 3)
+    assert "-- shard 3 of 3 --" in three["data"]["output"]
+    assert set(one["data"]["durations"]) == {f"test_part{n}.Part" for n in range(4)}
+    assert sorted(one["data"]["failed_ids"]) == [f"test_part{n}.Part.test_{n}" for n in range(4)]
+
+
+ONCE = {
+    **LIBRARY,
+    "tests/test_calc.py": """
+        import os, unittest
+
+        class Calc(unittest.TestCase):
+            def test_fine(self):
+                pass
+
+            def test_fixed(self):
+                self.assertTrue(os.path.exists("fixed"), "not fixed yet")
+        """,
+}
+
+
+@pytest.mark.anyio
+async def test_what_failed_last_time_runs_first_and_a_failure_again_stops(tmp_path: Path) -> None:
+    root = project(tmp_path / "p", ONCE)
+    one = await suite(root, shards=2)
+    assert one["data"]["failed_ids"] == ["test_calc.Calc.test_fixed"]
+    again = await suite(root, one["data"], shards=2)
+    assert again["passed"] is False and again["data"]["stopped_early"] is True
+    assert again["message"].startswith("1 of 1 test failed: test_fixed (run first")
+    assert (again["data"]["tests_run"], again["data"]["first"]) == (1, 1)
+    (root / "fixed").write_text("")
+    try:
+        fixed = await suite(root, again["data"], shards=2)
+    finally:
+        (root / "fixed").unlink()
+    assert fixed["message"] == "All 2 tests passed", fixed["message"]
+    assert (fixed["data"]["first"], fixed["data"]["stopped_early"]) == (1, False)
+    whole = await suite(root, one["data"], failed_first=False)
+    assert (whole["data"]["tests_run"], whole["data"]["first"]) == (2, 0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"shards": 0}, "shards must be"),
+        ({"shards": "two"}, "shards must be"),
+        ({"failed_first": 1}, "failed_first must be true or false"),
+    ],
+)
+async def test_bad_shards_or_failed_first_are_refused(
+    tmp_path: Path, arguments: dict[str, Any], words: str
+) -> None:
+    outcome = await suite(project(tmp_path / "p", PASSING), **arguments)
+    assert outcome["data"]["error"] == "bad_arguments" and words in outcome["message"]

@@ -80,6 +80,22 @@ def _root(description: str, *, required: bool = True) -> list[dict[str, Any]]:
     return [{"name": "root", "kind": "directory", "description": description, "required": required}]
 
 
+# A test suite's processes, and what runs first: the same for pytest_suite and unittest_suite.
+_SHARDS: Final[dict[str, Any]] = {
+    "anyOf": [
+        {"const": "auto"},
+        {"type": "integer", "minimum": 1, "maximum": 64},
+    ],
+    "description": "How many processes share the suite: auto (one per core where copies "
+    "cost nothing: in the kernel sandbox) or a number.",
+}
+_FAILED_FIRST: Final[dict[str, Any]] = {
+    "type": "boolean",
+    "default": True,
+    "description": "Run first the tests that failed when the validation last ran in the "
+    "plan, and stop if one still fails.",
+}
+
 BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
     "json_schema": {
         "name": "json_schema",
@@ -228,20 +244,8 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
                     "exclusiveMinimum": 0,
                     "description": "Seconds before pytest is killed.",
                 },
-                "shards": {
-                    "anyOf": [
-                        {"const": "auto"},
-                        {"type": "integer", "minimum": 1, "maximum": 64},
-                    ],
-                    "description": "How many pytest processes share the suite: auto (one "
-                    "per core where copies cost nothing: in the kernel sandbox) or a number.",
-                },
-                "failed_first": {
-                    "type": "boolean",
-                    "default": True,
-                    "description": "Run first the tests that failed when the validation "
-                    "last ran in the plan, and stop if one still fails.",
-                },
+                "shards": _SHARDS,
+                "failed_first": _FAILED_FIRST,
             },
             "additionalProperties": False,
         },
@@ -263,6 +267,8 @@ BUILTIN_CONFIGS: Final[dict[str, dict[str, Any]]] = {
                     "exclusiveMinimum": 0,
                     "description": "Seconds before the run is killed.",
                 },
+                "shards": _SHARDS,
+                "failed_first": _FAILED_FIRST,
             },
             "additionalProperties": False,
         },

@@ -7,7 +7,6 @@ import math
 import os
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -20,14 +19,14 @@ from ._common import (
     check_inside,
     check_root,
     check_strings,
-    describe,
     failed,
     listing,
     plural,
     result,
     shorten,
 )
-from ._pytest_shard import CONFIG_VARIABLE, MAX_FAILED, group_of
+from ._pytest_shard import CONFIG_VARIABLE, group_of
+from ._shards import Run, Suite, check_failed_first, exit_code, shard_count, stopped_message
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -93,56 +92,6 @@ def _read_junit(path: Path, report: _Report | None = None) -> _Report | None:
 def copy_to_scratch(context: ToolContext, folder: Path) -> Path:
     """Copy ``folder`` into the call's scratch (run in a worker thread: it takes a while)."""
     return context.disposable_copy(folder)
-
-
-def _prepare(
-    context: ToolContext, folder: Path, shards: int, first: bool
-) -> tuple[list[tuple[Path, Path]], Path]:
-    """A copy of ``folder`` for each shard (in the kernel sandbox, views that cost nothing),
-    each with a free path for its report; and one for the report of the tests run first."""
-    prepared: list[tuple[Path, Path]] = []
-    taken: list[Path] = []
-
-    def free(stem: str) -> Path:
-        junit = context.scratch / f"{stem}.xml"
-        counter = 1
-        while junit.exists() or junit in taken:
-            counter += 1  # a copy may have taken the name
-            junit = context.scratch / f"{stem}-{counter}.xml"
-        taken.append(junit)
-        return junit
-
-    for index in range(shards):
-        copy = copy_to_scratch(context, folder)
-        prepared.append((copy, free(f"junit-{index}")))
-    return prepared, free("junit-first") if first else context.scratch
-
-
-_MAX_SHARDS: Final = 64
-
-
-def _shard_count(shards: object, context: ToolContext, folder: Path) -> int:
-    """How many shards: ``auto`` takes one per core where copies cost nothing (views, in
-    the kernel sandbox), else one; a number, that many."""
-    if shards == "auto":
-        return max(1, min(os.cpu_count() or 1, context.free_copies(folder)))
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= _MAX_SHARDS:
-        raise ArgumentError(
-            f'shards must be "auto" or a whole number from 1 to {_MAX_SHARDS}, got '
-            f"{describe(shards)}"
-        )
-    return shards
-
-
-def _exit_code(codes: list[int]) -> int:
-    """One exit code for the shards': the first that is neither a pass, a failure nor "no
-    tests" (a shard may get no test); else a failure's; else "no tests" if none ran."""
-    worst = [code for code in codes if code not in (0, 1, _NO_TESTS)]
-    if worst:
-        return worst[0]
-    if 1 in codes:
-        return 1
-    return _NO_TESTS if all(code == _NO_TESTS for code in codes) else 0
 
 
 def output_tail(output: bytes) -> str:
@@ -222,66 +171,42 @@ async def pytest_suite(
             or not 0 < timeout < math.inf
         ):
             raise ArgumentError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if not isinstance(failed_first, bool):
-            raise ArgumentError(f"failed_first must be true or false, got {describe(failed_first)}")
-        count = _shard_count(shards, context, folder)
+        check_failed_first(failed_first)
+        count = shard_count(shards, context, folder)
     except ArgumentError as exc:
         return failed(BAD_ARGUMENTS, str(exc))
     if not isinstance(timeout, int | float):
         timeout = math.inf
-    earlier = context.earlier
-    durations = _earlier_durations(earlier) or await anyio.to_thread.run_sync(
-        _durations_file, folder
-    )
-    first = _earlier_failures(earlier) if failed_first else []
-    # Copying a project takes a while: do it in a worker thread, not on the event loop
-    # (the read-only guard follows the call there; it is a context variable).
-    prepared, first_junit = await anyio.to_thread.run_sync(
-        _prepare, context, folder, count, bool(first)
-    )
-    # The tests run first use the first shard's copy, as one pytest run by hand would.
-    firstly = _Run(prepared[0][0], first_junit)
-    shard_runs = [_Run(copy, junit) for copy, junit in prepared]
-    runs = [firstly] if first else []
 
-    async def pytest(run: _Run, said: dict[str, Any]) -> None:
-        said["record"] = str(run.record)
-        settings = run.junit.with_suffix(".said.json")
-        settings.write_text(json.dumps(said), encoding="utf-8")
+    async def start(run: Run) -> Any:
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        command += ["-p", "gategraph.validators._pytest_shard", f"--junitxml={run.junit}"]
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", CONFIG_VARIABLE: str(settings)}
-        run.done = await anyio.run_process([*command, *extra], cwd=run.copy, env=env, check=False)
+        command += ["-p", "gategraph.validators._pytest_shard", f"--junitxml={run.report}"]
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", CONFIG_VARIABLE: str(run.said)}
+        return await anyio.run_process([*command, *extra], cwd=run.copy, env=env, check=False)
 
-    stopped = False
-    with anyio.move_on_after(timeout):
-        if first:
-            await pytest(firstly, {"only": first})
-            again = await anyio.to_thread.run_sync(_read_junit, first_junit)
-            stopped = firstly.done.returncode not in (0, _NO_TESTS)
-            stopped = stopped and again is not None and again.failed > 0
-        if not stopped:
-            runs += shard_runs
-            async with anyio.create_task_group() as group:
-                for index, run in enumerate(shard_runs):
-                    said: dict[str, Any] = {"skip": first, "durations": durations}
-                    if count > 1:
-                        said["shard"] = [index, count]
-                    group.start_soon(pytest, run, said)
-    if any(run.done is None for run in runs) or not runs:
-        return failed("timeout", f"pytest did not finish within {timeout:g} seconds")
-    completed = [run.done for run in runs]
-    heads = [f"-- shard {i + 1} of {count} --\n" if count > 1 else "" for i in range(count)]
-    if first:
-        heads.insert(0, f"-- the {plural(len(first), 'test')} that failed last time --\n")
-    output = output_tail(
-        b"".join(
-            head.encode() + done.stdout + done.stderr
-            for head, done in zip(heads, completed, strict=False)
-        )
+    async def failed_again(run: Run) -> bool:
+        assert run.done is not None
+        if run.done.returncode in (0, _NO_TESTS):
+            return False
+        again = await anyio.to_thread.run_sync(_read_junit, run.report)
+        return again is not None and again.failed > 0
+
+    suite = Suite(
+        context,
+        folder,
+        count=count,
+        failed_first=bool(failed_first),
+        start=start,
+        failed_again=failed_again,
     )
-    codes = [done.returncode for done in completed]
-    if 1 in codes and any(b"No module named pytest" in done.stderr for done in completed):
+    if not await suite.run(timeout, _durations_file):
+        return failed("timeout", f"pytest did not finish within {timeout:g} seconds")
+    runs = suite.runs
+    output = output_tail(
+        b"".join(head + run.output for head, run in zip(suite.heads(), runs, strict=True))
+    )
+    codes = [run.done.returncode for run in runs if run.done is not None]
+    if 1 in codes and any(b"No module named pytest" in run.output for run in runs):
         return result(
             False,
             f"pytest is not installed for {sys.executable}: install it there "
@@ -290,71 +215,21 @@ async def pytest_suite(
             output=output,
         )
 
-    def read() -> tuple[_Report | None, dict[str, float], list[str]]:
+    def read() -> _Report | None:
         report: _Report | None = None
-        fresh: dict[str, float] = {}  # a group spread over several processes: their sum
-        failing: dict[str, None] = {}
         for run in runs:
-            report = _read_junit(run.junit, report) or report
-            took, failed_here = _read_record(run.record)
-            for group, seconds in took.items():
-                fresh[group] = fresh.get(group, 0.0) + seconds
-            failing.update(dict.fromkeys(failed_here))
-        return report, {**durations, **fresh}, list(failing)[:MAX_FAILED]
+            report = _read_junit(run.report, report) or report
+        return report
 
-    report, took, failing = await anyio.to_thread.run_sync(read)
-    outcome = summarize(report, _exit_code(codes), output)
-    if stopped:
-        outcome["message"] += (
-            " (run first, as they failed last time; the rest of the suite was not run)"
-        )
-    outcome["data"].update(
-        shards=1 if stopped else count,
-        first=len(first),
-        stopped_early=stopped,
-        durations=_kept_durations(took),
-        failed_ids=failing,
-    )
+    report = await anyio.to_thread.run_sync(read)
+    outcome = summarize(report, exit_code(codes, _NO_TESTS), output)
+    if suite.stopped:
+        outcome["message"] = stopped_message(outcome["message"])
+    outcome["data"].update(suite.recorded())
     return outcome
 
 
-class _Run:
-    """One pytest process of a suite: its copy, its report, its record, how it ended."""
-
-    def __init__(self, copy: Path, junit: Path) -> None:
-        self.copy = copy
-        self.junit = junit
-        self.record = junit.with_suffix(".record.json")
-        self.done: Any = None
-
-
-_MAX_GROUPS: Final = 2000
-"""At most this many groups' durations are kept in a result (the heaviest): a suite of
-many more still balances, its other groups weighed by the mean."""
 _MAX_DURATIONS_FILE: Final = 8 << 20
-
-
-def _earlier_durations(earlier: Mapping[str, Any] | None) -> dict[str, float]:
-    """The seconds each group of tests took when the validation last ran in the plan."""
-    found = earlier.get("durations") if earlier is not None else None
-    if not isinstance(found, Mapping):
-        return {}
-    return {
-        str(group): float(seconds)
-        for group, seconds in found.items()
-        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
-    }
-
-
-def _earlier_failures(earlier: Mapping[str, Any] | None) -> list[str]:
-    """The tests that failed when the validation last ran in the plan (by node id), if it
-    failed then."""
-    if earlier is None or earlier.get("error") is not None:
-        return []
-    found = earlier.get("failed_ids")
-    if not isinstance(found, list | tuple):
-        return []
-    return [test for test in found if isinstance(test, str) and test][:MAX_FAILED]
 
 
 def _durations_file(folder: Path) -> dict[str, float]:
@@ -374,22 +249,6 @@ def _durations_file(folder: Path) -> dict[str, float]:
                 group = group_of(str(test))
                 took[group] = took.get(group, 0.0) + float(seconds)
     return took
-
-
-def _read_record(path: Path) -> tuple[dict[str, float], list[str]]:
-    """What one pytest process recorded: each group's seconds, the tests that failed."""
-    try:
-        found = json.loads(path.read_bytes())  # written by our plugin in that process
-    except (OSError, ValueError):
-        return {}, []
-    if not isinstance(found, dict):
-        return {}, []
-    return _earlier_durations(found), _earlier_failures({"failed_ids": found.get("failed")})
-
-
-def _kept_durations(took: dict[str, float]) -> dict[str, float]:
-    heaviest = sorted(took.items(), key=lambda item: (-item[1], item[0]))[:_MAX_GROUPS]
-    return {group: round(seconds, 3) for group, seconds in sorted(heaviest)}
 
 
 def summarize(report: _Report | None, exit_code: int, output: str) -> Result:

@@ -20,7 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
 CONFIG_VARIABLE: Final = "GATEGRAPH_PYTEST"
 MAX_FAILED: Final = 200
@@ -39,8 +39,14 @@ def group_of(nodeid: str) -> str:
     return "::".join(parts[:2]) if len(parts) > 2 else parts[0]
 
 
-def split(tests: Iterable[str], shards: int, durations: Mapping[str, float]) -> dict[str, int]:
-    """Which shard each test goes to: the same on every shard.
+def split(
+    tests: Iterable[str],
+    shards: int,
+    durations: Mapping[str, float],
+    group: Callable[[str], str] = group_of,
+) -> dict[str, int]:
+    """Which shard each test goes to: the same on every shard. ``group`` gives a test's
+    group (by default pytest's: :func:`group_of`).
 
     A group weighs the seconds it took last time (``durations``), else its number of tests
     times the mean seconds a test took there (1 with no record at all). A group heavier
@@ -48,7 +54,7 @@ def split(tests: Iterable[str], shards: int, durations: Mapping[str, float]) -> 
     the other shards idle. Heaviest first, each to the least loaded shard."""
     groups: dict[str, list[str]] = {}
     for test in tests:
-        groups.setdefault(group_of(test), []).append(test)
+        groups.setdefault(group(test), []).append(test)
     known = [group for group in groups if group in durations]
     counted = sum(len(groups[group]) for group in known)
     timed = sum(max(0.0, float(durations[group])) for group in known)

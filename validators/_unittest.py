@@ -27,7 +27,9 @@ from ._common import (
     result,
     shorten,
 )
-from ._pytest import MAX_FAILURES, copy_to_scratch, output_tail
+from ._pytest import MAX_FAILURES, output_tail
+from ._shards import Run, Suite, check_failed_first, exit_code, shard_count, stopped_message
+from ._unittest_shard import CONFIG_VARIABLE
 
 if TYPE_CHECKING:
     from gategraph.runtime import ToolContext
@@ -57,13 +59,22 @@ async def unittest_suite(
     paths: object = ("src",),
     pattern: object = "test*.py",
     timeout: object = None,  # noqa: ASYNC109 - the check's own limit, see pytest_suite
+    shards: object = "auto",
+    failed_first: object = True,
 ) -> Result:
-    """Run ``python -m unittest discover`` on a disposable copy of ``root``.
+    """Run the project's unittest suite (as ``python -m unittest discover``) on a
+    disposable copy of ``root``.
 
     The folder is copied with ``context.disposable_copy``; the tests under ``start`` are
     discovered with ``pattern`` and run with this interpreter, with ``paths`` (relative to
-    the project) on ``PYTHONPATH``. pytest runs unittest-style tests too, so a project can
-    use both. The resource itself is never touched; cancelling the call kills the run.
+    the project) on ``PYTHONPATH``, by unittest's own text runner
+    (``python -m gategraph.validators._unittest_shard``). pytest runs unittest-style tests
+    too, so a project can use both. The resource itself is never touched; cancelling the
+    call kills the run.
+
+    In shards and with what failed last time first, as ``pytest_suite``: a class's tests
+    stay together, the classes balanced by the seconds they took the last time the
+    validation ran in the plan, else by their number of tests.
 
     Arguments:
         root: the project folder (the directory resource).
@@ -73,12 +84,19 @@ async def unittest_suite(
         pattern: the file name pattern of test modules (``test*.py``).
         timeout: seconds the run may take before it is killed and the check fails
             (``data["error"] == "timeout"``); ``null`` for no limit of its own.
+        shards: ``auto`` (the default: one per core where copies cost nothing, in the
+            kernel sandbox; else one), or how many processes share the suite.
+        failed_first: run first the tests that failed the last time, and stop if one
+            still fails (``true``, the default).
 
     Data:
-        tests_run, tests_failed, tests_skipped: the counts unittest reports.
+        tests_run, tests_failed, tests_skipped: the counts unittest reports (the shards'
+            together).
         failures: up to 20 ``{"test": ..., "kind": "FAIL" | "ERROR"}``.
-        exit_code: the runner's exit code.
-        output: the end of the runner's output (at most 4000 characters).
+        exit_code: the runner's exit code (the shards' together).
+        output: the end of the runner's output (at most 4000 characters; each shard's end).
+        shards, first, stopped_early, durations, failed_ids: as ``pytest_suite``'s (a
+            test's id is unittest's, ``module.Class.test_name``).
     """
     try:
         folder = check_root(root)
@@ -86,7 +104,7 @@ async def unittest_suite(
         for name, value in (("start", start), ("pattern", pattern)):
             if not isinstance(value, str) or not value.strip():
                 raise ArgumentError(f"{name} must be a non-empty string, got {value!r}")
-        assert isinstance(start, str)
+        assert isinstance(start, str) and isinstance(pattern, str)
         # Discovery imports and runs what it finds: only inside the project's copy.
         check_inside("start", [start])
         check_inside("paths", extra_paths)
@@ -96,56 +114,82 @@ async def unittest_suite(
             or not 0 < timeout < math.inf
         ):
             raise ArgumentError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_failed_first(failed_first)
+        count = shard_count(shards, context, folder)
     except ArgumentError as exc:
         return failed(BAD_ARGUMENTS, str(exc))
     limit = timeout if isinstance(timeout, int | float) else math.inf
-    copy = await anyio.to_thread.run_sync(copy_to_scratch, context, folder)
-    assert isinstance(start, str) and isinstance(pattern, str)
-    if not (copy / start).is_dir():
+    if not (folder / start).is_dir():
         return result(False, f"No tests ran: there is no folder {start!r} in the project")
-    python_path = os.pathsep.join(
-        [str(copy / p) for p in extra_paths] + [os.environ.get("PYTHONPATH", "")]
-    ).rstrip(os.pathsep)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": python_path}
-    command = [sys.executable, "-m", "unittest", "discover", "-s", start, "-p", pattern]
-    completed: Any = None
-    with anyio.move_on_after(limit):
-        completed = await anyio.run_process(command, cwd=copy, env=env, check=False)
-    if completed is None:
+
+    async def begin(run: Run) -> Any:
+        python_path = os.pathsep.join(
+            [str(run.copy / p) for p in extra_paths] + [os.environ.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep)
+        env = {
+            **os.environ,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": python_path,
+            CONFIG_VARIABLE: str(run.said),
+        }
+        command = [sys.executable, "-m", "gategraph.validators._unittest_shard", start, pattern]
+        return await anyio.run_process(command, cwd=run.copy, env=env, check=False)
+
+    async def failed_again(run: Run) -> bool:
+        return run.done is not None and run.done.returncode == 1
+
+    suite = Suite(
+        context,
+        folder,
+        count=count,
+        failed_first=bool(failed_first),
+        start=begin,
+        failed_again=failed_again,
+    )
+    if not await suite.run(limit, lambda _: {}):
         return failed("timeout", f"the tests did not finish within {limit:g} seconds")
-    text = (completed.stdout + completed.stderr).decode("utf-8", errors="replace")
-    ran = _RAN.search(text)
-    status = _STATUS.search(text)
-    counts = _counts(status.group(2) if status else None)
-    problems = [
-        # Python 3.11+ prints the whole id in the parentheses (`name (mod.Class.name)`),
-        # older ones the class only (`name (mod.Class)`).
-        {"test": where if where.endswith(f".{name}") else f"{where}.{name}", "kind": kind}
-        for kind, name, where in _PROBLEM.findall(text)
-    ]
-    run = int(ran.group(1)) if ran else 0
-    failing = counts.get("failures", 0) + counts.get("errors", 0)
+    run_count = failing = skipped = 0
+    problems: list[dict[str, str]] = []
+    for run in suite.runs:
+        text = run.output.decode("utf-8", errors="replace")
+        ran = _RAN.search(text)
+        status = _STATUS.search(text)
+        counts = _counts(status.group(2) if status else None)
+        run_count += int(ran.group(1)) if ran else 0
+        failing += counts.get("failures", 0) + counts.get("errors", 0)
+        failing += counts.get("unexpected successes", 0)
+        skipped += counts.get("skipped", 0)
+        problems += [
+            # Python 3.11+ prints the whole id in the parentheses (`name (mod.Class.name)`),
+            # older ones the class only (`name (mod.Class)`).
+            {"test": where if where.endswith(f".{name}") else f"{where}.{name}", "kind": kind}
+            for kind, name, where in _PROBLEM.findall(text)
+        ]
+    codes = [run.done.returncode for run in suite.runs if run.done is not None]
+    code = exit_code(codes, _NO_TESTS)
+    whole = b"".join(head + run.output for head, run in zip(suite.heads(), suite.runs, strict=True))
+    text = whole.decode("utf-8", errors="replace")
     data = {
-        "tests_run": run,
+        "tests_run": run_count,
         "tests_failed": failing,
-        "tests_skipped": counts.get("skipped", 0),
+        "tests_skipped": skipped,
         "failures": problems[:MAX_FAILURES],
-        "exit_code": completed.returncode,
-        "output": output_tail(completed.stdout + completed.stderr),
+        "exit_code": code,
+        "output": output_tail(whole),
+        **suite.recorded(),
     }
-    if run == 0 or (completed.returncode == _NO_TESTS and not failing):
+    if run_count == 0 or (code == _NO_TESTS and not failing):
         return result(False, f"No tests ran: unittest found none in {start!r}", **data)
     if failing:
         names = [p["test"].rsplit(".", 1)[-1] for p in problems]
         what = listing(names) if names else shorten(text.strip().splitlines()[-1], 150)
-        return result(False, f"{failing} of {plural(run, 'test')} failed: {what}", **data)
-    if completed.returncode != 0:
+        message = f"{failing} of {plural(run_count, 'test')} failed: {what}"
+        return result(False, stopped_message(message) if suite.stopped else message, **data)
+    if code != 0:
         last = shorten(text.strip().splitlines()[-1], 150) if text.strip() else "no output"
         return result(
-            False,
-            f"the tests passed but the runner exited with code {completed.returncode}: {last}",
-            **data,
+            False, f"the tests passed but the runner exited with code {code}: {last}", **data
         )
-    skipped = f" ({counts['skipped']} skipped)" if counts.get("skipped") else ""
-    done = "1 test passed" if run == 1 else f"All {run} tests passed"
-    return result(True, done + skipped, **data)
+    skips = f" ({skipped} skipped)" if skipped else ""
+    done = "1 test passed" if run_count == 1 else f"All {run_count} tests passed"
+    return result(True, done + skips, **data)
