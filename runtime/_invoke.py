@@ -1470,6 +1470,7 @@ class Prepared:
             _picklable(context.resources) if wants_context else {},
             _changed_of(context) if wants_context else {},
             _earlier_of(context) if wants_context else None,
+            (context.plan_id, context.node, context.attempt),
             context.guard is not None and context.guard.network,
             _backend(),
         )
@@ -1526,6 +1527,8 @@ class Prepared:
             resources=_picklable(resources),
             changed=_changed_of(context),
             earlier=_earlier_of(context),
+            node=context.node,
+            attempt=context.attempt,
             read_only=tuple(k for k, v in resources.items() if isinstance(v, MappingProxyType)),
             artifact=artifact,
             inputs=dict(inputs) if inputs is not None else None,
@@ -1896,6 +1899,7 @@ def _process_entry(
     resources: dict[str, Any],
     changed: dict[str, frozenset[str]] | None = None,
     earlier: Mapping[str, Any] | None = None,
+    where: tuple[str, str, int] = ("", "", 1),
     network: bool = False,
     backend: str = "asyncio",
     parent: int | None = None,
@@ -1919,6 +1923,7 @@ def _process_entry(
             resources,
             changed or {},
             earlier,
+            where,
             network,
             backend,
         )
@@ -1954,13 +1959,23 @@ def _entry_outcome(
     resources: dict[str, Any],
     changed: dict[str, frozenset[str]],
     earlier: Mapping[str, Any] | None,
+    where: tuple[str, str, int],
     network: bool = False,
     backend: str = "asyncio",
 ) -> Outcome:
     try:
         func = _load(name, entrypoint, inline[1] if inline is not None else None)
         guard = Guard("validation in a worker process", network=network) if is_validation else None
-        context = ToolContext(resources=resources, guard=guard, changed=changed, earlier=earlier)
+        plan_id, node, attempt = where
+        context = ToolContext(
+            plan_id=plan_id,
+            node=node,
+            attempt=attempt,
+            resources=resources,
+            guard=guard,
+            changed=changed,
+            earlier=earlier,
+        )
         # A copy of its own (pickled across), but not to be changed all the same.
         given = fingerprint(kwargs) if guard is not None else None
         if wants_context:
@@ -2067,6 +2082,10 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
     (``context.changed``), by folder."""
     earlier: dict[str, Any] | None = None
     """What the validation found in the plan's earlier round (``context.earlier``)."""
+    node: str = ""
+    """The node the call runs (``context.node``)."""
+    attempt: int = 1
+    """The plan's attempt the call belongs to (``context.attempt``)."""
     views: tuple[str, ...] = ()
     """The folders the call's worker gives a copy-on-write view of, one per time a folder
     is named (what ``context.disposable_copy`` returns there, nothing copied): a
@@ -2140,7 +2159,13 @@ def _sandboxed_call(request: SandboxRequest, loaded: Callable[..., Any] | None) 
         for k, v in request.resources.items()
     }
     context = ToolContext(
-        resources=resources, guard=guard, changed=request.changed, earlier=request.earlier
+        plan_id=request.plan,
+        node=request.node,
+        attempt=request.attempt,
+        resources=resources,
+        guard=guard,
+        changed=request.changed,
+        earlier=request.earlier,
     )
     try:
         kwargs = _bind(

@@ -98,12 +98,12 @@ class Attack:
     honestly (``src/greet.py``) and tries to attest the plan itself as :data:`FORGER`:
     from a process it leaves behind, a thread it leaves running, or its own call."""
 
-    def __init__(self, tmp_path: Path, mode: str) -> None:
+    def __init__(self, tmp_path: Path, mode: str, window: float = WINDOW) -> None:
         self.root = repo(tmp_path)
         self.home = tmp_path / "home"
         self.log = tmp_path / "forger.log"  # written only by a forger that ran unconfined
         self.marker = f"gg-forger-{uuid.uuid4().hex}"
-        self.until = time.time() + WINDOW
+        self.until = time.time() + window
         arguments = {
             "home": str(self.home),
             "log": str(self.log),
@@ -194,19 +194,21 @@ def test_the_forger_is_real_where_the_tool_is_declared_trusted(tmp_path: Path) -
     ``isolation: thread`` (a person's choice to trust it, run in gategraph's own process)
     leaves a forger that runs unconfined and reaches the catalog. What it achieves there is
     not this test's business."""
-    attack = Attack(tmp_path, "leaves")
-    attack.plan.write_text(attack.text.replace("resources: [repo], arguments", "isolation: thread, resources: [repo], arguments"))
+    attack = Attack(tmp_path, "leaves", window=15.0)  # it stops once it got through
+    attack.plan.write_text(
+        attack.text.replace(
+            "resources: [repo], arguments", "isolation: thread, resources: [repo], arguments"
+        )
+    )
     ran = run_gategraph(attack.home, "run", str(attack.plan), cwd=tmp_path)
     assert ran.returncode == 3, ran.stdout + ran.stderr
     plan_id = re.search(r"plan (\S+) \(forged\): started", ran.stdout)[1]  # type: ignore[index]
     assert f"plan {plan_id}: awaiting_attestation" in ran.stdout
-    for _ in range(int(WINDOW * 20) + 40):
-        if not _running(attack.marker):
-            break
+    while _running(attack.marker) and time.time() < attack.until + 1:
         time.sleep(0.05)
     notes = json.loads(attack.log.read_text())
     assert notes[0][0] == "started"
-    [unsigned] = [n for n in notes if n[0] == "unsigned"]
+    unsigned = next(n for n in notes if n[0] == "unsigned")
     assert unsigned[1] == plan_id
     assert unsigned[2]["code"] == "E_VALIDATOR_AUTH_CREDENTIAL"
 
@@ -489,17 +491,12 @@ def run(context):
 
 @needs_sandbox
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: runtime/_invoke.py _sandboxed_call builds the call's ToolContext without "
-    "plan_id, node or attempt: a sandboxed tool or validation is told '', '' and 1",
-)
 async def test_a_sandboxed_call_is_told_its_plan_node_and_attempt() -> None:
     """What ``context`` tells a call is the same in the sandbox as under a declared
     isolation (where it is right)."""
     code = json.dumps(WHO)
     seen = {}
-    for declared in ("", ", isolation: thread"):
+    for declared in ("", ", isolation: thread", ", isolation: process"):
         graph = load_graph(
             f"version: 1\nname: who\ntools:\n  - {{name: who, code: {code}}}\n"
             f"nodes:\n  - {{id: w, tool: who{declared}}}\n"
@@ -507,4 +504,4 @@ async def test_a_sandboxed_call_is_told_its_plan_node_and_attempt() -> None:
         run = await execute_graph(graph, plan_id="01PLANOFITSOWN", attempt=2)
         seen[declared] = run.nodes["w"].output
     assert seen[", isolation: thread"] == ["01PLANOFITSOWN", "w", 2]
-    assert seen[""] == seen[", isolation: thread"]
+    assert seen[""] == seen[", isolation: process"] == seen[", isolation: thread"]
