@@ -43,10 +43,10 @@ def split(
     tests: Iterable[str],
     shards: int,
     durations: Mapping[str, float],
-    group: Callable[[str], str] = group_of,
+    group_by: Callable[[str], str] = group_of,
 ) -> dict[str, int]:
-    """Which shard each test goes to: the same on every shard. ``group`` gives a test's
-    group (by default pytest's: :func:`group_of`).
+    """Which shard each test goes to: the same on every shard. ``group_by`` gives a
+    test's group (by default pytest's: :func:`group_of`).
 
     A group weighs the seconds it took last time (``durations``), else its number of tests
     times the mean seconds a test took there (1 with no record at all). A group heavier
@@ -54,7 +54,7 @@ def split(
     the other shards idle. Heaviest first, each to the least loaded shard."""
     groups: dict[str, list[str]] = {}
     for test in tests:
-        groups.setdefault(group(test), []).append(test)
+        groups.setdefault(group_by(test), []).append(test)
     known = [group for group in groups if group in durations]
     counted = sum(len(groups[group]) for group in known)
     timed = sum(max(0.0, float(durations[group])) for group in known)
