@@ -25,7 +25,10 @@ alone, its tests in ``tests/`` and the edit in its first module outside them.
 
 Figures: each way's wall time (min / median / max, seconds), and the ratios of the medians
 ``gated_vs_sequential`` (target: ≤ 0.8) and ``gated_vs_parallel`` (target: ≤ 1.1). Each
-run's checks must pass (checked after its clock stops), or nothing is timed.
+run's checks must pass (checked after its clock stops), or nothing is timed. ``disk``
+(:func:`measure_disk`, untimed): the most disk a first gated run takes beyond the tree,
+against the change plus the store's first snapshot (target: ≤ 1.5x), and what a second run
+of the same tree adds to the store.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from gategraph.benchmarks.bench_suite import PROJECT, TESTS, project_folder
 from gategraph.benchmarks.harness import Contender, Sample, interleave, spread
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator
+    from collections.abc import Awaitable, Callable, Iterator, Sequence
 
     from gategraph.benchmarks.harness import Settings
 
@@ -280,6 +283,84 @@ def project_contenders(folder: Path, project: Project, name: str, scratch: Path)
     ]
 
 
+def _disk_use(paths: Sequence[Path]) -> int:
+    """Bytes of disk the files under ``paths`` take (their blocks, each file once however
+    many links it has; links not followed)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    stack = [os.fspath(p) for p in paths]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue  # gone meanwhile (a sandbox removed as the plan ends)
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+    return total
+
+
+def _sampled(command: list[str], env: dict[str, str], cwd: Path, paths: Sequence[Path]) -> int:
+    """Run ``command`` to its end; the most disk the files under ``paths`` took meanwhile
+    (sampled every 20 ms, and once at the end)."""
+    peak = 0
+    with subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    ) as ran:
+        while ran.poll() is None:
+            peak = max(peak, _disk_use(paths))
+            time.sleep(0.02)
+        _, err = ran.communicate()
+    if ran.returncode != 0:
+        raise ProjectError(f"gategraph run exited with {ran.returncode}: {err.decode()[-300:]}")
+    return max(peak, _disk_use(paths))
+
+
+def measure_disk(folder: Path, project: Project, scratch: Path) -> dict[str, Any]:
+    """What gated runs of ``project`` write to disk, in a run of their own (the sampling
+    costs time): the peak of gategraph's home and temporary folder during a first run on a
+    fresh home, what the change is (the edited module), the content store after it (its
+    first snapshot), and what a second run of the same tree, with one more edit, adds to
+    the store."""
+    sample = Path(tempfile.mkdtemp(prefix="disk-", dir=scratch))
+    copy = sample / folder.name
+    shutil.copytree(folder, copy, symlinks=True)
+    plan = sample / "plan.yaml"
+    plan.write_text(_plan(copy, project), encoding="utf-8")
+    home, temporary = sample / "home", sample / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "GATEGRAPH_HOME": str(home), "TMPDIR": str(temporary)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    command = [*help_command()[:-1], "run", str(plan)]
+    first_peak = _sampled(command, env, sample, [home, temporary])
+    changed = (copy / project.module).stat().st_size
+    store = _disk_use([home / "store"])
+    second_peak = _sampled(command, env, sample, [home, temporary])
+    grown = _disk_use([home / "store"]) - store
+    mib = 1 << 20
+    return {
+        "tree_mib": round(_disk_use([folder]) / mib, 2),
+        "changed_kib": round(changed / 1024, 1),
+        "first_snapshot_mib": round(store / mib, 2),
+        "first_peak_extra_mib": round(first_peak / mib, 2),
+        "first_peak_vs_change_and_snapshot": _ratio(first_peak, changed + store),
+        "second_peak_extra_mib": round(second_peak / mib, 2),
+        "second_store_growth_kib": round(grown / 1024, 1),
+    }
+
+
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator > 0 else None
 
@@ -312,6 +393,7 @@ def measure_project(settings: Settings) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="gategraph-bench-project-") as scratch:
             contenders = project_contenders(folder, project, name, Path(scratch))
             samples, _ = anyio.run(interleave, contenders, repeats, False, backend="asyncio")
+            disk = measure_disk(folder, project, Path(scratch))
         walls = {c: spread([s.wall for s in samples[c]]) for c in CONTENDERS}
         median = {c: walls[c]["median"] for c in CONTENDERS}
         measured.append(
@@ -326,6 +408,7 @@ def measure_project(settings: Settings) -> dict[str, Any]:
                     "gated_vs_sequential": _ratio(median["gated"], median["by_hand_sequential"]),
                     "gated_vs_parallel": _ratio(median["gated"], median["by_hand_parallel"]),
                 },
+                "disk": disk,
             }
         )
     return {"repeats": repeats, "projects": measured}
@@ -366,6 +449,16 @@ def project_table(report: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{entry['project']}: gated vs sequential {_shown(ratios['gated_vs_sequential'])}"
                 f", gated vs parallel {_shown(ratios['gated_vs_parallel'])}"
+            )
+            disk = entry["disk"]
+            lines.append(
+                f"{entry['project']} on disk: a first run's peak {disk['first_peak_extra_mib']} "
+                f"MiB beyond the tree ({disk['tree_mib']} MiB), "
+                f"{_shown(disk['first_peak_vs_change_and_snapshot'])} the change "
+                f"({disk['changed_kib']} KiB) and the store's first snapshot "
+                f"({disk['first_snapshot_mib']} MiB); a second run of the same tree adds "
+                f"{disk['second_store_growth_kib']} KiB to the store (its peak "
+                f"{disk['second_peak_extra_mib']} MiB)"
             )
     return lines + skipped
 

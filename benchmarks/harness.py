@@ -701,13 +701,13 @@ def _suite(key: str) -> Callable[[Mapping[str, Any]], float | None]:
     return figure
 
 
-def _project(key: str) -> Callable[[Mapping[str, Any]], float | None]:
+def _project(key: str, part: str = "ratios") -> Callable[[Mapping[str, Any]], float | None]:
     def figure(report: Mapping[str, Any]) -> float | None:
         # The large project, or the one --project named: the run's real-sized work.
         project = report.get("project")
         for entry in [] if project is None else project["projects"]:
             if entry["size"] in ("large", "given") and entry["project"] is not None:
-                value = entry["ratios"][key]
+                value = (entry.get(part) or {}).get(key)
                 return None if value is None else float(value)
         return None
 
@@ -934,6 +934,16 @@ TARGETS: Final = (
         "the same: wall ≤ 1.1x the same checks by hand, started at once",
         _project("gated_vs_parallel"),
         1.1,
+        "lower",
+        "x",
+        "scenario project",
+    ),
+    Target(
+        "project-disk",
+        "the same, a first run's peak disk beyond the tree ≤ 1.5x the change plus the content"
+        " store's first snapshot",
+        _project("first_peak_vs_change_and_snapshot", "disk"),
+        1.5,
         "lower",
         "x",
         "scenario project",

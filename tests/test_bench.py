@@ -612,6 +612,12 @@ def test_project_gates_an_edit_and_times_it_against_the_checks_by_hand(tmp_path:
     targets = {row["id"]: row for row in report["targets"]}
     assert targets["project-vs-sequential"]["measured"] == ratios["gated_vs_sequential"]
     assert targets["project-vs-parallel"]["measured"] == ratios["gated_vs_parallel"]
+    disk = entry["disk"]
+    # The plan's copy of the tree and the store's snapshot of it, at least.
+    assert disk["first_peak_extra_mib"] > 0 and disk["first_snapshot_mib"] > 0
+    assert disk["changed_kib"] > 0 and disk["second_store_growth_kib"] >= 0
+    assert targets["project-disk"]["measured"] == disk["first_peak_vs_change_and_snapshot"]
+    assert "on disk: a first run's peak" in result.stdout
     assert _tree(project) == before
 
 
@@ -639,7 +645,7 @@ def test_project_targets_read_the_large_project() -> None:
 
     def rows(project: Any) -> dict[str, Any]:
         found = harness.evaluate_targets({"scenarios": {}, "project": project})
-        return {row["id"]: row["measured"] for row in found if row["id"].startswith("project")}
+        return {row["id"]: row["measured"] for row in found if row["id"].startswith("project-vs")}
 
     def measured(size: str, ratio: float) -> dict[str, Any]:
         ratios = {"gated_vs_sequential": ratio, "gated_vs_parallel": ratio + 1}
@@ -651,6 +657,14 @@ def test_project_targets_read_the_large_project() -> None:
     assert rows({"repeats": 3, "projects": [measured("small", 0.5), skipped]}) == nothing
     both = {"repeats": 3, "projects": [measured("small", 0.5), measured("large", 0.7)]}
     assert rows(both) == {"project-vs-sequential": 0.7, "project-vs-parallel": 1.7}
+    disk = {"first_peak_vs_change_and_snapshot": 1.9}
+    with_disk = {"repeats": 3, "projects": [{**measured("large", 0.7), "disk": disk}]}
+    [row] = [
+        r
+        for r in harness.evaluate_targets({"scenarios": {}, "project": with_disk})
+        if r["id"] == "project-disk"
+    ]
+    assert (row["measured"], row["met"]) == (1.9, False)
     given = {"repeats": 3, "projects": [measured("given", 0.9)]}
     assert rows(given) == {"project-vs-sequential": 0.9, "project-vs-parallel": 1.9}
 
