@@ -46,7 +46,7 @@ from ._events import (
     ValidationStarted,
 )
 from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError, RuntimeFault
-from ._frozen import fingerprint, freeze, held, own_copy
+from ._frozen import changed, freeze, held, own_copy
 from ._ids import new_ulid
 from ._invoke import (
     PENDING,
@@ -1077,7 +1077,7 @@ class _Engine:
             worker.deadline = math.inf
         if worker.timed_out:
             return False
-        if given is not None and outcome.ok and fingerprint((inputs, artifact)) != given:
+        if given is not None and outcome.ok and changed((inputs, artifact), given):
             outcome = changed_what_it_judges(prepared.tool.name, outcome)
         self._record(unit, outcome, perf_counter() - begin, start_id)
         return True

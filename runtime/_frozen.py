@@ -30,7 +30,7 @@ from ._readonly import LEASE, ReadOnlyViolationError, refuse
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["FrozenDict", "FrozenList", "fingerprint", "freeze", "held", "own_copy"]
+__all__ = ["FrozenDict", "FrozenList", "changed", "fingerprint", "freeze", "held", "own_copy"]
 
 _Where = tuple[Any, ...]
 """Where a container sits: ``(name,)`` at the top, else ``(parent's where, key)``; made
@@ -238,3 +238,16 @@ def own_copy(value: Any) -> tuple[Any, bytes | None]:
     except Exception:  # RecursionError too
         return value, None
     return mine, fingerprint(mine)
+
+
+def changed(value: Any, given: bytes | None) -> bool:
+    """Whether ``value`` is no longer what its :func:`fingerprint` ``given`` was taken of.
+    Bytes that differ are judged by equality with the value they were taken of: an object
+    that keeps a cache of its own (``functools.cached_property``) pickles differently once
+    read, and is the same all the same. Without a fingerprint, nothing is judged."""
+    if given is None or fingerprint(value) == given:
+        return False
+    try:
+        return bool(pickle.loads(given) != value)
+    except Exception:
+        return True

@@ -51,6 +51,7 @@ import msgspec
 
 from ._context import ToolContext, die_with_parent
 from ._exceptions import ConfigError
+from ._frozen import changed as changed_since
 from ._frozen import fingerprint
 from ._readonly import (
     Guard,
@@ -1985,7 +1986,7 @@ def _entry_outcome(
         finally:
             context.cleanup()
         kwargs.pop("context", None)
-        if given is not None and outcome.ok and fingerprint(kwargs) != given:
+        if given is not None and outcome.ok and changed_since(kwargs, given):
             return changed_what_it_judges(name, outcome)
         return outcome
     except BaseException as exc:  # nothing cancels this process's calls; all is the tool's

@@ -819,7 +819,7 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
         outcome = _left_running(outcome, name, threads, children)
     else:
         _readonly.release_process()
-    if request.guarded and outcome.ok and _fingerprint(request) != before:
+    if request.guarded and outcome.ok and _changed(request, before):
         outcome = _invoke.changed_what_it_judges(name, outcome)
     used = sum(os.times()[:2])
     if used > worker.limits.cpu_seconds / 2:
@@ -885,11 +885,21 @@ def _violation(outcome: Any, message: str) -> Any:
     )
 
 
-def _fingerprint(request: Any) -> bytes | None:
+def _given(request: Any) -> tuple[Any, Any, Any]:
     """What the call was given (arguments, artifact, inputs), to tell whether it changed it."""
+    return request.arguments, request.artifact, request.inputs
+
+
+def _fingerprint(request: Any) -> bytes | None:
     from ._frozen import fingerprint
 
-    return fingerprint((request.arguments, request.artifact, request.inputs))
+    return fingerprint(_given(request))
+
+
+def _changed(request: Any, before: bytes | None) -> bool:
+    from ._frozen import changed
+
+    return changed(_given(request), before)
 
 
 if __name__ == "__main__":  # pragma: no cover - started as a script by the pool

@@ -10,6 +10,8 @@ each must fail with nothing changed.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import json
 import textwrap
 import types
@@ -20,7 +22,7 @@ import pytest
 from _helpers import run_gategraph
 from gategraph.runtime import ConfigError, validate, validate_sync
 from gategraph.runtime._engine import execute_graph
-from gategraph.runtime._frozen import FrozenDict, FrozenList, freeze
+from gategraph.runtime._frozen import FrozenDict, FrozenList, changed, fingerprint, freeze
 from gategraph.runtime._graph import load_graph
 from gategraph.runtime._kernel import Support, support
 
@@ -228,6 +230,29 @@ async def test_an_object_no_container_holds_is_held_all_the_same(isolation: str 
     assert "changed its own arguments or artifact" in results["tidy"].message
     assert results["judge"].passed, results["judge"]
     assert artifact.commands == "rm -rf /"
+
+
+@dataclasses.dataclass
+class CachingPlan:
+    """An artifact that caches what it computes in itself, as many objects do."""
+
+    commands: str
+
+    @functools.cached_property
+    def size(self) -> int:
+        return len(self.commands)
+
+
+def test_a_cache_an_object_keeps_is_not_a_change() -> None:
+    """Reading a cached property writes the cache into the object, so its bytes differ:
+    judged by equality then, it is the same object; a real change is still one."""
+    plan = CachingPlan("rm -rf /")
+    given = fingerprint(plan)
+    assert plan.size == 8 and fingerprint(plan) != given
+    assert not changed(plan, given)
+    plan.commands = "echo fine"
+    assert changed(plan, given)
+    assert not changed(plan, None)  # what could not be pickled is not judged
 
 
 SAME = """\
