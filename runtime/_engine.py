@@ -999,8 +999,12 @@ class _Engine:
         # (The call only for a unit that needs nodes: a fan-out's validations need none.)
         inputs, artifact = self._inputs(unit) if unit.needs else (None, self.artifact)
         given: bytes | None = None
-        if not (self.artifact_held if not unit.needs else self._held(unit)):
-            # Not all of it frozen: a copy of its own, so no other call sees what it does.
+        if not (self.artifact_held if not unit.needs else self._held(unit)) and (
+            prepared.wrapped is not None or prepared.ran_in in ("inline", "thread")
+        ):
+            # Not all of it frozen, and judged in this process: a copy of its own, so no
+            # other call sees what it does. (A worker process, the sandbox and Ray each get
+            # a copy anyway, and judge it there.)
             (inputs, artifact), given = own_copy((inputs, artifact))
         plan_id = self.plan_id
         attempt = self.attempt

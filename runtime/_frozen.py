@@ -22,7 +22,15 @@ fails as a read-only violation, and no other call saw the change.
 from __future__ import annotations
 
 import copy
+import datetime
+import decimal
+import enum
+import fractions
+import functools
+import io
+import pathlib
 import pickle
+import uuid
 from typing import TYPE_CHECKING, Any, Final, NoReturn, SupportsIndex
 
 from ._readonly import LEASE, ReadOnlyViolationError, refuse
@@ -35,7 +43,32 @@ __all__ = ["FrozenDict", "FrozenList", "changed", "fingerprint", "freeze", "held
 _Where = tuple[Any, ...]
 """Where a container sits: ``(name,)`` at the top, else ``(parent's where, key)``; made
 into text only when a change is refused, so freezing a large artifact builds no strings."""
-_PLAIN: Final = (str, int, float, bool, bytes, type(None), frozenset, complex)
+_PLAIN: Final = frozenset(
+    {
+        str,
+        int,
+        float,
+        bool,
+        bytes,
+        type(None),
+        frozenset,
+        complex,
+        # Values no method changes: shared as they are, like a string.
+        datetime.date,
+        datetime.datetime,
+        datetime.time,
+        datetime.timedelta,
+        datetime.timezone,
+        decimal.Decimal,
+        fractions.Fraction,
+        uuid.UUID,
+        pathlib.PurePosixPath,
+        pathlib.PureWindowsPath,
+        pathlib.PosixPath,
+        pathlib.WindowsPath,
+        range,
+    }
+)
 
 
 def _text(where: _Where) -> str:
@@ -181,7 +214,7 @@ def freeze(value: Any, name: str = "artifact") -> Any:
 
 def _freeze(value: Any, where: _Where) -> Any:
     kind = type(value)
-    if kind in _PLAIN or kind is FrozenDict or kind is FrozenList:
+    if kind in _PLAIN or kind is FrozenDict or kind is FrozenList or isinstance(value, enum.Enum):
         return value
     if isinstance(value, dict):
         return _rebuild_dict({k: _freeze(v, (where, k)) for k, v in value.items()}, where)
@@ -217,16 +250,46 @@ def _held(value: Any) -> bool:
         return all(_held(v) for v in value)
     if kind is frozenset:
         return all(type(v) in _PLAIN or (type(v) is tuple and _held(v)) for v in value)
-    return kind in _PLAIN
+    return kind in _PLAIN or isinstance(value, enum.Enum)
 
 
 def fingerprint(value: Any) -> bytes | None:
     """``value`` as bytes, to tell whether a call changed it; ``None`` for what cannot be
-    pickled (it cannot be compared, so it is not judged)."""
+    pickled (it cannot be compared, so it is not judged). What an object keeps in a cache
+    of its own (a ``functools.cached_property``) is left out: reading it is no change."""
+    out = io.BytesIO()
     try:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        _Fingerprinter(out, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
     except Exception:  # RecursionError too
         return None
+    return out.getvalue()
+
+
+class _Fingerprinter(pickle.Pickler):
+    """A pickler whose bytes leave out the values of an object's cached properties (they
+    are only ever compared, never loaded)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        cached = _cached_names(type(obj))
+        state = getattr(obj, "__dict__", None) if cached else None
+        if not isinstance(state, dict) or not cached.intersection(state):
+            return NotImplemented
+        reduced = obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        if not (isinstance(reduced, tuple) and len(reduced) >= 3 and reduced[2] is state):
+            return NotImplemented
+        kept = {name: value for name, value in state.items() if name not in cached}
+        return (*reduced[:2], kept, *reduced[3:])
+
+
+@functools.cache
+def _cached_names(kind: type) -> frozenset[str]:
+    """The names of ``kind``'s cached properties (over its bases too)."""
+    return frozenset(
+        name
+        for base in getattr(kind, "__mro__", ())
+        for name, attribute in vars(base).items()
+        if isinstance(attribute, functools.cached_property)
+    )
 
 
 def own_copy(value: Any) -> tuple[Any, bytes | None]:
@@ -242,12 +305,12 @@ def own_copy(value: Any) -> tuple[Any, bytes | None]:
 
 def changed(value: Any, given: bytes | None) -> bool:
     """Whether ``value`` is no longer what its :func:`fingerprint` ``given`` was taken of.
-    Bytes that differ are judged by equality with the value they were taken of: an object
-    that keeps a cache of its own (``functools.cached_property``) pickles differently once
-    read, and is the same all the same. Without a fingerprint, nothing is judged."""
+    Bytes that differ are judged again by equality with the value they were taken of (an
+    object can pickle differently and be the same all the same). Without a fingerprint,
+    or where equality cannot be told (an array's), nothing is judged."""
     if given is None or fingerprint(value) == given:
         return False
     try:
         return bool(pickle.loads(given) != value)
     except Exception:
-        return True
+        return False

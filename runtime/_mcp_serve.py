@@ -753,7 +753,8 @@ async def call_served(
         node["resources"] = list(resources)
     policy: dict[str, Any] = {} if default_timeout is None else {"default_timeout": default_timeout}
     if require_sandbox:
-        # Where the machine cannot sandbox, nothing that is not gategraph's own runs.
+        # Every validation in the kernel sandbox, gategraph's own built-ins too; where the
+        # machine cannot sandbox, none runs.
         policy["require_sandbox"] = True
     spec = graph_spec([node], resources, name="mcp-serve", policy=policy, source=served.name)
     try:
@@ -979,7 +980,7 @@ def plans_waiting(log_path: Path) -> list[dict[str, Any]]:
 
 
 def _plan_to_run(
-    arguments: Mapping[str, Any], catalog: Catalog, root: Path
+    arguments: Mapping[str, Any], catalog: Catalog, root: Path, require_sandbox: bool = False
 ) -> tuple[PlanGraph, dict[str, Any]]:
     """The plan graph a ``gategraph.run_plan`` call names, and the folders it runs on
     instead of the graph's, all inside ``root``; raises :class:`_ArgumentError`."""
@@ -1002,7 +1003,7 @@ def _plan_to_run(
     # Every folder is judged before the file is even read.
     where = {name: _inside(root, folder, "resources") for name, folder in folders.items()}
     try:
-        graph = load_graph(path, catalog=catalog)
+        graph = load_graph(path, catalog=catalog, require_sandbox=require_sandbox)
     except ConfigError as exc:
         raise _ArgumentError(_graph_problem(exc, path, root)) from None
     resources: dict[str, Any] = {}
@@ -1053,15 +1054,17 @@ async def run_plan_file(
     log_path: Path,
     *,
     root: Path | None = None,
+    require_sandbox: bool = False,
 ) -> ToolReply:
     """Run the plan graph file ``arguments["graph"]`` with the event log at ``log_path``;
     the reply is its status and verdict. The file and the folders the plan works on must
-    be inside ``root`` (see :func:`served_root`; default: the working directory)."""
+    be inside ``root`` (see :func:`served_root`; default: the working directory). With
+    ``require_sandbox``, as if the graph's policy said ``require_sandbox: true``."""
     from ._eventlog import SQLiteEventLog
     from ._supervisor import run_plan
 
     try:
-        graph, resources = _plan_to_run(arguments, catalog, root or served_root())
+        graph, resources = _plan_to_run(arguments, catalog, root or served_root(), require_sandbox)
         async with SQLiteEventLog(log_path) as log:
             outcome = await run_plan(
                 graph, catalog=catalog, event_log=log, resources=resources or None
@@ -1283,7 +1286,13 @@ def create_mcp_server(
     async def _call(name: str, arguments: dict[str, Any] | None) -> ToolReply:
         if plans and name in PLAN_TOOLS:
             if name == RUN_PLAN:
-                return await run_plan_file(arguments or {}, catalog, log_path, root=served_in)
+                return await run_plan_file(
+                    arguments or {},
+                    catalog,
+                    log_path,
+                    root=served_in,
+                    require_sandbox=require_sandbox,
+                )
             if arguments:
                 return ToolReply.error(f"{PLANS_WAITING} takes no arguments")
             import anyio

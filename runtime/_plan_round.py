@@ -141,6 +141,7 @@ class RoundPipeline:
         # What each validation found the last time it ran, in an earlier round (its data):
         # `context.earlier` of its next call.
         self._earlier: dict[str, dict[str, Any]] = {}
+        self._found: dict[str, dict[str, Any]] = {}
         # Each validation's last passing call: what its round read, its round, its record.
         # (and its arguments' JSON form then: code may change a node's mapping in place).
         self._passing: dict[str, tuple[RoundSeen, int, ValidationRecord, bytes | None]] = {}
@@ -293,6 +294,10 @@ class RoundPipeline:
         context = self.context
         given = given_outputs(context.work_phase, artifact)
         retry_only, self._retry_only = self._retry_only, None
+        # What each validation found in the rounds before this one, as their first results
+        # in the log say (what `replay --rerun` gives too): not a confirmation's.
+        self._earlier.update(self._found)
+        self._found = {}
         if retry_only:
             select: Sequence[str] = with_descendants(context.graph, retry_only)
             given.update(
@@ -306,10 +311,10 @@ class RoundPipeline:
             work = set(context.work_phase)
             select = [n.id for n in context.graph.nodes if n.id not in work]
             select += [a.id for a in context.applicable if a.attachment_id]
-            self._earlier.update((n, r.result.data) for n, r in self.records.items())
             self.results = {}
             self.records = {}
         done, records = await self._fan_out(select, given, artifact, retry=bool(retry_only))
+        self._found = {node: record.result.data for node, record in records.items()}
         self.results.update(done)
         self.records.update(records)
         outcome, self.verdict = semantic_outcome(

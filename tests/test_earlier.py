@@ -95,3 +95,46 @@ def test_what_a_call_is_told_is_read_only() -> None:
     with pytest.raises(ReadOnlyViolationError, match="earlier"):
         told["failed_ids"].append("t::b")
     assert ToolContext().earlier is None
+
+
+# Fails once, passes when confirmed (flaky: the round is run again), then passes; says what
+# it was told. Its count is kept in this process (the node declares `isolation: thread`).
+FLAKY_ONCE = """
+import sys
+def run(root, context):
+    calls = sys.__dict__.setdefault("_gategraph_test_calls", {})
+    n = calls[str(root)] = calls.get(str(root), 0) + 1
+    earlier = context.earlier
+    return {"passed": n != 1, "data": {"n": n, "saw": None if earlier is None else earlier["n"]}}
+"""
+
+
+async def test_a_round_run_again_is_told_the_first_results_of_the_round_before(
+    tmp_path: Path,
+) -> None:
+    """A flaky failure (it passed when confirmed) runs the round again: that round's call
+    is told what the round before first found (as the log's first results say, which is
+    what `replay --rerun` gives), not the confirmation's."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    code = FLAKY_ONCE.replace("\n", "\\n").replace('"', '\\"')
+    graph = load_graph(
+        f"""
+version: 1
+name: flaky
+policy: {{confirm_failures: true}}
+resources:
+  repo: {{kind: directory, path: '{repo}'}}
+validations:
+  - {{name: flaky, resource_slots: [root], code: "{code}"}}
+nodes:
+  - {{id: check, validation: flaky, resources: [repo], isolation: thread}}
+"""
+    )
+    log = MemoryEventLog()
+    outcome = await run_plan(graph, event_log=log, execution_actor=_edit)
+    assert outcome.status == "applied", outcome.message
+    events = await log.read(outcome.plan_id)
+    seen = [e.result.data for e in events if isinstance(e, ValidationCompleted)]
+    # Round 1 (failed), its confirmation (passed: flaky), round 2 (told round 1's first).
+    assert seen == [{"n": 1, "saw": None}, {"n": 2, "saw": None}, {"n": 3, "saw": 1}]

@@ -1403,3 +1403,23 @@ def test_mcp_serve_require_sandbox_refuses_to_start_where_there_is_none() -> Non
     assert result.output.strip().splitlines() == [
         "error: --require-sandbox: this machine cannot sandbox (no Landlock here): nothing served"
     ]
+
+
+@pytest.mark.anyio
+async def test_a_served_plan_is_held_to_the_sandbox_when_it_is_required(tmp_path: Path) -> None:
+    """With --plans, a plan a client names is loaded as if its policy required the
+    sandbox: a node that declares another isolation is refused before anything runs."""
+    plan = demo_copy(tmp_path)
+    text = plan.read_text()
+    trusting = plan.with_name("trusting.yaml")
+    trusting.write_text(
+        text.replace(
+            "{id: syntax, validation: syntax}",
+            "{id: syntax, validation: syntax, isolation: thread}",
+        )
+    )
+    with Catalog.in_memory() as catalog:
+        served = create_mcp_server(catalog, plans=True, require_sandbox=True)
+        async with session_with(served) as session:
+            result, said = await call(session, RUN_PLAN, {"graph": str(trusting)})
+    assert result.is_error and "isolation" in said, said

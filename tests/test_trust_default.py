@@ -22,7 +22,16 @@ import pytest
 from _helpers import run_gategraph
 from gategraph.runtime import ConfigError, validate, validate_sync
 from gategraph.runtime._engine import execute_graph
-from gategraph.runtime._frozen import FrozenDict, FrozenList, changed, fingerprint, freeze
+from gategraph.runtime._frozen import (
+    FrozenDict,
+    FrozenList,
+    changed,
+    fingerprint,
+    freeze,
+)
+from gategraph.runtime._frozen import (
+    held as frozen_whole,
+)
 from gategraph.runtime._graph import load_graph
 from gategraph.runtime._kernel import Support, support
 
@@ -253,6 +262,29 @@ def test_a_cache_an_object_keeps_is_not_a_change() -> None:
     plan.commands = "echo fine"
     assert changed(plan, given)
     assert not changed(plan, None)  # what could not be pickled is not judged
+
+
+def test_dates_paths_and_enums_are_held_as_they_are() -> None:
+    """Values no method changes are shared like strings: an artifact holding them is held
+    whole, and no call needs a copy of its own."""
+    import datetime
+    import enum
+    import pathlib
+    import uuid
+
+    class Colour(enum.Enum):
+        RED = 1
+
+    given = {
+        "when": datetime.date(2024, 1, 1),
+        "at": datetime.datetime(2024, 1, 1, 12, 0),
+        "path": pathlib.Path("/src/app.py"),
+        "id": uuid.UUID(int=1),
+        "colour": Colour.RED,
+    }
+    frozen = freeze(given)
+    assert frozen_whole(frozen) and frozen == given and frozen["colour"] is Colour.RED
+    assert not frozen_whole(freeze({"object": types.SimpleNamespace(a=1)}))
 
 
 SAME = """\

@@ -349,3 +349,24 @@ async def test_bad_shards_or_failed_first_are_refused(
 ) -> None:
     outcome = await suite(project(tmp_path / "p", PASSING), **arguments)
     assert outcome["data"]["error"] == "bad_arguments" and words in outcome["message"]
+
+
+SUBTESTS = {
+    **LIBRARY,
+    "tests/test_calc.py": """
+        import unittest
+
+        class Calc(unittest.TestCase):
+            def test_many(self):
+                for n in range(3):
+                    with self.subTest(n=n):
+                        self.assertNotEqual(n, 1)
+        """,
+}
+
+
+@pytest.mark.anyio
+async def test_a_failing_subtest_runs_its_test_first_next_time(tmp_path: Path) -> None:
+    outcome = await suite(project(tmp_path / "p", SUBTESTS))
+    assert outcome["passed"] is False
+    assert outcome["data"]["failed_ids"] == ["test_calc.Calc.test_many"]

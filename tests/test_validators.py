@@ -1447,3 +1447,74 @@ def test_a_context_with_two_folders_needs_the_folder_named(tmp_path: Path) -> No
     assert context.changed() is None
     assert context.changed(one) == frozenset({"x.py"})
     assert context.changed(two) is None
+
+
+SET_ORDERED = {
+    "pytest.ini": "[pytest]\n",
+    "tests/test_set.py": (
+        "import pytest\n\n\n"
+        "@pytest.mark.parametrize('pair', list({('a', 1), ('b', 2), ('c', 3), ('d', 4), "
+        "('e', 5), ('f', 6)}))\n"
+        "def test_pair(pair):\n    assert pair != ('d', 4)\n"
+    ),
+}
+
+
+@pytest.mark.anyio
+async def test_ids_from_a_set_s_order_are_the_same_test_in_every_shard(tmp_path: Path) -> None:
+    """A parametrization over a set gets ids by position (`pair0`, `pair1`, ...), which
+    point at values in the set's order, and that order follows the hash seed. Every shard
+    of one call runs with one seed, so each test runs exactly once and the failing one
+    always fails the suite."""
+    root = write(tmp_path / "demo", SET_ORDERED)
+    for _ in range(3):
+        outcome, _ = await run_suite(root, shards=3)
+        assert (outcome["passed"], outcome["data"]["tests_run"]) == (False, 6), outcome
+        assert outcome["data"]["tests_failed"] == 1
+
+
+@pytest.mark.anyio
+async def test_shards_that_collect_different_tests_fail_the_suite(tmp_path: Path) -> None:
+    """Ids that change from one process to the next (here, random ones): no shard can be
+    trusted to have run every test once, so the suite fails, saying why."""
+    root = write(
+        tmp_path / "demo",
+        {
+            "pytest.ini": "[pytest]\n",
+            "tests/test_random.py": (
+                "import os, pytest\n\n\n"
+                "@pytest.mark.parametrize('n', [os.urandom(4).hex() for _ in range(4)])\n"
+                "def test_n(n):\n    pass\n"
+            ),
+        },
+    )
+    outcome, _ = await run_suite(root, shards=2)
+    assert outcome["passed"] is False
+    assert outcome["message"].startswith("the suite's 2 processes collected different tests")
+
+
+@pytest.mark.anyio
+async def test_two_tests_of_one_name_in_two_folders_both_count(tmp_path: Path) -> None:
+    """The JUnit reports name a test by module and name only: two tests of the same name
+    in two folders are two tests, whichever shard ran them."""
+    body = "def test_same():\n    assert False, 'both run'\n"
+    root = write(
+        tmp_path / "demo",
+        {
+            "pytest.ini": "[pytest]\naddopts = --import-mode=importlib\n",
+            "tests/v1/test_x.py": body,
+            "tests/v2/test_x.py": body,
+        },
+    )
+    for shards in (1, 2):
+        outcome, _ = await run_suite(root, shards=shards)
+        assert (outcome["data"]["tests_run"], outcome["data"]["tests_failed"]) == (2, 2)
+
+
+def test_a_durations_file_that_is_no_record_is_left_aside(tmp_path: Path) -> None:
+    """Nested past what JSON can be read to, or seconds that are not finite: nothing, or
+    only the finite ones, and never more than a day and a half each."""
+    root = write(tmp_path / "demo", {".test_durations": "[" * 100_000 + "]" * 100_000})
+    assert pytest_module._durations_file(root) == {}
+    (root / ".test_durations").write_text('{"a.py::t": 1e999, "b.py::t": 1e300, "c.py::t": 2}')
+    assert pytest_module._durations_file(root) == {"b.py": 1e6, "c.py": 2.0}

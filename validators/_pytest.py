@@ -26,7 +26,15 @@ from ._common import (
     shorten,
 )
 from ._pytest_shard import CONFIG_VARIABLE, group_of
-from ._shards import Run, Suite, check_failed_first, exit_code, shard_count, stopped_message
+from ._shards import (
+    Run,
+    Suite,
+    check_failed_first,
+    durations,
+    exit_code,
+    shard_count,
+    stopped_message,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -70,9 +78,13 @@ def _read_junit(path: Path, report: _Report | None = None) -> _Report | None:
         classname = case.get("classname", "")
         name = case.get("name", "?")
         test = f"{classname}.{name}" if classname else name
-        if test in earlier:
-            continue  # another shard's report has it (a collection error each meets)
-        here.add(test)
+        if not classname:
+            # A collection error (a module that cannot be imported), which every process
+            # that collects the suite meets: counted once. Tests are never merged by name:
+            # two can share one (`tests/v1.2/t.py` and `tests/v1/2/t.py`).
+            if test in earlier:
+                continue
+            here.add(test)
         report.run += 1
         problem = case.find("failure")
         if problem is None:
@@ -181,7 +193,12 @@ async def pytest_suite(
     async def start(run: Run) -> Any:
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
         command += ["-p", "gategraph.validators._pytest_shard", f"--junitxml={run.report}"]
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", CONFIG_VARIABLE: str(run.said)}
+        env = {
+            **os.environ,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            CONFIG_VARIABLE: str(run.said),
+            **run.environment,
+        }
         return await anyio.run_process([*command, *extra], cwd=run.copy, env=env, check=False)
 
     async def failed_again(run: Run) -> bool:
@@ -202,6 +219,7 @@ async def pytest_suite(
     if not await suite.run(timeout, _durations_file):
         return failed("timeout", f"pytest did not finish within {timeout:g} seconds")
     runs = suite.runs
+    disagreement = await anyio.to_thread.run_sync(suite.disagreement)
     output = output_tail(
         b"".join(head + run.output for head, run in zip(suite.heads(), runs, strict=True))
     )
@@ -223,6 +241,8 @@ async def pytest_suite(
 
     report = await anyio.to_thread.run_sync(read)
     outcome = summarize(report, exit_code(codes, _NO_TESTS), output)
+    if disagreement is not None:
+        outcome["passed"], outcome["message"] = False, disagreement
     if suite.stopped:
         outcome["message"] = stopped_message(outcome["message"])
     outcome["data"].update(suite.recorded())
@@ -240,14 +260,13 @@ def _durations_file(folder: Path) -> dict[str, float]:
         if not path.is_file() or path.stat().st_size > _MAX_DURATIONS_FILE:
             return {}
         found = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     took: dict[str, float] = {}
     if isinstance(found, dict):
-        for test, seconds in found.items():
-            if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
-                group = group_of(str(test))
-                took[group] = took.get(group, 0.0) + float(seconds)
+        for test, seconds in durations(found).items():
+            group = group_of(test)
+            took[group] = took.get(group, 0.0) + seconds
     return took
 
 

@@ -7,7 +7,7 @@ that says what this process is to do:
 - ``only``: run only these tests (node ids), the ones that failed last time;
 - ``skip``: leave out these tests (those already run, and passed, this time);
 - ``record``: where to write what this process saw: ``{"durations": {group: seconds},
-  "failed": [node id, ...]}``.
+  "failed": [node id, ...], "collected": [digest of every test it collected]}``.
 
 Every shard collects the whole suite the same way and is given the same durations, so each
 computes the same split and keeps its part: every test runs in exactly one shard.
@@ -15,6 +15,7 @@ computes the same split and keeps its part: every test runs in exactly one shard
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import TYPE_CHECKING, Any, Final
@@ -29,6 +30,7 @@ MAX_FAILED: Final = 200
 _said: dict[str, Any] = {}
 _durations: dict[str, float] = {}
 _failed: dict[str, None] = {}
+_collected: list[str] = []
 
 
 def group_of(nodeid: str) -> str:
@@ -88,7 +90,13 @@ def pytest_configure(config: Any) -> None:
             _said.update(json.load(opened))
 
 
+def collected(ids: Iterable[str]) -> str:
+    """One digest of the tests a process collected: every shard must collect the same."""
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    _collected[:] = [collected(item.nodeid for item in items)]
     kept = items
     only = set(_said.get("only") or ())
     if only:
@@ -118,4 +126,7 @@ def pytest_sessionfinish(session: Any) -> None:
     record = _said.get("record")
     if record:
         with open(record, "w", encoding="utf-8") as opened:
-            json.dump({"durations": _durations, "failed": list(_failed)}, opened)
+            json.dump(
+                {"durations": _durations, "failed": list(_failed), "collected": _collected[:1]},
+                opened,
+            )

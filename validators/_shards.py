@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -31,7 +32,15 @@ if TYPE_CHECKING:
 
     from gategraph.runtime import ToolContext
 
-__all__ = ["MAX_SHARDS", "Run", "Suite", "shard_count"]
+__all__ = [
+    "MAX_SHARDS",
+    "Run",
+    "Suite",
+    "durations",
+    "exit_code",
+    "recorded_failures",
+    "shard_count",
+]
 
 MAX_SHARDS: Final = 64
 _MAX_GROUPS: Final = 2000
@@ -58,10 +67,12 @@ def check_failed_first(failed_first: object) -> None:
 
 
 class Run:
-    """One process of a suite: its copy, its files in scratch, and how it ended."""
+    """One process of a suite: its copy, its files in scratch, what goes into its
+    environment, and how it ended."""
 
-    def __init__(self, copy: Path, stem: Path) -> None:
+    def __init__(self, copy: Path, stem: Path, environment: dict[str, str]) -> None:
         self.copy = copy
+        self.environment = environment
         self.report = stem.with_suffix(".xml")
         """Where a report of its own goes (pytest's JUnit XML)."""
         self.record = stem.with_suffix(".record.json")
@@ -92,7 +103,7 @@ class Suite:
         self.folder = folder
         self.count = count
         earlier = context.earlier
-        self.durations = _durations(earlier.get("durations") if earlier is not None else None)
+        self.durations = durations(earlier.get("durations") if earlier is not None else None)
         self.first = _failures(earlier) if failed_first else []
         self._start = start
         self._failed_again = failed_again
@@ -106,7 +117,7 @@ class Suite:
     async def run(self, limit: float, durations_file: Callable[[Path], dict[str, float]]) -> bool:
         """Run the suite within ``limit`` seconds; False if it did not finish. Durations
         come from the last run, else from ``durations_file`` of the project."""
-        if not self.durations:
+        if not self.durations and self.count > 1:  # one process has nothing to balance
             self.durations = await anyio.to_thread.run_sync(durations_file, self.folder)
         # Copying a project takes a while: in a worker thread, not on the event loop (the
         # read-only guard follows the call there; it is a context variable).
@@ -143,16 +154,36 @@ class Suite:
             taken.add(path)
             return path
 
+        # One hash seed for every process of the call: a test whose id comes from a set's
+        # order (a parametrization) is the same test in each, so each keeps its own share.
+        seed = os.environ.get("PYTHONHASHSEED", "random")
+        if not seed.isdigit():
+            seed = str(random.SystemRandom().randrange(1, 4294967295))
+        environment = {"PYTHONHASHSEED": seed}
         shards = [
-            Run(self.context.disposable_copy(self.folder), free(f"shard-{index}"))
+            Run(self.context.disposable_copy(self.folder), free(f"shard-{index}"), environment)
             for index in range(self.count)
         ]
-        return shards, Run(shards[0].copy, free("first"))
+        return shards, Run(shards[0].copy, free("first"), environment)
 
     async def _one(self, run: Run, said: dict[str, Any]) -> None:
         said["record"] = str(run.record)
         run.said.write_text(json.dumps(said), encoding="utf-8")
         run.done = await self._start(run)
+
+    def disagreement(self) -> str | None:
+        """Why the suite's processes cannot be trusted to have run every test once: they
+        collected different tests (ids that depend on something each process has of its
+        own: the time, a random number); None when they agree."""
+        found = {tuple(_record(run).get("collected") or ()) for run in self.runs}
+        found.discard(())
+        if len(found) < 2:
+            return None
+        return (
+            f"the suite's {len(self.runs)} processes collected different tests (test ids "
+            "that change from one process to the next), so none can be trusted to have "
+            "run every test once: give the tests stable ids, or run the suite with shards: 1"
+        )
 
     def heads(self) -> list[bytes]:
         """What precedes each process's output in the suite's."""
@@ -171,13 +202,8 @@ class Suite:
         fresh: dict[str, float] = {}  # a group spread over several processes: their sum
         failing: dict[str, None] = {}
         for run in self.runs:
-            try:
-                found = json.loads(run.record.read_bytes())  # written by our plugin/runner
-            except (OSError, ValueError):
-                continue
-            if not isinstance(found, dict):
-                continue
-            for group, seconds in _durations(found.get("durations")).items():
+            found = _record(run)
+            for group, seconds in durations(found.get("durations")).items():
                 fresh[group] = fresh.get(group, 0.0) + seconds
             failing.update(dict.fromkeys(_failures({"failed_ids": found.get("failed")})))
         took = {**self.durations, **fresh} if self.stopped else fresh
@@ -191,19 +217,38 @@ class Suite:
         }
 
 
+def _record(run: Run) -> dict[str, Any]:
+    """What one process recorded (nothing if it wrote nothing readable)."""
+    try:
+        found = json.loads(run.record.read_bytes())  # written by our plugin or runner
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def recorded_failures(run: Run) -> list[str]:
+    """The tests one process recorded as failed."""
+    return _failures({"failed_ids": _record(run).get("failed")})
+
+
 def stopped_message(message: str) -> str:
     return message + " (run first, as they failed last time; the rest of the suite was not run)"
 
 
-def _durations(found: object) -> dict[str, float]:
+_LONGEST: Final = 1e6
+"""More seconds than any group is taken to weigh (a day and a half): sums stay finite."""
+
+
+def durations(found: object) -> dict[str, float]:
+    """Seconds by test or group, from what a record or a file says: what is not a finite
+    number of seconds is left out, and none weighs more than :data:`_LONGEST`."""
     if not isinstance(found, Mapping):
         return {}
     return {
-        str(group): float(seconds)
+        str(group): min(float(seconds), _LONGEST)
         for group, seconds in found.items()
-        if isinstance(seconds, int | float)
-        and not isinstance(seconds, bool)
-        and 0 <= seconds < math.inf
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds
+        if math.isfinite(seconds)
     }
 
 

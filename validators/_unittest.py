@@ -28,7 +28,15 @@ from ._common import (
     shorten,
 )
 from ._pytest import MAX_FAILURES, output_tail
-from ._shards import Run, Suite, check_failed_first, exit_code, shard_count, stopped_message
+from ._shards import (
+    Run,
+    Suite,
+    check_failed_first,
+    exit_code,
+    recorded_failures,
+    shard_count,
+    stopped_message,
+)
 from ._unittest_shard import CONFIG_VARIABLE
 
 if TYPE_CHECKING:
@@ -131,12 +139,14 @@ async def unittest_suite(
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONPATH": python_path,
             CONFIG_VARIABLE: str(run.said),
+            **run.environment,
         }
         command = [sys.executable, "-m", "gategraph.validators._unittest_shard", start, pattern]
         return await anyio.run_process(command, cwd=run.copy, env=env, check=False)
 
     async def failed_again(run: Run) -> bool:
-        return run.done is not None and run.done.returncode == 1
+        # A test of those failed again, not the runner (a crash, nothing discovered).
+        return bool(await anyio.to_thread.run_sync(recorded_failures, run))
 
     suite = Suite(
         context,
@@ -178,6 +188,9 @@ async def unittest_suite(
         "output": output_tail(whole),
         **suite.recorded(),
     }
+    disagreement = await anyio.to_thread.run_sync(suite.disagreement)
+    if disagreement is not None:
+        return result(False, disagreement, **data)
     if run_count == 0 or (code == _NO_TESTS and not failing):
         return result(False, f"No tests ran: unittest found none in {start!r}", **data)
     if failing:

@@ -19,7 +19,7 @@ import time
 import unittest
 from typing import Any, Final
 
-from ._pytest_shard import MAX_FAILED, split
+from ._pytest_shard import MAX_FAILED, collected, split
 
 CONFIG_VARIABLE: Final = "GATEGRAPH_UNITTEST"
 _NO_TESTS: Final = 5
@@ -72,6 +72,11 @@ class _Recording(unittest.TextTestResult):
         super().addUnexpectedSuccess(test)
         self._failed(test)
 
+    def addSubTest(self, test: unittest.TestCase, subtest: unittest.TestCase, err: Any) -> None:
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self._failed(test)  # the test itself runs first next time, its subtests with it
+
 
 def main(argv: list[str]) -> int:
     start, pattern = argv
@@ -82,6 +87,7 @@ def main(argv: list[str]) -> int:
             said = json.load(opened)
     # As `python -m unittest discover -s START` does: START is the top level, on the path.
     tests = _flat(unittest.defaultTestLoader.discover(start, pattern))
+    digest = collected(test.id() for test in tests)
     only = set(said.get("only") or ())
     if only:
         tests = [test for test in tests if test.id() in only]
@@ -107,7 +113,9 @@ def main(argv: list[str]) -> int:
     record = said.get("record")
     if record:
         with open(record, "w", encoding="utf-8") as opened:
-            json.dump({"durations": durations, "failed": list(failed)}, opened)
+            json.dump(
+                {"durations": durations, "failed": list(failed), "collected": [digest]}, opened
+            )
     if not outcome.wasSuccessful():
         return 1
     return _NO_TESTS if outcome.testsRun == 0 else 0
