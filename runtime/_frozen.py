@@ -281,15 +281,20 @@ class _Fingerprinter(pickle.Pickler):
         return (*reduced[:2], kept, *reduced[3:])
 
 
-@functools.cache
+_CACHED_NAMES: dict[type, frozenset[str]] = {}
+
+
 def _cached_names(kind: type) -> frozenset[str]:
-    """The names of ``kind``'s cached properties (over its bases too)."""
-    return frozenset(
-        name
-        for base in getattr(kind, "__mro__", ())
-        for name, attribute in vars(base).items()
-        if isinstance(attribute, functools.cached_property)
-    )
+    """The names of ``kind``'s cached properties (over its bases too), found once a class."""
+    names = _CACHED_NAMES.get(kind)
+    if names is None:
+        names = _CACHED_NAMES[kind] = frozenset(
+            name
+            for base in getattr(kind, "__mro__", ())
+            for name, attribute in vars(base).items()
+            if isinstance(attribute, functools.cached_property)
+        )
+    return names
 
 
 def own_copy(value: Any) -> tuple[Any, bytes | None]:
