@@ -950,23 +950,28 @@ class _Engine:
 
     # -- one unit ----------------------------------------------------------------------------
 
-    def _inputs(self, unit: _Unit, *, frozen: bool = True) -> tuple[dict[str, Any] | None, Any]:
-        """What a unit that needs nodes is given: their outputs, and its artifact (the one
-        output it needs, or all of them)."""
-        inputs = {}
-        for need in unit.needs:
-            if frozen:
-                # Frozen like the artifact for a validation, once: the nodes that need
-                # this output share it. One output is the unit's artifact too, named so.
-                named = "artifact" if len(unit.needs) == 1 else f"inputs[{need!r}]"
-                known = self.frozen_outputs.get((need, named))
-                if known is None:
-                    output = freeze(self._output(need), named)
-                    known = self.frozen_outputs[need, named] = (output, held(output))
-                inputs[need] = known[0]
-            else:
-                inputs[need] = self._output(need)
+    def _inputs(self, unit: _Unit) -> tuple[dict[str, Any], Any]:
+        """What a work or actor node that needs nodes is given: their outputs, and its
+        artifact (the one output it needs, or all of them)."""
+        inputs = {need: self._output(need) for need in unit.needs}
         return inputs, next(iter(inputs.values())) if len(inputs) == 1 else inputs
+
+    def _frozen_inputs(self, unit: _Unit) -> tuple[dict[str, Any], Any, bool]:
+        """:meth:`_inputs` for a validation, frozen like the artifact, each output once
+        for the run (the validations that need it share it); and whether all of it is
+        held (see ``_frozen.held``)."""
+        inputs = {}
+        whole = True
+        for need in unit.needs:
+            # One output is the unit's artifact too, and named so.
+            named = "artifact" if len(unit.needs) == 1 else f"inputs[{need!r}]"
+            known = self.frozen_outputs.get((need, named))
+            if known is None:
+                output = freeze(self._output(need), named)
+                known = self.frozen_outputs[need, named] = (output, held(output))
+            inputs[need] = known[0]
+            whole = whole and known[1]
+        return inputs, next(iter(inputs.values())) if len(inputs) == 1 else inputs, whole
 
     def _output(self, need: str) -> Any:
         result = self.results.get(need)
@@ -974,15 +979,6 @@ class _Engine:
         if isinstance(output, ValidationResult):
             return msgspec.structs.asdict(output)
         return output
-
-    def _held(self, unit: _Unit) -> bool:
-        """Whether what a validation is given refuses every change (its frozen inputs)."""
-        if not unit.needs:
-            return self.artifact_held
-        named = "artifact" if len(unit.needs) == 1 else None
-        return all(
-            self.frozen_outputs[need, named or f"inputs[{need!r}]"][1] for need in unit.needs
-        )
 
     async def _validate(self, worker: _Worker, unit: _Unit) -> bool:
         """Run one validation and record its result; False if its time ran out as it
@@ -997,11 +993,11 @@ class _Engine:
         prepared = spec.prepared
         assert prepared is not None and spec.validation is not None
         # (The call only for a unit that needs nodes: a fan-out's validations need none.)
-        inputs, artifact = self._inputs(unit) if unit.needs else (None, self.artifact)
+        inputs, artifact, whole = (
+            self._frozen_inputs(unit) if unit.needs else (None, self.artifact, self.artifact_held)
+        )
         given: bytes | None = None
-        if not (self.artifact_held if not unit.needs else self._held(unit)) and (
-            prepared.wrapped is not None or prepared.ran_in in ("inline", "thread")
-        ):
+        if not whole and (prepared.wrapped is not None or prepared.ran_in in ("inline", "thread")):
             # Not all of it frozen, and judged in this process: a copy of its own, so no
             # other call sees what it does. (A worker process, the sandbox and Ray each get
             # a copy anyway, and judge it there.)
@@ -1089,9 +1085,7 @@ class _Engine:
     async def _execute(self, worker: _Worker, unit: _Unit) -> tuple[Outcome, float, str]:
         """Run one work or actor node (a validation is :meth:`_validate`'s)."""
         spec = unit.spec
-        inputs, artifact = (
-            self._inputs(unit, frozen=False) if unit.needs else (None, self.given_artifact)
-        )
+        inputs, artifact = self._inputs(unit) if unit.needs else (None, self.given_artifact)
         event_id = new_ulid()
         self.seq += 1
         self.append(

@@ -72,32 +72,30 @@ def tools_of(graph: PlanGraph) -> frozenset[str]:
     """The validations the graph's nodes call, and the tools they wrap: whose code a
     round takes note of (once per plan: the graph does not change while it runs)."""
     names = {node.validation for node in graph.nodes if node.validation is not None}
-    found: set[str] = set()
-    for name in names:  # each validation once, however many nodes call it
-        try:
-            tool = graph.get_tool(name)
-            wrapped = (
-                graph.get_tool(tool.wraps) if isinstance(tool, Validation) and tool.wraps else None
-            )
-        except KeyError:
-            continue
-        tools = [t for t in (tool, wrapped) if t is not None]
-        if isinstance(tool, Validation) and tool.reuse and not any(map(_out_of_sight, tools)):
-            found.update(t.name for t in tools)
-    return frozenset(found)
+    # Each validation once, however many nodes call it.
+    return frozenset(name for v in names for name in _reusable(graph, v) or ())
 
 
 def reusable_tools(graph: PlanGraph, node_id: str) -> tuple[str, ...] | None:
     """The validation (and wrapped tool) node ``node_id`` calls, when its result may be
     reused at all; None when never (see the module)."""
     try:
-        node = graph.node(node_id)
-        tool = graph.get_tool(node.validation) if node.validation is not None else None
+        validation = graph.node(node_id).validation
+    except KeyError:
+        return None  # an attachment
+    return _reusable(graph, validation) if validation is not None else None
+
+
+def _reusable(graph: PlanGraph, name: str) -> tuple[str, ...] | None:
+    """Validation ``name`` and the tool it wraps, when a result of it may be reused at
+    all; None when never, or for a name the graph does not hold."""
+    try:
+        tool = graph.get_tool(name)
         wrapped = (
             graph.get_tool(tool.wraps) if isinstance(tool, Validation) and tool.wraps else None
         )
     except KeyError:
-        return None  # an attachment, or a name the graph does not hold
+        return None
     if not isinstance(tool, Validation) or not tool.reuse:
         return None
     tools = [t for t in (tool, wrapped) if t is not None]

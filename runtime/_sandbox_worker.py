@@ -794,10 +794,11 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     attempts after it returned, changes to what it was given; and whether the child may
     run the plan's next call."""
     from . import _invoke, _readonly
+    from ._frozen import changed, fingerprint
     from ._results import ResultError
 
     # A work tool's copies are its own to change (it hands back what it changed).
-    before = _fingerprint(request) if request.guarded else None
+    before = fingerprint(_given(request)) if request.guarded else None
     # Its output goes to descriptors 1 and 2, which its worker drains: no thread here.
     outcome = _streamed(functools.partial(_invoke.sandbox_outcome, request, worker.loaded))
     pooled = _idle_pool_threads()
@@ -819,7 +820,7 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
         outcome = _left_running(outcome, name, threads, children)
     else:
         _readonly.release_process()
-    if request.guarded and outcome.ok and _changed(request, before):
+    if request.guarded and outcome.ok and changed(_given(request), before):
         outcome = _invoke.changed_what_it_judges(name, outcome)
     used = sum(os.times()[:2])
     if used > worker.limits.cpu_seconds / 2:
@@ -888,18 +889,6 @@ def _violation(outcome: Any, message: str) -> Any:
 def _given(request: Any) -> tuple[Any, Any, Any]:
     """What the call was given (arguments, artifact, inputs), to tell whether it changed it."""
     return request.arguments, request.artifact, request.inputs
-
-
-def _fingerprint(request: Any) -> bytes | None:
-    from ._frozen import fingerprint
-
-    return fingerprint(_given(request))
-
-
-def _changed(request: Any, before: bytes | None) -> bool:
-    from ._frozen import changed
-
-    return changed(_given(request), before)
 
 
 if __name__ == "__main__":  # pragma: no cover - started as a script by the pool
