@@ -1576,8 +1576,6 @@ async def execute_graph(
             artifact=artifact,
         )
         uses = compiler.mcp_uses(units) if compiler.has_mcp else None
-        # Workers started ahead serve validations only (a work tool's worker is made for
-        # its folders).
         sandboxed = _sandboxed(units) if compiler.has_sandbox else 0
         async with contextlib.AsyncExitStack() as stack:
             if compiler.has_sandbox:
@@ -1624,14 +1622,12 @@ def _changed_folders(
 
 
 def _sandboxed(units: Sequence[_Unit]) -> int:
-    """How many of ``units`` are validations that call something in the sandbox
-    (directly, or wrapped)."""
+    """How many of ``units`` call something in the sandbox (directly, or wrapped)."""
     return sum(
         1
         for unit in units
         if unit.spec.prepared is not None
         and (unit.spec.prepared.ran_in == "sandbox" or unit.spec.prepared.needs_sandbox)
-        and unit.spec.kind == "validation"
     )
 
 

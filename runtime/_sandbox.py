@@ -72,25 +72,33 @@ _Owner = tuple[str, str | None, str | None, bool, bool]
 
 
 class _Worker:
-    __slots__ = ("answers", "folder", "hidden", "owner", "process", "shared", "views")
+    __slots__ = (
+        "answers",
+        "confined",
+        "folder",
+        "hidden",
+        "owner",
+        "process",
+        "shared",
+        "views",
+        "warm",
+    )
 
-    def __init__(
-        self,
-        process: Process,
-        folder: str,
-        hidden: frozenset[tuple[str, int, int, int]],
-        shared: tuple[str, ...] = (),
-        views: tuple[str, ...] = (),
-    ) -> None:
+    def __init__(self, process: Process, folder: str) -> None:
         self.process = process
         self.folder = folder
-        self.views = views
+        self.confined = False
+        """Whether it was told what it is for, and confined itself to it; until then a
+        spare, which any call may take."""
+        self.warm = False
+        """Whether it said ``spare`` (its imports done) and that answer was read."""
+        self.views: tuple[str, ...] = ()
         """The folders it holds a copy-on-write view of (:class:`._kernel.View`): it runs
         one call, which asked for exactly these."""
-        self.shared = shared
+        self.shared: tuple[str, ...] = ()
         """The folders outside its own it may change (a work tool's resources): it runs
         only calls that may change exactly these."""
-        self.hidden = hidden
+        self.hidden: frozenset[tuple[str, int, int, int]] = frozenset()
         """What it hides (:func:`._kernel.hidden_now`): it runs no call once something of
         gategraph's own it must not see exists that it does not hide."""
         self.owner: _Owner | None = None
@@ -151,6 +159,9 @@ class SandboxPool:
         self._group: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._starting = 0
+        self._wanted = 0
+        """How many calls are expected soon that a spare would serve: no more spares are
+        started than that (each costs a process's start, on cores a run is using)."""
 
     async def __aenter__(self) -> SandboxPool:
         require()
@@ -172,35 +183,42 @@ class SandboxPool:
                 await worker.kill()
 
     def prewarm(self, count: int) -> None:
-        """Have up to ``count`` workers (no more than the pool's size) idle, starting the
-        missing ones in the background."""
+        """Expect ``count`` calls soon: have as many spares (no more than the pool's
+        size), starting the missing ones now; they import what a call needs while the run
+        goes on."""
+        self._wanted = count
+        self._top_up()
+
+    def _top_up(self) -> None:
         if self._group is None or self._closed:
             return
         # Never past the pool's size, counting the workers busy with a call: a spare that
         # would only push a run's own idle worker out is no help.
         have = len(self._idle) + self._starting + int(self._limiter.borrowed_tokens)
-        fresh = (
-            sum(w.owner is None and not (w.shared or w.views) for w in self._idle) + self._starting
-        )
-        for _ in range(max(0, min(count - fresh, self.size - have))):
+        spares = sum(not w.confined for w in self._idle) + self._starting
+        for _ in range(max(0, min(self._wanted - spares, self.size - have))):
             self._starting += 1
-            self._group.start_soon(self._add_idle)
+            self._group.start_soon(self._add_idle, False)
 
     async def fill(self, count: int) -> None:
-        """Start workers until ``count`` (no more than the pool's size) are idle, and wait
-        for them: for a caller that wants the first calls not to wait for a start (a
-        benchmark, a server about to take requests)."""
-        fresh = sum(w.owner is None and not (w.shared or w.views) for w in self._idle)
-        missing = max(0, min(count, self.size) - fresh)
+        """Start spares until ``count`` (no more than the pool's size) are idle, and wait
+        until each has imported what a call needs: for a caller that wants the first calls
+        not to wait for a start (a benchmark, a server about to take requests)."""
         async with anyio.create_task_group() as group:
-            for _ in range(missing):
+            for worker in self._idle:
+                if not worker.confined and not worker.warm:
+                    group.start_soon(self._warm, worker)
+            spares = sum(not w.confined for w in self._idle)
+            for _ in range(max(0, min(count, self.size) - spares)):
                 self._starting += 1
-                group.start_soon(self._add_idle)
+                group.start_soon(self._add_idle, True)
 
-    async def _add_idle(self) -> None:
+    async def _add_idle(self, warm: bool) -> None:
         try:
-            worker = await self._start()
-        except (OSError, ConfigError, _Garbled, _Unusable, anyio.EndOfStream, anyio.IncompleteRead):
+            worker = await self._spawn()
+            if warm:
+                await self._warm(worker)
+        except (OSError, _Garbled, anyio.EndOfStream, anyio.IncompleteRead):
             return  # the call that needs a worker starts one itself, and says what fails
         finally:
             self._starting -= 1
@@ -209,7 +227,9 @@ class SandboxPool:
         else:
             self._idle.append(worker)
 
-    async def _start(self, shared: tuple[str, ...] = (), views: tuple[str, ...] = ()) -> _Worker:
+    async def _spawn(self) -> _Worker:
+        """A spare: a worker started (it imports what a call needs), confined to nothing
+        yet."""
         with unguarded():
             from ._context import private_folder
 
@@ -231,11 +251,6 @@ class SandboxPool:
             str(os.getpid()),
             json.dumps(dataclasses.asdict(self.limits)),
         ]
-        kept = kept_out()
-        hidden = hidden_now(kept)
-        command.append(json.dumps(sorted(kept)))
-        command.append(json.dumps(shared))
-        command.append(json.dumps(views))
         try:
             # Shielded: a start cancelled midway (the pool closing while it prewarms) would
             # leave a process nobody waits for (trio abandons the thread that starts it).
@@ -253,9 +268,33 @@ class SandboxPool:
             with unguarded():
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        worker = _Worker(process, folder, hidden, shared, views)
+        return _Worker(process, folder)
+
+    async def _warm(self, worker: _Worker) -> None:
+        """Wait for a spare to say it has imported what a call needs."""
         try:
-            await worker.send(pickle.dumps(list(sys.path)))
+            with anyio.fail_after(_START_TIMEOUT):
+                answer = await worker.receive()
+        except BaseException:
+            await worker.kill()
+            raise
+        if answer.kind != "spare":
+            await worker.kill()
+            raise _Garbled(f"an answer of kind {answer.kind!r}")
+        worker.warm = True
+
+    async def _confine(
+        self, worker: _Worker, shared: tuple[str, ...], views: tuple[str, ...]
+    ) -> _Worker:
+        """Tell a spare what it is for: it confines itself to exactly that (it hides what
+        of gategraph's own exists now), and says it is ready."""
+        kept = kept_out()
+        worker.hidden = hidden_now(kept)
+        worker.shared, worker.views, worker.confined = shared, views, True
+        try:
+            await worker.send(pickle.dumps((list(sys.path), sorted(kept), shared, views)))
+            if not worker.warm:
+                await self._warm(worker)
             with anyio.fail_after(_START_TIMEOUT):
                 answer = await worker.receive()
         except BaseException:
@@ -271,20 +310,27 @@ class SandboxPool:
     async def _take(
         self, owner: _Owner, shared: tuple[str, ...], views: tuple[str, ...] = ()
     ) -> _Worker:
-        """An idle worker that ran this tool before, else a fresh one; confined to change
-        exactly ``shared`` besides its own folder, with views of exactly ``views``."""
-        for wanted in (owner, None):
-            for index in range(len(self._idle) - 1, -1, -1):
-                worker = self._idle[index]
-                if worker.owner != wanted or (worker.shared, worker.views) != (shared, views):
-                    continue
-                del self._idle[index]
-                if worker.process.returncode is None and hidden_now(kept_out()) <= worker.hidden:
-                    return worker
-                # Died while idle (killed from outside: not this call's), or started
-                # before gategraph opened a database it would see.
-                await worker.kill()
-        return await self._start(shared, views)
+        """An idle worker that ran this tool before, else a spare (or a fresh one)
+        confined now to change exactly ``shared`` besides its own folder, with views of
+        exactly ``views``."""
+        for index in range(len(self._idle) - 1, -1, -1):
+            worker = self._idle[index]
+            if worker.owner != owner or (worker.shared, worker.views) != (shared, views):
+                continue
+            del self._idle[index]
+            if worker.process.returncode is None and hidden_now(kept_out()) <= worker.hidden:
+                return worker
+            # Died while idle (killed from outside: not this call's), or started before
+            # gategraph opened a database it would see.
+            await worker.kill()
+        while spares := [w for w in self._idle if not w.confined]:
+            # The one started first is the likeliest to have finished its imports.
+            worker = spares[0]
+            self._idle.remove(worker)
+            if worker.process.returncode is None:
+                return await self._confine(worker, shared, views)
+            await worker.kill()  # died while it waited (killed from outside)
+        return await self._confine(await self._spawn(), shared, views)
 
     async def _keep(self, worker: _Worker) -> None:
         """Return a worker to the pool; past the pool's size, the longest idle goes."""
@@ -337,8 +383,11 @@ class SandboxPool:
                     message=f"no sandboxed worker could be started for {name}: "
                     f"{why or 'it ended before it was ready'}",
                 )
-            if worker.owner is None and not (worker.shared or worker.views):
-                self.prewarm(1)  # a fresh one for the next validation, started now
+            if worker.owner is None:
+                # A spare taken: one call fewer to expect, and the next one's spare, if
+                # one more is expected, started now.
+                self._wanted = max(0, self._wanted - 1)
+                self._top_up()
             worker.owner = owner
             keep = False
             try:
@@ -373,7 +422,7 @@ class SandboxPool:
                     await self._keep(worker)
                 else:
                     await worker.kill()
-                    self.prewarm(1)  # the next call's worker, started now
+                    self._top_up()  # the next expected call's spare, started now
         return outcome
 
 

@@ -1,11 +1,11 @@
 """The worker process of ``isolation: sandbox``: confined by the kernel, one call at a time.
 
-Started by :mod:`._sandbox` as ``python -P -c "...main()" <folder> <parent pid> <limits>
-<hidden>`` (the limits as JSON, and the databases to hide as a JSON list) with its requests
-on descriptor 0 and its answers on descriptor 1 (moved out of the way at once: the call's
-own output is captured, never mixed with them). It confines itself
-(:func:`._kernel.confine`) before it imports any of the call's code, says ``ready``, then
-runs calls until its requests end.
+Started by :mod:`._sandbox` as ``python -P -c "...main()" <folder> <parent pid> <limits>``
+(the limits as JSON) with its requests on descriptor 0 and its answers on descriptor 1
+(moved out of the way at once: the call's own output is captured, never mixed with them).
+It imports gategraph's own modules, then waits, a spare, for its first request: what it is
+for. It confines itself (:func:`._kernel.confine`) to that before it imports any of the
+call's code, says ``ready``, then runs calls until its requests end.
 
 A worker serves one validation. It loads the validation's code once, before any call, and
 runs no call itself: it forks a child per plan, which runs that plan's calls one after
@@ -17,7 +17,8 @@ spent half its CPU seconds) ends after its answer, and the plan's next call gets
 one. A fork costs about a millisecond; loading the code again would cost its import.
 
 A frame is a 4-byte big-endian length and its bytes. The first request is the parent's
-``sys.path``, then each is a :class:`._invoke.SandboxRequest`: pickles, the parent's to
+``sys.path``, the databases to hide, the folders the worker may change and those it gets a
+view of (the worker says ``spare`` before it reads it), then each is a :class:`._invoke.SandboxRequest`: pickles, the parent's to
 write and the worker's to read. Answers are :class:`Answer` in MessagePack,
 never pickles: the parent must not run what they contain, and the worker reads its
 child's answers the same way before it passes them on. ``ready`` (or ``refused``, why)
@@ -61,8 +62,9 @@ _ANSWER: Final = msgspec.msgpack.Decoder()
 
 
 class Answer(msgspec.Struct, array_like=True):
-    """What a sandboxed worker says: ``ready``, ``refused``, ``unusable`` (a folder it was
-    to change cannot be given to it) or ``done``."""
+    """What a sandboxed worker says: ``spare`` (started, not yet confined), ``ready``,
+    ``refused``, ``unusable`` (a folder it was to change cannot be given to it) or
+    ``done``."""
 
     kind: str
     text: str = ""
@@ -227,17 +229,12 @@ def _wipe(folder: str, keep: str | None) -> None:
 def main() -> None:
     close_inherited()  # before anything of the worker's own is opened
     folder, parent = sys.argv[1], int(sys.argv[2])
-    limits, hidden = SandboxLimits(**json.loads(sys.argv[3])), json.loads(sys.argv[4])
-    shared, views = json.loads(sys.argv[5]), json.loads(sys.argv[6])
+    limits = SandboxLimits(**json.loads(sys.argv[3]))
     requests, answers = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
     os.close(null)
-    init = _receive(requests)
-    if init is None:
-        return
-    sys.path[:] = pickle.loads(init)
     watched = os.pidfd_open(parent)  # Linux 5.3: the sandbox needs 6.12
     if os.getppid() != parent:
         os.killpg(0, signal.SIGKILL)  # gategraph died before this worker started: no one waits
@@ -245,6 +242,21 @@ def main() -> None:
     # (and no code the worker loads) can signal or trace it.
     sentinel = _sentinel(watched, (requests, answers))
     os.close(watched)
+    # A spare until its first frame: what a call needs is imported now, while the pool
+    # keeps it for whichever call comes first, whatever folders that call is given (a
+    # worker's start is most of its cost: a work tool's worker or a test suite's with
+    # views need not wait for one). Only gategraph's own modules, found as this one was
+    # (the interpreter's own path, not the parent's): no code of a plan runs unconfined.
+    from . import _context, _invoke, _readonly, _results  # noqa: F401
+
+    _send(answers, Answer("spare", str(os.getpid())))
+    init = _receive(requests)
+    if init is None:
+        return
+    # The parent's path, and what this worker is for: the databases it hides, the folders
+    # it may change, those it gets a view of.
+    path, hidden, shared, views = pickle.loads(init)
+    sys.path[:] = path
     try:
         made = confine(folder, limits, hidden, shared, views)
     except SharedFolderError as exc:
@@ -254,10 +266,7 @@ def main() -> None:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _send(answers, Answer("refused", why))
         return
-    # Everything from here on runs confined: importing only reads. What a call needs is
-    # imported now, before the worker says it is ready, not on its first call.
-    from . import _context, _invoke, _readonly, _results  # noqa: F401
-
+    # Everything from here on runs confined: importing only reads.
     _context.set_views({folder: [view.path for view in views] for folder, views in made.items()})
     if made:
         _spared.update(os.path.join(folder, name) for name in ("layers", "views"))

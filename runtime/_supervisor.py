@@ -516,21 +516,30 @@ class Supervisor:
                 await self.gate.register()
                 return await self._drive()
 
-    def _sandboxed_by_default(self) -> bool:
-        """Whether a validation node of the plan runs in the sandbox with no isolation
-        declared (the default for code that is not gategraph's own)."""
+    def _sandboxed_nodes(self) -> int:
+        """How many nodes of the plan (validations and work) run in the sandbox: all where
+        the plan or the run asks for it, else those that declare it and those that run
+        there with no isolation declared (the default for code that is not gategraph's
+        own)."""
         from ._invoke import default_isolation
         from ._models import Validation
 
-        for node in self.graph.validation_nodes():
-            if node.isolation is not None:
+        if self.executor.isolation == "sandbox" or self.graph.policy.require_sandbox:
+            return len(self.graph.nodes)
+        found = 0
+        for node in self.graph.nodes:
+            isolation = node.isolation or self.executor.isolation
+            if isolation is not None:
+                found += isolation == "sandbox"
                 continue
-            tool = self.graph.get_tool(node.target)
-            if isinstance(tool, Validation) and tool.wraps is not None:
-                tool = self.graph.get_tool(tool.wraps)
-            if default_isolation(tool, tell=False) == "sandbox":
-                return True
-        return False
+            try:
+                tool = self.graph.get_tool(node.target)
+                if isinstance(tool, Validation) and tool.wraps is not None:
+                    tool = self.graph.get_tool(tool.wraps)
+            except KeyError:
+                continue  # an import path (`uses`): gategraph's own process
+            found += tool.untrusted or default_isolation(tool, tell=False) == "sandbox"
+        return found
 
     @contextlib.asynccontextmanager
     async def _mcp_sessions(self) -> AsyncIterator[None]:
@@ -550,14 +559,16 @@ class Supervisor:
                 or self.graph.policy.require_sandbox
                 or any(node.isolation == "sandbox" for node in self.graph.nodes)
                 or any(tool.untrusted for tool in self.graph.registry.values())
-                or (self.executor.isolation is None and self._sandboxed_by_default())
+                or self._sandboxed_nodes()
             ):
                 from ._sandbox import current_pool, sandbox_pool
 
                 # The embedder's pool where it opened one (its workers are warm), else the
-                # plan's own, for all its rounds.
+                # plan's own, for all its rounds: its first workers start now, and import
+                # what a call needs while the plan's folders are copied.
                 if current_pool() is None:
-                    await stack.enter_async_context(sandbox_pool())
+                    prewarm = self._sandboxed_nodes()
+                    await stack.enter_async_context(sandbox_pool(prewarm=prewarm))
             yield
 
     def _check_callable(self) -> None:

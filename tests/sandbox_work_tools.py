@@ -23,7 +23,7 @@ def edits(root: str, outside: str = "") -> dict[str, Any]:
             Path(outside).write_text("escaped")
         except OSError as exc:
             refused = exc.strerror or str(exc)
-    return {"refused": refused, "pid": os.getpid()}
+    return {"refused": refused, "pid": os.getpid(), "worker": os.getppid()}
 
 
 def through_a_link(root: str) -> dict[str, Any]:

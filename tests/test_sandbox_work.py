@@ -120,6 +120,29 @@ async def test_a_work_tool_changes_its_folder_and_nothing_else(repo: Path, tmp_p
 
 
 @pytest.mark.anyio
+async def test_a_work_tool_takes_a_spare_started_ahead_and_is_confined_all_the_same(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A worker started ahead of need (a spare) serves a work tool too: it was told
+    nothing of the tool's folders until the call took it, then confined itself to them,
+    so the call waits for no process to start and may change its folder, nothing else."""
+    from gategraph.runtime._sandbox import sandbox_pool
+
+    outside = tmp_path / "outside.txt"
+    async with sandbox_pool() as pool:
+        await pool.fill(1)
+        spares = {w.process.pid for w in pool._idle}
+        assert spares and not any(w.confined for w in pool._idle)
+        done = await run_work(repo, "edits", arguments={"outside": str(outside)})
+    result = done.nodes["w"]
+    assert result.status == "ok", result
+    assert result.output["worker"] in spares
+    assert result.output["refused"] == "Read-only file system"
+    assert not outside.exists()
+    assert (repo / "a.py").read_text() == "x = 2\n"
+
+
+@pytest.mark.anyio
 async def test_a_link_in_the_folder_leads_nowhere_writable(repo: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -161,6 +161,7 @@ class Worker:
     ) -> None:
         self.folder = folder
         self.log = log
+        self.purpose = (list(hidden), tuple(shared), tuple(views))
         environment = {
             **{k: v for k, v in os.environ.items() if k in _PASSED_ON or k.startswith("LC_")},
             "TMPDIR": str(folder),
@@ -183,8 +184,7 @@ class Worker:
         parent = os.getpid() if parent is None else parent
         command = [
             *(*prefix, sys.executable, "-P", "-c", _BOOT, str(folder), str(parent)),
-            *(limits_text, json.dumps(list(hidden)), json.dumps(list(shared))),
-            json.dumps(list(views)),
+            limits_text,
         ]
         try:
             with log.open("ab") as stderr:
@@ -223,8 +223,12 @@ class Worker:
         self.send_raw(_HEADER.pack(len(data)) + data)
 
     def start(self) -> Answer:
-        """Send the parent's ``sys.path`` (the first frame); return ``ready`` or ``refused``."""
-        self.send(pickle.dumps(sys.path))
+        """Wait for ``spare``, then send the parent's ``sys.path`` and what the worker is
+        for (the first frame); return ``ready`` or ``refused``."""
+        spare = self.receive()
+        assert spare is not None, self.stderr()
+        assert spare.kind == "spare" and spare.text == str(self.process.pid), spare
+        self.send(pickle.dumps((sys.path, *self.purpose)))
         answer = self.receive()
         assert answer is not None, self.stderr()
         return answer
@@ -1327,8 +1331,7 @@ def test_a_worker_whose_parent_is_not_the_one_it_was_given_dies_at_once(
 ) -> None:
     """No one waits for the answers of a worker whose parent is gone: it kills itself."""
     worker = open_worker(parent=os.getppid())
-    worker.send(pickle.dumps(sys.path))
-    assert worker.receive() is None
+    assert worker.receive() is None  # not even ``spare``
     assert worker.finish() == -signal.SIGKILL
 
 
@@ -1336,16 +1339,22 @@ def test_a_worker_whose_parent_is_not_the_one_it_was_given_dies_at_once(
 
 
 def test_requests_that_end_before_the_first_frame_end_the_worker(open_worker: Any) -> None:
+    """A spare the pool closes without giving it a call ends, confined to nothing."""
     worker = open_worker()
     assert worker.finish() == 0
+    spare = worker.receive()
+    assert spare is not None and spare.kind == "spare"
     assert worker.receive() is None
 
 
 def test_a_first_frame_that_is_not_a_pickle_ends_the_worker_unconfined_and_silent(
     open_worker: Any,
 ) -> None:
-    """Garbage instead of ``sys.path``: the worker answers nothing (no ``ready``) and fails."""
+    """Garbage instead of what it is for: the worker answers nothing (no ``ready``) and
+    fails."""
     worker = open_worker()
+    spare = worker.receive()
+    assert spare is not None and spare.kind == "spare"
     worker.send(b"not a pickle at all")
     assert worker.receive() is None
     assert worker.finish() == 1
