@@ -4,6 +4,7 @@ project itself; bad arguments, failures, no tests and a timeout each fail with a
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -298,6 +299,40 @@ async def test_a_suite_in_shards_says_what_the_suite_in_one_says(tmp_path: Path)
     assert "-- shard 3 of 3 --" in three["data"]["output"]
     assert set(one["data"]["durations"]) == {f"test_part{n}.Part" for n in range(4)}
     assert sorted(one["data"]["failed_ids"]) == [f"test_part{n}.Part.test_{n}" for n in range(4)]
+
+
+# One slow test (it waits until every unit of the suite is taken) and ten quick ones.
+UNEVEN = {
+    **LIBRARY,
+    "tests/test_a.py": """
+        import json, os, time, unittest
+
+        class Slow(unittest.TestCase):
+            def test_slow(self):
+                queue = json.load(open(os.environ["GATEGRAPH_UNITTEST"]))["queue"]
+                deadline = time.monotonic() + 60
+                while len(os.listdir(queue)) < 11 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+        """,
+    **{
+        f"tests/test_{c}.py": "import unittest\n\nclass Quick(unittest.TestCase):\n"
+        "    def test_quick(self):\n        pass\n"
+        for c in "bcdefghijk"
+    },
+}
+
+
+@pytest.mark.anyio
+async def test_a_shard_held_up_by_a_slow_test_leaves_the_rest_to_the_others(
+    tmp_path: Path,
+) -> None:
+    """The shards take classes as they are ready for more: the one held up by a slow
+    test takes one more at most, the other runs the rest."""
+    root = project(tmp_path / "p", UNEVEN)
+    outcome = await suite(root, shards=2)
+    assert outcome["passed"] and outcome["data"]["tests_run"] == 11, outcome
+    ran = sorted(int(n) for n in re.findall(r"Ran (\d+) tests?", outcome["data"]["output"]))
+    assert len(ran) == 2 and ran[0] <= 2 and sum(ran) == 11, outcome["data"]["output"]
 
 
 ONCE = {

@@ -1217,40 +1217,84 @@ async def test_pytest_suite_refuses_a_bad_shard_count(tmp_path: Path, shards: ob
     bad_arguments(outcome, "shards must be")
 
 
-def test_every_test_goes_to_one_shard_the_same_way_every_time() -> None:
-    """The split is the same whatever order the tests come in; a class's tests, or a
-    module's functions, stay together; the shards' loads differ by at most one group."""
+def test_every_shard_cuts_the_suite_into_the_same_units() -> None:
+    """The units are the same whatever order the tests come in; a class's tests, or a
+    module's functions, stay in one unit; every test is in exactly one."""
     tests = [
         f"tests/test_{n}.py::{'Case::' if n % 2 else ''}test_{k}"
         for n in range(17)
         for k in range(n % 5 + 1)
     ]
-    owner = pytest_shard_module.split(tests, 3, {})
-    assert owner == pytest_shard_module.split(reversed(tests), 3, {})
-    assert set(owner) == set(tests) and set(owner.values()) == {0, 1, 2}
-    groups: dict[str, set[int]] = {}
-    for test, shard in owner.items():
-        groups.setdefault(pytest_shard_module.group_of(test), set()).add(shard)
-    assert all(len(shards) == 1 for shards in groups.values())
-    loads = [sum(1 for shard in owner.values() if shard == s) for s in range(3)]
-    assert max(loads) - min(loads) <= 5
+
+    def named(order: list[str]) -> list[list[str]]:
+        return [[order[i] for i in unit] for unit in pytest_shard_module.units(order, 3, {})]
+
+    cut = named(tests)
+    backwards = named(list(reversed(tests)))
+    assert [set(unit) for unit in cut] == [set(unit) for unit in backwards]
+    assert sorted(test for unit in cut for test in unit) == sorted(tests)
+    assert all(len({pytest_shard_module.group_of(t) for t in unit}) == 1 for unit in cut)
+    assert len(cut) == 17  # no group is bigger than a third of the suite: none is cut
 
 
-def test_a_group_bigger_than_a_share_is_spread_and_durations_weigh() -> None:
-    """One file of most of the suite is spread over the shards by test (it would leave
-    the others idle); a group's recorded seconds weigh more than its number of tests."""
+def test_a_group_bigger_than_a_share_is_cut_and_durations_order_the_units() -> None:
+    """One file of most of the suite is cut into its tests (it would leave the other
+    shards idle); a group's recorded seconds weigh more than its number of tests, and the
+    heaviest unit comes first."""
     big = [f"tests/test_big.py::test_{k}" for k in range(10)]
-    owner = pytest_shard_module.split([*big, "tests/test_small.py::test_a"], 2, {})
-    assert {owner[test] for test in big} == {0, 1}
-    assert sorted(list(owner.values()).count(s) for s in (0, 1)) == [5, 6]
+    cut = pytest_shard_module.units([*big, "tests/test_small.py::test_a"], 2, {})
+    assert sorted(len(unit) for unit in cut) == [1] * 11
     tests = [f"tests/test_{name}.py::test_{k}" for name in "abc" for k in range(2)]
     assert pytest_shard_module.group_of("tests/t.py::Case::test[a::b]") == "tests/t.py::Case"
-    by_count = pytest_shard_module.split(tests, 2, {})
+    first = [tests[unit[0]] for unit in pytest_shard_module.units(tests, 2, {})]
+    assert first == [f"tests/test_{name}.py::test_0" for name in "abc"]  # equal: by name
     slow_c = {"tests/test_a.py": 1.0, "tests/test_b.py": 1.0, "tests/test_c.py": 2.0}
-    by_time = pytest_shard_module.split(tests, 2, slow_c)
-    shard_of = {name: by_time[f"tests/test_{name}.py::test_0"] for name in "abc"}
-    assert shard_of["a"] == shard_of["b"] != shard_of["c"]
-    assert by_count["tests/test_a.py::test_0"] == by_count["tests/test_c.py::test_0"]
+    first = [tests[unit[0]] for unit in pytest_shard_module.units(tests, 2, slow_c)]
+    assert first[0] == "tests/test_c.py::test_0"
+
+
+def test_shards_take_every_unit_exactly_once(tmp_path: Path) -> None:
+    """Shards taking units from one folder, in turns or not, take each once, in order."""
+    claims = [pytest_shard_module.Claims(str(tmp_path), 7) for _ in range(3)]
+    taken: list[int] = []
+    turn = 0
+    while (index := claims[turn % 3].next()) is not None:
+        taken.append(index)
+        turn += 1 if turn % 2 else 2
+    assert taken == list(range(7))
+    assert all(claim.next() is None for claim in claims)
+    assert sorted(os.listdir(tmp_path)) == sorted(map(str, range(7)))
+
+
+# One slow test (it waits until every unit of the suite is taken) and ten quick ones: the
+# shard that meets the slow test takes one unit more at most, the other takes the rest.
+UNEVEN_PROJECT = {
+    "pytest.ini": "[pytest]\n",
+    "tests/test_a.py": (
+        "import json, os, time\n\n\ndef test_slow():\n"
+        "    queue = json.load(open(os.environ['GATEGRAPH_PYTEST']))['queue']\n"
+        "    deadline = time.monotonic() + 60\n"
+        "    while len(os.listdir(queue)) < 11 and time.monotonic() < deadline:\n"
+        "        time.sleep(0.01)\n"
+    ),
+    **{f"tests/test_{c}.py": "def test_quick():\n    pass\n" for c in "bcdefghijk"},
+}
+
+
+@pytest.mark.anyio
+async def test_a_shard_held_up_by_a_slow_test_leaves_the_rest_to_the_others(
+    tmp_path: Path,
+) -> None:
+    """Shards take the suite's units as they are ready for more, not a share fixed
+    before: a slow test no estimate knew about does not hold up tests that another shard
+    could run."""
+    root = write(tmp_path / "demo", UNEVEN_PROJECT)
+    outcome, guard = await run_suite(root, shards=2)
+    assert guard.violation is None
+    assert outcome["passed"], outcome
+    assert outcome["data"]["tests_run"] == 11
+    ran = sorted(int(n) for n in re.findall(r"(\d+) passed", outcome["data"]["output"]))
+    assert len(ran) == 2 and ran[0] <= 2 and sum(ran) == 11, outcome["data"]["output"]
 
 
 FAILING_ONCE = {

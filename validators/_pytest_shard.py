@@ -2,15 +2,18 @@
 gategraph.validators._pytest_shard`` and, in ``GATEGRAPH_PYTEST``, the path of a JSON file
 that says what this process is to do:
 
-- ``shard``: ``[i, n]``, keep the ``i``-th of ``n`` shares of the collected tests;
-- ``durations``: seconds each group of tests took in an earlier run, to balance the shares;
+- ``shard``: ``[i, n]``, this is the ``i``-th of ``n`` processes sharing the suite;
+- ``queue``: the folder the shards take units of the suite from (:class:`Claims`);
+- ``durations``: seconds each group of tests took in an earlier run, to order the units;
 - ``only``: run only these tests (node ids), the ones that failed last time;
 - ``skip``: leave out these tests (those already run, and passed, this time);
 - ``record``: where to write what this process saw: ``{"durations": {group: seconds},
   "failed": [node id, ...], "collected": [digest of every test it collected]}``.
 
 Every shard collects the whole suite the same way and is given the same durations, so each
-computes the same split and keeps its part: every test runs in exactly one shard.
+cuts it into the same units (:func:`units`); each then takes the next unit no other shard
+has taken until none is left: every test runs in exactly one shard, and the shards end
+together whatever the tests cost.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ import os
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 CONFIG_VARIABLE: Final = "GATEGRAPH_PYTEST"
 MAX_FAILED: Final = 200
 """At most this many failed tests are recorded by node id (to run first next time)."""
 
 _said: dict[str, Any] = {}
+_units: list[list[Any]] = []
+"""The items of each unit this process may claim (empty: it runs every item kept)."""
 _durations: dict[str, float] = {}
 _failed: dict[str, None] = {}
 _collected: list[str] = []
@@ -41,22 +46,23 @@ def group_of(nodeid: str) -> str:
     return "::".join(parts[:2]) if len(parts) > 2 else parts[0]
 
 
-def split(
-    tests: Iterable[str],
+def units(
+    tests: Sequence[str],
     shards: int,
     durations: Mapping[str, float],
     group_by: Callable[[str], str] = group_of,
-) -> dict[str, int]:
-    """Which shard each test goes to: the same on every shard. ``group_by`` gives a
-    test's group (by default pytest's: :func:`group_of`).
+) -> list[list[int]]:
+    """The suite cut into units of work, heaviest first, each a list of indices into
+    ``tests``: the same on every shard. ``group_by`` gives a test's group (by default
+    pytest's: :func:`group_of`); a unit is a group, in the order its tests came.
 
     A group weighs the seconds it took last time (``durations``), else its number of tests
     times the mean seconds a test took there (1 with no record at all). A group heavier
-    than a shard's fair share is split into its tests, so that one big file does not leave
-    the other shards idle. Heaviest first, each to the least loaded shard."""
-    groups: dict[str, list[str]] = {}
-    for test in tests:
-        groups.setdefault(group_by(test), []).append(test)
+    than a shard's fair share is cut into its tests, so that one big file does not leave
+    the other shards idle."""
+    groups: dict[str, list[int]] = {}
+    for index, test in enumerate(tests):
+        groups.setdefault(group_by(test), []).append(index)
     known = [group for group in groups if group in durations]
     counted = sum(len(groups[group]) for group in known)
     timed = sum(max(0.0, float(durations[group])) for group in known)
@@ -65,21 +71,41 @@ def split(
         group: max(0.0, float(durations[group])) if group in durations else len(members) * each
         for group, members in groups.items()
     }
-    fair = sum(weight.values()) / shards
-    units: list[tuple[float, str, list[str]]] = []
+    fair = sum(weight.values()) / max(1, shards)
+    cut: list[tuple[float, str, list[int]]] = []
     for group, members in groups.items():
         if weight[group] > fair and len(members) > 1:
-            units += [(weight[group] / len(members), test, [test]) for test in members]
+            cut += [(weight[group] / len(members), tests[i], [i]) for i in members]
         else:
-            units.append((weight[group], group, members))
-    loads = [0.0] * shards
-    owner: dict[str, int] = {}
-    for load, _, members in sorted(units, key=lambda unit: (-unit[0], unit[1])):
-        shard = min(range(shards), key=lambda s: (loads[s], s))
-        loads[shard] += load
-        for test in members:
-            owner[test] = shard
-    return owner
+            cut.append((weight[group], group, members))
+    return [members for _, _, members in sorted(cut, key=lambda unit: (-unit[0], unit[1]))]
+
+
+class Claims:
+    """The shards of one suite share its units: each takes the next one no shard has
+    taken when it is ready for more (heaviest first), so a shard that met quick tests,
+    or started late, takes more, and they end together whatever the estimates were. A
+    unit is taken by creating its file in a folder the shards share: only one creation
+    succeeds, on every system, with no lock to leave behind."""
+
+    def __init__(self, folder: str, total: int) -> None:
+        self.folder = folder
+        self.total = total
+        self.at = 0
+
+    def next(self) -> int | None:
+        """The index of the next unit this shard takes; None when none is left."""
+        while self.at < self.total:
+            index, self.at = self.at, self.at + 1
+            try:
+                made = os.open(
+                    os.path.join(self.folder, str(index)), os.O_CREAT | os.O_EXCL | os.O_WRONLY
+                )
+            except FileExistsError:
+                continue  # another shard's
+            os.close(made)
+            return index
+        return None
 
 
 def pytest_configure(config: Any) -> None:
@@ -104,15 +130,47 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     skip = set(_said.get("skip") or ())
     if skip:
         kept = [item for item in kept if item.nodeid not in skip]
+    _units.clear()
     shard = _said.get("shard")
     if shard:
-        index, count = shard
-        owner = split((item.nodeid for item in kept), count, _said.get("durations") or {})
-        kept = [item for item in kept if owner[item.nodeid] == index]
+        ids = [item.nodeid for item in kept]
+        cut = units(ids, shard[1], _said.get("durations") or {})
+        _units.extend([kept[index] for index in unit] for unit in cut)
     if len(kept) != len(items):
         keep = {id(item) for item in kept}
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in keep])
         items[:] = kept
+
+
+def pytest_runtestloop(session: Any) -> bool | None:
+    """pytest's own loop (``_pytest.main``), over the units this shard claims, one after
+    another: the item that runs next (what a test's fixtures are torn down for) is the
+    next of its unit, else the first of the next unit claimed. (This plugin is registered
+    after pytest's own, so its loop is asked first; importing pytest here for a marker
+    would make the unittest runner, which shares this module, need it.)"""
+    if not _units:
+        return None  # one process, the whole suite: pytest's own loop
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        errors = session.testsfailed
+        raise session.Interrupted(f"{errors} error{'s' if errors != 1 else ''} during collection")
+    if session.config.option.collectonly:
+        return True
+    claims = Claims(_said["queue"], len(_units))
+    taken = claims.next()
+    while taken is not None:
+        unit = _units[taken]
+        for position, item in enumerate(unit):
+            if position + 1 < len(unit):
+                following = unit[position + 1]
+            else:
+                taken = claims.next()
+                following = _units[taken][0] if taken is not None else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+    return True
 
 
 def pytest_runtest_logreport(report: Any) -> None:

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -129,11 +130,15 @@ class Suite:
                 self.stopped = await self._failed_again(first)
             if not self.stopped:
                 self.runs += shards
+                queue = self.context.scratch / "queue"
+                if self.count > 1:
+                    await anyio.to_thread.run_sync(_fresh_folder, queue)
                 async with anyio.create_task_group() as group:
                     for index, run in enumerate(shards):
                         said: dict[str, Any] = {"skip": self.first, "durations": self.durations}
                         if self.count > 1:
                             said["shard"] = [index, self.count]
+                            said["queue"] = str(queue)
                         group.start_soon(self._one, run, said)
         return bool(self.runs) and all(run.done is not None for run in self.runs)
 
@@ -215,6 +220,12 @@ class Suite:
             "durations": {group: round(seconds, 3) for group, seconds in sorted(heaviest)},
             "failed_ids": list(failing)[:MAX_FAILED],
         }
+
+
+def _fresh_folder(folder: Path) -> None:
+    """An empty folder the shards take units from (none taken yet)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
 
 
 def _record(run: Run) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The runner ``unittest_suite`` starts: ``python -m gategraph.validators._unittest_shard
 START PATTERN``, in the project's copy, with ``GATEGRAPH_UNITTEST`` in its environment
 naming a JSON file that says what this process is to do, as for pytest's shards
-(:mod:`._pytest_shard`): ``shard``, ``durations``, ``only``, ``skip``, ``record``.
+(:mod:`._pytest_shard`): ``shard``, ``queue``, ``durations``, ``only``, ``skip``,
+``record``.
 
 It discovers the tests as ``python -m unittest discover -s START -p PATTERN`` does, keeps
 its share, and reports as unittest's own text runner does (``Ran N tests``, ``OK`` or
@@ -17,9 +18,12 @@ import os
 import sys
 import time
 import unittest
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ._pytest_shard import MAX_FAILED, collected, split
+from ._pytest_shard import MAX_FAILED, Claims, collected, units
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 CONFIG_VARIABLE: Final = "GATEGRAPH_UNITTEST"
 _NO_TESTS: Final = 5
@@ -78,6 +82,23 @@ class _Recording(unittest.TextTestResult):
             self._failed(test)  # the test itself runs first next time, its subtests with it
 
 
+class _Claimed(unittest.TestSuite):
+    """The units this process claims (:class:`._pytest_shard.Claims`), as a suite that
+    takes the next unit when it runs out of tests: unittest's own run, with its class and
+    module fixtures, over whatever this shard takes."""
+
+    _cleanup = False  # there is no list of tests to let go of as they run
+
+    def __init__(self, cut: list[list[unittest.TestCase]], queue: str) -> None:
+        super().__init__()
+        self._cut = cut
+        self._claims = Claims(queue, len(cut))
+
+    def __iter__(self) -> Iterator[unittest.TestCase]:
+        while (taken := self._claims.next()) is not None:
+            yield from self._cut[taken]
+
+
 def main(argv: list[str]) -> int:
     start, pattern = argv
     said: dict[str, Any] = {}
@@ -94,12 +115,12 @@ def main(argv: list[str]) -> int:
     skip = set(said.get("skip") or ())
     if skip:
         tests = [test for test in tests if test.id() not in skip]
+    suite: unittest.TestSuite = unittest.TestSuite(tests)
     shard = said.get("shard")
     if shard:
-        index, count = shard
         ids = [test.id() for test in tests]
-        owner = split(ids, count, said.get("durations") or {}, group_of)
-        tests = [test for test in tests if owner[test.id()] == index]
+        cut = units(ids, shard[1], said.get("durations") or {}, group_of)
+        suite = _Claimed([[tests[index] for index in unit] for unit in cut], said["queue"])
     durations: dict[str, float] = {}
     failed: dict[str, None] = {}
 
@@ -109,7 +130,7 @@ def main(argv: list[str]) -> int:
             self.durations, self.failed = durations, failed
 
     runner = unittest.TextTestRunner(stream=sys.stderr, resultclass=Result)
-    outcome = runner.run(unittest.TestSuite(tests))
+    outcome = runner.run(suite)
     record = said.get("record")
     if record:
         with open(record, "w", encoding="utf-8") as opened:
