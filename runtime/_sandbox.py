@@ -162,6 +162,7 @@ class SandboxPool:
         self._wanted = 0
         """How many calls are expected soon that a spare would serve: no more spares are
         started than that (each costs a process's start, on cores a run is using)."""
+        self._arrival: anyio.Event | None = None
 
     async def __aenter__(self) -> SandboxPool:
         require()
@@ -204,28 +205,41 @@ class SandboxPool:
         """Start spares until ``count`` (no more than the pool's size) are idle, and wait
         until each has imported what a call needs: for a caller that wants the first calls
         not to wait for a start (a benchmark, a server about to take requests)."""
+        # The spares still importing leave the pool while they are waited for here: a call
+        # that took one would read its answers too.
+        cold = [w for w in self._idle if not w.confined and not w.warm]
+        self._idle = [w for w in self._idle if w not in cold]
+        self._starting += len(cold)
         async with anyio.create_task_group() as group:
-            for worker in self._idle:
-                if not worker.confined and not worker.warm:
-                    group.start_soon(self._warm, worker)
-            spares = sum(not w.confined for w in self._idle)
+            for worker in cold:
+                group.start_soon(self._add_idle, True, worker)
+            spares = sum(not w.confined for w in self._idle) + len(cold)
             for _ in range(max(0, min(count, self.size) - spares)):
                 self._starting += 1
                 group.start_soon(self._add_idle, True)
 
-    async def _add_idle(self, warm: bool) -> None:
+    async def _add_idle(self, warm: bool, worker: _Worker | None = None) -> None:
         try:
-            worker = await self._spawn()
+            if worker is None:
+                worker = await self._spawn()
             if warm:
                 await self._warm(worker)
         except (OSError, _Garbled, anyio.EndOfStream, anyio.IncompleteRead):
             return  # the call that needs a worker starts one itself, and says what fails
         finally:
             self._starting -= 1
+            self._arrived()
         if self._closed:
             await worker.kill()
         else:
             self._idle.append(worker)
+            self._arrived()
+
+    def _arrived(self) -> None:
+        """Wake the calls waiting for a spare on its way (:meth:`_take`)."""
+        if self._arrival is not None:
+            self._arrival.set()
+            self._arrival = None
 
     async def _spawn(self) -> _Worker:
         """A spare: a worker started (it imports what a call needs), confined to nothing
@@ -323,7 +337,16 @@ class SandboxPool:
             # Died while idle (killed from outside: not this call's), or started before
             # gategraph opened a database it would see.
             await worker.kill()
-        while spares := [w for w in self._idle if not w.confined]:
+        while True:
+            spares = [w for w in self._idle if not w.confined]
+            if not spares:
+                if not self._starting or self._closed:
+                    break
+                # A spare is on its way: wait for it rather than start one more process.
+                if self._arrival is None:
+                    self._arrival = anyio.Event()
+                await self._arrival.wait()
+                continue
             # The one started first is the likeliest to have finished its imports.
             worker = spares[0]
             self._idle.remove(worker)
@@ -363,6 +386,18 @@ class SandboxPool:
                 error=ResultError.EXCEPTION,
                 message=f"{name} cannot be given the folder it changes: {home}",
             )
+        try:
+            return await self._call(name, payload, owner, request)
+        finally:
+            # Outside the call's slot: the worker it killed is not counted as busy, so the
+            # next expected call's spare can start.
+            self._top_up()
+
+    async def _call(
+        self, name: str, payload: bytes, owner: _Owner, request: SandboxRequest
+    ) -> Outcome:
+        from ._invoke import Outcome
+
         async with self._limiter:
             try:
                 worker = await self._take(owner, request.writable, request.views)
@@ -422,7 +457,6 @@ class SandboxPool:
                     await self._keep(worker)
                 else:
                     await worker.kill()
-                    self._top_up()  # the next expected call's spare, started now
         return outcome
 
 

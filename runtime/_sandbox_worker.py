@@ -17,10 +17,10 @@ spent half its CPU seconds) ends after its answer, and the plan's next call gets
 one. A fork costs about a millisecond; loading the code again would cost its import.
 
 A frame is a 4-byte big-endian length and its bytes. The first request is the parent's
-``sys.path``, the databases to hide, the folders the worker may change and those it gets a
-view of (the worker says ``spare`` before it reads it), then each is a :class:`._invoke.SandboxRequest`: pickles, the parent's to
-write and the worker's to read. Answers are :class:`Answer` in MessagePack,
-never pickles: the parent must not run what they contain, and the worker reads its
+``sys.path``, the databases to hide, the folders the worker may change and those it gets
+a view of (the worker says ``spare`` before it reads it), then each is a
+:class:`._invoke.SandboxRequest`: pickles, the parent's to write and the worker's to read.
+Answers are :class:`Answer` in MessagePack, never pickles: the parent must not run what they contain, and the worker reads its
 child's answers the same way before it passes them on. ``ready`` (or ``refused``, why)
 once, then ``done`` per call, with ``keep`` False when the worker must not run another
 call (a call left a process running, which the worker cannot end without ending itself).
@@ -245,8 +245,9 @@ def main() -> None:
     # A spare until its first frame: what a call needs is imported now, while the pool
     # keeps it for whichever call comes first, whatever folders that call is given (a
     # worker's start is most of its cost: a work tool's worker or a test suite's with
-    # views need not wait for one). Only gategraph's own modules, found as this one was
-    # (the interpreter's own path, not the parent's): no code of a plan runs unconfined.
+    # views need not wait for one). Only gategraph's own modules and the libraries they
+    # use, found as this one was (the interpreter's own path and PYTHONPATH, not the
+    # parent's path): no code a plan names is loaded unconfined.
     from . import _context, _invoke, _readonly, _results  # noqa: F401
 
     _send(answers, Answer("spare", str(os.getpid())))

@@ -567,7 +567,7 @@ class Supervisor:
                 # plan's own, for all its rounds: its first workers start now, and import
                 # what a call needs while the plan's folders are copied.
                 if current_pool() is None:
-                    prewarm = self._sandboxed_nodes()
+                    prewarm = min(self._sandboxed_nodes(), self.graph.policy.max_concurrency)
                     await stack.enter_async_context(sandbox_pool(prewarm=prewarm))
             yield
 

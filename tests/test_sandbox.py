@@ -1206,3 +1206,55 @@ def test_a_probe_that_overruns_is_killed(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(_kernel, "_start_probe", lambda folder: made.append(folder) or stuck)
     assert _kernel._probe_mounts() == "the probe did not end within 60 s"
     assert stuck.killed and made and not os.path.exists(made[0])
+
+
+@pytest.mark.anyio
+async def test_a_call_and_fill_wait_for_the_same_spare_without_reading_its_answers_twice(
+    repo: Path,
+) -> None:
+    """A spare still importing, waited for by ``fill`` while a call takes the pool's spares:
+    each is read by one of them only, and both end well."""
+    from gategraph.runtime._invoke import to_result
+
+    prepared = sandboxed_validation("honest")
+    async with sandbox_pool() as pool:
+        pool._idle.append(await pool._spawn())  # a spare, still importing
+        outcomes: list[Any] = []
+
+        async def call() -> None:
+            outcomes.append(await prepared.call({}, {"root": repo}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(pool.fill, 1)
+            group.start_soon(call)
+        assert to_result(outcomes[0]).passed, outcomes
+        assert pool._starting == 0
+
+
+@pytest.mark.anyio
+async def test_a_call_whose_worker_ends_with_it_starts_the_next_expected_call_s_spare(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker with views runs one call and ends: with more calls expected, the next one's
+    spare starts as the call ends, though the pool has room for one worker only."""
+    import msgspec
+    from gategraph.runtime import _sandbox
+    from gategraph.runtime._invoke import to_result
+
+    given = _sandbox.SandboxPool.call
+
+    async def with_views(self: Any, name: str, request: Any) -> Any:
+        return await given(self, name, msgspec.structs.replace(request, views=(str(repo),)))
+
+    monkeypatch.setattr(_sandbox.SandboxPool, "call", with_views)
+    prepared = sandboxed_validation("honest")
+    async with _sandbox.SandboxPool(size=1) as pool:
+        token = _sandbox._pool.set(pool)
+        try:
+            pool.prewarm(3)
+            for left in (2, 1, 0):
+                assert to_result(await prepared.call({}, {"root": repo})).passed
+                coming = pool._starting + sum(not w.confined for w in pool._idle)
+                assert coming == min(left, 1), (left, coming)
+        finally:
+            _sandbox._pool.reset(token)

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -1267,7 +1268,7 @@ def test_shards_take_every_unit_exactly_once(tmp_path: Path) -> None:
 
 
 # One slow test (it waits until every unit of the suite is taken) and ten quick ones: the
-# shard that meets the slow test takes one unit more at most, the other takes the rest.
+# shard that meets the slow test takes nothing more while it runs, the other takes the rest.
 UNEVEN_PROJECT = {
     "pytest.ini": "[pytest]\n",
     "tests/test_a.py": (
@@ -1294,7 +1295,76 @@ async def test_a_shard_held_up_by_a_slow_test_leaves_the_rest_to_the_others(
     assert outcome["passed"], outcome
     assert outcome["data"]["tests_run"] == 11
     ran = sorted(int(n) for n in re.findall(r"(\d+) passed", outcome["data"]["output"]))
-    assert len(ran) == 2 and ran[0] <= 2 and sum(ran) == 11, outcome["data"]["output"]
+    assert ran == [1, 10], outcome["data"]["output"]
+
+
+@pytest.mark.anyio
+async def test_shards_run_only_what_k_m_and_deselect_leave(tmp_path: Path) -> None:
+    """The shards share the tests pytest's own options leave (`-k`, `-m`, `--deselect`),
+    as one pytest runs them."""
+    files = {
+        "pytest.ini": "[pytest]\nmarkers =\n    slow: slow\n",
+        "tests/test_a.py": (
+            "import pytest\n\n\n@pytest.mark.slow\ndef test_marked():\n    pass\n\n\n"
+            "def test_slow_named():\n    pass\n\n\ndef test_kept():\n    pass\n\n\n"
+            "def test_dropped():\n    pass\n"
+        ),
+        "tests/test_b.py": "def test_kept_too():\n    pass\n",
+    }
+    root = write(tmp_path / "demo", files)
+    args = ["-k", "not slow_named", "-m", "not slow", "--deselect", "tests/test_a.py::test_dropped"]
+    one, _ = await run_suite(root, shards=1, args=args)
+    two, _ = await run_suite(root, shards=2, args=args)
+    assert one["passed"] and two["passed"], (one, two)
+    assert one["data"]["tests_run"] == two["data"]["tests_run"] == 2
+
+
+@pytest.mark.anyio
+async def test_a_project_named_queue_runs_in_shards(tmp_path: Path) -> None:
+    """The shards' queue has a name of its own beside the copies of the project."""
+    root = write(tmp_path / "queue", SHARDED_PROJECT)
+    outcome, _ = await run_suite(root, shards=2)
+    assert outcome["data"]["tests_run"] == sum(n + 2 for n in range(4)), outcome
+
+
+def test_a_module_s_units_come_one_after_another() -> None:
+    """The heaviest module's units first, then the next module's: a shard that takes
+    several units of a module takes them in a row, and sets the module up once."""
+    tests = [
+        *(f"tests/test_m1.py::TestBig::test_{k}" for k in range(3)),
+        "tests/test_m1.py::TestSmall::test_0",
+        *(f"tests/test_m2.py::test_{k}" for k in range(2)),
+        "tests/test_m3.py::test_0",
+    ]
+    cut = pytest_shard_module.units(tests, 2, {})
+    modules = [pytest_shard_module.module_of(tests[unit[0]]) for unit in cut]
+    assert modules == sorted(modules, key=modules.index)  # each module's units together
+    assert modules[0] == "tests/test_m1.py" and modules[-1] == "tests/test_m3.py"
+
+
+def test_under_xdist_a_shard_keeps_a_share_fixed_in_advance(tmp_path: Path) -> None:
+    """Where pytest-xdist deals the tests out (`-n`, maybe in the project's addopts), each
+    shard keeps every n-th unit at collection, the same in each of xdist's workers, and
+    leaves the loop to xdist: every test runs once across the shards."""
+    ids = [f"tests/test_{n}.py::test_{k}" for n in range(5) for k in range(n + 1)]
+    kept: list[list[str]] = []
+    for index in range(2):
+        items = [SimpleNamespace(nodeid=nodeid) for nodeid in ids]
+        config = SimpleNamespace(
+            workerinput={},
+            option=SimpleNamespace(numprocesses=2),
+            hook=SimpleNamespace(pytest_deselected=lambda items: None),
+        )
+        pytest_shard_module._said.clear()
+        pytest_shard_module._said.update({"shard": [index, 2], "queue": str(tmp_path)})
+        try:
+            pytest_shard_module.pytest_collection_modifyitems(config, items)
+            session = SimpleNamespace(config=config)
+            assert pytest_shard_module.pytest_runtestloop(session) is None
+        finally:
+            pytest_shard_module._said.clear()
+        kept.append([item.nodeid for item in items])
+    assert sorted(kept[0] + kept[1]) == sorted(ids) and kept[0] and kept[1]
 
 
 FAILING_ONCE = {

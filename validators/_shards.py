@@ -3,7 +3,7 @@
 
 Each process of a suite runs in a copy of the project (in the kernel sandbox, a
 copy-on-write view that costs nothing) and is told what to do by a JSON file named in its
-environment (``shard``, ``durations``, ``only``, ``skip``, ``record``: see
+environment (``shard``, ``queue``, ``durations``, ``only``, ``skip``, ``record``: see
 :mod:`._pytest_shard`); it writes what it saw to its ``record``. Where the validation failed
 the last time it ran in the plan (``context.earlier``), the tests that failed then run
 first, in the first shard's copy, as one run by hand would; if one fails again the suite
@@ -12,11 +12,12 @@ has failed, and the rest is not run.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import random
-import shutil
+import tempfile
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -130,15 +131,21 @@ class Suite:
                 self.stopped = await self._failed_again(first)
             if not self.stopped:
                 self.runs += shards
-                queue = self.context.scratch / "queue"
+                queue = ""
                 if self.count > 1:
-                    await anyio.to_thread.run_sync(_fresh_folder, queue)
+                    # A name of its own in scratch (a copy of a folder named `queue` may
+                    # be there already).
+                    queue = await anyio.to_thread.run_sync(
+                        functools.partial(
+                            tempfile.mkdtemp, prefix=".queue-", dir=self.context.scratch
+                        )
+                    )
                 async with anyio.create_task_group() as group:
                     for index, run in enumerate(shards):
                         said: dict[str, Any] = {"skip": self.first, "durations": self.durations}
                         if self.count > 1:
                             said["shard"] = [index, self.count]
-                            said["queue"] = str(queue)
+                            said["queue"] = queue
                         group.start_soon(self._one, run, said)
         return bool(self.runs) and all(run.done is not None for run in self.runs)
 
@@ -160,7 +167,8 @@ class Suite:
             return path
 
         # One hash seed for every process of the call: a test whose id comes from a set's
-        # order (a parametrization) is the same test in each, so each keeps its own share.
+        # order (a parametrization) is the same test in each, and the shards cut the suite
+        # into the same units.
         seed = os.environ.get("PYTHONHASHSEED", "random")
         if not seed.isdigit():
             seed = str(random.SystemRandom().randrange(1, 4294967295))
@@ -220,12 +228,6 @@ class Suite:
             "durations": {group: round(seconds, 3) for group, seconds in sorted(heaviest)},
             "failed_ids": list(failing)[:MAX_FAILED],
         }
-
-
-def _fresh_folder(folder: Path) -> None:
-    """An empty folder the shards take units from (none taken yet)."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
 
 
 def _record(run: Run) -> dict[str, Any]:

@@ -4,10 +4,10 @@ naming a JSON file that says what this process is to do, as for pytest's shards
 (:mod:`._pytest_shard`): ``shard``, ``queue``, ``durations``, ``only``, ``skip``,
 ``record``.
 
-It discovers the tests as ``python -m unittest discover -s START -p PATTERN`` does, keeps
-its share, and reports as unittest's own text runner does (``Ran N tests``, ``OK`` or
-``FAILED (...)``, a ``FAIL:`` or ``ERROR:`` line per problem), so each process reads like a
-plain unittest run. A test's id is unittest's (``module.Class.test_name``); its group, its
+It discovers the tests as ``python -m unittest discover -s START -p PATTERN`` does, runs
+the classes it takes from the shards' queue, and reports as unittest's own text runner
+does (``Ran N tests``, ``OK`` or ``FAILED (...)``, a ``FAIL:`` or ``ERROR:`` line per
+problem), so each process reads like a plain unittest run. A test's id is unittest's (``module.Class.test_name``); its group, its
 class. Exit code: 0 if every test it ran passed, 1 if not, 5 if it ran none.
 """
 
@@ -32,6 +32,11 @@ _NO_TESTS: Final = 5
 def group_of(test_id: str) -> str:
     """A test's group: its class (``module.Class``), whose fixtures its tests share."""
     return test_id.rsplit(".", 1)[0]
+
+
+def module_of(test_id: str) -> str:
+    """A test's module (``setUpModule`` runs once for the module's classes in a row)."""
+    return test_id.rsplit(".", 2)[0]
 
 
 def _flat(suite: unittest.TestSuite | unittest.TestCase) -> list[unittest.TestCase]:
@@ -119,7 +124,7 @@ def main(argv: list[str]) -> int:
     shard = said.get("shard")
     if shard:
         ids = [test.id() for test in tests]
-        cut = units(ids, shard[1], said.get("durations") or {}, group_of)
+        cut = units(ids, shard[1], said.get("durations") or {}, group_of, module_of)
         suite = _Claimed([[tests[index] for index in unit] for unit in cut], said["queue"])
     durations: dict[str, float] = {}
     failed: dict[str, None] = {}
