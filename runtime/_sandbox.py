@@ -284,14 +284,21 @@ class SandboxPool:
             raise
         return _Worker(process, folder)
 
-    async def _warm(self, worker: _Worker) -> None:
-        """Wait for a spare to say it has imported what a call needs."""
+    async def _starting_answer(self, worker: _Worker, data: bytes | None = None) -> Answer:
+        """What a worker says as it starts (after ``data`` is sent, if given), within the
+        time a start may take; the worker is killed if it says nothing."""
         try:
+            if data is not None:
+                await worker.send(data)
             with anyio.fail_after(_START_TIMEOUT):
-                answer = await worker.receive()
+                return await worker.receive()
         except BaseException:
             await worker.kill()
             raise
+
+    async def _warm(self, worker: _Worker) -> None:
+        """Wait for a spare to say it has imported what a call needs."""
+        answer = await self._starting_answer(worker)
         if answer.kind != "spare":
             await worker.kill()
             raise _Garbled(f"an answer of kind {answer.kind!r}")
@@ -305,15 +312,12 @@ class SandboxPool:
         kept = kept_out()
         worker.hidden = hidden_now(kept)
         worker.shared, worker.views, worker.confined = shared, views, True
-        try:
-            await worker.send(pickle.dumps((list(sys.path), sorted(kept), shared, views)))
-            if not worker.warm:
-                await self._warm(worker)
-            with anyio.fail_after(_START_TIMEOUT):
-                answer = await worker.receive()
-        except BaseException:
-            await worker.kill()
-            raise
+        # Sent at once: a spare still importing reads it as soon as it says `spare`.
+        purpose = pickle.dumps((list(sys.path), sorted(kept), shared, views))
+        answer = await self._starting_answer(worker, purpose)
+        if answer.kind == "spare" and not worker.warm:
+            worker.warm = True
+            answer = await self._starting_answer(worker)
         if answer.kind != "ready":
             await worker.kill()
             if answer.kind == "unusable":
