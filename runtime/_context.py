@@ -410,7 +410,7 @@ class ToolContext:
         validation that has not run before, or outside a plan.
 
         A check may use it to get its answer sooner (run first the tests that failed
-        then, balance its work by the times it took), never to answer differently: a
+        then, order its work by the times it took), never to answer differently: a
         call that uses it must pass or fail as a fresh one would. Resumed or replayed, a
         round gives the same as when it first ran (the log holds the earlier rounds)."""
         data = self._earlier_data()
