@@ -49,6 +49,8 @@ __all__ = ["SandboxPool", "current_pool", "require", "sandbox_pool"]
 
 _START_TIMEOUT: Final = 60.0
 """Seconds a new worker has to confine itself and say it is ready."""
+_SPARE_WAIT: Final = _START_TIMEOUT
+"""Seconds a call waits for a spare on its way before it starts a worker of its own."""
 _ANSWER: Final = msgspec.msgpack.Decoder(Answer)
 _PASSED_ON: Final = frozenset(
     {
@@ -346,10 +348,15 @@ class SandboxPool:
             if not spares:
                 if not self._starting or self._closed:
                     break
-                # A spare is on its way: wait for it rather than start one more process.
+                # A spare is on its way: wait for it rather than start one more process
+                # (within the time a start may take: one that never comes is not waited
+                # for again).
                 if self._arrival is None:
                     self._arrival = anyio.Event()
-                await self._arrival.wait()
+                with anyio.move_on_after(_SPARE_WAIT) as waited:
+                    await self._arrival.wait()
+                if waited.cancelled_caught:
+                    break
                 continue
             # The one started first is the likeliest to have finished its imports.
             worker = spares[0]

@@ -1258,3 +1258,23 @@ async def test_a_call_whose_worker_ends_with_it_starts_the_next_expected_call_s_
                 assert coming == min(left, 1), (left, coming)
         finally:
             _sandbox._pool.reset(token)
+
+
+@pytest.mark.anyio
+async def test_a_call_waits_for_a_spare_on_its_way_no_longer_than_a_start_may_take(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spare said to be on its way that never comes: the call waits as long as a start
+    may take, then starts a worker of its own."""
+    from gategraph.runtime import _sandbox
+    from gategraph.runtime._invoke import to_result
+
+    monkeypatch.setattr(_sandbox, "_SPARE_WAIT", 0.2)
+    prepared = sandboxed_validation("honest")
+    async with sandbox_pool() as pool:
+        pool._starting += 1
+        try:
+            outcome = await prepared.call({}, {"root": repo})
+        finally:
+            pool._starting -= 1
+    assert to_result(outcome).passed, outcome
