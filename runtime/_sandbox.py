@@ -229,13 +229,13 @@ class SandboxPool:
         except (OSError, _Garbled, anyio.EndOfStream, anyio.IncompleteRead):
             return  # the call that needs a worker starts one itself, and says what fails
         finally:
+            # (A waiter runs only once this task next waits: after the append below.)
             self._starting -= 1
             self._arrived()
         if self._closed:
             await worker.kill()
         else:
             self._idle.append(worker)
-            self._arrived()
 
     def _arrived(self) -> None:
         """Wake the calls waiting for a spare on its way (:meth:`_take`)."""
@@ -298,9 +298,10 @@ class SandboxPool:
             await worker.kill()
             raise
 
-    async def _warm(self, worker: _Worker) -> None:
-        """Wait for a spare to say it has imported what a call needs."""
-        answer = await self._starting_answer(worker)
+    async def _warm(self, worker: _Worker, data: bytes | None = None) -> None:
+        """Wait for a spare to say it has imported what a call needs (after ``data`` is
+        sent, if given)."""
+        answer = await self._starting_answer(worker, data)
         if answer.kind != "spare":
             await worker.kill()
             raise _Garbled(f"an answer of kind {answer.kind!r}")
@@ -314,11 +315,12 @@ class SandboxPool:
         kept = kept_out()
         worker.hidden = hidden_now(kept)
         worker.shared, worker.views, worker.confined = shared, views, True
-        # Sent at once: a spare still importing reads it as soon as it says `spare`.
         purpose = pickle.dumps((list(sys.path), sorted(kept), shared, views))
-        answer = await self._starting_answer(worker, purpose)
-        if answer.kind == "spare" and not worker.warm:
-            worker.warm = True
+        if worker.warm:
+            answer = await self._starting_answer(worker, purpose)
+        else:
+            # Sent at once: a spare still importing reads it as soon as it says `spare`.
+            await self._warm(worker, purpose)
             answer = await self._starting_answer(worker)
         if answer.kind != "ready":
             await worker.kill()

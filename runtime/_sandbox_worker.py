@@ -20,8 +20,9 @@ A frame is a 4-byte big-endian length and its bytes. The first request is the pa
 ``sys.path``, the databases to hide, the folders the worker may change and those it gets
 a view of (the worker says ``spare`` before it reads it), then each is a
 :class:`._invoke.SandboxRequest`: pickles, the parent's to write and the worker's to read.
-Answers are :class:`Answer` in MessagePack, never pickles: the parent must not run what they contain, and the worker reads its
-child's answers the same way before it passes them on. ``ready`` (or ``refused``, why)
+Answers are :class:`Answer` in MessagePack, never pickles: the parent must not run what
+they contain, and the worker reads its child's answers the same way before it passes them
+on. ``ready`` (or ``refused``, why)
 once, then ``done`` per call, with ``keep`` False when the worker must not run another
 call (a call left a process running, which the worker cannot end without ending itself).
 

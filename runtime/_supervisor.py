@@ -546,6 +546,7 @@ class Supervisor:
         """What the plan's rounds share: its MCP sessions, and its sandboxed workers (so a
         round does not start them again)."""
         async with contextlib.AsyncExitStack() as stack:
+            sandboxed = self._sandboxed_nodes()
             await stack.enter_async_context(
                 open_plan_mcp_sessions(
                     self.graph,
@@ -554,20 +555,15 @@ class Supervisor:
                     isolation=self.executor.isolation,
                 )
             )
-            if (
-                self.executor.isolation == "sandbox"
-                or self.graph.policy.require_sandbox
-                or any(node.isolation == "sandbox" for node in self.graph.nodes)
-                or any(tool.untrusted for tool in self.graph.registry.values())
-                or self._sandboxed_nodes()
-            ):
+            # (Every node the plan or the run sends to the sandbox is counted.)
+            if sandboxed or any(tool.untrusted for tool in self.graph.registry.values()):
                 from ._sandbox import current_pool, sandbox_pool
 
                 # The embedder's pool where it opened one (its workers are warm), else the
                 # plan's own, for all its rounds: its first workers start now, and import
                 # what a call needs while the plan's folders are copied.
                 if current_pool() is None:
-                    prewarm = min(self._sandboxed_nodes(), self.graph.policy.max_concurrency)
+                    prewarm = min(sandboxed, self.graph.policy.max_concurrency)
                     await stack.enter_async_context(sandbox_pool(prewarm=prewarm))
             yield
 

@@ -132,12 +132,12 @@ async def pytest_suite(
     Cancelling the call kills pytest.
 
     In shards, the suite runs in as many pytest processes at once, each on a copy of its
-    own (``-p gategraph.validators._pytest_shard``), each taking the heaviest unit of the
-    collected tests no other has taken whenever it is ready for more: a class's tests, or
-    a module's functions, go together, weighed by the time they took when the validation
-    last ran in the plan (else by what the project's ``.test_durations`` file, as
-    pytest-split keeps it, says; else by their number); a group bigger than a shard's
-    share is cut into its tests.
+    own (``-p gategraph.validators._pytest_shard``), each taking, when its last test is
+    done, the next unit of the collected tests no other has taken: a class's tests, or a
+    module's functions, go together, the heaviest module first, weighed by the time they
+    took when the validation last ran in the plan (else by what the project's
+    ``.test_durations`` file, as pytest-split keeps it, says; else by their number); a
+    group bigger than a shard's share is cut into its tests.
     One result and one failure list say how the suite went. By default (``auto``) one
     shard per core where copies cost nothing (copy-on-write views, in the kernel sandbox),
     else one.

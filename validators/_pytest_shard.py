@@ -11,9 +11,9 @@ that says what this process is to do:
   "failed": [node id, ...], "collected": [digest of every test it collected]}``.
 
 Every shard collects the whole suite the same way and is given the same durations, so each
-cuts it into the same units (:func:`units`); each then takes the next unit no other shard
-has taken until none is left: every test runs in exactly one shard, and the shards end
-together whatever the tests cost.
+cuts it into the same units (:func:`units`); each, when its last test is done, takes the
+next unit no other shard has taken, until none is left: every test runs in exactly one
+shard, and a shard held up by a slow test leaves the rest to the others.
 """
 
 from __future__ import annotations

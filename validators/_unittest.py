@@ -81,9 +81,9 @@ async def unittest_suite(
     call kills the run.
 
     In shards and with what failed last time first, as ``pytest_suite``: a class's tests
-    stay together, each shard taking the heaviest class left whenever it is ready for
-    more, weighed by the seconds it took the last time the validation ran in the plan,
-    else by its number of tests.
+    stay together, each shard taking the next class left when its last test is done, the
+    heaviest module first, weighed by the seconds they took the last time the validation
+    ran in the plan, else by their number of tests.
 
     Arguments:
         root: the project folder (the directory resource).

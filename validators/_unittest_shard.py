@@ -7,8 +7,9 @@ naming a JSON file that says what this process is to do, as for pytest's shards
 It discovers the tests as ``python -m unittest discover -s START -p PATTERN`` does, runs
 the classes it takes from the shards' queue, and reports as unittest's own text runner
 does (``Ran N tests``, ``OK`` or ``FAILED (...)``, a ``FAIL:`` or ``ERROR:`` line per
-problem), so each process reads like a plain unittest run. A test's id is unittest's (``module.Class.test_name``); its group, its
-class. Exit code: 0 if every test it ran passed, 1 if not, 5 if it ran none.
+problem), so each process reads like a plain unittest run. A test's id is unittest's
+(``module.Class.test_name``); its group, its class. Exit code: 0 if every test it ran
+passed, 1 if not, 5 if it ran none.
 """
 
 from __future__ import annotations
