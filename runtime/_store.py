@@ -91,6 +91,8 @@ from ._resources import (
     _NOFOLLOW,
     JOURNAL,
     Exclusion,
+    _clone,
+    _copy_digest,
     _Digest,
     _digest_fd,
     _fsync_folder,
@@ -456,6 +458,8 @@ class _DiskBackend:
         if source is None:
             return None
         try:
+            if _clone(source, fd):
+                return _digest_fd(source)  # an object never changes once named
             return _digest_fd(source, fd)
         finally:
             os.close(source)
@@ -464,7 +468,8 @@ class _DiskBackend:
         """Write a new temporary file in ``folder`` with ``fill`` (made durable by the
         batch's :meth:`flush`); never left behind on an error."""
         path = folder / f".{secrets.token_hex(8)}.tmp"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o400)
+        # Read and write: a copy that shares its source's blocks is hashed from itself.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o400)
         try:
             try:
                 digest = fill(fd)
@@ -515,18 +520,18 @@ class _DiskBackend:
         return digest
 
     def ingest(self, fd: int, batch: _Batch) -> _Digest:
-        # Hash first: a file stored already costs one read and no write. A new one is read
-        # again, hashed as it is copied: what the copy holds is what it is named after,
-        # even if the file changed in between.
+        # Hash first: a file stored already costs one read and no write. A new one is
+        # copied (its blocks shared where the file system can) and the copy hashed: what
+        # the copy holds is what it is named after, even if the file changed in between.
+        before = os.fstat(fd)
         first = _digest_fd(fd)
         if first.sha256 in batch.pending or self.size(first.sha256) is not None:
             return first
-        os.lseek(fd, 0, os.SEEK_SET)
         _make_folder(self._objects)
         copied: list[_Digest] = []
 
         def fill(out: int) -> str:
-            copied.append(_digest_fd(fd, out))
+            copied.append(_copy_digest(fd, out, (before, first)))
             return copied[0].sha256
 
         temporary, digest = self._temporary(self._objects, fill)

@@ -282,16 +282,13 @@ def test_a_failed_copy_leaves_no_partial_object(
     folder = tmp_path / "box"
     folder.mkdir()
     (folder / "big.bin").write_bytes(b"x" * 100_000)
-    real = store_module._digest_fd
 
-    def broken(fd: int, copy_to: int | None = None) -> Any:
-        if copy_to is None:
-            return real(fd)
+    def broken(fd: int, copy_to: int, hashed: Any = None) -> Any:
         os.write(copy_to, b"partial")
         raise OSError(errno.EIO, "Input/output error")
 
     store = ContentStore(tmp_path / "store")
-    monkeypatch.setattr(store_module, "_digest_fd", broken)
+    monkeypatch.setattr(store_module, "_copy_digest", broken)
     with pytest.raises(OSError, match="Input/output"):
         store.snapshot_folder(folder)
     assert files_below(tmp_path / "store" / "objects") == []
