@@ -99,16 +99,16 @@ def _check_embed(embed: dict[str, Any], calls: int, repeats: int) -> None:
 
 
 def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
-    """--quick --n 10,20 --json: every scenario and N holds the documented keys."""
+    """--quick --n 4,8 --json: every scenario and N holds the documented keys."""
     out = tmp_path / "bench.json"
-    result = _invoke("--quick", "--n", "10,20", "--repeat", "1", "--no-rss", "--json", str(out))
+    result = _invoke("--quick", "--n", "4,8", "--repeat", "1", "--no-rss", "--json", str(out))
     assert result.exit_code == 0, result.output
     assert "### targets" in result.stdout
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["schema"] == harness.SCHEMA_VERSION
     assert {"python", "cpus", "platform", "processor"} <= set(report["machine"])
     assert report["settings"]["quick"] is True
-    assert report["settings"]["sizes"] == [10, 20]
+    assert report["settings"]["sizes"] == [4, 8]
     # All but suite and project, which run real projects' tests only when named.
     assert report["settings"]["scenarios"] == [
         n for n in _SCENARIOS if n not in {"suite", "project"}
@@ -120,7 +120,7 @@ def test_quick_json_has_every_scenario_and_n(tmp_path: Path) -> None:
         assert {"title", "backend", "contenders", "notes", "cases", "seconds"} <= set(scenario)
         contenders = scenario["contenders"]
         assert contenders[:4] == ["gategraph", "asyncio_gather", "anyio_taskgroup", "langgraph"]
-        assert sorted({case["n"] for case in scenario["cases"]}) == [10, 20], name
+        assert sorted({case["n"] for case in scenario["cases"]}) == [4, 8], name
         for case in scenario["cases"]:
             _check_case(case, contenders, engine_ran=name != "sandbox" or SANDBOX_MISSING is None)
     sweep = report["scenarios"]["sweep"]["cases"]
