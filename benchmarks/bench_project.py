@@ -318,10 +318,10 @@ def _sampled(command: list[str], env: dict[str, str], cwd: Path, paths: Sequence
     """Run ``command`` to its end; the most disk the files under ``paths`` took meanwhile
     (sampled every 20 ms, and once at the end).
 
-    Each sample is the lesser of two bounds, each at least what the run took: the files'
-    blocks (which count in full a block two files share, as a reflinked copy does), and what
-    the file system holding ``cwd`` lost since the run began (which counts too what other
-    programs write there)."""
+    Each sample is the lesser of two measures: the files' blocks, which count in full a
+    block two files share (as a reflinked copy does), and what the file system holding
+    ``cwd`` lost since the run began, which is exact only while nothing else writes to or
+    frees space on it (a quiet machine)."""
     start = _fs_used(cwd)
 
     def now() -> int:

@@ -254,10 +254,10 @@ def _digest_fd(fd: int, copy_to: int | None = None) -> _Digest:
 
 _FICLONE: Final = 0x40049409
 """Linux's ioctl that makes one file share another's blocks (``_IOW(0x94, 9, int)``)."""
-_NO_CLONE: Final = frozenset(
-    {errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.ENOSYS, errno.EPERM}
-)
-"""What a file system says when it cannot share blocks between these two files."""
+_NEVER_CLONES: Final = frozenset({errno.EOPNOTSUPP, errno.ENOTTY, errno.ENOSYS, errno.EXDEV})
+"""What a file system says when it cannot share blocks at all (ext4, tmpfs), or not between
+these two (two file systems). Any other error (btrfs's EINVAL for a file that must not be
+copied on write, say) is that file's: it is copied, and the next file is cloned."""
 _unclonable: set[tuple[int, int]] = set()
 """Pairs of devices (source, target) found unable to share blocks: not asked again."""
 
@@ -275,48 +275,23 @@ def _clone(source: int, target: int) -> bool:
     try:
         fcntl.ioctl(target, _FICLONE, source)
     except OSError as exc:
-        if exc.errno in _NO_CLONE:
+        if exc.errno in _NEVER_CLONES:
             _unclonable.add(devices)
         return False
     return True
 
 
-_SETTLED_NS: Final = 2_000_000_000
-"""How long ago a file's last change must be for its time of change to prove that it did not
-change again (a change within the same tick of the clock may leave that time as it was)."""
-
-
-def _copy_digest(
-    fd: int, out: int, hashed: tuple[os.stat_result, _Digest] | None = None
-) -> _Digest:
-    """Copy what ``fd`` reads into ``out`` (a new, empty file of the caller's own, open for
-    reading and writing), sharing its blocks where the file system can; the digest of what
-    the copy holds, even if the source changes meanwhile. ``hashed``: the source's status
-    and digest, taken in that order just before, which a shared copy of a source that did
-    not change since needs no second read for."""
-    before = hashed[0] if hashed is not None else os.fstat(fd)
-    if not _clone(fd, out):
-        if hashed is not None:
-            os.lseek(fd, 0, os.SEEK_SET)
-        return _digest_fd(fd, out)
-    # The source's blocks are hot in memory, the copy's are not (each file has pages of
-    # its own): hash the source, and prove by its time of change (which no program can
-    # set) that it did not change from before it was hashed to after it was copied. A
-    # source changed lately proves nothing: the copy is read instead.
-    if before.st_ctime_ns < time.time_ns() - _SETTLED_NS:
-        if hashed is not None:
-            found = hashed[1]
-        else:
-            found = _digest_fd(fd)
-        after = os.fstat(fd)
-        if (after.st_ctime_ns, after.st_mtime_ns, after.st_size, after.st_ino) == (
-            before.st_ctime_ns,
-            before.st_mtime_ns,
-            before.st_size,
-            before.st_ino,
-        ) and found.size == after.st_size:
-            return found
-    return _digest_fd(out)
+def _copy_digest(fd: int, out: int) -> _Digest:
+    """Copy what ``fd`` reads, from its start, into ``out`` (a new, empty file of the
+    caller's own, open for reading and writing), sharing its blocks where the file system
+    can; the digest of what the copy holds, even if the source changes meanwhile."""
+    if _clone(fd, out):
+        # The copy is read, not the source: a clone is the source at one instant, and a
+        # write through a memory map changes the source without a trace in its times.
+        return _digest_fd(out)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(out, 0)  # a clone that failed part way may have left some behind
+    return _digest_fd(fd, out)
 
 
 def _file_digest(path: str) -> _Digest:

@@ -91,7 +91,6 @@ from ._resources import (
     _NOFOLLOW,
     JOURNAL,
     Exclusion,
-    _clone,
     _copy_digest,
     _Digest,
     _digest_fd,
@@ -458,9 +457,7 @@ class _DiskBackend:
         if source is None:
             return None
         try:
-            if _clone(source, fd):
-                return _digest_fd(source)  # an object never changes once named
-            return _digest_fd(source, fd)
+            return _copy_digest(source, fd)
         finally:
             os.close(source)
 
@@ -523,7 +520,6 @@ class _DiskBackend:
         # Hash first: a file stored already costs one read and no write. A new one is
         # copied (its blocks shared where the file system can) and the copy hashed: what
         # the copy holds is what it is named after, even if the file changed in between.
-        before = os.fstat(fd)
         first = _digest_fd(fd)
         if first.sha256 in batch.pending or self.size(first.sha256) is not None:
             return first
@@ -531,7 +527,7 @@ class _DiskBackend:
         copied: list[_Digest] = []
 
         def fill(out: int) -> str:
-            copied.append(_copy_digest(fd, out, (before, first)))
+            copied.append(_copy_digest(fd, out))
             return copied[0].sha256
 
         temporary, digest = self._temporary(self._objects, fill)
@@ -1055,9 +1051,9 @@ class ContentStore:
                 target = self._content(digest, entry)
                 os.symlink(os.fsdecode(target), name, dir_fd=parent)
                 return
-            out = os.open(
+            out = os.open(  # read too: a copy that shares the object's blocks is hashed
                 name,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
+                os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
                 0o666,
                 dir_fd=parent,
             )
