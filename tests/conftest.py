@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import types
@@ -56,6 +57,12 @@ def _serialize_thread_tracing() -> None:
 
 if sys.version_info < (3, 12):
     _serialize_thread_tracing()
+
+# A suite started in the background of a shell (`python -m pytest &`, `nohup`) inherits
+# Ctrl-C ignored, and Python then installs no KeyboardInterrupt handler: the tests of what a
+# person's Ctrl-C does need the one a terminal gives.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -34,7 +34,7 @@ from gategraph.runtime import (
     ValidationMode,
     __version__,
 )
-from gategraph.runtime import _cli as cli_module
+from gategraph.runtime._cli import _main as cli_module
 from gategraph.runtime._cli import cli
 
 ULID_LINE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}\n$")

@@ -13,7 +13,7 @@ pytest.importorskip("mcp")
 from click.testing import CliRunner, Result
 from gategraph.runtime import Catalog, ConfigError, tool_from_config
 from gategraph.runtime._cli import cli
-from gategraph.runtime._cli_mcp import _type_of
+from gategraph.runtime._cli._mcp import _type_of
 from gategraph.runtime._exceptions import ConfigIssue
 from gategraph.runtime._mcp import (
     McpCall,

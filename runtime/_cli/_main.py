@@ -1,11 +1,5 @@
-"""The ``gategraph`` command line: a thin layer over the public API.
-
-Exit codes: 0 done, 1 refused (the name exists, a rule forbids it, not confirmed) or the
-plan failed, 2 usage or configuration error (bad file, unknown field, unknown validation
-or attachment, contradictory flags), 3 the plan waits for a person. Every error is printed
-as ``error: ...`` lines on standard error, without a traceback (an internal error too:
-``GATEGRAPH_DEBUG=1`` adds its traceback). docs/cli.md is the user's guide.
-"""
+"""The root command group, the commands that are not a group of their own module, and
+``main``: how every error becomes one line and an exit code."""
 
 from __future__ import annotations
 
@@ -18,46 +12,36 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
+from gategraph.runtime._sync import choose_loop, run_loop, run_sync, use_uvloop, uses_uvloop
+from gategraph.runtime._version import __version__
 
-from ._sync import choose_loop, run_loop, run_sync, use_uvloop, uses_uvloop
-from ._version import __version__
+from ._common import (
+    DEBUG_ENV,
+    EXIT_AWAITING,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CommandError,
+    _catalog,
+    _event_log_path,
+    _fail,
+    _json_out,
+    _log_beside,
+    _print_error,
+    _table,
+    held_by,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 
     from click.shell_completion import CompletionItem
-
-    from ._catalog import Catalog
-    from ._graph import PlanGraph
-    from ._models import Attachment, Tool
-    from ._resources import DirectorySandbox
+    from gategraph.runtime._catalog import Catalog
+    from gategraph.runtime._graph import PlanGraph
+    from gategraph.runtime._models import Attachment, Tool
+    from gategraph.runtime._resources import DirectorySandbox
 
 __all__ = ["cli", "main"]
-
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-EXIT_AWAITING = 3
-
-DEBUG_ENV = "GATEGRAPH_DEBUG"
-"""Set to 1 to print the traceback of an internal error as well."""
-
-
-class CommandError(click.ClickException):
-    """An error the CLI reports as ``error: message`` lines with its exit code."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.code = exit_code
-
-
-def _fail(message: str, exit_code: int = EXIT_USAGE) -> NoReturn:
-    raise CommandError(message, exit_code)
-
-
-def _print_error(message: str) -> None:
-    for line in message.splitlines() or [""]:
-        click.echo(f"error: {line}", err=True)
 
 
 class _Group(click.Group):
@@ -102,7 +86,12 @@ class _Group(click.Group):
 
 def _report(exc: BaseException) -> int:
     """Print ``exc`` as ``error:`` lines and return the exit code it means."""
-    from ._exceptions import CatalogError, ConfigError, GategraphError, NotFoundError
+    from gategraph.runtime._exceptions import (
+        CatalogError,
+        ConfigError,
+        GategraphError,
+        NotFoundError,
+    )
 
     if isinstance(exc, click.exceptions.Abort):
         if isinstance(exc.__cause__, KeyboardInterrupt):
@@ -219,7 +208,7 @@ def cli(ctx: click.Context, catalog_path: Path | None) -> None:
     """Run AI-agent plans as actor graphs; nothing is applied until its validations pass."""
     ctx.obj = catalog_path
     if ctx.invoked_subcommand in _PROBING:
-        from ._kernel import probe_ahead
+        from gategraph.runtime._kernel import probe_ahead
 
         probe_ahead()  # where the sandbox can run is known by the time a graph is loaded
 
@@ -228,30 +217,12 @@ def cli(ctx: click.Context, catalog_path: Path | None) -> None:
 _PROBING: Final = frozenset({"check", "execute", "run", "resume", "decide", "approve", "demo"})
 
 
-@contextmanager
-def _catalog(*, create: bool) -> Iterator[Catalog]:
-    """Open the catalog; without ``create``, a missing file reads as an empty catalog."""
-    from ._catalog import Catalog, default_catalog_path
-
-    path = click.get_current_context().find_root().obj or default_catalog_path()
-    if not create and not Path(path).exists():
-        catalog = Catalog.in_memory()
-    else:
-        catalog = Catalog.open(path)
-    with catalog:
-        yield catalog
-
-
 def _sweep_scratch() -> None:
     """Remove what worker processes killed at their timeout left in the temporary folder
     (their scratch), now rather than at the next run."""
-    from ._context import sweep
+    from gategraph.runtime._context import sweep
 
     sweep()
-
-
-def _json_out(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 @contextmanager
@@ -271,8 +242,8 @@ def _stdout_for_json(as_json: bool) -> Iterator[None]:
 
 
 def _load_model(config: Path, *, validation: bool) -> tuple[Tool, Any]:
-    from ._models import Validation, tool_from_config
-    from ._yaml import read_document
+    from gategraph.runtime._models import Validation, tool_from_config
+    from gategraph.runtime._yaml import read_document
 
     doc = read_document(config)
     model = Validation.from_config(doc) if validation else tool_from_config(doc)
@@ -280,8 +251,8 @@ def _load_model(config: Path, *, validation: bool) -> tuple[Tool, Any]:
 
 
 def _add(config: Path, update: bool, *, validation: bool) -> None:
-    from ._exceptions import DuplicateError, IntegrityError, NotFoundError
-    from ._models import Validation
+    from gategraph.runtime._exceptions import DuplicateError, IntegrityError, NotFoundError
+    from gategraph.runtime._models import Validation
 
     # Parse and check the whole file before the catalog is touched: nothing half-written.
     model, doc = _load_model(config, validation=validation)
@@ -338,24 +309,12 @@ _update_option = click.option(
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def _event_log_path() -> Path:
-    """The SQLite event log: beside the catalog (``--catalog``'s folder, or the default)."""
-    return _log_beside(click.get_current_context().find_root().obj)
-
-
-def _log_beside(catalog_path: Path | None) -> Path:
-    from ._eventlog import EVENTS_FILE, default_event_log_path
-
-    return Path(catalog_path).with_name(EVENTS_FILE) if catalog_path else default_event_log_path()
-
-
 def _complete_plan_id(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """Shell completion of a PLAN_ID: the plans in the event log, newest first."""
     from click.shell_completion import CompletionItem
-
-    from ._eventlog import list_plans
+    from gategraph.runtime._eventlog import list_plans
 
     # While completing, the root's callback has not run: --catalog is only in its params.
     path = _log_beside(ctx.find_root().params.get("catalog_path"))
@@ -383,19 +342,13 @@ def tool_add(config: Path, update: bool) -> None:
     _add(config, update, validation=False)
 
 
-def _table(rows: list[list[str]], header: list[str]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-
-
 _FLAKES_SHOWN = 5
 """How many of a validation's flakes `tool show` lists, the most recent first."""
 
 
 def _validation_flakes(tool: Tool, counts: dict[str, int]) -> int | None:
     """How many times ``tool`` was found flaky; None for a tool (only validations can be)."""
-    from ._models import ToolType
+    from gategraph.runtime._models import ToolType
 
     return counts.get(tool.name, 0) if tool.tool_type is ToolType.VALIDATION else None
 
@@ -413,7 +366,7 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
     if as_json:
         _json_out([_with_flakes(t.as_cli_dict(), flakes[t.name]) for t in tools])
         return
-    from ._builtins import builtin, builtin_names
+    from gategraph.runtime._builtins import builtin, builtin_names
 
     registered = {t.name for t in tools}
     # Flaky validations the table cannot show: a graph's own, or a built-in used by name.
@@ -432,7 +385,7 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
         if names and type_ in (None, kind)
     ]
     if type_ != "tool":
-        from ._plugins import plugin_problems, plugin_validations
+        from gategraph.runtime._plugins import plugin_problems, plugin_validations
 
         plugged = [
             f"{v.name} ({v.plugin})" for v in plugin_validations() if v.name not in registered
@@ -540,7 +493,7 @@ _yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for con
 @_yes_option
 def tool_remove(name: str, force: bool, yes: bool) -> None:
     """Remove a tool or validation (needed to change a validation's mode)."""
-    from ._exceptions import CatalogError, NotFoundError
+    from gategraph.runtime._exceptions import CatalogError, NotFoundError
 
     with _catalog(create=False) as catalog:
         try:
@@ -653,7 +606,7 @@ def validation_attach(
             resource, validation_name, project=project, plan=plan, arguments=arguments
         )
     click.echo(attachment.id)
-    from ._graph import NODE_ID_PATTERN
+    from gategraph.runtime._graph import NODE_ID_PATTERN
 
     if not re.fullmatch(NODE_ID_PATTERN, resource):
         # Plans find attachments by the names their graphs give resources, and no graph
@@ -748,7 +701,7 @@ def validator_register(validator_id: str) -> None:
     """Register a credential for the outside validator VALIDATOR_ID (like validator-alice)
     and print it, once: the catalog keeps only its digest. Give it to the validator; its
     attestations and rejections count only with it."""
-    from ._validator_tools import register_validator
+    from gategraph.runtime._validator_tools import register_validator
 
     with _catalog(create=True) as catalog:
         credential = register_validator(validator_id, evidence=catalog)
@@ -764,7 +717,7 @@ def validator_register(validator_id: str) -> None:
 @click.argument("validator_id")
 def validator_revoke(validator_id: str) -> None:
     """Revoke every credential of VALIDATOR_ID: what it signs from now on is refused."""
-    from ._validator_tools import revoke_validator
+    from gategraph.runtime._validator_tools import revoke_validator
 
     with _catalog(create=False) as catalog:
         gone = revoke_validator(validator_id, evidence=catalog)
@@ -797,8 +750,8 @@ def check(graph: Path, as_json: bool, require_sandbox: bool) -> None:
 
     Tools and validations are looked up in the graph, then in the catalog if it exists.
     """
-    from ._exceptions import ConfigError
-    from ._graph import NodeKind, load_graph
+    from gategraph.runtime._exceptions import ConfigError
+    from gategraph.runtime._graph import NodeKind, load_graph
 
     _sweep_scratch()  # what killed runs left, also when no plan runs after this
     with _catalog(create=False) as catalog:
@@ -861,7 +814,7 @@ def check(graph: Path, as_json: bool, require_sandbox: bool) -> None:
 
 
 def _node_row(result: Any, mode: str | None) -> list[str]:
-    from ._results import ValidationResult
+    from gategraph.runtime._results import ValidationResult
 
     output = result.output
     kind = result.kind + (f" ({mode})" if mode else "")
@@ -894,18 +847,6 @@ def _held(records: Sequence[Any]) -> str:
     return f"; read-only held by {held}" if held else ""
 
 
-def held_by(enforced: Iterable[str | None]) -> str:
-    """What held calls to read-only, from their enforcements (``kernel``, ``guard``,
-    ``server``): ``the kernel for 3 and the in-process guard for 2``; empty for none."""
-    counts: dict[str, int] = {}
-    for kind in enforced:
-        if kind is not None:
-            counts[kind] = counts.get(kind, 0) + 1
-    words = {"kernel": "the kernel", "guard": "the in-process guard", "server": "MCP servers"}
-    parts = [f"{words[k]} for {counts[k]}" for k in ("kernel", "guard", "server") if k in counts]
-    return " and ".join(parts)
-
-
 @contextmanager
 def _workspace(plan: PlanGraph, *, in_place: bool) -> Iterator[dict[str, DirectorySandbox]]:
     """Sandboxes of the graph's folders in a temporary folder, removed on the way out (none
@@ -921,7 +862,7 @@ def _workspace(plan: PlanGraph, *, in_place: bool) -> Iterator[dict[str, Directo
     if in_place or not folders:
         yield {}
         return
-    from ._context import private_folder
+    from gategraph.runtime._context import private_folder
 
     # In this process's scratch parent: swept even if the process is killed midway.
     scratch = private_folder("execute")
@@ -947,15 +888,15 @@ def _folders_text(plan: PlanGraph) -> str:
 
 def _check_new_plan_id(plan_id: str | None) -> None:
     """Refuse, before anything runs or prints, a --plan-id the event log holds already."""
-    from ._eventlog import read_events
-    from ._events import PlanStarted
+    from gategraph.runtime._eventlog import read_events
+    from gategraph.runtime._events import PlanStarted
 
     if plan_id is None:
         return
     if not plan_id.strip():
         _fail("--plan-id: must not be empty")
-    from ._exceptions import ConfigError
-    from ._ids import check_plan_id
+    from gategraph.runtime._exceptions import ConfigError
+    from gategraph.runtime._ids import check_plan_id
 
     try:
         check_plan_id(plan_id)
@@ -1014,10 +955,9 @@ def execute(
     apply) is `gategraph run`.
     """
     import msgspec
-
-    from ._engine import execute_graph
-    from ._eventlog import SQLiteEventLog
-    from ._graph import load_graph
+    from gategraph.runtime._engine import execute_graph
+    from gategraph.runtime._eventlog import SQLiteEventLog
+    from gategraph.runtime._graph import load_graph
 
     _sweep_scratch()  # what killed runs left, also when this run stops early
     _check_new_plan_id(plan_id)
@@ -1094,8 +1034,7 @@ def execute(
 def events(plan_id: str, as_json: bool) -> None:
     """Print the event log of the plan PLAN_ID, in order."""
     import msgspec
-
-    from ._eventlog import read_events
+    from gategraph.runtime._eventlog import read_events
 
     found = read_events(_event_log_path(), plan_id)
     if not found:
@@ -1140,7 +1079,7 @@ def _parse_resources(pairs: Sequence[str]) -> dict[str, Path]:
 def _folders_of(plan: PlanGraph, folders: Mapping[str, Path]) -> dict[str, Any]:
     """The directory resources the command line named (``--resource NAME=FOLDER``), each
     with what the graph says it leaves out."""
-    from ._resources import DirectoryResource
+    from gategraph.runtime._resources import DirectoryResource
 
     return {
         name: plan.resources[name].directory(name, folder)
@@ -1166,7 +1105,7 @@ def _check_report(report: tuple[str, Path] | None) -> None:
 def _informational(plan: PlanGraph, catalog: Catalog) -> frozenset[str]:
     """The names of the informational validations a plan may run: its own, then the
     catalog's (which the plan's attachments and nodes can name)."""
-    from ._models import Validation, ValidationMode
+    from gategraph.runtime._models import Validation, ValidationMode
 
     own = {v.name: v.mode for v in plan.validations}
     for found in catalog.list("validation"):
@@ -1190,13 +1129,13 @@ def _drive_plan(
     and, with ``otel``, tracing it; then show the outcome of plan graph ``name``
     (:func:`_show_outcome`)."""
 
-    from ._eventlog import SQLiteEventLog
-    from ._observe import ObservedEventLog, progress_for
+    from gategraph.runtime._eventlog import SQLiteEventLog
+    from gategraph.runtime._observe import ObservedEventLog, progress_for
 
     tracing: Any = None
     setup: Any = None
     if otel:
-        from ._telemetry import (
+        from gategraph.runtime._telemetry import (
             OpenTelemetryObserver,
             configure_from_environment,
             telemetry_available,
@@ -1254,8 +1193,7 @@ def _show_outcome(
     A plan that waits for a person who is at the terminal: ask them, and go on (with
     ``graph_file``, the graph the command was given)."""
     import msgspec
-
-    from ._supervisor import PlanStatus
+    from gategraph.runtime._supervisor import PlanStatus
 
     if as_json:
         _json_out(msgspec.to_builtins(outcome))
@@ -1299,8 +1237,9 @@ def _show_outcome(
     if report is not None:
         # Written after the outcome is shown: a report that cannot be written must not
         # hide what happened to the plan.
-        from ._cli_plans import html_page, write_report
-        from ._reports import render_report
+        from gategraph.runtime._reports import render_report
+
+        from ._plans import html_page, write_report
 
         kind, target = report
         if kind == "html":
@@ -1310,7 +1249,7 @@ def _show_outcome(
             text = render_report(outcome, kind, name=name)
         write_report(target, text, "--report")
     if not as_json:
-        from ._cli_plans import ask_person
+        from ._plans import ask_person
 
         decision = ask_person(outcome)
         if decision is not None:
@@ -1343,8 +1282,8 @@ def _run_plan_command(
     ray_address: str | None = None,
     require_sandbox: bool = False,
 ) -> None:
-    from ._graph import load_graph
-    from ._supervisor import RayExecutor, run_plan
+    from gategraph.runtime._graph import load_graph
+    from gategraph.runtime._supervisor import RayExecutor, run_plan
 
     _check_report(report)
     _check_new_plan_id(plan_id)
@@ -1388,10 +1327,10 @@ def _resume_command(
     """Resume plan ``plan_id`` from the embedded log: the graph file and the resources it
     ran with come from its ``plan_started`` event."""
 
-    from ._eventlog import read_events
-    from ._events import PlanStarted
-    from ._graph import load_graph
-    from ._supervisor import resume_plan
+    from gategraph.runtime._eventlog import read_events
+    from gategraph.runtime._events import PlanStarted
+    from gategraph.runtime._graph import load_graph
+    from gategraph.runtime._supervisor import resume_plan
 
     _check_report(report)
     log_path = _event_log_path()
@@ -1421,7 +1360,7 @@ def _resume_command(
     with _catalog(create=False) as catalog:
         plan = load_graph(path, catalog=catalog)
         informational = _informational(plan, catalog)
-    from ._gate import is_gate
+    from gategraph.runtime._gate import is_gate
 
     if is_gate(plan) and (decision is None or decision.action == "retry"):
         # Its new work can only come from the program that opened it: refused before
@@ -1597,11 +1536,10 @@ def replay(plan_id: str, graph: Path | None, rerun: str | None, as_json: bool) -
     ROUNDS).
     """
     import msgspec
-
-    from ._eventlog import read_events
-    from ._events import PlanStarted
-    from ._graph import load_graph
-    from ._replay import replay_plan
+    from gategraph.runtime._eventlog import read_events
+    from gategraph.runtime._events import PlanStarted
+    from gategraph.runtime._graph import load_graph
+    from gategraph.runtime._replay import replay_plan
 
     rounds = _rounds_option(rerun)
     log_path = _event_log_path()
@@ -1692,8 +1630,8 @@ def _rerun(
     """Re-run the plan's rounds on the inputs kept in ``store_folder``."""
     import functools
 
-    from ._rerun import rerun_rounds
-    from ._store import ContentStore
+    from gategraph.runtime._rerun import rerun_rounds
+    from gategraph.runtime._store import ContentStore
 
     if not store_folder.is_dir():
         _fail(f"no inputs are kept for this plan: {store_folder} does not exist")
@@ -1744,7 +1682,7 @@ def _answer(
 ) -> None:
     """A person's answer (`decide`, `approve`): exactly one of ``choices`` (action → flag
     given); record it and continue the plan."""
-    from ._protocols import EscalationDecision
+    from gategraph.runtime._protocols import EscalationDecision
 
     given = [action for action, chosen in choices.items() if chosen]
     flags = " or ".join(f"--{action}" for action in choices)
@@ -1824,7 +1762,7 @@ def mcp_group() -> None:
 
 def _add_mcp_client_commands() -> None:
     # add, list, tools, import, remove: the client side, in its own module.
-    from ._cli_mcp import register
+    from ._mcp import register
 
     register(mcp_group)
 
@@ -1833,7 +1771,7 @@ _add_mcp_client_commands()
 
 
 def _add_skill_commands() -> None:
-    from ._cli_skill import register
+    from ._skill import register
 
     register(cli)
 
@@ -1843,7 +1781,7 @@ _add_skill_commands()
 
 def _add_plan_commands() -> None:
     # plans, graph, schema: looking at plans and plan graphs, in their own module.
-    from ._cli_plans import register
+    from ._plans import register
 
     register(cli)
 
@@ -1915,8 +1853,8 @@ def mcp_serve(
     output carries MCP messages only, and diagnostics go to standard error.
     """
 
-    from ._mcp import sdk_problem
-    from ._mcp_serve import (
+    from gategraph.runtime._mcp import sdk_problem
+    from gategraph.runtime._mcp_serve import (
         bind,
         create_mcp_server,
         parse_address,
@@ -1932,7 +1870,7 @@ def mcp_serve(
     endpoint = parse_address(address, allow_remote=allow_remote) if address else None
     served = served_root(root, field="--root")
     if require_sandbox:
-        from ._kernel import sandbox_support
+        from gategraph.runtime._kernel import sandbox_support
 
         missing = sandbox_support().missing
         if missing is not None:
@@ -1976,7 +1914,7 @@ def mcp_serve(
 
 
 def _check_skills(catalog: Catalog, skills: Sequence[str]) -> None:
-    from ._exceptions import CatalogError, NotFoundError
+    from gategraph.runtime._exceptions import CatalogError, NotFoundError
 
     for name in skills:
         try:

@@ -16,8 +16,8 @@ import click
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ._mcp import McpServer, McpToolInfo
-    from ._models import Tool
+    from gategraph.runtime._mcp import McpServer, McpToolInfo
+    from gategraph.runtime._models import Tool
 
 __all__ = ["register"]
 
@@ -43,7 +43,7 @@ def register(group: click.Group) -> None:
 
 
 def _pairs(values: Sequence[str], option: str) -> dict[str, str]:
-    from ._cli import _fail
+    from ._common import _fail
 
     found: dict[str, str] = {}
     for pair in values:
@@ -128,9 +128,10 @@ def mcp_add(
     gategraph mcp add files -- npx -y @modelcontextprotocol/server-filesystem .
     gategraph mcp add search --url https://example.com/mcp --header 'Authorization=Bearer ${TOKEN}'
     """
-    from ._cli import EXIT_REFUSED, _catalog, _fail
-    from ._exceptions import ConfigError, DuplicateError
-    from ._mcp import McpServer
+    from gategraph.runtime._exceptions import ConfigError, DuplicateError
+    from gategraph.runtime._mcp import McpServer
+
+    from ._common import EXIT_REFUSED, _catalog, _fail
 
     if command_line:
         if command is not None or args:
@@ -179,7 +180,7 @@ def _exists(catalog: Any, name: str) -> bool:
 def in_catalog(get: Callable[[str], object], name: str) -> bool:
     """Whether the catalog holds an entry called ``name``, read by ``get`` (a server, a
     skill): one it cannot read is there too, and ``--update`` replaces it."""
-    from ._exceptions import CatalogError, NotFoundError
+    from gategraph.runtime._exceptions import CatalogError, NotFoundError
 
     try:
         get(name)
@@ -194,7 +195,7 @@ def in_catalog(get: Callable[[str], object], name: str) -> bool:
 @_json_option
 def mcp_list(as_json: bool) -> None:
     """List the MCP servers in the catalog, with how many catalog tools each serves."""
-    from ._cli import _catalog, _json_out, _table
+    from ._common import _catalog, _json_out, _table
 
     with _catalog(create=False) as catalog:
         servers = catalog.list_servers()
@@ -233,9 +234,10 @@ def mcp_list(as_json: bool) -> None:
 
 def _server(name: str) -> McpServer:
     """The catalog's server ``name`` (exit 2 if there is none), with the SDK installed."""
-    from ._cli import _catalog, _fail
-    from ._exceptions import NotFoundError
-    from ._mcp import sdk_problem
+    from gategraph.runtime._exceptions import NotFoundError
+    from gategraph.runtime._mcp import sdk_problem
+
+    from ._common import _catalog, _fail
 
     with _catalog(create=False) as catalog:
         try:
@@ -250,8 +252,8 @@ def _server(name: str) -> McpServer:
 
 
 def _listed(server: McpServer) -> list[McpToolInfo]:
-    from ._mcp import list_server_tools
-    from ._sync import run_loop
+    from gategraph.runtime._mcp import list_server_tools
+    from gategraph.runtime._sync import run_loop
 
     return run_loop(list_server_tools, server)
 
@@ -279,7 +281,7 @@ def _type_of(schema: Any) -> str:
 def mcp_tools(name: str, as_json: bool) -> None:
     """Start MCP server NAME and list its tools: arguments (the input schema) and
     annotations (readOnlyHint ...)."""
-    from ._cli import _json_out
+    from ._common import _json_out
 
     tools = _listed(_server(name))
     if as_json:
@@ -374,8 +376,9 @@ def mcp_import(
     be declared read-only by the server (readOnlyHint) unless --trust-read-only, and never
     one the server marks destructive (destructiveHint).
     """
-    from ._cli import EXIT_REFUSED, _catalog, _fail
-    from ._exceptions import ConfigError, DuplicateError, IntegrityError
+    from gategraph.runtime._exceptions import ConfigError, DuplicateError, IntegrityError
+
+    from ._common import EXIT_REFUSED, _catalog, _fail
 
     server = _server(name)
     listed = {tool.name: tool for tool in _listed(server)}
@@ -463,9 +466,10 @@ def _config(server: str, tool: McpToolInfo, prefix: str, slots: Sequence[str]) -
 
 
 def _model(config: dict[str, Any]) -> Tool:
-    from ._cli import _fail
-    from ._exceptions import ConfigError
-    from ._models import tool_from_config
+    from gategraph.runtime._exceptions import ConfigError
+    from gategraph.runtime._models import tool_from_config
+
+    from ._common import _fail
 
     try:
         return tool_from_config(config)
@@ -478,8 +482,9 @@ def _model(config: dict[str, Any]) -> Tool:
 @click.argument("name")
 def mcp_remove(name: str) -> None:
     """Remove MCP server NAME from the catalog (refused while catalog tools use it)."""
-    from ._cli import EXIT_REFUSED, _catalog, _fail
-    from ._exceptions import IntegrityError
+    from gategraph.runtime._exceptions import IntegrityError
+
+    from ._common import EXIT_REFUSED, _catalog, _fail
 
     with _catalog(create=False) as catalog:
         try:

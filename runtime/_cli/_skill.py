@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from ._catalog import Catalog
-    from ._skills import Skill
+    from gategraph.runtime._catalog import Catalog
+    from gategraph.runtime._skills import Skill
 
 __all__ = ["register"]
 
@@ -58,11 +58,12 @@ def skill_add(
     Every name must be in the catalog: registered, built in (python_syntax, regex ...) or
     from a plugin. Being in a skill never makes a validation gate a plan: attach it for that.
     """
-    from ._cli import EXIT_REFUSED, EXIT_USAGE, _catalog, _fail
-    from ._cli_mcp import in_catalog
-    from ._exceptions import ConfigError, DuplicateError
-    from ._skills import Skill
-    from ._yaml import Document, read_document
+    from gategraph.runtime._exceptions import ConfigError, DuplicateError
+    from gategraph.runtime._skills import Skill
+    from gategraph.runtime._yaml import Document, read_document
+
+    from ._common import EXIT_REFUSED, EXIT_USAGE, _catalog, _fail
+    from ._mcp import in_catalog
 
     if config is not None:
         if name is not None or tools or description is not None:
@@ -100,7 +101,7 @@ def skill_add(
 
 def _missing(catalog: Catalog, model: Skill, doc: Any) -> Exception | None:
     """The error naming each of the skill's tools the catalog does not have, or None."""
-    from ._exceptions import ConfigError
+    from gategraph.runtime._exceptions import ConfigError
 
     unknown = [(i, name) for i, name in enumerate(model.tools) if name not in catalog]
     if not unknown:
@@ -119,7 +120,7 @@ def _missing(catalog: Catalog, model: Skill, doc: Any) -> Exception | None:
 
 
 def _kinds(catalog: Catalog, skill: Skill) -> str:
-    from ._models import ToolType
+    from gategraph.runtime._models import ToolType
 
     types = [_member(catalog, name)[0] for name in skill.tools]
     validations = sum(1 for t in types if t == ToolType.VALIDATION.value)
@@ -135,8 +136,8 @@ def _kinds(catalog: Catalog, skill: Skill) -> str:
 def _member(catalog: Catalog, name: str) -> tuple[str, dict[str, Any]]:
     """A member's type (``validation``, ``tool`` or ``missing``) and what ``skill show``
     says of it."""
-    from ._exceptions import GategraphError, NotFoundError
-    from ._models import Validation
+    from gategraph.runtime._exceptions import GategraphError, NotFoundError
+    from gategraph.runtime._models import Validation
 
     try:
         tool = catalog.get(name)
@@ -163,7 +164,7 @@ def _member(catalog: Catalog, name: str) -> tuple[str, dict[str, Any]]:
 @_json_option
 def skill_list(as_json: bool) -> None:
     """List the catalog's skills."""
-    from ._cli import _catalog, _json_out, _table
+    from ._common import _catalog, _json_out, _table
 
     with _catalog(create=False) as catalog:
         skills = catalog.list_skills()
@@ -188,7 +189,7 @@ def skill_list(as_json: bool) -> None:
 def skill_show(name: str, as_json: bool) -> None:
     """Show skill NAME: each of its tools and validations, and which validations gate
     plans (they are attached) or are only callable."""
-    from ._cli import _catalog, _json_out
+    from ._common import _catalog, _json_out
 
     with _catalog(create=False) as catalog:
         found = catalog.get_skill(name)
@@ -223,7 +224,7 @@ def _said(member: dict[str, Any]) -> str:
 @click.argument("name")
 def skill_remove(name: str) -> None:
     """Remove skill NAME (its tools and validations stay in the catalog)."""
-    from ._cli import _catalog
+    from ._common import _catalog
 
     with _catalog(create=False) as catalog:
         catalog.remove_skill(name)

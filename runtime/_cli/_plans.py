@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-
-from ._picture import FORMATS
-from ._statuses import STATUSES
+from gategraph.runtime._picture import FORMATS
+from gategraph.runtime._statuses import STATUSES
 
 if TYPE_CHECKING:
-    from ._plan_views import PlanSummary
+    from gategraph.runtime._plan_views import PlanSummary
 
 __all__ = ["register"]
 
@@ -67,8 +66,9 @@ def plans(statuses: tuple[str, ...], pattern: str | None, as_json: bool) -> None
     paused and unfinished ones, then the rest, newest first in each."""
     import fnmatch
 
-    from ._cli import _event_log_path, _json_out, _table
-    from ._plan_views import plan_summaries
+    from gategraph.runtime._plan_views import plan_summaries
+
+    from ._common import _event_log_path, _json_out, _table
 
     path = _event_log_path()
     found = plan_summaries(path)
@@ -132,9 +132,10 @@ def graph_picture(graph_file: Path, fmt: str, output: Path | None) -> None:
     """Print a picture of the plan graph file GRAPH: its work, validation and actor nodes,
     the validations the catalog attaches to its resources, its acceptance criteria, and
     the `needs` edges between them."""
-    from ._cli import _catalog
-    from ._graph import load_graph
-    from ._picture import draw
+    from gategraph.runtime._graph import load_graph
+    from gategraph.runtime._picture import draw
+
+    from ._common import _catalog
 
     with _catalog(create=False) as catalog:
         plan = load_graph(graph_file, catalog=catalog)
@@ -158,7 +159,7 @@ def schema(output: Path | None) -> None:
     plan files as you type."""
     import json
 
-    from ._graph_schema import graph_schema
+    from gategraph.runtime._graph_schema import graph_schema
 
     text = json.dumps(graph_schema(), indent=2, ensure_ascii=False) + "\n"
     if output is None:
@@ -176,7 +177,7 @@ def _write_atomically(path: Path, text: str, *, option: str = "--output") -> Non
     import stat
     import tempfile
 
-    from ._cli import _fail
+    from ._common import _fail
 
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
@@ -213,9 +214,9 @@ def show(plan_id: str, as_json: bool, no_diff: bool) -> None:
     criterion, the steps it went through, its statistics, and the change it validated (a
     unified diff of what Apply committed, or would commit)."""
     import msgspec
+    from gategraph.runtime._plan_show import plan_view
 
-    from ._cli import _catalog, _event_log_path, _fail, _json_out
-    from ._plan_show import plan_view
+    from ._common import _catalog, _event_log_path, _fail, _json_out
 
     path = _event_log_path()
     with _catalog(create=False) as catalog:
@@ -287,7 +288,7 @@ def _print_view(view: Any, *, diff: bool) -> None:
     if st.approval_wait_seconds:
         click.echo(f"  waited for approval: {st.approval_wait_seconds:.1f} s")
     if view.rounds:
-        from ._cli import held_by
+        from ._common import held_by
 
         held = held_by(call.get("enforced_by") for call in view.rounds[-1].validations)
         if held:
@@ -330,10 +331,11 @@ def ask_person(outcome: Any) -> Any:
     decision after an escalation), show what they are asked about — the failing findings
     and the change as a diff — and ask. Returns the :class:`EscalationDecision` to resume
     the plan with, or None to leave it waiting (``later``, or no terminal)."""
-    from ._cli import _catalog, _event_log_path
-    from ._plan import PlanStatus
-    from ._plan_show import plan_view
-    from ._protocols import EscalationDecision
+    from gategraph.runtime._plan import PlanStatus
+    from gategraph.runtime._plan_show import plan_view
+    from gategraph.runtime._protocols import EscalationDecision
+
+    from ._common import _catalog, _event_log_path
 
     if outcome.status not in (PlanStatus.AWAITING_APPROVAL, PlanStatus.AWAITING_DECISION):
         return None
@@ -401,7 +403,7 @@ def report(plan_id: str, target: Path) -> None:
     """Write plan PLAN_ID as one self-contained HTML page: the graph, a timeline of its
     rounds, the steps of its failure ladder, the findings per acceptance criterion, the
     change as a diff, and its statistics. It needs nothing else to open (no network)."""
-    from ._cli import _catalog, _event_log_path, _fail
+    from ._common import _catalog, _event_log_path, _fail
 
     path = _event_log_path()
     with _catalog(create=False) as catalog:
@@ -413,14 +415,14 @@ def report(plan_id: str, target: Path) -> None:
 
 
 def html_page(log_path: Path, plan_id: str, catalog: Any) -> str | None:
-    from ._report_html import plan_report
+    from gategraph.runtime._report_html import plan_report
 
     return plan_report(log_path, plan_id, catalog=catalog)
 
 
 def write_report(target: Path, text: str, option: str) -> None:
     """Write a report whole or not at all; a folder that is not there is one error line."""
-    from ._cli import _fail
+    from ._common import _fail
 
     try:
         _write_atomically(target, text, option=option)
