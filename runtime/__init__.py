@@ -85,6 +85,9 @@ if TYPE_CHECKING:
     from ._exceptions import ResumeError as ResumeError
     from ._exceptions import RuntimeFault as RuntimeFault
     from ._exceptions import WorkWithdrawn as WorkWithdrawn
+    from ._executors import Executor as Executor
+    from ._executors import LocalExecutor as LocalExecutor
+    from ._executors import RayExecutor as RayExecutor
     from ._gate import Gate as Gate
     from ._gate import GateClosedError as GateClosedError
     from ._gate import open_gate as open_gate
@@ -197,14 +200,11 @@ if TYPE_CHECKING:
     from ._store import StoreError as StoreError
     from ._store import StoreRetention as StoreRetention
     from ._store import StoreStatistics as StoreStatistics
-    from ._supervisor import Executor as Executor
     from ._supervisor import GraphExecutor as GraphExecutor
     from ._supervisor import GraphStrategy as GraphStrategy
-    from ._supervisor import LocalExecutor as LocalExecutor
     from ._supervisor import PlanOutcome as PlanOutcome
     from ._supervisor import PlanStatistics as PlanStatistics
     from ._supervisor import PlanStatus as PlanStatus
-    from ._supervisor import RayExecutor as RayExecutor
     from ._supervisor import Supervisor as Supervisor
     from ._supervisor import resume_plan as resume_plan
     from ._supervisor import resume_plan_sync as resume_plan_sync
@@ -304,7 +304,7 @@ _WHERE: dict[str, str] = {
     "EvidenceStore": "._evidence",
     "ExecuteRequest": "._protocols",
     "ExecutionActor": "._protocols",
-    "Executor": "._supervisor",
+    "Executor": "._executors",
     "FAULT_CATALOGUE": "._maxn",
     "FaultClass": "._maxn",
     "FaultFamily": "._maxn",
@@ -323,7 +323,7 @@ _WHERE: dict[str, str] = {
     "LAYERS": "._pipeline",
     "Lifecycle": "._graph",
     "LiveProgress": "._observe",
-    "LocalExecutor": "._supervisor",
+    "LocalExecutor": "._executors",
     "ManifestEntry": "._store",
     "MaxNPolicy": "._maxn",
     "McpServer": "._mcp",
@@ -361,7 +361,7 @@ _WHERE: dict[str, str] = {
     "PlanStatus": "._supervisor",
     "Policy": "._graph",
     "ProgressState": "._observe",
-    "RayExecutor": "._supervisor",
+    "RayExecutor": "._executors",
     "ReadOnlyViolationError": "._readonly",
     "Reason": "._pipeline",
     "Rejected": "._pipeline",

@@ -16,11 +16,11 @@ import msgspec
 if TYPE_CHECKING:
     from ._catalog import Catalog
     from ._eventlog import EventLog
+    from ._executors import Executor
     from ._graph import PlanGraph
     from ._journal import PlanJournal
     from ._plan_sandboxes import PlanSandboxes
     from ._protocols import Applicable
-    from ._supervisor import Executor
 
 from ._statuses import PlanStatus
 

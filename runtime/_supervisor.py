@@ -50,8 +50,9 @@ from ._exceptions import (
     RuntimeFault,
     WorkWithdrawn,
 )
+from ._executors import Executor, LocalExecutor, RayExecutor
 from ._ids import check_plan_id, new_ulid
-from ._invoke import Isolation, propagates
+from ._invoke import propagates
 from ._journal import PlanJournal, steps_of
 from ._maxn import (
     AUDIT_FILE,
@@ -141,72 +142,6 @@ class PlanOutcome(msgspec.Struct, kw_only=True):
     changes: dict[str, str] = msgspec.field(default_factory=dict)
     """What Apply committed, by resource."""
     statistics: PlanStatistics = msgspec.field(default_factory=PlanStatistics)
-
-
-class LocalExecutor(msgspec.Struct, kw_only=True, frozen=True):
-    """Runs validation actors on this machine, on anyio (the default executor)."""
-
-    max_concurrency: int | None = None
-    """At most this many at once (default: the graph's policy)."""
-    isolation: Isolation | None = None
-    """Where validations run whose nodes declare nothing. None (the default): the kernel
-    sandbox for code that is not gategraph's own, gategraph's own process for its own.
-    ``thread`` or ``process`` (sync and async callables alike, an async one on an event
-    loop of its own there), ``inline`` (the event loop; refused for a sync callable, which
-    no timeout could stop there) or ``sandbox``: a choice made for every such node, and
-    for the first three a choice to trust their code."""
-
-    def connect(self) -> None:
-        """Nothing to connect to."""
-
-    def describe(self) -> dict[str, Any]:
-        """What a plan's log records of its executor (resume runs it the same way)."""
-        return {"kind": "local"}
-
-
-class RayExecutor(msgspec.Struct, kw_only=True, frozen=True):
-    """Runs validation actors as Ray tasks: on a Ray cluster, or a local Ray instance.
-
-    Needs ``gategraph[ray]``. Each validation call is one Ray task running the same entry
-    as process isolation — under the same read-only guard, in the Ray worker — whose
-    result comes back as the call's; a timeout or a cancelled plan cancels the task. The
-    resources a validation reads (a directory resource's sandbox folder) must be reachable
-    from the Ray workers: a local instance, or a file system the cluster shares. A node
-    that sets ``isolation`` itself keeps it.
-    """
-
-    address: str | None = None
-    """The cluster (``ray://host:10001``, ``auto``); ``None`` starts a local instance if
-    Ray is not connected yet."""
-    max_concurrency: int | None = None
-    """At most this many tasks in flight (default: the graph's policy)."""
-    init_options: dict[str, Any] = msgspec.field(default_factory=dict)
-    """More keyword arguments for ``ray.init`` (``num_cpus``, ``runtime_env`` ...)."""
-
-    @property
-    def isolation(self) -> Isolation:
-        """Always ``ray``."""
-        return "ray"
-
-    def connect(self) -> None:
-        """Connect to Ray (``ray.init``) unless this process is connected already."""
-        try:
-            import ray
-        except ImportError:
-            raise ConfigError.at(
-                "executor", "the Ray executor needs Ray: pip install 'gategraph[ray]'"
-            ) from None
-        if not ray.is_initialized():
-            options = {"include_dashboard": False, "log_to_driver": False, **self.init_options}
-            ray.init(address=self.address, **options)
-
-    def describe(self) -> dict[str, Any]:
-        """What a plan's log records of its executor (resume runs it the same way)."""
-        return {"kind": "ray", "address": self.address}
-
-
-Executor = LocalExecutor | RayExecutor
-"""Where validation actors run."""
 
 
 class GraphStrategy:
