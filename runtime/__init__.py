@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ._actors import open_actor_scope as open_actor_scope
     from ._catalog import Catalog as Catalog
     from ._catalog import FlakeRecord as FlakeRecord
-    from ._catalog import default_catalog_path as default_catalog_path
     from ._context import ToolContext as ToolContext
     from ._engine import GraphRun as GraphRun
     from ._engine import NodeRequest as NodeRequest
@@ -103,6 +102,7 @@ if TYPE_CHECKING:
     from ._graph import Policy as Policy
     from ._graph import ResourceSpec as ResourceSpec
     from ._graph import load_graph as load_graph
+    from ._home import default_catalog_path as default_catalog_path
     from ._ids import EventId as EventId
     from ._ids import PlanId as PlanId
     from ._ids import new_ulid as new_ulid
@@ -428,7 +428,7 @@ _WHERE: dict[str, str] = {
     "coerce_result": "._results",
     "decode_event": "._events",
     "default_audit_path": "._maxn",
-    "default_catalog_path": "._catalog",
+    "default_catalog_path": "._home",
     "default_event_log_path": "._eventlog",
     "draw_dot": "._picture",
     "draw_mermaid": "._picture",

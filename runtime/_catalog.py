@@ -41,6 +41,14 @@ from ._exceptions import (
     IntegrityError,
     NotFoundError,
 )
+from ._home import (
+    BUSY_TIMEOUT_MS,
+    CATALOG_FILE,
+    DEFAULT_FOLDER,
+    HOME_ENV,
+    default_catalog_path,
+    enable_wal,
+)
 from ._kernel import keep_out, let_in
 from ._mcp import McpServer
 from ._models import (
@@ -61,13 +69,14 @@ if TYPE_CHECKING:
 
     from ._evidence import PlanRoster
 
-__all__ = ["Catalog", "FlakeRecord", "default_catalog_path"]
-
-HOME_ENV: Final = "GATEGRAPH_HOME"
-"""The environment variable that moves gategraph's folder (catalog, event log)."""
-DEFAULT_FOLDER: Final = ".gategraph"
-CATALOG_FILE: Final = "gategraph.db"
-BUSY_TIMEOUT_MS: Final = 30_000
+__all__ = [
+    "CATALOG_FILE",
+    "DEFAULT_FOLDER",
+    "HOME_ENV",
+    "Catalog",
+    "FlakeRecord",
+    "default_catalog_path",
+]
 
 # Each entry upgrades the schema by one version; never edit a shipped entry, append one.
 _MIGRATIONS: Final[tuple[str, ...]] = (
@@ -199,30 +208,6 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
 
-def default_catalog_path() -> Path:
-    """Return where the embedded catalog lives: ``$GATEGRAPH_HOME`` or ``./.gategraph``."""
-    home = os.environ.get(HOME_ENV)
-    folder = Path(home) if home else Path.cwd() / DEFAULT_FOLDER
-    return folder / CATALOG_FILE
-
-
-def _enable_wal(connection: sqlite3.Connection) -> str:
-    # SQLite does not call the busy handler while it switches the journal mode, so
-    # processes opening a new catalog at the same moment can get "database is locked"
-    # here; retry until the busy timeout instead of failing at once.
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    delay = 0.001
-    while True:
-        try:
-            return str(connection.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-        except sqlite3.OperationalError as exc:
-            busy = (exc.sqlite_errorcode & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-            if not busy or time.monotonic() >= deadline:
-                raise
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
-
-
 class FlakeRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One time a validation gave different outcomes on identical inputs."""
 
@@ -284,7 +269,7 @@ class Catalog:
             raise ConfigError(f"cannot open the catalog: {exc}", source=source) from None
         try:
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = _enable_wal(connection)
+            mode = enable_wal(connection)
             if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
                 raise ConfigError(
                     f"cannot switch the catalog to WAL mode (got {mode})", source=source

@@ -24,9 +24,9 @@ import anyio.lowlevel
 import anyio.to_thread
 import msgspec
 
-from ._catalog import _enable_wal
 from ._events import Event, EventBase
 from ._exceptions import ConfigError, PlanBusyError, RuntimeFault
+from ._home import BUSY_TIMEOUT_MS, default_catalog_path, enable_wal
 from ._kernel import keep_out, let_in
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 EVENTS_FILE: Final = "events.db"
-_BUSY_TIMEOUT_MS: Final = 30_000
 _segment_encoder: Final = msgspec.json.Encoder()
 _segment_decoder: Final = msgspec.json.Decoder(list[Event])
 # Events are stored in segments: each committed batch of one plan is one row holding a
@@ -67,8 +66,6 @@ CREATE TABLE IF NOT EXISTS event_segments (
 
 def default_event_log_path() -> Path:
     """The embedded event log: ``events.db`` beside the catalog."""
-    from ._catalog import default_catalog_path
-
     return default_catalog_path().with_name(EVENTS_FILE)
 
 
@@ -171,12 +168,12 @@ def _connect(path: Path) -> sqlite3.Connection:
     source = os.fspath(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"cannot open the event log: {exc}", source=source) from None
     try:
-        db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        _enable_wal(db)
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        enable_wal(db)
         # FULL: a commit is on disk when it returns, so an event acted on survives a power
         # loss too (group commit keeps this to one fsync per batch).
         db.execute("PRAGMA synchronous = FULL")
@@ -475,7 +472,7 @@ def _reader(path: Path) -> sqlite3.Connection | None:
         raise ConfigError("no event log here", source=source)
     db: sqlite3.Connection | None = None
     try:
-        db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
         found = db.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_segments'"
         ).fetchone()

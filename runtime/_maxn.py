@@ -669,7 +669,7 @@ _line_decoder: Final = msgspec.json.Decoder(_AuditLine)
 
 def default_audit_path() -> Path:
     """The audit file: ``audit/validator-retries.jsonl`` beside the catalog."""
-    from ._catalog import default_catalog_path
+    from ._home import default_catalog_path
 
     return default_catalog_path().parent / "audit" / AUDIT_FILE
 

@@ -477,7 +477,7 @@ def _home_within(folders: tuple[str, ...]) -> str | None:
     """Why a call may not change ``folders``: one holds gategraph's own files (its home:
     catalog, event log, other plans' copies), which code changing the folder could move
     aside and replace (its credentials and records with them). None if none does."""
-    from ._catalog import default_catalog_path
+    from ._home import default_catalog_path
 
     if not folders:
         return None

@@ -148,7 +148,7 @@ def _audit_for(options: ValidatorRuntimeOptions) -> AuditRecorder | None:
     if options.suppress_audit:
         return None
     if options.project_root is not None:
-        from ._catalog import DEFAULT_FOLDER
+        from ._home import DEFAULT_FOLDER
 
         return AuditLog(Path(options.project_root) / DEFAULT_FOLDER / "audit" / AUDIT_FILE)
     return AuditLog()

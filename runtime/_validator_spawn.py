@@ -225,8 +225,8 @@ def _site(
     event_log_path: str | os.PathLike[str] | None = None,
 ) -> tuple[Sequence[Event], ContentStore, Path | None]:
     """The plan's events, the store its rounds' inputs are in, and its sandboxes' home."""
-    from ._catalog import DEFAULT_FOLDER
     from ._eventlog import EVENTS_FILE, default_event_log_path, read_events
+    from ._home import DEFAULT_FOLDER
     from ._store import ContentStore
 
     if event_log_path is not None:

@@ -134,7 +134,8 @@ def _store(
 def project_catalog(project_root: str | os.PathLike[str] | None) -> Iterator[Catalog]:
     """The catalog of ``project_root`` (its ``.gategraph`` folder), else the default one;
     refused (``_Refused``) when there is none: it is never made, nothing is known there."""
-    from ._catalog import CATALOG_FILE, DEFAULT_FOLDER, Catalog, default_catalog_path
+    from ._catalog import Catalog
+    from ._home import CATALOG_FILE, DEFAULT_FOLDER, default_catalog_path
 
     if project_root is not None:
         if not isinstance(project_root, str | os.PathLike) or not os.fspath(project_root):

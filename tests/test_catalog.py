@@ -37,6 +37,7 @@ from gategraph.runtime import (
     default_catalog_path,
 )
 from gategraph.runtime import _catalog as catalog_module
+from gategraph.runtime import _home as home_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ulid import ULID
@@ -257,8 +258,8 @@ class TestOpen:
 
                 return Cursor()
 
-        monkeypatch.setattr(catalog_module.time, "sleep", lambda _seconds: None)
-        assert catalog_module._enable_wal(Connection()) == "wal"  # type: ignore[arg-type]
+        monkeypatch.setattr(home_module.time, "sleep", lambda _seconds: None)
+        assert home_module.enable_wal(Connection()) == "wal"  # type: ignore[arg-type]
         assert outcomes == []
 
     def test_wal_switch_does_not_retry_other_errors(self) -> None:
@@ -274,7 +275,7 @@ class TestOpen:
                 raise broken
 
         with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
-            catalog_module._enable_wal(Connection())  # type: ignore[arg-type]
+            home_module.enable_wal(Connection())  # type: ignore[arg-type]
         assert calls == 1
 
 
