@@ -29,7 +29,7 @@ def _configs() -> Mapping[str, tuple[Mapping[str, Any], bool]]:
     # of the runtime never ask for a built-in by name.
     from gategraph.validators import BUILTIN_CONFIGS
 
-    from ._validator_tools import VALIDATOR_TOOLS
+    from ._validator_declarations import VALIDATOR_TOOLS
 
     found = {name: (config, True) for name, config in BUILTIN_CONFIGS.items()}
     found.update({name: (config, False) for name, config in VALIDATOR_TOOLS.items()})
@@ -55,7 +55,7 @@ _TESTING: Final = "gategraph.runtime.testing:"
 def _own_readers() -> frozenset[str]:
     from gategraph.validators import BUILTIN_CONFIGS, IN_PROCESS
 
-    from ._validator_tools import VALIDATOR_TOOLS
+    from ._validator_declarations import VALIDATOR_TOOLS
 
     return frozenset(
         {BUILTIN_CONFIGS[name]["entrypoint"] for name in IN_PROCESS}

@@ -413,7 +413,7 @@ class Catalog:
             return [self._add(db, tool, update) for tool in tools]
 
     def _add(self, db: sqlite3.Connection, tool: Tool, update: bool) -> Tool:
-        from ._validator_tools import VALIDATOR_TOOLS
+        from ._validator_declarations import VALIDATOR_TOOLS
 
         if tool.name in VALIDATOR_TOOLS:
             # How outside validators reach plans: a name that must mean one thing.

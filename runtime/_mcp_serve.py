@@ -54,7 +54,7 @@ from ._invoke import _INJECTED as _INVOKE_INJECTED
 from ._invoke import PASS_THROUGH
 from ._models import ResourceSlot, Tool, ToolSource, Validation
 from ._plan import PlanStatus
-from ._validator_tools import AC_PULL, ATTEST, SPAWN, VALIDATOR_TOOLS
+from ._validator_declarations import AC_PULL, ATTEST, SPAWN, VALIDATOR_TOOLS
 from ._version import __version__
 
 if TYPE_CHECKING:

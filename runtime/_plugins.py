@@ -379,7 +379,7 @@ def _load() -> _Loaded:
 
 
 def _reserved() -> frozenset[str]:
-    from ._validator_tools import VALIDATOR_TOOLS
+    from ._validator_declarations import VALIDATOR_TOOLS
 
     return frozenset(VALIDATOR_TOOLS)
 

@@ -60,7 +60,7 @@ class Skill(_Model):
     @field_validator("tools")
     @classmethod
     def _members(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from ._validator_tools import VALIDATOR_TOOLS
+        from ._validator_declarations import VALIDATOR_TOOLS
 
         seen: set[str] = set()
         for name in value:

@@ -1502,7 +1502,7 @@ def test_each_check_loads_when_first_asked_for() -> None:
 def test_every_builtin_schema_is_a_json_schema() -> None:
     """The built-ins' schemas are not checked when a plan loads them (they are
     gategraph's own): checked here instead, each against its metaschema."""
-    from gategraph.runtime._validator_tools import VALIDATOR_TOOLS
+    from gategraph.runtime._validator_declarations import VALIDATOR_TOOLS
     from jsonschema import validators as schema_validators
 
     for config in [*BUILTIN_CONFIGS.values(), *VALIDATOR_TOOLS.values()]:
