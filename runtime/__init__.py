@@ -192,8 +192,8 @@ if TYPE_CHECKING:
     from ._results import coerce_result as coerce_result
     from ._sandbox import SandboxPool as SandboxPool
     from ._sandbox import sandbox_pool as sandbox_pool
+    from ._skill_tools import SkillTools as SkillTools
     from ._skills import Skill as Skill
-    from ._skills import SkillTools as SkillTools
     from ._store import CollectReport as CollectReport
     from ._store import ContentStore as ContentStore
     from ._store import ManifestEntry as ManifestEntry
@@ -387,7 +387,7 @@ _WHERE: dict[str, str] = {
     "SandboxPool": "._sandbox",
     "Scope": "._models",
     "Skill": "._skills",
-    "SkillTools": "._skills",
+    "SkillTools": "._skill_tools",
     "StoreError": "._store",
     "StoreRetention": "._store",
     "StoreStatistics": "._store",

@@ -95,7 +95,7 @@ from ._resources import (
     Resource,
 )
 from ._roles import as_role, build_role
-from ._skills import SkillTools
+from ._skill_tools import SkillTools
 from ._spans import current_span
 from ._store import ContentStore, StoreError, StoreRetention
 from ._sync import run_sync
