@@ -39,7 +39,6 @@ from ._models import ValidationMode
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from ._graph import PlanGraph
     from ._protocols import Applicable
 
 __all__ = [
@@ -145,12 +144,31 @@ class PlanCriterion(msgspec.Struct, frozen=True, kw_only=True):
     """The applicable validations (node and attachment ids) bound to it."""
 
 
+class DeclaredCriterion(Protocol):
+    """An acceptance criterion as a plan graph declares it (``_graph.AcceptanceCriterion``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
+class DeclaresCriteria(Protocol):
+    """What a roster reads of a plan graph: its declared criteria. A protocol here, so that
+    evidence, below the graph, does not import it."""
+
+    @property
+    def acceptance(self) -> Sequence[DeclaredCriterion]: ...
+
+
 class PlanRoster:
     """The acceptance criteria of plan ``plan_id`` on ``graph`` with the validations
     ``applicable`` to it, worked out on first use (a plan of 100,000 validations that
     declares no criterion has 100,000, and most plans never list them)."""
 
-    def __init__(self, plan_id: str, graph: PlanGraph, applicable: Sequence[Applicable]) -> None:
+    def __init__(
+        self, plan_id: str, graph: DeclaresCriteria, applicable: Sequence[Applicable]
+    ) -> None:
         self.plan_id = plan_id
         self._graph = graph
         self._applicable = applicable
