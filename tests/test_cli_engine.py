@@ -246,3 +246,31 @@ def test_execute_shows_informational_failures_as_warnings(tmp_path: Path) -> Non
     assert code == 1, err
     (row,) = [line for line in out.splitlines() if line.startswith("b ")]
     assert row.split()[1:4] == ["validation", "(required)", "failed"]
+
+
+@pytest.mark.parametrize("module", ["gategraph.runtime", "gategraph.runtime._cli"])
+def test_a_process_isolated_validation_runs_under_either_python_m(
+    tmp_path: Path, module: str
+) -> None:
+    """A worker process loads the parent's main module again: under `python -m` of either
+    package it must not start a second command line there."""
+    graph = tmp_path / "g.yaml"
+    graph.write_text(
+        "version: 1\nname: g\n"
+        "validations:\n"
+        "  - {name: ok, entrypoint: 'gategraph.runtime.testing:passing'}\n"
+        "nodes:\n  - {id: n, validation: ok, isolation: process}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
+    env["GATEGRAPH_HOME"] = str(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-m", module, "execute", str(graph)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "plan " in done.stdout and ": passed" in done.stdout
