@@ -41,14 +41,7 @@ from ._exceptions import (
     IntegrityError,
     NotFoundError,
 )
-from ._home import (
-    BUSY_TIMEOUT_MS,
-    CATALOG_FILE,
-    DEFAULT_FOLDER,
-    HOME_ENV,
-    default_catalog_path,
-    enable_wal,
-)
+from ._home import BUSY_TIMEOUT_MS, default_catalog_path, enable_wal
 from ._kernel import keep_out, let_in
 from ._mcp import McpServer
 from ._models import (
@@ -69,14 +62,7 @@ if TYPE_CHECKING:
 
     from ._evidence import PlanRoster
 
-__all__ = [
-    "CATALOG_FILE",
-    "DEFAULT_FOLDER",
-    "HOME_ENV",
-    "Catalog",
-    "FlakeRecord",
-    "default_catalog_path",
-]
+__all__ = ["Catalog", "FlakeRecord"]
 
 # Each entry upgrades the schema by one version; never edit a shipped entry, append one.
 _MIGRATIONS: Final[tuple[str, ...]] = (

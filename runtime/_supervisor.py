@@ -110,14 +110,11 @@ if TYPE_CHECKING:
     from ._graph import PlanGraph
 
 __all__ = [
-    "Executor",
     "GraphExecutor",
     "GraphStrategy",
-    "LocalExecutor",
     "PlanOutcome",
     "PlanStatistics",
     "PlanStatus",
-    "RayExecutor",
     "Supervisor",
     "resume_plan",
     "resume_plan_sync",

@@ -27,10 +27,10 @@ import anyio.to_thread
 
 from ._exceptions import CatalogError, ConfigError, GategraphError
 from ._invoke import propagates
+from ._validator_declarations import SPAWN
 from ._validator_tools import (
     E_INVALID_INPUT,
     E_NOT_FOUND,
-    SPAWN,
     _Refused,
     project_catalog,
     validator_attest,

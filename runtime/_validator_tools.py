@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ._exceptions import ConfigError
-from ._validator_declarations import AC_PULL, ATTEST, REJECT, SPAWN, VALIDATOR_TOOLS
 from ._verdicts import (
     AGENT_ROLES,
     VALIDATOR_ID,
@@ -47,8 +46,6 @@ if TYPE_CHECKING:
     from ._evidence import EvidenceStore
 
 __all__ = [
-    "AC_PULL",
-    "ATTEST",
     "E_INVALID_INPUT",
     "E_NOT_FOUND",
     "E_VALIDATOR_AC_NOT_FOUND",
@@ -56,9 +53,6 @@ __all__ = [
     "E_VALIDATOR_AUTH_CREDENTIAL",
     "E_VALIDATOR_AUTH_ROLE",
     "E_VALIDATOR_REJECTION_INVALID",
-    "REJECT",
-    "SPAWN",
-    "VALIDATOR_TOOLS",
     "current_evidence",
     "register_validator",
     "revoke_validator",

@@ -7,12 +7,12 @@ from typing import Any
 
 from gategraph.runtime import ContentStore, DirectoryResource, MemoryEventLog, load_graph
 from gategraph.runtime._events import Event
+from gategraph.runtime._executors import LocalExecutor
 from gategraph.runtime._ids import new_ulid
 from gategraph.runtime._journal import PlanJournal, event_tag
 from gategraph.runtime._pipeline import applicable_validations
 from gategraph.runtime._plan import PlanContext
 from gategraph.runtime._plan_sandboxes import PlanSandboxes
-from gategraph.runtime._supervisor import LocalExecutor
 
 
 def parts_graph(root: Path, validations: list[dict[str, Any]], **extra: Any) -> Any:

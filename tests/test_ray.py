@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from _plans import GOOD, plan, repo
 from gategraph.runtime import MemoryEventLog, execute_graph, load_graph
+from gategraph.runtime._executors import RayExecutor
 from gategraph.runtime._maxn import InMemoryAuditLog
-from gategraph.runtime._supervisor import PlanStatus, RayExecutor, resume_plan, run_plan
+from gategraph.runtime._supervisor import PlanStatus, resume_plan, run_plan
 
 ray = pytest.importorskip("ray")
 

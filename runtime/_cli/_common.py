@@ -58,7 +58,8 @@ def _print_error(message: str) -> None:
 @contextmanager
 def _catalog(*, create: bool) -> Iterator[Catalog]:
     """Open the catalog; without ``create``, a missing file reads as an empty catalog."""
-    from gategraph.runtime._catalog import Catalog, default_catalog_path
+    from gategraph.runtime._catalog import Catalog
+    from gategraph.runtime._home import default_catalog_path
 
     path = click.get_current_context().find_root().obj or default_catalog_path()
     if not create and not Path(path).exists():

@@ -1282,8 +1282,9 @@ def _run_plan_command(
     ray_address: str | None = None,
     require_sandbox: bool = False,
 ) -> None:
+    from gategraph.runtime._executors import RayExecutor
     from gategraph.runtime._graph import load_graph
-    from gategraph.runtime._supervisor import RayExecutor, run_plan
+    from gategraph.runtime._supervisor import run_plan
 
     _check_report(report)
     _check_new_plan_id(plan_id)
