@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ._models import Tool
 
-__all__ = ["builtin", "builtin_names", "copies", "in_process", "shipped"]
+__all__ = ["builtin", "builtin_names", "copies", "in_process"]
 
 
 @functools.cache
@@ -102,17 +102,6 @@ def copies(tool: Tool) -> bool:
 def builtin(name: str) -> Tool | None:
     """The built-in validation or tool called ``name``, or ``None``."""
     return _built(name)
-
-
-def shipped(name: str) -> Tool | None:
-    """What a name means when neither a graph nor the catalog defines it: a built-in, else
-    an installed plugin's validation, else ``None``."""
-    found = _built(name)
-    if found is not None:
-        return found
-    from ._plugins import plugin_validation
-
-    return plugin_validation(name)
 
 
 def builtin_names() -> tuple[str, ...]:

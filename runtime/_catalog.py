@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Self
 import msgspec
 from pydantic import ValidationError
 
-from ._builtins import shipped
 from ._evidence import (
     COVERAGE,
     Coverage,
@@ -53,6 +52,7 @@ from ._models import (
     ToolType,
     Validation,
 )
+from ._plugins import shipped
 from ._skills import Skill
 from ._yaml import format_path
 

@@ -32,6 +32,7 @@ import anyio.lowlevel
 import msgspec
 
 from ._actors import Actor, ActorRef, ActorScope, open_actor_scope
+from ._call import Outcome, changed_what_it_judges, exception_outcome, resolve_entrypoint
 from ._context import CHANGED, ToolContext
 from ._eventlog import EventLog, MemoryEventLog
 from ._events import (
@@ -51,19 +52,15 @@ from ._ids import new_ulid
 from ._invoke import (
     PENDING,
     Isolation,
-    Outcome,
     Prepared,
     call_hook,
-    changed_what_it_judges,
     check_entrypoint,
     ended,
-    exception_outcome,
     folders_of,
     install_output_router,
     own_capture,
     prepare,
     propagates,
-    resolve_entrypoint,
     to_result,
 )
 from ._models import Validation, ValidationMode

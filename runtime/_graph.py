@@ -39,7 +39,6 @@ from pydantic import (
 )
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from ._builtins import shipped
 from ._exceptions import CatalogError, ConfigError, ConfigIssue
 from ._invoke import (
     Isolation,
@@ -57,6 +56,7 @@ from ._models import (
     _Model,
     tool_from_config,
 )
+from ._plugins import shipped
 from ._skills import Skill
 from ._yaml import Document, format_path, load_document, read_document, require_mapping
 
@@ -1476,7 +1476,8 @@ class _Loader:
         """A parameter the callable requires must be given: by the node's arguments, a
         resource slot or the runtime (``artifact``, ``context``, ``inputs``). Code that
         runs in the sandbox is not ``imported``: its signature is read from its source."""
-        from ._invoke import _inline_function, resolve_entrypoint, static_signature
+        from ._call import _inline_function, resolve_entrypoint
+        from ._invoke import static_signature
 
         if tool.input_schema:
             return  # the schema says what is required (checked against the arguments)
@@ -1692,7 +1693,8 @@ def _is_informational(tool: Tool | None) -> bool:
 def _hook_problems(tool: Tool, sandboxed: bool) -> list[tuple[str, str]]:
     """What is wrong with a tool's lifecycle hooks: ``(setup|teardown, message)``. The
     hooks of a tool that runs in the sandbox run there too: never imported here."""
-    from ._invoke import check_entrypoint, resolve_entrypoint
+    from ._call import resolve_entrypoint
+    from ._invoke import check_entrypoint
 
     found = []
     for hook in ("setup", "teardown"):

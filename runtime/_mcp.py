@@ -43,8 +43,8 @@ import anyio
 import anyio.to_thread
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from ._call import Outcome, _describe
 from ._exceptions import ConfigError, ConfigIssue
-from ._invoke import Outcome, _describe
 from ._maxn import BAD_ARGUMENTS, MISCONFIGURED, UNAVAILABLE
 from ._models import ToolName, ToolSource, Validation, _Model, explain_issues
 from ._readonly import unguarded
@@ -85,7 +85,7 @@ _STDERR_TAIL: Final = 400
 _MAX_PAGES: Final = 1000
 _MAX_ISSUES: Final = 20
 # What an MCP call is given besides its configured arguments, when the tool's schema names
-# it. Not `_invoke._INJECTED`: that one also has `context`, a Python object (ToolContext)
+# it. Not `_call._INJECTED`: that one also has `context`, a Python object (ToolContext)
 # that cannot cross to a server, so an MCP tool never gets it and a schema that requires
 # it must be given it by the node, like any other argument.
 _INJECTED: Final = ("artifact", "inputs")

@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
 import msgspec
 
+from ._call import _INJECTED as _INVOKE_INJECTED
 from ._exceptions import ConfigError, GategraphError
-from ._invoke import _INJECTED as _INVOKE_INJECTED
 from ._invoke import PASS_THROUGH
 from ._models import ResourceSlot, Tool, ToolSource, Validation
 from ._plan import PlanStatus
@@ -1124,8 +1124,8 @@ class _Tools:
         return list(names)
 
     def _entries(self) -> list[Tool]:
-        from ._builtins import builtin_names, shipped
-        from ._plugins import plugin_validations
+        from ._builtins import builtin_names
+        from ._plugins import plugin_validations, shipped
 
         members = self.members()
         if members is not None:

@@ -41,13 +41,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ._builtins import builtin
 from ._exceptions import ConfigError
 from ._plugin_worker import GROUP, one_line
 
 if TYPE_CHECKING:
-    from ._models import Validation
+    from ._models import Tool, Validation
 
-__all__ = ["GROUP", "plugin_problems", "plugin_validation", "plugin_validations"]
+__all__ = ["GROUP", "plugin_problems", "plugin_validation", "plugin_validations", "shipped"]
 
 # What a declaration may not say: its place among the layers is not its to choose.
 _LAYER_KEYS: Final = frozenset({"layer", "layers", "order", "before", "after", "stage"})
@@ -346,8 +347,6 @@ def _one(config: Any, package: str, index: int) -> Validation:
 
 @functools.cache
 def _load() -> _Loaded:
-    from ._builtins import builtin
-
     loaded = _Loaded()
     entries = _entries()
     if not entries:
@@ -387,6 +386,15 @@ def _reserved() -> frozenset[str]:
 def plugin_validation(name: str) -> Validation | None:
     """The installed plugins' validation called ``name``, or None."""
     return _load().validations.get(name)
+
+
+def shipped(name: str) -> Tool | None:
+    """What a name means when neither a graph nor the catalog defines it: a built-in, else
+    an installed plugin's validation, else ``None``."""
+    found = builtin(name)
+    if found is not None:
+        return found
+    return plugin_validation(name)
 
 
 def plugin_validations() -> list[Validation]:

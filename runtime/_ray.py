@@ -36,14 +36,14 @@ _ENTRY: list[Any] = []
 
 
 def _entry(call: bytes) -> bytes:
-    """In the Ray worker: the worker process's entry (``_invoke._process_entry``) over the
+    """In the Ray worker: the worker process's entry (``_call._process_entry``) over the
     pickled arguments, its outcome pickled. One ``bytes`` each way: Ray passes a bytes
     object for far less than the eight arguments it stands for (about 90 µs a task).
     Pickled as Ray pickles arguments (its cloudpickle): what a call gets or returns may be
     defined in ``__main__`` or be a lambda, as with Ray's own tasks."""
     from ray import cloudpickle
 
-    from ._invoke import _process_entry
+    from ._call import _process_entry
 
     return cloudpickle.dumps(_process_entry(*cloudpickle.loads(call)))  # type: ignore[no-any-return]
 

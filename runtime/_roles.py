@@ -12,8 +12,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+from ._call import resolve_entrypoint
 from ._exceptions import ConfigError
-from ._invoke import propagates, resolve_entrypoint
+from ._invoke import propagates
 from ._protocols import (
     EscalationDecision,
     EscalationRequest,

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process
 
-    from ._invoke import Outcome, SandboxRequest
+    from ._call import Outcome, SandboxRequest
 
 __all__ = ["SandboxPool", "current_pool", "require", "sandbox_pool"]
 
@@ -378,7 +378,7 @@ class SandboxPool:
 
     async def call(self, name: str, request: SandboxRequest) -> Outcome:
         """Run one call in a worker."""
-        from ._invoke import Outcome
+        from ._call import Outcome
 
         try:
             payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
@@ -409,7 +409,7 @@ class SandboxPool:
     async def _call(
         self, name: str, payload: bytes, owner: _Owner, request: SandboxRequest
     ) -> Outcome:
-        from ._invoke import Outcome
+        from ._call import Outcome
 
         async with self._limiter:
             try:

@@ -19,7 +19,7 @@ one. A fork costs about a millisecond; loading the code again would cost its imp
 A frame is a 4-byte big-endian length and its bytes. The first request is the parent's
 ``sys.path``, the databases to hide, the folders the worker may change and those it gets
 a view of (the worker says ``spare`` before it reads it), then each is a
-:class:`._invoke.SandboxRequest`: pickles, the parent's to write and the worker's to read.
+:class:`._call.SandboxRequest`: pickles, the parent's to write and the worker's to read.
 Answers are :class:`Answer` in MessagePack, never pickles: the parent must not run what
 they contain, and the worker reads its child's answers the same way before it passes them
 on. ``ready`` (or ``refused``, why)
@@ -70,7 +70,7 @@ class Answer(msgspec.Struct, array_like=True):
     kind: str
     text: str = ""
     outcome: Any = None
-    """A ``done`` call's :class:`._invoke.Outcome` as plain data."""
+    """A ``done`` call's :class:`._call.Outcome` as plain data."""
     keep: bool = False
 
 
@@ -82,7 +82,7 @@ def _send(fd: int, answer: Answer, trailer: bytes = b"") -> None:
         # sandbox as it is; one whose own methods raise while it is encoded (a tzinfo's
         # `utcoffset`), KeyboardInterrupt included, is as malformed: no person's Ctrl-C
         # reaches a worker, which runs in a session of its own.
-        from . import _invoke
+        from . import _call
         from ._results import ResultError, _exception_text
 
         why = (
@@ -91,7 +91,7 @@ def _send(fd: int, answer: Answer, trailer: bytes = b"") -> None:
             else f"raised {_exception_text(exc)} while it was read"
         )
         outcome = answer.outcome or {}
-        failed = _invoke.Outcome(
+        failed = _call.Outcome(
             False,
             error=ResultError.MALFORMED,
             message=f"{answer.text} returned a value that {why}, so it cannot leave the sandbox",
@@ -249,7 +249,7 @@ def main() -> None:
     # views need not wait for one). Only gategraph's own modules and the libraries they
     # use, found as this one was (the interpreter's own path and PYTHONPATH, not the
     # parent's path): no code a plan names is loaded unconfined.
-    from . import _context, _invoke, _readonly, _results  # noqa: F401
+    from . import _call, _context, _readonly, _results  # noqa: F401
 
     _send(answers, Answer("spare", str(os.getpid())))
     init = _receive(requests)
@@ -366,7 +366,7 @@ class _Worker:
         self.environment = dict(os.environ)
 
     def serve(self, frame: bytes) -> Answer:
-        from . import _invoke
+        from . import _call
 
         request = pickle.loads(frame)
         name = request.name
@@ -394,7 +394,7 @@ class _Worker:
             self.child.plan = request.plan
         child = self.child
         del request
-        tails = _invoke.OutputTails()
+        tails = _call.OutputTails()
         try:
             # The echo byte rides behind the request: the child reads it once it has
             # answered, and sends it back behind its answer (no round trip after it).
@@ -419,7 +419,7 @@ class _Worker:
         """The answer of a child that says it can run its plan's next call, once the
         worker saw for itself that no thread or process of the call is left in it (the
         child's own account is the call's to forge)."""
-        from . import _invoke
+        from . import _call
 
         deadline = time.monotonic() + _LEFTOVER_GRACE
         # The child, once its call has returned, reads the byte sent behind its request
@@ -440,7 +440,7 @@ class _Worker:
             pause = min(pause * 2, 0.005)
         if not (threads or children):
             return answer if echoed else Answer("done", name, answer.outcome, keep=False)
-        outcome = msgspec.convert(answer.outcome, _invoke.Outcome)
+        outcome = msgspec.convert(answer.outcome, _call.Outcome)
         return Answer("done", name, _plain(_left_running(outcome, name, threads, children)))
 
     def idle(self, requests: int) -> None:
@@ -497,9 +497,9 @@ class _Worker:
     def _left(self, name: str, outcome: Any) -> Answer:
         """The answer when a call left processes running: the call fails for it, and the
         worker goes (with its process group, all of them)."""
-        from . import _invoke
+        from . import _call
 
-        call = msgspec.convert(outcome, _invoke.Outcome)
+        call = msgspec.convert(outcome, _call.Outcome)
         left = _left_running(call, name, 0, len(self._strays()))
         return Answer("done", name, _plain(left), keep=False)
 
@@ -509,11 +509,11 @@ class _Worker:
         (each call then loads it again and fails with the reason), else the call's
         outcome when loading attempted what a validation may not (a write, the network
         undeclared) or left threads or processes running (a fork cannot copy threads)."""
-        from . import _invoke, _readonly
+        from . import _call, _readonly
         from ._readonly import Guard
 
         self.loaded = None
-        _invoke.sandbox_network(request)  # the kernel holds its code to its declaration
+        _call.sandbox_network(request)  # the kernel holds its code to its declaration
         if request.entrypoint is None and request.code is None:
             return None  # a transform's only: made in each call
         baseline = _tasks()
@@ -524,7 +524,7 @@ class _Worker:
         )
         state = _readonly.enter_process(guard) if guard is not None else None
         try:
-            loaded = _invoke._load(request.name, request.entrypoint, request.code)
+            loaded = _call._load(request.name, request.entrypoint, request.code)
         except BaseException:
             loaded = None  # each call loads it again, and says why it fails
         finally:
@@ -538,7 +538,7 @@ class _Worker:
             time.sleep(0.01)
         if threads or self._strays():
             return _violation(
-                _invoke.Outcome(False),
+                _call.Outcome(False),
                 f"{request.name} left threads or processes running when its code was "
                 "loaded (a sandboxed call must end everything it starts)",
             )
@@ -551,7 +551,7 @@ class _Worker:
         if guard is not None and guard.violation is not None:
             # Its top level attempted what a validation may not: every call fails so (the
             # pool replaces the worker), never a load again in the child, unguarded.
-            return _invoke._violation(guard)
+            return _call._violation(guard)
         self.loaded = loaded
         if os.environ != self.environment:  # only native code of the load can have
             os.environ.clear()
@@ -588,7 +588,7 @@ class _Worker:
 
     def _answer_of(self, child: _Child, tails: Any) -> bytes | None:
         """Read one answer frame from the child, while watching it end and keeping what
-        its call writes (into ``tails``, an :class:`._invoke.OutputTails`)."""
+        its call writes (into ``tails``, an :class:`._call.OutputTails`)."""
         fd = child.answers
         os.set_blocking(fd, False)
         poller = select.poll()
@@ -703,7 +703,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _decoded(name: str, data: bytes | None) -> Answer | None:
     """A child's answer as the worker passes it on; None where it gave none."""
-    from . import _invoke
+    from . import _call
     from ._results import ResultError
 
     if data is None:
@@ -712,9 +712,9 @@ def _decoded(name: str, data: bytes | None) -> Answer | None:
         answer = msgspec.convert(_ANSWER.decode(data), Answer)
         if answer.kind != "done":
             raise ValueError(f"an answer of kind {answer.kind!r}")
-        msgspec.convert(answer.outcome, _invoke.Outcome)
+        msgspec.convert(answer.outcome, _call.Outcome)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
-        garbled = _invoke.Outcome(
+        garbled = _call.Outcome(
             False,
             error=ResultError.MALFORMED,
             message=f"{name} wrote into its sandbox's answer channel ({exc})",
@@ -731,10 +731,10 @@ def _died(name: str, code: int, ran_on: bool) -> Answer:
 
 def _unavailable(name: str, message: str) -> Answer:
     """An infrastructure fault of that call (``unavailable``), and the worker goes."""
-    from . import _invoke
+    from . import _call
     from ._maxn import UNAVAILABLE  # pydantic: only for this rare case
 
-    outcome = _invoke.Outcome(False, error=UNAVAILABLE, message=message)
+    outcome = _call.Outcome(False, error=UNAVAILABLE, message=message)
     return Answer("done", name, _plain(outcome), keep=False)
 
 
@@ -804,14 +804,14 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     """Run one call (in the plan's child) and judge what it left: threads, processes,
     attempts after it returned, changes to what it was given; and whether the child may
     run the plan's next call."""
-    from . import _invoke, _readonly
+    from . import _call, _readonly
     from ._frozen import changed, fingerprint
     from ._results import ResultError
 
     # A work tool's copies are its own to change (it hands back what it changed).
     before = fingerprint(_given(request)) if request.guarded else None
     # Its output goes to descriptors 1 and 2, which its worker drains: no thread here.
-    outcome = _streamed(functools.partial(_invoke.sandbox_outcome, request, worker.loaded))
+    outcome = _streamed(functools.partial(_call.sandbox_outcome, request, worker.loaded))
     pooled = _idle_pool_threads()
     threads, children = _leftovers(baseline | pooled)
     # Trio keeps the threads of `to_thread` idle for a while after its loop ended: no code
@@ -832,7 +832,7 @@ def _call(request: Any, baseline: set[int], worker: _Worker) -> tuple[str, Any, 
     else:
         _readonly.release_process()
     if request.guarded and outcome.ok and changed(_given(request), before):
-        outcome = _invoke.changed_what_it_judges(name, outcome)
+        outcome = _call.changed_what_it_judges(name, outcome)
     used = sum(os.times()[:2])
     if used > worker.limits.cpu_seconds / 2:
         keep = False  # the next call could run out of CPU seconds midway: a fresh child
@@ -889,10 +889,10 @@ def _left_running(outcome: Any, name: str, threads: int, processes: int) -> Any:
 
 def _violation(outcome: Any, message: str) -> Any:
     """The call's outcome made a read-only violation, keeping what it printed."""
-    from . import _invoke
+    from . import _call
     from ._results import ResultError
 
-    return _invoke.Outcome(
+    return _call.Outcome(
         False, error=ResultError.READ_ONLY_VIOLATION, message=message, captured=outcome.captured
     )
 

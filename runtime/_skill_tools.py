@@ -77,7 +77,7 @@ class SkillTools:
     def tool(self, name: str) -> Tool:
         """The tool or validation ``name`` as the plan resolved it (its schema, its slots);
         :class:`ConfigError` when no skill of the plan has it."""
-        from ._builtins import shipped
+        from ._plugins import shipped
 
         if name not in self._members:
             given = ", ".join(s.name for s in self.skills) or "none"

@@ -15,10 +15,10 @@ import anyio
 import pytest
 from gategraph.runtime import Tool, Validation
 from gategraph.runtime import _invoke as invoke
+from gategraph.runtime._call import _transform_function
 from gategraph.runtime._invoke import (
     _BufferRouter,
     _Router,
-    _transform_function,
     own_capture,
     prepare,
     propagates,

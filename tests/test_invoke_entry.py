@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from _helpers import fake_module
 from gategraph.runtime import ToolContext
-from gategraph.runtime._invoke import (
+from gategraph.runtime._call import (
     CAPTURE_LIMIT,
     Outcome,
     _FdCapture,
     _process_entry,
-    to_result,
 )
+from gategraph.runtime._invoke import to_result
 
 
 def inline(code: str, name: str = "v") -> tuple[str, str]:
@@ -401,7 +401,7 @@ def test_a_call_runs_uncaptured_when_no_descriptor_is_left(
     def exhausted(fd: int) -> int:
         raise OSError(24, "Too many open files")
 
-    monkeypatch.setattr("gategraph.runtime._invoke.os.dup", exhausted)
+    monkeypatch.setattr("gategraph.runtime._call.os.dup", exhausted)
     outcome = run("def run(**_):\n    return {'passed': True}\n")
     monkeypatch.undo()
     assert outcome.ok and outcome.value == {"passed": True}
@@ -422,7 +422,7 @@ def test_running_out_of_descriptors_midway_puts_every_one_back(
             raise OSError(24, "Too many open files")
         return real_pipe()
 
-    monkeypatch.setattr("gategraph.runtime._invoke.os.pipe", second_fails)
+    monkeypatch.setattr("gategraph.runtime._call.os.pipe", second_fails)
     outcome = run("def run(**_):\n    return {'passed': True}\n")
     monkeypatch.undo()
     assert outcome.ok and outcome.captured is None
@@ -491,9 +491,9 @@ def test_a_reader_that_fails_is_not_handed_the_next_capture(
         return real()
 
     first = _FdCapture()
-    monkeypatch.setattr("gategraph.runtime._invoke.selectors.DefaultSelector", no_selector)
+    monkeypatch.setattr("gategraph.runtime._call.selectors.DefaultSelector", no_selector)
     # A fresh reader for this one: take the idle ones out of the way for the test.
-    monkeypatch.setattr("gategraph.runtime._invoke._IDLE_READERS", [])
+    monkeypatch.setattr("gategraph.runtime._call._IDLE_READERS", [])
     first.start()
     try:
         # The dead reader closed its ends: a write may find no reader (EPIPE).

@@ -45,7 +45,7 @@ import pytest
 from coverage import Coverage, CoverageData
 from coverage.exceptions import CoverageWarning
 from gategraph.runtime import _kernel
-from gategraph.runtime._invoke import SandboxRequest
+from gategraph.runtime._call import SandboxRequest
 from gategraph.runtime._kernel import SandboxLimits, support
 from gategraph.runtime._sandbox import _PASSED_ON
 from gategraph.runtime._sandbox_worker import _HEADER, Answer
@@ -483,9 +483,9 @@ def test_a_call_that_patches_its_process_sways_only_its_own_plan(open_worker: An
 def run(fail=False):
     if fail:
         raise RuntimeError("honestly failing")
-    from gategraph.runtime import _sandbox_worker, _invoke
+    from gategraph.runtime import _call, _sandbox_worker
     def forged(request, baseline, worker):
-        return request.name, _invoke.Outcome(True, {"passed": True}), True
+        return request.name, _call.Outcome(True, {"passed": True}), True
     _sandbox_worker._call = forged
     return {"passed": True}
 """
@@ -503,14 +503,14 @@ def run(fail=False):
 _FORGES: Final = """
 import os, stat, struct, subprocess, time
 import msgspec
-from gategraph.runtime import _invoke, _readonly
+from gategraph.runtime import _call, _readonly
 from gategraph.runtime._sandbox_worker import Answer
 def run(later=False):
     _readonly._PROCESS_JUDGES.clear()
     _readonly._process_lease[0] = None
     if not later:
         subprocess.Popen(["sleep", "1000"])  # left running
-    outcome = _invoke.Outcome(True, {"passed": True})
+    outcome = _call.Outcome(True, {"passed": True})
     data = msgspec.msgpack.encode(
         Answer("done", "check", {f: getattr(outcome, f) for f in outcome.__struct_fields__}, True)
     )
@@ -1546,7 +1546,7 @@ def test_a_call_s_output_is_its_own_and_its_process_has_no_thread_but_its_own(
 def test_more_output_than_a_pipe_holds_keeps_its_tail(open_worker: Any) -> None:
     """Far more than a pipe's buffer: the call is not blocked, the answer keeps the last
     CAPTURE_LIMIT bytes and says how many earlier ones it dropped."""
-    from gategraph.runtime._invoke import CAPTURE_LIMIT
+    from gategraph.runtime._call import CAPTURE_LIMIT
 
     size = 1 << 20
     worker = open_worker()

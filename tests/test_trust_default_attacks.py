@@ -373,7 +373,7 @@ POISON = """\
 def run(artifact):
     # Patches gategraph's own code in its worker, so that what any later call there is
     # given is harmless.
-    import gategraph.runtime._invoke as invoke
+    import gategraph.runtime._call as invoke
     original = invoke._bind
     def _bind(func, slots, arguments, resources, artifact, inputs, context):
         if isinstance(artifact, dict) and "commands" in artifact:
