@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from gategraph.benchmarks.harness import Settings
-    from gategraph.runtime._invoke import Isolation
+    from gategraph.runtime._calls._invoke import Isolation
 
 __all__ = ["measure_ray", "ray_unavailable"]
 

@@ -120,7 +120,7 @@ class ScriptedStrategy:
 
     async def strategize(self, request: Any) -> Any:
         """Record the request; return ``summary`` (with the revision number)."""
-        from ._protocols import Strategy
+        from ._base._protocols import Strategy
 
         self.requests.append(request)
         return Strategy(summary=f"{self.summary} (revision {request.revision})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -9,13 +10,13 @@ import textwrap
 import types
 from typing import TYPE_CHECKING, Any
 
-from gategraph.runtime._graph import load_graph
+from gategraph.runtime._definitions._graph import load_graph
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     import pytest
-    from gategraph.runtime._graph import PlanGraph
+    from gategraph.runtime._definitions._graph import PlanGraph
 
 
 def graph(text: str) -> PlanGraph:
@@ -76,3 +77,50 @@ def plugin_project(tmp_path: Path, text: str) -> Path:
         "nodes:\n  - {id: todo, validation: no_todo}\n"
     )
     return graph
+
+
+# What an outside validator sends: its role, an attestation and a rejection of a plan.
+VALIDATOR = {"role": "validator"}
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def findings(acs: list[dict[str, Any]], status: str = "pass") -> list[dict[str, Any]]:
+    return [
+        {
+            "acId": ac["id"],
+            "status": status,
+            "reasoning": f"checked {ac['alias']}",
+            "checkedAt": now(),
+        }
+        for ac in acs
+    ]
+
+
+def attestation(
+    plan_id: str, acs: list[dict[str, Any]], who: str = "validator-eve"
+) -> dict[str, Any]:
+    return {
+        "verdict": "attest",
+        "taskId": plan_id,
+        "validatorId": who,
+        "findings": findings(acs),
+        "attestedAt": now(),
+        "schemaVersion": "1",
+    }
+
+
+def rejection(
+    plan_id: str, acs: list[dict[str, Any]], who: str = "validator-mallory"
+) -> dict[str, Any]:
+    return {
+        "verdict": "reject",
+        "taskId": plan_id,
+        "validatorId": who,
+        "findings": findings(acs[:1], "fail") + findings(acs[1:]),
+        "summary": "the first criterion does not hold",
+        "rejectedAt": now(),
+        "schemaVersion": "1",
+    }

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from gategraph.runtime import ContentStore, DirectoryResource, MemoryEventLog, load_graph
-from gategraph.runtime._events import Event
-from gategraph.runtime._executors import LocalExecutor
-from gategraph.runtime._ids import new_ulid
-from gategraph.runtime._journal import PlanJournal, event_tag
-from gategraph.runtime._pipeline import applicable_validations
-from gategraph.runtime._plan import PlanContext
-from gategraph.runtime._plan_sandboxes import PlanSandboxes
+from gategraph.runtime._base._ids import new_ulid
+from gategraph.runtime._data._events import Event
+from gategraph.runtime._lifecycle._executors import LocalExecutor
+from gategraph.runtime._lifecycle._plan import PlanContext
+from gategraph.runtime._lifecycle._plan_sandboxes import PlanSandboxes
+from gategraph.runtime._running._journal import PlanJournal, event_tag
+from gategraph.runtime._running._pipeline import applicable_validations
 
 
 def parts_graph(root: Path, validations: list[dict[str, Any]], **extra: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Threads already running before a validation's call, for tests/test_default_escapes.py.
+"""Threads already running before a validation's call, for tests/calls/test_default_escapes.py.
 
 A module on disk (not an in-memory fake): sandboxed workers import it. Importing it starts
 a thread that runs whatever it is handed through a queue of its own, and a

@@ -1,4 +1,4 @@
-"""Validations whose results raise when gategraph reads them, for tests/test_hostile_calls.py.
+"""Validations whose results raise when gategraph reads them, for tests/calls/test_hostile_calls.py.
 
 A module on disk (not an in-memory fake): worker processes and sandboxed workers import
 it, and a result that crosses a process boundary is rebuilt from its class here. Each

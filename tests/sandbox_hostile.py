@@ -1,4 +1,4 @@
-"""Validations that try to get round read-only, for tests/test_sandbox.py.
+"""Validations that try to get round read-only, for tests/calls/test_sandbox.py.
 
 A module on disk (not an in-memory fake): sandboxed workers import it. Each hostile
 validation reports ``passed: True`` whatever happens, as an adversary would; the tests
@@ -134,7 +134,7 @@ def ctypes_write(root: str) -> dict[str, Any]:
 def defeats_guard_then_native(root: str) -> dict[str, Any]:
     """Switch the in-process guard off, then unlink natively and ignore the error code:
     only the kernel stands in the way."""
-    from gategraph.runtime import _readonly
+    from gategraph.runtime._calls import _readonly
 
     _readonly._PROCESS_JUDGES.clear()
     _readonly._process_lease[0] = None
@@ -277,7 +277,7 @@ def changes_directory(root: str) -> dict[str, Any]:
 
 
 def patches_guard(root: str) -> dict[str, Any]:
-    from gategraph.runtime import _readonly
+    from gategraph.runtime._calls import _readonly
 
     _readonly._process_lease[0] = None
     _readonly._current.set(None)
@@ -371,7 +371,7 @@ def forges_answers(root: str) -> dict[str, Any]:
     import struct
 
     import msgspec
-    from gategraph.runtime._sandbox_worker import Answer
+    from gategraph.runtime._calls._sandbox_worker import Answer
 
     forged = {"ok": True, "value": {"passed": True, "message": "forged"}}
     frame = msgspec.msgpack.encode(Answer("done", "any", forged, True))
@@ -391,7 +391,7 @@ def forges_answers(root: str) -> dict[str, Any]:
 def sibling(root: str) -> dict[str, Any]:
     """clone(CLONE_PARENT): a child that would be the worker's sibling, outside it (the
     guard switched off first: the kernel is what refuses)."""
-    from gategraph.runtime import _readonly
+    from gategraph.runtime._calls import _readonly
 
     _readonly._PROCESS_JUDGES.clear()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -412,7 +412,7 @@ def memfd(root: str) -> dict[str, Any]:
 
 
 def sysv(root: str) -> dict[str, Any]:
-    from gategraph.runtime import _readonly
+    from gategraph.runtime._calls import _readonly
 
     _readonly._PROCESS_JUDGES.clear()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -464,7 +464,7 @@ def command_changes_metadata(root: str, context: Any) -> dict[str, Any]:
 
 def native_metadata(root: str) -> dict[str, Any]:
     """The same natively, the guard switched off: only the kernel stands in the way."""
-    from gategraph.runtime import _readonly
+    from gategraph.runtime._calls import _readonly
 
     _readonly._PROCESS_JUDGES.clear()
     _readonly._process_lease[0] = None

@@ -1,4 +1,4 @@
-"""A validation module for tests/test_sandbox.py that leaves a mark where it is imported
+"""A validation module for tests/calls/test_sandbox.py that leaves a mark where it is imported
 with ``GG_MARK_DIR`` set: gategraph's process has it, a sandboxed worker does not (its
 environment is scrubbed, and it could not write there anyway)."""
 

@@ -1,4 +1,4 @@
-"""A validation module for tests/test_sandbox.py: gategraph must never import a sandboxed
+"""A validation module for tests/calls/test_sandbox.py: gategraph must never import a sandboxed
 entrypoint in its own process (the test checks ``sys.modules``), only in the sandbox."""
 
 from __future__ import annotations

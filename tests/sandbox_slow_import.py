@@ -1,4 +1,4 @@
-"""A validation module for tests/test_sandbox.py whose import takes a minute: gategraph
+"""A validation module for tests/calls/test_sandbox.py whose import takes a minute: gategraph
 killed while its sandboxed worker loads it must take the worker with it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Work tools for tests/test_sandbox_work.py: a module on disk, which sandboxed workers
+"""Work tools for tests/calls/test_sandbox_work.py: a module on disk, which sandboxed workers
 import. Each changes the candidate (its ``root`` folder) and tries one thing more."""
 
 from __future__ import annotations

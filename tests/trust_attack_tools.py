@@ -1,4 +1,4 @@
-"""Attacks for tests/test_trust_default_attacks.py, as the code a plan or a caller's
+"""Attacks for tests/calls/test_trust_default_attacks.py, as the code a plan or a caller's
 validations would run. The whole module is also given to a plan as a work tool's inline
 ``code:`` (its ``run``), and run as a script by the process that work tool leaves behind.
 
@@ -50,7 +50,7 @@ def _envelope(plan_id: str, acs: list[dict[str, Any]]) -> dict[str, Any]:
 def _waiting(home: str) -> list[str]:
     """The plans of gategraph's home that wait for outside validators."""
     try:
-        from gategraph.runtime._mcp_serve import plans_waiting
+        from gategraph.runtime._serve._mcp_serve import plans_waiting
 
         return [
             p["plan_id"]
@@ -106,12 +106,7 @@ def _spawn(home: str, catalog: Any, plan: str) -> dict[str, Any]:
 def forge_once(home: str, log: str, notes: list[Any], plan_id: str = "") -> bool:
     """One try at attesting every waiting plan as :data:`FORGER`: unsigned, then signed
     with a credential registered for it in the catalog; True once one was accepted."""
-    from gategraph.runtime import (
-        Catalog,
-        register_validator,
-        validator_ac_pull,
-        validator_attest,
-    )
+    from gategraph.runtime import Catalog, register_validator, validator_ac_pull, validator_attest
 
     caller = {"role": "validator"}
     plans = sorted({*_waiting(home), *([plan_id] if plan_id else [])})

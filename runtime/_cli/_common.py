@@ -16,7 +16,7 @@ import click
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-    from gategraph.runtime._catalog import Catalog
+    from gategraph.runtime._definitions._catalog import Catalog
 
 __all__ = [
     "DEBUG_ENV",
@@ -58,8 +58,8 @@ def _print_error(message: str) -> None:
 @contextmanager
 def _catalog(*, create: bool) -> Iterator[Catalog]:
     """Open the catalog; without ``create``, a missing file reads as an empty catalog."""
-    from gategraph.runtime._catalog import Catalog
-    from gategraph.runtime._home import default_catalog_path
+    from gategraph.runtime._base._home import default_catalog_path
+    from gategraph.runtime._definitions._catalog import Catalog
 
     path = click.get_current_context().find_root().obj or default_catalog_path()
     if not create and not Path(path).exists():
@@ -80,7 +80,7 @@ def _event_log_path() -> Path:
 
 
 def _log_beside(catalog_path: Path | None) -> Path:
-    from gategraph.runtime._eventlog import EVENTS_FILE, default_event_log_path
+    from gategraph.runtime._storage._eventlog import EVENTS_FILE, default_event_log_path
 
     return Path(catalog_path).with_name(EVENTS_FILE) if catalog_path else default_event_log_path()
 

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
-from gategraph.runtime._sync import choose_loop, run_loop, run_sync, use_uvloop, uses_uvloop
+from gategraph.runtime._running._sync import (
+    choose_loop,
+    run_loop,
+    run_sync,
+    use_uvloop,
+    uses_uvloop,
+)
 from gategraph.runtime._version import __version__
 
 from ._common import (
@@ -36,10 +42,10 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 
     from click.shell_completion import CompletionItem
-    from gategraph.runtime._catalog import Catalog
-    from gategraph.runtime._graph import PlanGraph
-    from gategraph.runtime._models import Attachment, Tool
-    from gategraph.runtime._resources import DirectorySandbox
+    from gategraph.runtime._data._models import Attachment, Tool
+    from gategraph.runtime._definitions._catalog import Catalog
+    from gategraph.runtime._definitions._graph import PlanGraph
+    from gategraph.runtime._storage._resources import DirectorySandbox
 
 __all__ = ["cli", "main"]
 
@@ -86,7 +92,7 @@ class _Group(click.Group):
 
 def _report(exc: BaseException) -> int:
     """Print ``exc`` as ``error:`` lines and return the exit code it means."""
-    from gategraph.runtime._exceptions import (
+    from gategraph.runtime._base._exceptions import (
         CatalogError,
         ConfigError,
         GategraphError,
@@ -208,7 +214,7 @@ def cli(ctx: click.Context, catalog_path: Path | None) -> None:
     """Run AI-agent plans as actor graphs; nothing is applied until its validations pass."""
     ctx.obj = catalog_path
     if ctx.invoked_subcommand in _PROBING:
-        from gategraph.runtime._kernel import probe_ahead
+        from gategraph.runtime._base._kernel import probe_ahead
 
         probe_ahead()  # where the sandbox can run is known by the time a graph is loaded
 
@@ -220,7 +226,7 @@ _PROBING: Final = frozenset({"check", "execute", "run", "resume", "decide", "app
 def _sweep_scratch() -> None:
     """Remove what worker processes killed at their timeout left in the temporary folder
     (their scratch), now rather than at the next run."""
-    from gategraph.runtime._context import sweep
+    from gategraph.runtime._calls._context import sweep
 
     sweep()
 
@@ -242,8 +248,8 @@ def _stdout_for_json(as_json: bool) -> Iterator[None]:
 
 
 def _load_model(config: Path, *, validation: bool) -> tuple[Tool, Any]:
-    from gategraph.runtime._models import Validation, tool_from_config
-    from gategraph.runtime._yaml import read_document
+    from gategraph.runtime._base._yaml import read_document
+    from gategraph.runtime._data._models import Validation, tool_from_config
 
     doc = read_document(config)
     model = Validation.from_config(doc) if validation else tool_from_config(doc)
@@ -251,8 +257,8 @@ def _load_model(config: Path, *, validation: bool) -> tuple[Tool, Any]:
 
 
 def _add(config: Path, update: bool, *, validation: bool) -> None:
-    from gategraph.runtime._exceptions import DuplicateError, IntegrityError, NotFoundError
-    from gategraph.runtime._models import Validation
+    from gategraph.runtime._base._exceptions import DuplicateError, IntegrityError, NotFoundError
+    from gategraph.runtime._data._models import Validation
 
     # Parse and check the whole file before the catalog is touched: nothing half-written.
     model, doc = _load_model(config, validation=validation)
@@ -314,7 +320,7 @@ def _complete_plan_id(
 ) -> list[CompletionItem]:
     """Shell completion of a PLAN_ID: the plans in the event log, newest first."""
     from click.shell_completion import CompletionItem
-    from gategraph.runtime._eventlog import list_plans
+    from gategraph.runtime._storage._eventlog import list_plans
 
     # While completing, the root's callback has not run: --catalog is only in its params.
     path = _log_beside(ctx.find_root().params.get("catalog_path"))
@@ -348,7 +354,7 @@ _FLAKES_SHOWN = 5
 
 def _validation_flakes(tool: Tool, counts: dict[str, int]) -> int | None:
     """How many times ``tool`` was found flaky; None for a tool (only validations can be)."""
-    from gategraph.runtime._models import ToolType
+    from gategraph.runtime._data._models import ToolType
 
     return counts.get(tool.name, 0) if tool.tool_type is ToolType.VALIDATION else None
 
@@ -366,7 +372,7 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
     if as_json:
         _json_out([_with_flakes(t.as_cli_dict(), flakes[t.name]) for t in tools])
         return
-    from gategraph.runtime._builtins import builtin, builtin_names
+    from gategraph.runtime._data._builtins import builtin, builtin_names
 
     registered = {t.name for t in tools}
     # Flaky validations the table cannot show: a graph's own, or a built-in used by name.
@@ -385,7 +391,7 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
         if names and type_ in (None, kind)
     ]
     if type_ != "tool":
-        from gategraph.runtime._plugins import plugin_problems, plugin_validations
+        from gategraph.runtime._definitions._plugins import plugin_problems, plugin_validations
 
         plugged = [
             f"{v.name} ({v.plugin})" for v in plugin_validations() if v.name not in registered
@@ -493,7 +499,7 @@ _yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for con
 @_yes_option
 def tool_remove(name: str, force: bool, yes: bool) -> None:
     """Remove a tool or validation (needed to change a validation's mode)."""
-    from gategraph.runtime._exceptions import CatalogError, NotFoundError
+    from gategraph.runtime._base._exceptions import CatalogError, NotFoundError
 
     with _catalog(create=False) as catalog:
         try:
@@ -606,7 +612,7 @@ def validation_attach(
             resource, validation_name, project=project, plan=plan, arguments=arguments
         )
     click.echo(attachment.id)
-    from gategraph.runtime._graph import NODE_ID_PATTERN
+    from gategraph.runtime._definitions._graph import NODE_ID_PATTERN
 
     if not re.fullmatch(NODE_ID_PATTERN, resource):
         # Plans find attachments by the names their graphs give resources, and no graph
@@ -701,7 +707,7 @@ def validator_register(validator_id: str) -> None:
     """Register a credential for the outside validator VALIDATOR_ID (like validator-alice)
     and print it, once: the catalog keeps only its digest. Give it to the validator; its
     attestations and rejections count only with it."""
-    from gategraph.runtime._validator_tools import register_validator
+    from gategraph.runtime._definitions._validator_tools import register_validator
 
     with _catalog(create=True) as catalog:
         credential = register_validator(validator_id, evidence=catalog)
@@ -717,7 +723,7 @@ def validator_register(validator_id: str) -> None:
 @click.argument("validator_id")
 def validator_revoke(validator_id: str) -> None:
     """Revoke every credential of VALIDATOR_ID: what it signs from now on is refused."""
-    from gategraph.runtime._validator_tools import revoke_validator
+    from gategraph.runtime._definitions._validator_tools import revoke_validator
 
     with _catalog(create=False) as catalog:
         gone = revoke_validator(validator_id, evidence=catalog)
@@ -750,8 +756,8 @@ def check(graph: Path, as_json: bool, require_sandbox: bool) -> None:
 
     Tools and validations are looked up in the graph, then in the catalog if it exists.
     """
-    from gategraph.runtime._exceptions import ConfigError
-    from gategraph.runtime._graph import NodeKind, load_graph
+    from gategraph.runtime._base._exceptions import ConfigError
+    from gategraph.runtime._definitions._graph import NodeKind, load_graph
 
     _sweep_scratch()  # what killed runs left, also when no plan runs after this
     with _catalog(create=False) as catalog:
@@ -814,7 +820,7 @@ def check(graph: Path, as_json: bool, require_sandbox: bool) -> None:
 
 
 def _node_row(result: Any, mode: str | None) -> list[str]:
-    from gategraph.runtime._results import ValidationResult
+    from gategraph.runtime._data._results import ValidationResult
 
     output = result.output
     kind = result.kind + (f" ({mode})" if mode else "")
@@ -862,7 +868,7 @@ def _workspace(plan: PlanGraph, *, in_place: bool) -> Iterator[dict[str, Directo
     if in_place or not folders:
         yield {}
         return
-    from gategraph.runtime._context import private_folder
+    from gategraph.runtime._calls._context import private_folder
 
     # In this process's scratch parent: swept even if the process is killed midway.
     scratch = private_folder("execute")
@@ -888,15 +894,15 @@ def _folders_text(plan: PlanGraph) -> str:
 
 def _check_new_plan_id(plan_id: str | None) -> None:
     """Refuse, before anything runs or prints, a --plan-id the event log holds already."""
-    from gategraph.runtime._eventlog import read_events
-    from gategraph.runtime._events import PlanStarted
+    from gategraph.runtime._data._events import PlanStarted
+    from gategraph.runtime._storage._eventlog import read_events
 
     if plan_id is None:
         return
     if not plan_id.strip():
         _fail("--plan-id: must not be empty")
-    from gategraph.runtime._exceptions import ConfigError
-    from gategraph.runtime._ids import check_plan_id
+    from gategraph.runtime._base._exceptions import ConfigError
+    from gategraph.runtime._base._ids import check_plan_id
 
     try:
         check_plan_id(plan_id)
@@ -955,9 +961,9 @@ def execute(
     apply) is `gategraph run`.
     """
     import msgspec
-    from gategraph.runtime._engine import execute_graph
-    from gategraph.runtime._eventlog import SQLiteEventLog
-    from gategraph.runtime._graph import load_graph
+    from gategraph.runtime._definitions._graph import load_graph
+    from gategraph.runtime._running._engine import execute_graph
+    from gategraph.runtime._storage._eventlog import SQLiteEventLog
 
     _sweep_scratch()  # what killed runs left, also when this run stops early
     _check_new_plan_id(plan_id)
@@ -1034,7 +1040,7 @@ def execute(
 def events(plan_id: str, as_json: bool) -> None:
     """Print the event log of the plan PLAN_ID, in order."""
     import msgspec
-    from gategraph.runtime._eventlog import read_events
+    from gategraph.runtime._storage._eventlog import read_events
 
     found = read_events(_event_log_path(), plan_id)
     if not found:
@@ -1079,7 +1085,7 @@ def _parse_resources(pairs: Sequence[str]) -> dict[str, Path]:
 def _folders_of(plan: PlanGraph, folders: Mapping[str, Path]) -> dict[str, Any]:
     """The directory resources the command line named (``--resource NAME=FOLDER``), each
     with what the graph says it leaves out."""
-    from gategraph.runtime._resources import DirectoryResource
+    from gategraph.runtime._storage._resources import DirectoryResource
 
     return {
         name: plan.resources[name].directory(name, folder)
@@ -1105,7 +1111,7 @@ def _check_report(report: tuple[str, Path] | None) -> None:
 def _informational(plan: PlanGraph, catalog: Catalog) -> frozenset[str]:
     """The names of the informational validations a plan may run: its own, then the
     catalog's (which the plan's attachments and nodes can name)."""
-    from gategraph.runtime._models import Validation, ValidationMode
+    from gategraph.runtime._data._models import Validation, ValidationMode
 
     own = {v.name: v.mode for v in plan.validations}
     for found in catalog.list("validation"):
@@ -1129,13 +1135,13 @@ def _drive_plan(
     and, with ``otel``, tracing it; then show the outcome of plan graph ``name``
     (:func:`_show_outcome`)."""
 
-    from gategraph.runtime._eventlog import SQLiteEventLog
-    from gategraph.runtime._observe import ObservedEventLog, progress_for
+    from gategraph.runtime._running._observe import ObservedEventLog, progress_for
+    from gategraph.runtime._storage._eventlog import SQLiteEventLog
 
     tracing: Any = None
     setup: Any = None
     if otel:
-        from gategraph.runtime._telemetry import (
+        from gategraph.runtime._embed._telemetry import (
             OpenTelemetryObserver,
             configure_from_environment,
             telemetry_available,
@@ -1193,7 +1199,7 @@ def _show_outcome(
     A plan that waits for a person who is at the terminal: ask them, and go on (with
     ``graph_file``, the graph the command was given)."""
     import msgspec
-    from gategraph.runtime._supervisor import PlanStatus
+    from gategraph.runtime._lifecycle._supervisor import PlanStatus
 
     if as_json:
         _json_out(msgspec.to_builtins(outcome))
@@ -1237,7 +1243,7 @@ def _show_outcome(
     if report is not None:
         # Written after the outcome is shown: a report that cannot be written must not
         # hide what happened to the plan.
-        from gategraph.runtime._reports import render_report
+        from gategraph.runtime._views._reports import render_report
 
         from ._plans import html_page, write_report
 
@@ -1282,9 +1288,9 @@ def _run_plan_command(
     ray_address: str | None = None,
     require_sandbox: bool = False,
 ) -> None:
-    from gategraph.runtime._executors import RayExecutor
-    from gategraph.runtime._graph import load_graph
-    from gategraph.runtime._supervisor import run_plan
+    from gategraph.runtime._definitions._graph import load_graph
+    from gategraph.runtime._lifecycle._executors import RayExecutor
+    from gategraph.runtime._lifecycle._supervisor import run_plan
 
     _check_report(report)
     _check_new_plan_id(plan_id)
@@ -1328,10 +1334,10 @@ def _resume_command(
     """Resume plan ``plan_id`` from the embedded log: the graph file and the resources it
     ran with come from its ``plan_started`` event."""
 
-    from gategraph.runtime._eventlog import read_events
-    from gategraph.runtime._events import PlanStarted
-    from gategraph.runtime._graph import load_graph
-    from gategraph.runtime._supervisor import resume_plan
+    from gategraph.runtime._data._events import PlanStarted
+    from gategraph.runtime._definitions._graph import load_graph
+    from gategraph.runtime._lifecycle._supervisor import resume_plan
+    from gategraph.runtime._storage._eventlog import read_events
 
     _check_report(report)
     log_path = _event_log_path()
@@ -1361,7 +1367,7 @@ def _resume_command(
     with _catalog(create=False) as catalog:
         plan = load_graph(path, catalog=catalog)
         informational = _informational(plan, catalog)
-    from gategraph.runtime._gate import is_gate
+    from gategraph.runtime._embed._gate import is_gate
 
     if is_gate(plan) and (decision is None or decision.action == "retry"):
         # Its new work can only come from the program that opened it: refused before
@@ -1537,10 +1543,10 @@ def replay(plan_id: str, graph: Path | None, rerun: str | None, as_json: bool) -
     ROUNDS).
     """
     import msgspec
-    from gategraph.runtime._eventlog import read_events
-    from gategraph.runtime._events import PlanStarted
-    from gategraph.runtime._graph import load_graph
-    from gategraph.runtime._replay import replay_plan
+    from gategraph.runtime._data._events import PlanStarted
+    from gategraph.runtime._definitions._graph import load_graph
+    from gategraph.runtime._storage._eventlog import read_events
+    from gategraph.runtime._views._replay import replay_plan
 
     rounds = _rounds_option(rerun)
     log_path = _event_log_path()
@@ -1631,8 +1637,8 @@ def _rerun(
     """Re-run the plan's rounds on the inputs kept in ``store_folder``."""
     import functools
 
-    from gategraph.runtime._rerun import rerun_rounds
-    from gategraph.runtime._store import ContentStore
+    from gategraph.runtime._lifecycle._rerun import rerun_rounds
+    from gategraph.runtime._storage._store import ContentStore
 
     if not store_folder.is_dir():
         _fail(f"no inputs are kept for this plan: {store_folder} does not exist")
@@ -1683,7 +1689,7 @@ def _answer(
 ) -> None:
     """A person's answer (`decide`, `approve`): exactly one of ``choices`` (action → flag
     given); record it and continue the plan."""
-    from gategraph.runtime._protocols import EscalationDecision
+    from gategraph.runtime._base._protocols import EscalationDecision
 
     given = [action for action, chosen in choices.items() if chosen]
     flags = " or ".join(f"--{action}" for action in choices)
@@ -1854,8 +1860,8 @@ def mcp_serve(
     output carries MCP messages only, and diagnostics go to standard error.
     """
 
-    from gategraph.runtime._mcp import sdk_problem
-    from gategraph.runtime._mcp_serve import (
+    from gategraph.runtime._calls._mcp import sdk_problem
+    from gategraph.runtime._serve._mcp_serve import (
         bind,
         create_mcp_server,
         parse_address,
@@ -1871,7 +1877,7 @@ def mcp_serve(
     endpoint = parse_address(address, allow_remote=allow_remote) if address else None
     served = served_root(root, field="--root")
     if require_sandbox:
-        from gategraph.runtime._kernel import sandbox_support
+        from gategraph.runtime._base._kernel import sandbox_support
 
         missing = sandbox_support().missing
         if missing is not None:
@@ -1915,7 +1921,7 @@ def mcp_serve(
 
 
 def _check_skills(catalog: Catalog, skills: Sequence[str]) -> None:
-    from gategraph.runtime._exceptions import CatalogError, NotFoundError
+    from gategraph.runtime._base._exceptions import CatalogError, NotFoundError
 
     for name in skills:
         try:

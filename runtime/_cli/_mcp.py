@@ -16,8 +16,8 @@ import click
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from gategraph.runtime._mcp import McpServer, McpToolInfo
-    from gategraph.runtime._models import Tool
+    from gategraph.runtime._calls._mcp import McpServer, McpToolInfo
+    from gategraph.runtime._data._models import Tool
 
 __all__ = ["register"]
 
@@ -128,8 +128,8 @@ def mcp_add(
     gategraph mcp add files -- npx -y @modelcontextprotocol/server-filesystem .
     gategraph mcp add search --url https://example.com/mcp --header 'Authorization=Bearer ${TOKEN}'
     """
-    from gategraph.runtime._exceptions import ConfigError, DuplicateError
-    from gategraph.runtime._mcp import McpServer
+    from gategraph.runtime._base._exceptions import ConfigError, DuplicateError
+    from gategraph.runtime._calls._mcp import McpServer
 
     from ._common import EXIT_REFUSED, _catalog, _fail
 
@@ -180,7 +180,7 @@ def _exists(catalog: Any, name: str) -> bool:
 def in_catalog(get: Callable[[str], object], name: str) -> bool:
     """Whether the catalog holds an entry called ``name``, read by ``get`` (a server, a
     skill): one it cannot read is there too, and ``--update`` replaces it."""
-    from gategraph.runtime._exceptions import CatalogError, NotFoundError
+    from gategraph.runtime._base._exceptions import CatalogError, NotFoundError
 
     try:
         get(name)
@@ -234,8 +234,8 @@ def mcp_list(as_json: bool) -> None:
 
 def _server(name: str) -> McpServer:
     """The catalog's server ``name`` (exit 2 if there is none), with the SDK installed."""
-    from gategraph.runtime._exceptions import NotFoundError
-    from gategraph.runtime._mcp import sdk_problem
+    from gategraph.runtime._base._exceptions import NotFoundError
+    from gategraph.runtime._calls._mcp import sdk_problem
 
     from ._common import _catalog, _fail
 
@@ -252,8 +252,8 @@ def _server(name: str) -> McpServer:
 
 
 def _listed(server: McpServer) -> list[McpToolInfo]:
-    from gategraph.runtime._mcp import list_server_tools
-    from gategraph.runtime._sync import run_loop
+    from gategraph.runtime._calls._mcp import list_server_tools
+    from gategraph.runtime._running._sync import run_loop
 
     return run_loop(list_server_tools, server)
 
@@ -376,7 +376,7 @@ def mcp_import(
     be declared read-only by the server (readOnlyHint) unless --trust-read-only, and never
     one the server marks destructive (destructiveHint).
     """
-    from gategraph.runtime._exceptions import ConfigError, DuplicateError, IntegrityError
+    from gategraph.runtime._base._exceptions import ConfigError, DuplicateError, IntegrityError
 
     from ._common import EXIT_REFUSED, _catalog, _fail
 
@@ -466,8 +466,8 @@ def _config(server: str, tool: McpToolInfo, prefix: str, slots: Sequence[str]) -
 
 
 def _model(config: dict[str, Any]) -> Tool:
-    from gategraph.runtime._exceptions import ConfigError
-    from gategraph.runtime._models import tool_from_config
+    from gategraph.runtime._base._exceptions import ConfigError
+    from gategraph.runtime._data._models import tool_from_config
 
     from ._common import _fail
 
@@ -482,7 +482,7 @@ def _model(config: dict[str, Any]) -> Tool:
 @click.argument("name")
 def mcp_remove(name: str) -> None:
     """Remove MCP server NAME from the catalog (refused while catalog tools use it)."""
-    from gategraph.runtime._exceptions import IntegrityError
+    from gategraph.runtime._base._exceptions import IntegrityError
 
     from ._common import EXIT_REFUSED, _catalog, _fail
 

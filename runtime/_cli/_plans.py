@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from gategraph.runtime._picture import FORMATS
-from gategraph.runtime._statuses import STATUSES
+from gategraph.runtime._base._statuses import STATUSES
+from gategraph.runtime._views._picture import FORMATS
 
 if TYPE_CHECKING:
-    from gategraph.runtime._plan_views import PlanSummary
+    from gategraph.runtime._views._plan_views import PlanSummary
 
 __all__ = ["register"]
 
@@ -66,7 +66,7 @@ def plans(statuses: tuple[str, ...], pattern: str | None, as_json: bool) -> None
     paused and unfinished ones, then the rest, newest first in each."""
     import fnmatch
 
-    from gategraph.runtime._plan_views import plan_summaries
+    from gategraph.runtime._views._plan_views import plan_summaries
 
     from ._common import _event_log_path, _json_out, _table
 
@@ -132,8 +132,8 @@ def graph_picture(graph_file: Path, fmt: str, output: Path | None) -> None:
     """Print a picture of the plan graph file GRAPH: its work, validation and actor nodes,
     the validations the catalog attaches to its resources, its acceptance criteria, and
     the `needs` edges between them."""
-    from gategraph.runtime._graph import load_graph
-    from gategraph.runtime._picture import draw
+    from gategraph.runtime._definitions._graph import load_graph
+    from gategraph.runtime._views._picture import draw
 
     from ._common import _catalog
 
@@ -159,7 +159,7 @@ def schema(output: Path | None) -> None:
     plan files as you type."""
     import json
 
-    from gategraph.runtime._graph_schema import graph_schema
+    from gategraph.runtime._definitions._graph_schema import graph_schema
 
     text = json.dumps(graph_schema(), indent=2, ensure_ascii=False) + "\n"
     if output is None:
@@ -214,7 +214,7 @@ def show(plan_id: str, as_json: bool, no_diff: bool) -> None:
     criterion, the steps it went through, its statistics, and the change it validated (a
     unified diff of what Apply committed, or would commit)."""
     import msgspec
-    from gategraph.runtime._plan_show import plan_view
+    from gategraph.runtime._views._plan_show import plan_view
 
     from ._common import _catalog, _event_log_path, _fail, _json_out
 
@@ -331,9 +331,9 @@ def ask_person(outcome: Any) -> Any:
     decision after an escalation), show what they are asked about — the failing findings
     and the change as a diff — and ask. Returns the :class:`EscalationDecision` to resume
     the plan with, or None to leave it waiting (``later``, or no terminal)."""
-    from gategraph.runtime._plan import PlanStatus
-    from gategraph.runtime._plan_show import plan_view
-    from gategraph.runtime._protocols import EscalationDecision
+    from gategraph.runtime._base._protocols import EscalationDecision
+    from gategraph.runtime._lifecycle._plan import PlanStatus
+    from gategraph.runtime._views._plan_show import plan_view
 
     from ._common import _catalog, _event_log_path
 
@@ -415,7 +415,7 @@ def report(plan_id: str, target: Path) -> None:
 
 
 def html_page(log_path: Path, plan_id: str, catalog: Any) -> str | None:
-    from gategraph.runtime._report_html import plan_report
+    from gategraph.runtime._views._report_html import plan_report
 
     return plan_report(log_path, plan_id, catalog=catalog)
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from gategraph.runtime._catalog import Catalog
-    from gategraph.runtime._skills import Skill
+    from gategraph.runtime._definitions._catalog import Catalog
+    from gategraph.runtime._definitions._skills import Skill
 
 __all__ = ["register"]
 
@@ -58,9 +58,9 @@ def skill_add(
     Every name must be in the catalog: registered, built in (python_syntax, regex ...) or
     from a plugin. Being in a skill never makes a validation gate a plan: attach it for that.
     """
-    from gategraph.runtime._exceptions import ConfigError, DuplicateError
-    from gategraph.runtime._skills import Skill
-    from gategraph.runtime._yaml import Document, read_document
+    from gategraph.runtime._base._exceptions import ConfigError, DuplicateError
+    from gategraph.runtime._base._yaml import Document, read_document
+    from gategraph.runtime._definitions._skills import Skill
 
     from ._common import EXIT_REFUSED, EXIT_USAGE, _catalog, _fail
     from ._mcp import in_catalog
@@ -101,7 +101,7 @@ def skill_add(
 
 def _missing(catalog: Catalog, model: Skill, doc: Any) -> Exception | None:
     """The error naming each of the skill's tools the catalog does not have, or None."""
-    from gategraph.runtime._exceptions import ConfigError
+    from gategraph.runtime._base._exceptions import ConfigError
 
     unknown = [(i, name) for i, name in enumerate(model.tools) if name not in catalog]
     if not unknown:
@@ -120,7 +120,7 @@ def _missing(catalog: Catalog, model: Skill, doc: Any) -> Exception | None:
 
 
 def _kinds(catalog: Catalog, skill: Skill) -> str:
-    from gategraph.runtime._models import ToolType
+    from gategraph.runtime._data._models import ToolType
 
     types = [_member(catalog, name)[0] for name in skill.tools]
     validations = sum(1 for t in types if t == ToolType.VALIDATION.value)
@@ -136,8 +136,8 @@ def _kinds(catalog: Catalog, skill: Skill) -> str:
 def _member(catalog: Catalog, name: str) -> tuple[str, dict[str, Any]]:
     """A member's type (``validation``, ``tool`` or ``missing``) and what ``skill show``
     says of it."""
-    from gategraph.runtime._exceptions import GategraphError, NotFoundError
-    from gategraph.runtime._models import Validation
+    from gategraph.runtime._base._exceptions import GategraphError, NotFoundError
+    from gategraph.runtime._data._models import Validation
 
     try:
         tool = catalog.get(name)

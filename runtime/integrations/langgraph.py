@@ -39,22 +39,22 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 import anyio
 import anyio.to_thread
 import msgspec
-from gategraph.runtime._eventlog import check_event_log, default_event_log_path, opened_log
-from gategraph.runtime._events import ApprovalDecided, PlanFinished
-from gategraph.runtime._exceptions import (
+from gategraph.runtime._base._exceptions import (
     ApplyConflictError,
     ApplyTwiceError,
     ConfigError,
     ConfigIssue,
     PlanBusyError,
 )
-from gategraph.runtime._maxn import MaxNPolicy, RetryBudget, RetryDecision, primary_fault
-from gategraph.runtime._models import Validation
-from gategraph.runtime._pipeline import Reason
-from gategraph.runtime._protocols import EscalationDecision
-from gategraph.runtime._supervisor import PlanStatus, resume_plan, run_plan
-from gategraph.runtime._sync import _running_loop, run_sync
-from gategraph.runtime._validate import Verdict, graph_spec, load_spec, validate
+from gategraph.runtime._base._protocols import EscalationDecision
+from gategraph.runtime._data._events import ApprovalDecided, PlanFinished
+from gategraph.runtime._data._maxn import MaxNPolicy, RetryBudget, RetryDecision, primary_fault
+from gategraph.runtime._data._models import Validation
+from gategraph.runtime._embed._validate import Verdict, graph_spec, load_spec, validate
+from gategraph.runtime._lifecycle._supervisor import PlanStatus, resume_plan, run_plan
+from gategraph.runtime._running._pipeline import Reason
+from gategraph.runtime._running._sync import _running_loop, run_sync
+from gategraph.runtime._storage._eventlog import check_event_log, default_event_log_path, opened_log
 from pydantic_core import to_jsonable_python
 from typing_extensions import TypedDict
 
@@ -67,11 +67,11 @@ except ImportError as error:  # pragma: no cover - a base install; tested by hid
     ) from error
 
 if TYPE_CHECKING:
-    from gategraph.runtime._catalog import Catalog
-    from gategraph.runtime._eventlog import EventLog
-    from gategraph.runtime._maxn import FaultKind
-    from gategraph.runtime._protocols import ExecuteRequest
-    from gategraph.runtime._supervisor import PlanOutcome
+    from gategraph.runtime._base._protocols import ExecuteRequest
+    from gategraph.runtime._data._maxn import FaultKind
+    from gategraph.runtime._definitions._catalog import Catalog
+    from gategraph.runtime._lifecycle._supervisor import PlanOutcome
+    from gategraph.runtime._storage._eventlog import EventLog
 
 __all__ = [
     "ApprovalNode",

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import anyio
 import msgspec
 import pydantic_core
-from gategraph.runtime._eventlog import check_event_log, opened_log
-from gategraph.runtime._exceptions import ConfigError, GategraphError
-from gategraph.runtime._maxn import MaxNPolicy, RetryBudget, RetryDecision
-from gategraph.runtime._models import Validation
-from gategraph.runtime._skills import names_of
-from gategraph.runtime._validate import Verdict, graph_spec, load_spec, validate
+from gategraph.runtime._base._exceptions import ConfigError, GategraphError
+from gategraph.runtime._data._maxn import MaxNPolicy, RetryBudget, RetryDecision
+from gategraph.runtime._data._models import Validation
+from gategraph.runtime._definitions._skills import names_of
+from gategraph.runtime._embed._validate import Verdict, graph_spec, load_spec, validate
+from gategraph.runtime._storage._eventlog import check_event_log, opened_log
 
 try:
     from pydantic_ai import ModelRetry
@@ -51,9 +51,9 @@ except ImportError as error:  # pragma: no cover - a base install; tested by hid
     ) from error
 
 if TYPE_CHECKING:
-    from gategraph.runtime._catalog import Catalog
-    from gategraph.runtime._eventlog import EventLog
-    from gategraph.runtime._models import Tool
+    from gategraph.runtime._data._models import Tool
+    from gategraph.runtime._definitions._catalog import Catalog
+    from gategraph.runtime._storage._eventlog import EventLog
     from pydantic_ai import Agent, RunContext
 
 __all__ = ["CatalogToolset", "GateEscalatedError", "GategraphOutputValidator", "gate_output"]
@@ -446,7 +446,7 @@ class CatalogToolset(FunctionToolset[Any]):
         check_event_log(event_log, "event_log", source=_TOOLSET)
         self._event_log = event_log
         if catalog is None:
-            from gategraph.runtime._catalog import Catalog
+            from gategraph.runtime._definitions._catalog import Catalog
 
             catalog = Catalog.in_memory()  # the built-in validations only
         wanted = None
@@ -484,7 +484,7 @@ class CatalogToolset(FunctionToolset[Any]):
     def _skill_members(catalog: Catalog, skills: list[str]) -> list[tuple[str, str]]:
         """The read-only members of ``skills``, each once, with the skill each comes from
         (a member that writes is left out, as MCP's ``--skill`` leaves it out)."""
-        from gategraph.runtime._exceptions import NotFoundError
+        from gategraph.runtime._base._exceptions import NotFoundError
 
         members: dict[str, str] = {}
         for index, skill in enumerate(skills):
@@ -570,8 +570,8 @@ class CatalogToolset(FunctionToolset[Any]):
     async def _call(
         self, name: str, kind: str, ctx: RunContext[Any], arguments: dict[str, Any]
     ) -> Any:
-        from gategraph.runtime._engine import NodeStatus, execute_graph
-        from gategraph.runtime._graph import load_graph
+        from gategraph.runtime._definitions._graph import load_graph
+        from gategraph.runtime._running._engine import NodeStatus, execute_graph
 
         folder = self._folder(ctx)
         spec: dict[str, Any] = {

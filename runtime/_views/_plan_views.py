@@ -1,0 +1,198 @@
+"""What a plan's event log says about it at a glance: its status, its rounds, what it waits
+for. Read by ``gategraph plans`` and by the MCP server's ``gategraph.plans_waiting``.
+
+Everything here is worked out from the log alone (a plan's events are its whole story), so
+it is the same in every process and after a crash. One thing the log cannot say is whether
+a plan that never finished is being run right now or was interrupted (a killed process):
+the plan's lease says that (see ``SQLiteEventLog.lease``), read without taking it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import msgspec
+from gategraph.runtime._base._statuses import INTERRUPTED, RUNNING, PlanStatus
+from gategraph.runtime._data._events import (
+    ApprovalRequired,
+    ArtifactValidationStarted,
+    AttestationRequired,
+    EscalationRequested,
+    PlanFinished,
+    PlanStarted,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from gategraph.runtime._data._events import Event
+
+__all__ = ["PERSON_STATUSES", "PlanSummary", "plan_summaries", "summarize"]
+
+PERSON_STATUSES: Final = frozenset(
+    {PlanStatus.AWAITING_DECISION.value, PlanStatus.AWAITING_APPROVAL.value}
+)
+"""The statuses of a plan that waits for a person."""
+
+
+class PlanSummary(msgspec.Struct, kw_only=True, frozen=True):
+    """One plan of an event log, as ``gategraph plans`` lists it."""
+
+    plan_id: str
+    name: str
+    """The plan graph's name."""
+    status: str
+    """``applied``, ``failed``, ``awaiting_decision``, ``awaiting_approval``,
+    ``awaiting_attestation``, ``running`` or ``interrupted``."""
+    rounds: int
+    """Validation rounds so far."""
+    started_at: float
+    """When the plan started, in seconds since the epoch."""
+    last_at: float
+    """When its last event happened."""
+    waiting_for: str | None = None
+    """What a paused plan waits for, in words (``None`` when it does not wait)."""
+    message: str = ""
+    """How it ended or paused, in its own words."""
+    project: str | None = None
+    graph_path: str | None = None
+    """The graph file it ran, when it ran from one."""
+
+    @property
+    def for_a_person(self) -> bool:
+        """Whether a person must answer before the plan goes on."""
+        return self.status in PERSON_STATUSES
+
+
+def summarize(
+    plan_id: str, events: Sequence[Event], *, running: bool | None = None
+) -> PlanSummary | None:
+    """The summary of one plan from its events (None without a ``plan_started``: a run of
+    the engine alone, ``gategraph execute``, is not a plan). ``running`` says whether a
+    supervisor holds the plan now (None: not known)."""
+    started = next((e for e in events if isinstance(e, PlanStarted)), None)
+    if started is None:
+        return None
+    rounds = sum(1 for e in events if isinstance(e, ArtifactValidationStarted))
+    last = events[-1]
+    status, waiting, message = _where(events, last, running)
+    return PlanSummary(
+        plan_id=plan_id,
+        name=started.graph,
+        status=status,
+        rounds=rounds,
+        started_at=events[0].at,
+        last_at=last.at,
+        waiting_for=waiting,
+        message=message,
+        project=started.project,
+        graph_path=started.graph_path,
+    )
+
+
+def _where(
+    events: Sequence[Event], last: Event, running: bool | None
+) -> tuple[str, str | None, str]:
+    """The plan's status, what it waits for and its message."""
+    if not isinstance(last, PlanFinished):
+        if running is False:
+            return INTERRUPTED, None, "its run stopped before it finished: resume it"
+        return RUNNING, None, ""
+    status = last.status
+    if status == "awaiting_approval":
+        asked = _last(events, ApprovalRequired)
+        tier = f" (tier {asked.tier})" if asked is not None else ""
+        return status, f"a person's approval{tier}", last.message
+    if status == "awaiting_decision":
+        escalated = _last(events, EscalationRequested)
+        why = f" ({escalated.reason})" if escalated is not None else ""
+        return status, f"a person's decision{why}", last.message
+    if status == "awaiting_attestation":
+        required = _last(events, AttestationRequired)
+        count = required.needed if required is not None else 0
+        who = f"{count} outside validator{'s' if count != 1 else ''}"
+        return status, who, last.message
+    return status, None, last.message
+
+
+_E = TypeVar("_E")
+
+
+def _last(events: Sequence[Event], kind: type[_E]) -> _E | None:
+    for event in reversed(events):
+        if isinstance(event, kind):
+            return event
+    return None
+
+
+def order(summaries: Iterable[PlanSummary]) -> list[PlanSummary]:
+    """Those waiting for a person first, then the other paused and unfinished ones, then
+    the rest; newest first within each."""
+
+    def rank(summary: PlanSummary) -> int:
+        if summary.for_a_person:
+            return 0
+        if summary.status in ("awaiting_attestation", RUNNING, INTERRUPTED):
+            return 1
+        return 2
+
+    return sorted(summaries, key=lambda s: (rank(s), -s.last_at))
+
+
+def plan_summaries(log_path: str | os.PathLike[str]) -> list[PlanSummary]:
+    """Every plan of the SQLite event log at ``log_path``, in :func:`order` (none when
+    there is no log yet)."""
+    from gategraph.runtime._storage._eventlog import list_plans, read_events
+
+    path = Path(log_path)
+    if not path.is_file():
+        return []
+    held = _held_leases(path)
+    found = []
+    for plan_id in list_plans(path):
+        events = read_events(path, plan_id)
+        running = None if held is None else _lease_name(plan_id) in held
+        summary = summarize(plan_id, events, running=running)
+        if summary is not None:
+            found.append(summary)
+    return order(found)
+
+
+def held_lease(log_path: str | os.PathLike[str], plan_id: str) -> bool | None:
+    """Whether a supervisor holds plan ``plan_id`` of the log now (None: not known here)."""
+    held = _held_leases(Path(log_path))
+    return None if held is None else _lease_name(plan_id) in held
+
+
+def _lease_name(plan_id: str) -> str:
+    # As SQLiteEventLog.lease names the file: a digest, so any plan id is a safe name.
+    return hashlib.sha256(plan_id.encode()).hexdigest()[:32]
+
+
+def _held_leases(log_path: Path) -> set[str] | None:
+    """The names of the lease files someone holds now, read from the kernel's table of
+    locks without taking one (taking it, even briefly, could turn a supervisor away);
+    None where that table cannot be read (not Linux)."""
+    folder = Path(f"{log_path}.locks")
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as table:
+            locks = table.read().splitlines()
+    except OSError:
+        return None
+    if not folder.is_dir():
+        return set()
+    held: set[str] = set()
+    inodes: dict[str, str] = {}
+    for entry in os.scandir(folder):
+        info = entry.stat(follow_symlinks=False)
+        key = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+        inodes[key] = entry.name
+    for line in locks:
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF" (a blocked waiter: "->").
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] in inodes:
+            held.add(inodes[parts[5]])
+    return held

@@ -1,0 +1,171 @@
+"""Reports of a plan's validations for other tools: JUnit XML and SARIF 2.1.0."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING, Any, Final
+
+from gategraph.runtime._version import __version__
+
+if TYPE_CHECKING:
+    from gategraph.runtime._lifecycle._supervisor import PlanOutcome
+    from gategraph.runtime._running._engine import ValidationRecord
+
+__all__ = ["REPORT_FORMATS", "render_report"]
+
+REPORT_FORMATS: Final = ("junit", "sarif")
+_SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def _junit(outcome: PlanOutcome, name: str) -> str:
+    records = outcome.validations
+    failures = [r for r in records if not r.result.passed and r.mode.value == "required"]
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": name,
+            "tests": str(len(records)),
+            "failures": str(len(failures)),
+            "errors": "0",
+            "skipped": "0",
+            "time": f"{sum(_took(r) for r in records):.3f}",
+        },
+    )
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", {"name": "plan_id", "value": outcome.plan_id})
+    ET.SubElement(properties, "property", {"name": "status", "value": outcome.status.value})
+    for record in records:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": f"{name}.{record.mode.value}",
+                "name": record.node,
+                "time": f"{_took(record):.3f}",
+            },
+        )
+        if record.enforced_by is not None:
+            # What held it to read-only: a consumer can tell a kernel-held pass from a
+            # trusted one.
+            held = ET.SubElement(case, "properties")
+            ET.SubElement(held, "property", {"name": "isolation", "value": str(record.isolation)})
+            ET.SubElement(held, "property", {"name": "enforced_by", "value": record.enforced_by})
+            if record.network:
+                ET.SubElement(held, "property", {"name": "network", "value": "declared"})
+        if record.reused_from is not None:
+            # Not called again: its result, and time, are those of an earlier round's call.
+            again = ET.SubElement(case, "properties") if record.enforced_by is None else held
+            ET.SubElement(
+                again, "property", {"name": "reused_from", "value": str(record.reused_from)}
+            )
+        if not record.result.passed:
+            # An informational failure is shown, never counted as a failing test (seed 000).
+            tag = "failure" if record.mode.value == "required" else "system-out"
+            element = ET.SubElement(case, tag)
+            if tag == "failure":
+                element.set("message", record.result.message[:500])
+                element.set("type", str(record.result.data.get("error", "rejected")))
+            element.text = json.dumps(
+                {"message": record.result.message, "data": record.result.data},
+                default=str,
+                indent=2,
+            )
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode")
+
+
+_MAX_LOCATIONS: Final = 50
+
+
+def _locations(data: Any) -> list[dict[str, Any]]:
+    """SARIF locations for the file (and line) entries a result's data lists: any list of
+    ``{"file": ..., "line": ...}`` mappings at its top level (python_syntax's ``errors``,
+    regex's ``matches``, a custom validation's own)."""
+    found: list[dict[str, Any]] = []
+    if not isinstance(data, dict):
+        return found
+    for value in data.values():
+        if not isinstance(value, list):
+            continue
+        for item in value:
+            if not isinstance(item, dict) or not isinstance(item.get("file"), str):
+                continue
+            physical: dict[str, Any] = {"artifactLocation": {"uri": item["file"]}}
+            line = item.get("line")
+            if isinstance(line, int) and not isinstance(line, bool) and line >= 1:
+                physical["region"] = {"startLine": line}
+            location: dict[str, Any] = {"physicalLocation": physical}
+            text = item.get("message") or item.get("text")
+            if isinstance(text, str) and text:
+                location["message"] = {"text": text}
+            found.append(location)
+            if len(found) == _MAX_LOCATIONS:
+                return found
+    return found
+
+
+def _sarif(outcome: PlanOutcome, name: str) -> str:
+    rules: dict[str, dict[str, Any]] = {}
+    results = []
+    for record in outcome.validations:
+        rules.setdefault(
+            record.validation,
+            {
+                "id": record.validation,
+                "name": record.validation,
+                "shortDescription": {"text": record.validation},
+            },
+        )
+        if record.result.passed:
+            continue
+        results.append(
+            {
+                "ruleId": record.validation,
+                "level": "error" if record.mode.value == "required" else "note",
+                "message": {"text": record.result.message or "failed"},
+                "locations": _locations(record.result.data),
+                "properties": {
+                    "node": record.node,
+                    "attachmentId": record.attachment_id,
+                    "mode": record.mode.value,
+                    "isolation": record.isolation,
+                    "enforcedBy": record.enforced_by,
+                    "network": record.network,
+                    "data": record.result.data,
+                },
+            }
+        )
+    document = {
+        "$schema": _SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "gategraph",
+                        "version": __version__,
+                        "rules": list(rules.values()),
+                    }
+                },
+                "automationDetails": {"id": f"{name}/{outcome.plan_id}"},
+                "results": results,
+                "properties": {"status": outcome.status.value, "verdict": outcome.verdict},
+            }
+        ],
+    }
+    return json.dumps(document, indent=2, default=str)
+
+
+def render_report(outcome: PlanOutcome, kind: str, *, name: str) -> str:
+    """Render the last round's validations as ``junit`` (XML) or ``sarif`` (JSON)."""
+    if kind == "junit":
+        return _junit(outcome, name)
+    if kind == "sarif":
+        return _sarif(outcome, name)
+    raise ValueError(f"unknown report format {kind!r}: use one of {', '.join(REPORT_FORMATS)}")
+
+
+def _took(record: ValidationRecord) -> float:
+    """The seconds a record's call took this round: none for a reused result."""
+    return record.duration if record.reused_from is None else 0.0

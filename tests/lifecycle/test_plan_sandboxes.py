@@ -1,0 +1,168 @@
+"""The sandboxes of one plan, on their own: opened per strategy revision, reopened when a
+plan resumes, snapshotted for each round, discarded when the plan ends."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gategraph.runtime import ContentStore, DirectoryResource, MemoryResource, ResumeError
+from gategraph.runtime._base._ids import new_ulid
+from gategraph.runtime._data._events import StrategyProduced, WorkFinished
+from gategraph.runtime._lifecycle._plan_sandboxes import PlanSandboxes
+
+
+def boxes(tmp_path: Path, plan_id: str | None = None, *, memory: bool = True) -> PlanSandboxes:
+    folder = tmp_path / "repo"
+    folder.mkdir(exist_ok=True)
+    (folder / "a.txt").write_text("one\n")
+    resources: dict[str, Any] = {"repo": DirectoryResource("repo", folder)}
+    if memory:
+        resources["notes"] = MemoryResource("notes", {"n.md": "hi"})
+    return PlanSandboxes(
+        resources,
+        plan_id=plan_id or new_ulid(),
+        home=lambda: tmp_path / "home",
+        store=ContentStore(tmp_path / "store"),
+    )
+
+
+@pytest.mark.anyio
+async def test_open_snapshot_and_discard(tmp_path: Path) -> None:
+    """Fresh copies per revision below the plan's folder; a snapshot pins each sandbox's
+    manifest; discarding everything leaves no folder of the plan."""
+    plan = boxes(tmp_path)
+    await plan.open(0, replaying=False)
+    assert plan.ready and set(plan.held) == {"repo", "notes"}
+    views = await plan.views()
+    assert views["repo"] == tmp_path / "home" / "sandboxes" / plan.plan_id / "r0" / "repo"
+    assert (views["repo"] / "a.txt").read_text() == "one\n" and views["notes"] == {"n.md": "hi"}
+    first = await plan.inputs(pin=True)
+    assert first is not None and set(first) == {"repo", "notes"}
+    assert plan.store.pinned(plan.plan_id) == set(first.values())
+    views["notes"]["n.md"] = "changed"
+    second = await plan.inputs(pin=False)
+    assert second is not None and second["notes"] != first["notes"]
+    assert second["repo"] == first["repo"]
+    await plan.open(1, replaying=False)  # a revised strategy: fresh copies, r0 dropped
+    assert (await plan.views())["notes"] == {"n.md": "hi"}
+    assert sorted(p.name for p in (tmp_path / "home" / "sandboxes" / plan.plan_id).iterdir()) == [
+        "r1"
+    ]
+    plan.discard(True)
+    assert not plan.ready and plan.held == {}
+    assert not (tmp_path / "home" / "sandboxes").exists()
+
+
+@pytest.mark.anyio
+async def test_replaying_opens_nothing(tmp_path: Path) -> None:
+    plan = boxes(tmp_path)
+    await plan.open(0, replaying=True)
+    assert not plan.ready and plan.held == {}
+    assert await plan.inputs(pin=True) is None
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.anyio
+async def test_a_resumed_plan_reopens_its_sandboxes_or_says_they_are_gone(
+    tmp_path: Path,
+) -> None:
+    """Reopened as the earlier run left them; gone while the log shows work in them, the
+    resume is refused saying which, and before anything is appended (check_kept)."""
+    plan_id = new_ulid()
+    earlier = boxes(tmp_path, plan_id)
+    await earlier.open(0, replaying=False)
+    (await earlier.views())["repo"].joinpath("a.txt").write_text("worked\n")
+    later = boxes(tmp_path, plan_id, memory=False)
+    later.resumed = True
+    await later.open(0, replaying=True)
+    later.work_from_log = True
+    views = await later.views()
+    assert (views["repo"] / "a.txt").read_text() == "worked\n"
+    # A memory resource's sandbox lives only in the process (the object) that made it.
+    steps: list[Any] = [
+        StrategyProduced(id=new_ulid(), plan_id=plan_id, seq=2, at=time.time(), revision=0),
+        WorkFinished(id=new_ulid(), plan_id=plan_id, seq=3, at=time.time(), attempt=1),
+    ]
+    with pytest.raises(ResumeError, match="resource 'notes' \\(revision 0\\), and it is gone"):
+        await boxes(tmp_path, plan_id).check_kept(steps)
+    earlier.discard(True)
+    gone = boxes(tmp_path, plan_id, memory=False)
+    gone.resumed = True
+    await gone.open(0, replaying=True)
+    gone.work_from_log = True
+    with pytest.raises(
+        ResumeError, match="the sandbox of resource 'repo' \\(revision 0\\) is gone"
+    ):
+        await gone.ensure()
+
+
+@pytest.mark.anyio
+async def test_what_a_round_changed_comes_from_its_manifests(tmp_path: Path) -> None:
+    """The files a change added or modified (links too) since the sandbox opened, never
+    what it deleted; only folders, and only where the store holds both manifests."""
+    import os
+
+    plan = boxes(tmp_path)
+    await plan.open(0, replaying=False)
+    repo = (await plan.views())["repo"]
+    (repo / "keep.txt").write_text("same\n")  # added before the first round
+    bases = plan.bases()
+    assert bases is not None and set(bases) == {"repo", "notes"}
+    first = await plan.inputs(pin=True)
+    assert plan.changed(bases, first) == {"repo": frozenset({"keep.txt"})}
+    (repo / "a.txt").write_text("two\n")
+    (repo / "sub").mkdir()
+    (repo / "sub" / "b.py").write_text("x = 1\n")
+    os.symlink("a.txt", repo / "link")
+    (repo / "keep.txt").unlink()
+    second = await plan.inputs(pin=True)
+    assert plan.changed(bases, second) == {"repo": frozenset({"a.txt", "sub/b.py", "link"})}
+    # Unknown, so each folder is judged whole: no bases, or a manifest the store lost.
+    assert plan.changed(None, second) == {}
+    assert plan.changed(bases, {**second, "repo": "0" * 64}) == {}
+
+
+@pytest.mark.anyio
+async def test_with_an_in_memory_store_each_sandbox_tells_its_change(tmp_path: Path) -> None:
+    """An in-memory store keeps no manifests of folders: the open sandbox's own changeset
+    says what changed (deletions left out); a folder given by no sandbox is judged whole."""
+    from gategraph.runtime._lifecycle._plan_sandboxes import changed_files
+
+    plan = boxes(tmp_path, memory=False)
+    plan.store = ContentStore(None)
+    await plan.open(0, replaying=False)
+    repo = (await plan.views())["repo"]
+    (repo / "new.py").write_text("x = 1\n")
+    (repo / "a.txt").unlink()
+    inputs = await plan.inputs(pin=True)
+    assert plan.changed(None, inputs) == {"repo": frozenset({"new.py"})}
+    assert changed_files(plan.store, ["repo"], {"repo": "f" * 64}, inputs) == {}
+
+
+def test_a_folder_without_both_manifests_and_a_vanishing_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder the round's events do not name is judged whole; an entry that goes away
+    while its sandbox is listed is skipped, not a failure."""
+    import os
+
+    from gategraph.runtime._lifecycle import _plan_sandboxes
+    from gategraph.runtime._lifecycle._plan_sandboxes import _listing_digest, changed_files
+
+    store = ContentStore(tmp_path / "store")
+    assert changed_files(store, ["repo"], {"other": "x"}, {"repo": "y"}) == {}
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "a").write_text("a")
+    whole = _listing_digest(str(tmp_path / "f"))
+    real = os.lstat
+
+    def vanishing(path: str, *args: Any, **kwargs: Any) -> os.stat_result:
+        if path.endswith(os.sep + "a"):
+            raise FileNotFoundError(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(_plan_sandboxes.os, "lstat", vanishing)
+    assert _listing_digest(str(tmp_path / "f")) != whole
