@@ -172,12 +172,14 @@ def run(
     script: str = "",
     marker: str = "",
     context: Any = None,
+    window: float = 0.0,
 ) -> dict[str, Any]:
     """The plan's work tool: makes the change the plan is for, honestly, then tries to
     attest the plan itself as :data:`FORGER` — from a process it leaves behind
     (``mode="leaves"``), from a thread it leaves running (``mode="thread"``), or from its
     own call (``mode="calls"``)."""
     Path(root, "src", "greet.py").write_text(GREET)
+    until = max(until, time.time() + window)  # a slow start does not shorten the window
     plan_id = str(getattr(context, "plan_id", "") or "")
     done: dict[str, Any] = {"plan_id": plan_id}
     if mode == "leaves":

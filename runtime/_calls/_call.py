@@ -709,7 +709,7 @@ class SandboxRequest(msgspec.Struct, kw_only=True):
 
 def sandbox_network(request: SandboxRequest) -> Outcome | None:
     """Hold a sandboxed call's process to its validation's declaration of the network
-    before the call runs (the kernel: :func:`._kernel.close_network`); an outcome when it
+    before the call runs (the kernel: :func:`.._base._kernel.close_network`); an outcome when it
     cannot be held to it."""
     from gategraph.runtime._base._kernel import close_network, network_closed
 

@@ -278,7 +278,7 @@ def _kill_self() -> None:
 
 
 _views: Final[dict[str, list[str]]] = {}
-"""The copy-on-write views a sandboxed worker was given (:func:`._kernel.confine`): folder
+"""The copy-on-write views a sandboxed worker was given (:func:`.._base._kernel.confine`): folder
 to views. A call is handed each view once (a copy of the same folder past them is a
 copy); a worker with views runs one call."""
 

@@ -84,9 +84,9 @@ if TYPE_CHECKING:
 
     from ._mcp import McpCall
 
-# ``_models`` (pydantic) is imported where a tool is prepared, not at the top: a worker
-# process imports this module to run `_process_entry`, and pydantic would add some 120 ms
-# to the start of every worker process.
+# ``_models`` (pydantic, some 120 ms) is imported where a tool is prepared, not at the
+# top: a graph that was loaded has imported it already, and what a worker process runs
+# lives in `_call`, which never imports it.
 
 __all__ = [
     "PENDING",
@@ -459,7 +459,7 @@ def propagates(exc: BaseException) -> bool:
     Cancellation propagates (a timeout, a cancelled plan), and so does a person's Ctrl-C.
     Python raises the ``KeyboardInterrupt`` of a Ctrl-C in the main thread wherever that
     thread is, so it may arrive inside a validation's own frames; it is told from one the
-    validation raises itself by whether a SIGINT was delivered (:func:`._sigint.is_ctrl_c`,
+    validation raises itself by whether a SIGINT was delivered (:func:`.._base._sigint.is_ctrl_c`,
     counted while a run lasts).
     ``GeneratorExit`` is a failure like any other: anyio and trio cancel tasks, they do not
     close them, so only a validation raising it itself puts it in a call's way.

@@ -1,13 +1,13 @@
 """The worker process that reads installed plugins' declarations, away from gategraph.
 
-Started by :mod:`._plugins` as ``python -P -c "...main()" <folder>``, in its own folder
+Started by :mod:`.._definitions._plugins` as ``python -P -c "...main()" <folder>``, in its own folder
 and session, with the environment a sandboxed worker gets (no API keys or tokens). Its
 request is one JSON document on descriptor 0, read whole before any plugin code runs::
 
     {"path": [...], "confine": {"limits": {...}, "hidden": [...]} | null,
      "entries": [[name, value], ...]}
 
-With ``confine``, it confines itself with the kernel (:func:`._kernel.confine`: its
+With ``confine``, it confines itself with the kernel (:func:`.._base._kernel.confine`: its
 folder the only writable place, no network, its databases hidden); without it (a machine
 that cannot sandbox), it runs under the in-process read-only guard. Then it says
 ``{"ready": true}`` (or ``{"refused": why}``) and, per entry point, in order, loads it as

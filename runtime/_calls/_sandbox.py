@@ -1,5 +1,5 @@
 """``isolation: sandbox``, the parent's side: a pool of worker processes confined by the
-kernel (:mod:`._kernel`), each running one call at a time (:mod:`._sandbox_worker`).
+kernel (:mod:`.._base._kernel`), each running one call at a time (:mod:`._sandbox_worker`).
 
 A worker is started before it is needed where the engine knows it will be (``prewarm``),
 returned to the pool after a clean call, and killed — with every process it started, as
@@ -95,13 +95,13 @@ class _Worker:
         self.warm = False
         """Whether it said ``spare`` (its imports done) and that answer was read."""
         self.views: tuple[str, ...] = ()
-        """The folders it holds a copy-on-write view of (:class:`._kernel.View`): it runs
+        """The folders it holds a copy-on-write view of (:class:`.._base._kernel.View`): it runs
         one call, which asked for exactly these."""
         self.shared: tuple[str, ...] = ()
         """The folders outside its own it may change (a work tool's resources): it runs
         only calls that may change exactly these."""
         self.hidden: frozenset[tuple[str, int, int, int]] = frozenset()
-        """What it hides (:func:`._kernel.hidden_now`): it runs no call once something of
+        """What it hides (:func:`.._base._kernel.hidden_now`): it runs no call once something of
         gategraph's own it must not see exists that it does not hide."""
         self.owner: _Owner | None = None
         """The validation it loaded (name, entrypoint, code, guarded, network): it runs no

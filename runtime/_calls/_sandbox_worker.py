@@ -4,7 +4,7 @@ Started by :mod:`._sandbox` as ``python -P -c "...main()" <folder> <parent pid> 
 (the limits as JSON) with its requests on descriptor 0 and its answers on descriptor 1
 (moved out of the way at once: the call's own output is captured, never mixed with them).
 It imports gategraph's own modules, then waits, a spare, for its first request: what it is
-for. It confines itself (:func:`._kernel.confine`) to that before it imports any of the
+for. It confines itself (:func:`.._base._kernel.confine`) to that before it imports any of the
 call's code, says ``ready``, then runs calls until its requests end.
 
 A worker serves one validation. It loads the validation's code once, before any call, and

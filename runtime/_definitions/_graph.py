@@ -112,10 +112,18 @@ def _check_id(value: str) -> str:
     return value
 
 
+GATE_EXECUTOR: Final = "gategraph.runtime._embed._gate:DETACHED"
+"""What a gate's graph file names as its executor (``gategraph.runtime._embed._gate``)."""
+# A gate's graph file (`gates/PLAN.yaml`, beside its durable log) names its executor by an
+# import path, and files written before the runtime's modules moved into subpackages name
+# the old one: read them as the path they meant.
+_MOVED_USES: Final = {"gategraph.runtime._gate:DETACHED": GATE_EXECUTOR}
+
+
 def _check_uses(value: str) -> str:
     if len(value) > 512 or not _USES_RE.fullmatch(value):
         raise ValueError(f"{value[:60]!r} is not an import path: write 'package.module:Class'")
-    return value
+    return _MOVED_USES.get(value, value)
 
 
 def _not_blank(value: str) -> str:

@@ -12,7 +12,7 @@ define and after the built-ins (theirs win), marked as coming from that package
 (``plugin``). A plugin's code is untrusted, its declaration included: gategraph's own
 process reads the entry points as metadata only (names, values, distributions) and
 imports nothing of a plugin. The declarations are evaluated in a worker process
-(:mod:`._plugin_worker`), once per process and only when a name is looked up that
+(:mod:`.._calls._plugin_worker`), once per process and only when a name is looked up that
 nothing else defines: confined by the kernel where this machine can sandbox, else under
 the read-only guard; always with a stripped environment and a timeout per entry point.
 The worker answers plain data, checked here as any configuration is. Each validation then

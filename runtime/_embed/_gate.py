@@ -24,6 +24,7 @@ from gategraph.runtime._base._ids import check_plan_id, new_ulid
 from gategraph.runtime._base._protocols import ExecuteRequest, FixRequest
 from gategraph.runtime._data._events import PlanStarted
 from gategraph.runtime._data._maxn import FAULT_CATALOGUE, RetryDecision
+from gategraph.runtime._definitions._graph import GATE_EXECUTOR
 from gategraph.runtime._running._pipeline import Rejected
 from gategraph.runtime._storage._eventlog import MemoryEventLog
 from gategraph.runtime._storage._resources import DirectoryResource, MemoryResource, Resource
@@ -66,7 +67,8 @@ class _Detached:
 
 DETACHED: Final = _Detached()
 """What a gate's graph file names as its executor (see :class:`_Detached`)."""
-_EXECUTOR: Final = f"{__name__}:DETACHED"
+# A fixed path, not this module's `__name__`: gate files hold it, and must outlive a move.
+_EXECUTOR: Final = GATE_EXECUTOR
 
 
 def is_gate(graph: PlanGraph) -> bool:

@@ -20,7 +20,7 @@ and ends it. opentelemetry-api is imported only when an observer is made.
 
 While user code runs — a validation, the nodes of a graph run, a lifecycle actor — the
 observer makes the span it belongs to the current span (:meth:`activate_span`, asked by the
-engine and the supervisor through :mod:`._spans`), so spans the user opens nest under it.
+engine and the supervisor through :mod:`.._base._spans`), so spans the user opens nest under it.
 
 :func:`configure_from_environment` sets the OpenTelemetry SDK up from the standard
 ``OTEL_*`` variables (the CLI's ``--otel``).

@@ -1,6 +1,6 @@
 """Re-run a plan's rounds on their recorded inputs: the second replay mode (seed 002 §13).
 
-The default replay (:func:`~._replay.replay_plan`) runs nothing. This one rebuilds chosen
+The default replay (:func:`~.._views._replay.replay_plan`) runs nothing. This one rebuilds chosen
 rounds exactly — every sandbox as the round's validations saw it, from the content store
 beside the event log (the manifest digests each ``artifact_validation_started`` records),
 the artifact the round validated, the same validation nodes — runs those validations again,

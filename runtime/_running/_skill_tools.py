@@ -1,7 +1,7 @@
 """A plan's skills at work: :class:`SkillTools` calls a skill's tools and validations on the
 plan's sandboxes, each as a one-node graph run by the engine.
 
-Above the engine; the skills themselves (:class:`~._skills.Skill`, what a catalog and a
+Above the engine; the skills themselves (:class:`~.._definitions._skills.Skill`, what a catalog and a
 graph declare) are below it.
 """
 

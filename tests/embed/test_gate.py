@@ -27,6 +27,7 @@ from gategraph.runtime import (
     resume_gate,
     run_plan,
 )
+from gategraph.runtime._embed._gate import is_gate
 
 BROKEN, FIXED = "def f(:\n", "def f():\n    return 1\n"
 
@@ -168,6 +169,10 @@ async def test_bad_arguments_are_one_line() -> None:
 _CRASHING = """
 import os, sys, anyio
 from gategraph.runtime import SQLiteEventLog, open_gate
+from gategraph.runtime._embed import _gate
+
+if len(sys.argv) > 3:  # the executor's path as an older gategraph wrote it
+    _gate._EXECUTOR = sys.argv[3]
 
 async def main():
     async with SQLiteEventLog(sys.argv[1]) as log:
@@ -183,12 +188,20 @@ anyio.run(main)
 
 
 @pytest.mark.anyio
-async def test_a_gate_is_resumed_after_its_program_died(tmp_path: Path) -> None:
+@pytest.mark.parametrize("written", ["now", "before the modules moved"])
+async def test_a_gate_is_resumed_after_its_program_died(tmp_path: Path, written: str) -> None:
+    """A gate whose program died is resumed by the program and replayed by the command
+    line, also from a graph file that names its executor by the path it had before the
+    runtime's modules moved into subpackages."""
     repo = _repo(tmp_path)
     home = tmp_path / "home"
     db = home / "events.db"
+    executor = {
+        "now": "gategraph.runtime._embed._gate:DETACHED",
+        "before the modules moved": "gategraph.runtime._gate:DETACHED",
+    }[written]
     died = subprocess.run(  # noqa: ASYNC221 - the program that dies
-        [sys.executable, "-c", textwrap.dedent(_CRASHING), str(db), str(repo)],
+        [sys.executable, "-c", textwrap.dedent(_CRASHING), str(db), str(repo), executor],
         capture_output=True,
         text=True,
         timeout=120,
@@ -196,8 +209,11 @@ async def test_a_gate_is_resumed_after_its_program_died(tmp_path: Path) -> None:
     )
     assert died.returncode == 9, died.stderr
     plan_id = died.stdout.strip()
+    written_as = (home / "gates" / f"{plan_id}.yaml").read_text(encoding="utf-8")
+    assert f"uses: {executor}" in written_as
     async with SQLiteEventLog(db) as log:
         async with resume_gate(plan_id, event_log=log) as gate:
+            assert is_gate(gate.graph)
             assert gate.verdicts[-1].decision == "fix"  # where the dead program left it
             assert (gate.sandbox() / "new.py").read_text().startswith("def f():")
             assert (await gate.submit()).passed and gate.applied
