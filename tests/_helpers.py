@@ -7,13 +7,15 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import types
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gategraph.runtime._definitions._graph import load_graph
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Mapping, Sequence
 
     import pytest
     from gategraph.runtime._definitions._graph import PlanGraph
@@ -46,6 +48,69 @@ def cli_env(
     return env
 
 
+def run_process(
+    command: Sequence[str | os.PathLike[str]], *, timeout: float = 120, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in a process of its own, its output captured as text; a process that
+    never ends fails the test (``timeout`` is a deadline for a hang, never for speed)."""
+    options.setdefault("check", False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, **options)
+
+
+def python_prints(code: str) -> str:
+    """What ``python -c CODE`` prints (stripped), in a fresh interpreter; it must succeed."""
+    return run_process([sys.executable, "-c", code], check=True).stdout.strip()
+
+
+def write_tree(root: Path, files: Mapping[str, str]) -> Path:
+    """``root`` holding ``files`` (relative path to text), folders made as needed."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def running(marker: str) -> list[int]:
+    """The processes whose command line holds ``marker``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def assert_gone(marker: str) -> None:
+    """Every process whose command line holds ``marker`` ends (a deadline for a hang: a
+    loaded machine may take seconds to reap one)."""
+    deadline = time.monotonic() + 60
+    while running(marker):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still running: {running(marker)}")
+        time.sleep(0.05)
+
+
+def suite_plan(folder: Path, project: Path, validation: str = "pytest_suite") -> Path:
+    """``folder/plan.yaml``: one node that runs ``validation`` (and what follows it in the
+    node's mapping) on the folder ``project``."""
+    path = folder / "plan.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+            version: 1
+            name: suite
+            resources:
+              repo: {{kind: directory, path: "{project}"}}
+            nodes:
+              - {{id: tests, validation: {validation}, resources: [repo]}}
+            """)
+    )
+    return path
+
+
 def run_gategraph(
     home: Path,
     *args: str,
@@ -54,14 +119,10 @@ def run_gategraph(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m gategraph.runtime ARGS`` as a user would, in a process of its own."""
-    return subprocess.run(
+    return run_process(
         [sys.executable, "-m", "gategraph.runtime", *args],
-        capture_output=True,
-        text=True,
         env=cli_env(home, pythonpath, env),
         cwd=cwd,
-        timeout=120,
-        check=False,
         stdin=subprocess.DEVNULL,
     )
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import run_process
 from gategraph.runtime import ConfigError, Validation
 from gategraph.runtime._base._yaml import (
     MAX_DEPTH,
@@ -229,13 +230,7 @@ def test_bad_bytes_and_syntax_are_one_line(text: str | bytes, expected: str) -> 
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gategraph.runtime", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_process([sys.executable, "-m", "gategraph.runtime", *map(str, args)], timeout=60)
 
 
 @pytest.mark.timeout(240)

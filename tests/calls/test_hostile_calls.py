@@ -27,7 +27,7 @@ import anyio.lowlevel
 import hostile_results
 import msgspec
 import pytest
-from _helpers import fake_module, graph, run_gategraph
+from _helpers import fake_module, graph, run_gategraph, run_process
 from gategraph.runtime import (
     ConfigError,
     MemoryEventLog,
@@ -61,13 +61,7 @@ def code_graph(name: str, code: str, *, isolation: str = "thread", **node: Any) 
 
 def gategraph(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the CLI in a process of its own; a run that never ends fails the test."""
-    return subprocess.run(
-        [sys.executable, "-m", "gategraph.runtime", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    return run_process([sys.executable, "-m", "gategraph.runtime", *args], cwd=cwd, timeout=90)
 
 
 def write(tmp_path: Path, text: str | dict[str, Any]) -> Path:
@@ -654,18 +648,9 @@ def test_a_person_s_ctrl_c_propagates(tmp_path: Path, backend: str, where: str) 
     (tmp_path / "main.py").write_text(CTRL_C)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     command = [sys.executable, str(tmp_path / "main.py"), backend]
-    own = subprocess.run(
-        [*command, "interrupts"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
-    )
+    own = run_process([*command, "interrupts"], cwd=tmp_path, env=env, timeout=60)
     assert own.stdout == "RESULT exception\n", own.stderr
-    own_result = subprocess.run(
-        [*command, "interrupting_result"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    own_result = run_process([*command, "interrupting_result"], cwd=tmp_path, env=env, timeout=60)
     assert own_result.stdout == "RESULT malformed\n", own_result.stderr
 
     process = subprocess.Popen(
@@ -922,12 +907,10 @@ def test_sys_exit_while_a_tool_loads_is_a_config_error(tmp_path: Path, kind: str
         },
     )
     for command in ("check", "run"):
-        done = subprocess.run(
+        done = run_process(
             [sys.executable, "-m", "gategraph.runtime", command, str(path)],
             cwd=tmp_path,
             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
-            capture_output=True,
-            text=True,
             timeout=90,
         )
         assert done.returncode == 2, (command, done.stdout, done.stderr)
@@ -979,12 +962,10 @@ def test_an_actor_module_exiting_on_import_is_a_config_error(tmp_path: Path) -> 
         tmp_path,
         {"version": 1, "name": "actor", "nodes": [{"id": "a", "uses": "exits_on_import:A"}]},
     )
-    done = subprocess.run(
+    done = run_process(
         [sys.executable, "-m", "gategraph.runtime", "check", str(path)],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
-        capture_output=True,
-        text=True,
         timeout=90,
     )
     assert done.returncode == 2, done.stderr
@@ -1021,12 +1002,8 @@ def test_an_async_busy_loop_in_process_isolation_times_out(tmp_path: Path) -> No
     )
     # Not `python -m gategraph.runtime`: a worker process re-runs the parent's __main__.
     main = "from gategraph.runtime._cli import main; main()"
-    done = subprocess.run(
-        [sys.executable, "-c", main, "execute", "--json", str(path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=90,
+    done = run_process(
+        [sys.executable, "-c", main, "execute", "--json", str(path)], cwd=tmp_path, timeout=90
     )
     assert done.returncode == 1, done.stderr
     (record,) = json.loads(done.stdout)["validations"]
@@ -1202,12 +1179,10 @@ def test_gategraph_run_with_a_loud_or_stuck_setup_hook(tmp_path: Path, hook: str
             "nodes": [{"id": "n", "validation": "v"}],
         },
     )
-    done = subprocess.run(
+    done = run_process(
         [sys.executable, "-m", "gategraph.runtime", "run", "--json", str(path)],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
-        capture_output=True,
-        text=True,
         timeout=90,
     )
     if hook == "loud":

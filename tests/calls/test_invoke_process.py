@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from _helpers import python_prints
 
 
 def test_the_worker_entry_does_not_import_pydantic() -> None:
@@ -14,5 +13,4 @@ def test_the_worker_entry_does_not_import_pydantic() -> None:
         "assert call._process_entry.__module__ == call.__name__; "
         "print('pydantic' in sys.modules, 'gategraph.runtime._calls._invoke' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False False"
+    assert python_prints(code) == "False False"

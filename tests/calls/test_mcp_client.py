@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _helpers import run_process, write_tree
 
 pytest.importorskip("mcp")
 
@@ -107,11 +108,9 @@ def declaration(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "a.py").write_text("x = 1\n")
-    (folder / "b.py").write_text("y = 2\n")
-    (folder / "notes.md").write_text("notes\n")
+    folder = write_tree(
+        tmp_path / "project", {"a.py": "x = 1\n", "b.py": "y = 2\n", "notes.md": "notes\n"}
+    )
     return folder
 
 
@@ -922,7 +921,7 @@ def test_importing_the_runtime_does_not_import_the_sdk(tmp_path: Path) -> None:
         "Catalog.in_memory().list_servers()\n"
         "assert 'mcp' not in sys.modules, 'mcp was imported'\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    done = run_process([sys.executable, "-c", code])
     assert done.returncode == 0, done.stderr
 
 
@@ -931,9 +930,7 @@ def test_importing_the_runtime_does_not_import_the_sdk(tmp_path: Path) -> None:
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user does, in a subprocess (the catalog under $GATEGRAPH_HOME)."""
-    return subprocess.run(
-        [*GATEGRAPH, *args], cwd=cwd, capture_output=True, text=True, timeout=180, check=False
-    )
+    return run_process([*GATEGRAPH, *args], cwd=cwd, timeout=180)
 
 
 def test_cli_registers_a_server_lists_and_imports_its_tools_and_runs_a_plan(

@@ -18,8 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,8 @@ import pytest
 pytest.importorskip("mcp")
 
 import anyio
-from _helpers import fake_module
+from _helpers import fake_module, run_process
+from _mcp_session import session_with
 from click.testing import CliRunner, Result
 from gategraph.runtime import (
     Catalog,
@@ -41,8 +40,6 @@ from gategraph.runtime import (
 )
 from gategraph.runtime._cli import cli
 from gategraph.runtime._serve._mcp_serve import create_mcp_server
-from mcp import ClientSession
-from mcp.shared.memory import create_client_server_memory_streams
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -355,14 +352,7 @@ def test_cli_a_server_banner_is_no_traceback(tmp_path: Path, odd_script: Path) -
             }
         )
     )
-    done = subprocess.run(
-        [*GATEGRAPH, "run", str(path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_process([*GATEGRAPH, "run", str(path)], cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "applied" in done.stdout
     assert "Traceback" not in done.stderr, done.stderr
@@ -414,20 +404,6 @@ def test_cli_tools_of_bare_tools_and_an_import_refused(tmp_path: Path, odd_scrip
 
 
 # -- serving -----------------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def session_with(server: Any) -> AsyncIterator[ClientSession]:
-    """A client session connected to ``server`` in this process."""
-    async with create_client_server_memory_streams() as (client, served):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                lambda: server.run(served[0], served[1], server.create_initialization_options())
-            )
-            async with ClientSession(client[0], client[1]) as session:
-                await session.initialize()
-                yield session
-            tg.cancel_scope.cancel()
 
 
 def reply_text(result: Any) -> str:

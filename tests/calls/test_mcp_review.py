@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _helpers import run_process
 
 pytest.importorskip("mcp")
 
@@ -89,9 +90,7 @@ def graph(
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*GATEGRAPH, *args], cwd=cwd, capture_output=True, text=True, timeout=180, check=False
-    )
+    return run_process([*GATEGRAPH, *args], cwd=cwd, timeout=180)
 
 
 async def no_sleep(seconds: float) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _helpers import plugin_project, run_gategraph
+from _helpers import plugin_project, run_gategraph, run_process
 from coverage import Coverage, CoverageData
 from coverage.exceptions import CoverageWarning
 from gategraph.runtime._base import _kernel
@@ -222,12 +222,9 @@ def test_nothing_of_a_plugin_is_loaded_by_help_or_import(tmp_path: Path) -> None
         "print(sorted(m for m in sys.modules if 'plugin' in m))\n"
     )
     plugins = site(tmp_path, good=GOOD)
-    done = subprocess.run(
+    done = run_process(
         [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
         env={"PYTHONPATH": str(plugins), "PATH": "/usr/bin:/bin"},
-        timeout=120,
         check=True,
     )
     assert done.stdout.strip() == "[]"

@@ -14,16 +14,14 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 import pytest
+from _helpers import write_tree
 from gategraph.runtime import ReadOnlyViolationError, ToolContext
 from gategraph.runtime._calls._readonly import Guard, guarded
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "a.py").write_text("x = 1\n")
-    return root
+    return write_tree(tmp_path / "repo", {"pkg/a.py": "x = 1\n"})
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

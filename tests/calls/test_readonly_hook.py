@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import write_tree
 from gategraph.runtime import ReadOnlyViolationError
 from gategraph.runtime._calls import _readonly as readonly
 from gategraph.runtime._calls._readonly import Guard, allow, guarded
@@ -25,19 +26,13 @@ EVERYTHING = 0o777
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     """A call's scratch folder (what ``allow`` lets it write), with one file in it."""
-    folder = tmp_path / "scratch"
-    folder.mkdir()
-    (folder / "own.txt").write_text("mine\n")
-    return folder
+    return write_tree(tmp_path / "scratch", {"own.txt": "mine\n"})
 
 
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
     """A resource folder the call may read but not change, with one file in it."""
-    folder = tmp_path / "resource"
-    folder.mkdir()
-    (folder / "a.py").write_text("x = 1\n")
-    return folder
+    return write_tree(tmp_path / "resource", {"a.py": "x = 1\n"})
 
 
 def validation(scratch: Path | None = None, *, pure: bool = False) -> Guard:

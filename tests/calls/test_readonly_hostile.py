@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from _helpers import fake_module
+from _helpers import fake_module, run_process
 from gategraph.runtime import ReadOnlyViolationError, ToolContext
 from gategraph.runtime._calls._readonly import Guard, allow, guarded
 from gategraph.runtime._definitions._graph import load_graph
@@ -80,12 +80,10 @@ def test_command_with_stdin_pipe_runs_in_a_disposable_copy(tree: Path) -> None:
     context = ToolContext(resources={"root": tree}, guard=guard)
     with guarded(guard):
         copy = context.disposable_copy()
-        done = subprocess.run(
+        done = run_process(
             [sys.executable, "-c", "import sys; open('got', 'w').write(sys.stdin.read())"],
             cwd=copy,
             input="fed through stdin",
-            text=True,
-            capture_output=True,
             check=True,
         )
     assert done.returncode == 0
@@ -121,12 +119,10 @@ async def test_sync_validation_feeds_a_command_in_its_copy(
 
     def feeds(root: Path, context: ToolContext, **_: Any) -> dict[str, Any]:
         copy = context.disposable_copy(root)
-        out = subprocess.run(
+        out = run_process(
             [sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"],
             cwd=copy,
             input="ok",
-            text=True,
-            capture_output=True,
             check=True,
         )
         return {"passed": out.stdout.strip() == "OK", "message": out.stdout.strip()}
@@ -338,12 +334,7 @@ def test_asyncio_reports_an_unhandled_refusal_left_behind(
     """A refused write that nothing handles, in code a call left running, is reported by
     asyncio on stderr (it is the truth: that code raised); the run and stdout are not
     touched, and the file is unchanged (docs/readonly.md)."""
-    done = subprocess.run(
-        [sys.executable, "-c", LEAVES_AN_UNHANDLED_WRITE, how, str(tree)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_process([sys.executable, "-c", LEAVES_AN_UNHANDLED_WRITE, how, str(tree)])
     assert done.returncode == 0, done.stderr
     assert done.stdout == "passed\n"
     assert report in done.stderr and "ReadOnlyViolationError" in done.stderr
@@ -729,11 +720,9 @@ def test_no_validation_can_poison_the_environment_of_the_next(
             os.environ["GATEGRAPH_HOSTILE"] = "after"
         with pytest.raises(ReadOnlyViolationError):
             del os.environ["GATEGRAPH_HOSTILE"]
-        done = subprocess.run(
+        done = run_process(
             [sys.executable, "-c", "import os; print(os.environ['GATEGRAPH_HOSTILE'])"],
             env={**os.environ, "GATEGRAPH_HOSTILE": "for the command"},
-            capture_output=True,
-            text=True,
             cwd=context.scratch,
             check=True,
         )
@@ -1440,13 +1429,8 @@ def start_maker(tmpdir: Path) -> tuple[subprocess.Popen[str], Path]:
 def make_and_exit(tmpdir: Path) -> Path:
     """A process that makes a scratch folder and exits normally; where it was."""
     env = {**os.environ, "TMPDIR": str(tmpdir)}
-    done = subprocess.run(
-        [sys.executable, "-c", MAKES_SCRATCH, "exit"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
+    done = run_process(
+        [sys.executable, "-c", MAKES_SCRATCH, "exit"], env=env, check=True, timeout=60
     )
     return Path(done.stdout.strip())
 
@@ -1493,12 +1477,7 @@ def test_a_parent_without_its_lock_yet_is_kept_while_its_process_lives(tmp_path:
 
     mine = tmp_path / f"gategraph-scratch-{os.getpid()}-abc123"
     mine.mkdir()
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    gone = run_process([sys.executable, "-c", "import os; print(os.getpid())"], check=True)
     dead = tmp_path / f"gategraph-scratch-{gone.stdout.strip()}-abc123"
     dead.mkdir()
     older_release = tmp_path / "gategraph-scratch-k2j4h1x0"

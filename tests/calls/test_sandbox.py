@@ -22,6 +22,8 @@ from typing import Any
 
 import anyio
 import pytest
+from _helpers import assert_gone as helpers_assert_gone
+from _helpers import python_prints, run_process, running
 from gategraph.runtime import ConfigError
 from gategraph.runtime._base._kernel import SandboxLimits, support
 from gategraph.runtime._calls._sandbox import sandbox_pool
@@ -513,25 +515,9 @@ async def test_no_network(repo: Path, name: str, kind: int) -> None:
 # -- 5. commands ----------------------------------------------------------------------------
 
 
-def running(marker: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(int(pid))
-            except OSError:
-                continue
-    return found
-
-
 async def assert_gone(marker: str) -> None:
-    """Every process whose command line has ``marker`` ends within a few seconds."""
-    for _ in range(100):
-        if not running(marker):
-            return
-        await anyio.sleep(0.05)
-    raise AssertionError(f"still running: {running(marker)}")
+    """Every process whose command line has ``marker`` ends."""
+    await anyio.to_thread.run_sync(helpers_assert_gone, marker)
 
 
 @pytest.mark.anyio
@@ -884,20 +870,12 @@ def test_check_refuses_a_plan_that_needs_the_sandbox_where_there_is_none(
 def test_the_pages_example_runs_as_written(tmp_path: Path) -> None:
     """docs/isolation.md's program, run as a user runs it, prints what the page says."""
     import re
-    import subprocess
 
     page = (Path(__file__).parents[2] / "docs" / "isolation.md").read_text(encoding="utf-8")
     [program] = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
     script = tmp_path / "example.py"
     script.write_text(program)
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_process([sys.executable, str(script)], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["True attested", "False fix"]
     assert "which prints `True attested` then `False fix`" in page
@@ -996,7 +974,6 @@ def test_a_killed_gategraph_takes_a_worker_that_is_loading_the_code(
 def test_gategraph_run_never_loads_sandbox_only_code(repo: Path, tmp_path: Path) -> None:
     """`gategraph check` and `gategraph run` of a plan whose only node that calls a
     validation runs it sandboxed: the validation's module is never imported by gategraph."""
-    import subprocess
 
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -1016,15 +993,7 @@ def test_gategraph_run_never_loads_sandbox_only_code(repo: Path, tmp_path: Path)
         "GATEGRAPH_HOME": str(tmp_path / "home"),
     }
     for command in (["check", str(plan)], ["run", str(plan)]):
-        done = subprocess.run(
-            [str(gategraph), *command],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = run_process([str(gategraph), *command], cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
     assert list(marks.iterdir()) == []
 
@@ -1100,7 +1069,6 @@ def test_the_probe_started_ahead_answers_support_and_leaves_nothing(
     """The probe the command line starts ahead gives the answer a probe started then would;
     it is reaped, its folder removed, as soon as it ends; one nobody waits for is stopped
     at exit."""
-    import subprocess
 
     from gategraph.runtime._base import _kernel
 
@@ -1127,8 +1095,7 @@ def test_the_probe_started_ahead_answers_support_and_leaves_nothing(
         "import time; from gategraph.runtime._base import _kernel; _kernel.probe_ahead(); "
         "print(_kernel._ahead.folder)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert not os.path.exists(done.stdout.strip())  # stopped at exit
+    assert not os.path.exists(python_prints(code))  # stopped at exit
 
 
 def test_a_probe_that_never_ends_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _helpers import write_tree
 from gategraph.runtime import ConfigError, RuntimeFault
 from gategraph.runtime._base._kernel import support
 from gategraph.runtime._definitions._graph import load_graph
@@ -40,10 +41,7 @@ def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "a.py").write_text("x = 1\n")
-    return root
+    return write_tree(tmp_path / "repo", {"a.py": "x = 1\n"})
 
 
 def work_graph(

@@ -42,6 +42,7 @@ from typing import Any, Final
 
 import msgspec
 import pytest
+from _helpers import write_tree
 from coverage import Coverage, CoverageData
 from coverage.exceptions import CoverageWarning
 from gategraph.runtime._base import _kernel
@@ -1782,10 +1783,7 @@ def snapshot(root: Path) -> dict[str, str]:
 @pytest.fixture
 def viewed(tmp_path: Path) -> Path:
     """A project folder with files and a link that leads out of it."""
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "a.txt").write_text("a")
-    (root / "b.txt").write_text("b")
+    root = write_tree(tmp_path / "project", {"a.txt": "a", "b.txt": "b"})
     (root / "py").symlink_to(sys.executable)
     return root
 

@@ -13,13 +13,12 @@ import copy
 import dataclasses
 import functools
 import json
-import textwrap
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _helpers import run_gategraph
+from _helpers import run_gategraph, suite_plan
 from gategraph.runtime import ConfigError, validate, validate_sync
 from gategraph.runtime._base._kernel import Support, support
 from gategraph.runtime._calls._frozen import FrozenDict, FrozenList, changed, fingerprint, freeze
@@ -47,21 +46,6 @@ def _project(root: Path, target: Path) -> Path:
     return root
 
 
-def _plan(folder: Path, project: Path, validation: str = "pytest_suite") -> Path:
-    path = folder / "plan.yaml"
-    path.write_text(
-        textwrap.dedent(f"""\
-            version: 1
-            name: attack
-            resources:
-              repo: {{kind: directory, path: "{project}"}}
-            nodes:
-              - {{id: tests, validation: {validation}, resources: [repo]}}
-            """)
-    )
-    return path
-
-
 # -- the change's own code ---------------------------------------------------------------------
 
 
@@ -73,7 +57,7 @@ def test_a_conftest_in_the_change_cannot_write_on_the_host_through_the_cli(
     by the kernel, the validation does not pass, and the record says the kernel held it."""
     target = tmp_path / "pwned"
     project = _project(tmp_path / "project", target)
-    plan = _plan(tmp_path, project)
+    plan = suite_plan(tmp_path, project)
     done = run_gategraph(tmp_path / "home", "execute", str(plan), "--json", cwd=tmp_path)
     assert not target.exists()
     assert done.returncode == 1, done.stderr
@@ -103,7 +87,9 @@ def test_an_honest_suite_passes_in_the_sandbox_by_default(tmp_path: Path) -> Non
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_ok.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
-    done = run_gategraph(tmp_path / "home", "execute", str(_plan(tmp_path, project)), cwd=tmp_path)
+    done = run_gategraph(
+        tmp_path / "home", "execute", str(suite_plan(tmp_path, project)), cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "read-only held by the kernel for 1" in done.stdout
     assert "kernel" in done.stdout.splitlines()[2]  # the node's row: HELD BY
@@ -414,7 +400,7 @@ def test_the_command_line_falls_back_in_one_line_or_refuses_when_asked(tmp_path:
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")
-    plan = _plan(tmp_path, project)
+    plan = suite_plan(tmp_path, project)
     home = tmp_path / "home"
     done = run_gategraph(home, "execute", str(plan), cwd=tmp_path, pythonpath=site)
     assert done.returncode == 0, done.stdout + done.stderr

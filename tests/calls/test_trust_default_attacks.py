@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-import os
 import re
 import time
 import uuid
@@ -23,7 +22,7 @@ import anyio
 import anyio.to_thread
 import pytest
 import trust_attack_tools
-from _helpers import VALIDATOR, attestation, rejection, run_gategraph
+from _helpers import VALIDATOR, assert_gone, attestation, rejection, run_gategraph, running
 from _plans import GOOD, plan, repo
 from gategraph.runtime import (
     Catalog,
@@ -41,6 +40,7 @@ from gategraph.runtime import (
 from gategraph.runtime._base._kernel import support
 from gategraph.runtime._definitions._graph import load_graph
 from gategraph.runtime._running._engine import execute_graph
+from test_trust_default import LINGERING
 from trust_attack_tools import FORGER, GREET
 
 needs_sandbox = pytest.mark.skipif(
@@ -66,26 +66,6 @@ def _files(root: Path) -> dict[str, bytes]:
         p.relative_to(root).as_posix(): b"/" if p.is_dir() else p.read_bytes()
         for p in sorted(root.rglob("*"))
     }
-
-
-def _running(marker: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(int(pid))
-            except OSError:
-                continue
-    return found
-
-
-def _assert_gone(marker: str) -> None:
-    for _ in range(100):
-        if not _running(marker):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the forger still runs: {_running(marker)}")
 
 
 # -- 1. outside validation cannot be forged from inside the plan ---------------------------------
@@ -134,7 +114,7 @@ class Attack:
 
     def wait_out(self) -> None:
         """Give the forger its whole window (it would have acted by then)."""
-        _assert_gone(self.marker)
+        assert_gone(self.marker)
         # Called once the run has returned, so the tool started before now.
         time.sleep(max(self.until - time.time(), self.window) + 0.3)
 
@@ -209,7 +189,7 @@ def test_the_forger_is_real_where_the_tool_is_declared_trusted(tmp_path: Path) -
     plan_id = re.search(r"plan (\S+) \(forged\): started", ran.stdout)[1]  # type: ignore[index]
     assert f"plan {plan_id}: awaiting_attestation" in ran.stdout
     deadline = max(attack.until, time.time() + attack.window) + 1
-    while _running(attack.marker) and time.time() < deadline:
+    while running(attack.marker) and time.time() < deadline:
         time.sleep(0.05)
     notes = json.loads(attack.log.read_text())
     assert notes[0][0] == "started"
@@ -341,20 +321,6 @@ async def test_validate_never_touches_the_callers_artifact(attack: str) -> None:
     assert not verdict.passed
     _assert_judged_as_given(verdict.records)
     assert artifact == GIVEN
-
-
-LINGERING = """\
-def run(artifact):
-    import threading, time
-    def later():
-        time.sleep(0.2)
-        try:
-            artifact["verdict"] = "forged"
-        except Exception:
-            pass
-    threading.Thread(target=later, daemon=True).start()
-    return {"passed": True}
-"""
 
 
 @needs_sandbox

@@ -21,6 +21,7 @@ from typing import Any
 import click
 import pytest
 import yaml
+from _helpers import run_process
 from click.testing import CliRunner, Result
 from gategraph.runtime import (
     Capability,
@@ -1114,15 +1115,7 @@ def run_module(*args: str, home: Path, stdin: int | None = subprocess.DEVNULL) -
     """Run ``python -m gategraph.runtime ARGS`` as a real process with GATEGRAPH_HOME=home."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
     env["GATEGRAPH_HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "gategraph.runtime", *args],
-        stdin=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return run_process([sys.executable, "-m", "gategraph.runtime", *args], stdin=stdin, env=env)
 
 
 def test_process_version(tmp_path: Path) -> None:
@@ -1338,13 +1331,8 @@ needs_script = pytest.mark.skipif(
 def complete(*env: tuple[str, str], home: Path) -> subprocess.CompletedProcess[str]:
     """Run the installed console script with completion variables set."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GATEGRAPH_", "_GATEGRAPH"))}
-    return subprocess.run(
-        [str(SCRIPT)],
-        env={**base, "GATEGRAPH_HOME": str(home), **dict(env)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    return run_process(
+        [str(SCRIPT)], env={**base, "GATEGRAPH_HOME": str(home), **dict(env)}, timeout=60
     )
 
 
@@ -1411,13 +1399,10 @@ def test_bash_completes_with_the_sourced_script(tmp_path: Path) -> None:
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GATEGRAPH_", "_GATEGRAPH"))}
-    done = subprocess.run(
+    done = run_process(
         ["bash", "--norc", "--noprofile", "-c", code],
         env={**base, "GATEGRAPH_HOME": str(tmp_path), "PATH": f"{SCRIPT.parent}:{base['PATH']}"},
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["decide", "demo"]

@@ -10,17 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import run_process
 from _plans import BAD, GOOD, plan, repo
 from gategraph.runtime._storage._eventlog import read_events
 
 
 def gategraph(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_process(
         [sys.executable, "-m", "gategraph.runtime._cli", *args],
         env={**os.environ, "GATEGRAPH_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import run_process
 from click.testing import CliRunner
 from gategraph.runtime._cli import cli
 
@@ -143,14 +144,7 @@ def gategraph(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
     env.update(GATEGRAPH_HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", "gategraph.runtime", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return run_process([sys.executable, "-m", "gategraph.runtime", *args], env=env)
 
 
 def test_execute_works_on_copies_by_default(tmp_path: Path) -> None:
@@ -263,14 +257,8 @@ def test_a_process_isolated_validation_runs_under_either_python_m(
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEGRAPH_")}
     env["GATEGRAPH_HOME"] = str(tmp_path / "home")
-    done = subprocess.run(
-        [sys.executable, "-m", module, "execute", str(graph)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-        check=False,
+    done = run_process(
+        [sys.executable, "-m", module, "execute", str(graph)], env=env, cwd=tmp_path, timeout=300
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "plan " in done.stdout and ": passed" in done.stdout

@@ -11,13 +11,13 @@ import importlib.resources
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from _helpers import run_process
 from click.testing import CliRunner, Result
 from gategraph.runtime import (
     Catalog,
@@ -869,13 +869,8 @@ def test_demo_repo_tests_pass(tmp_path: Path) -> None:
     with importlib.resources.as_file(GRAPHS / "demo-repo") as demo:
         copy = shutil.copytree(demo, tmp_path / "demo-repo")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=copy,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+    done = run_process(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=copy, env=env
     )
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -5,7 +5,6 @@ resume."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _helpers import run_process
 from gategraph.runtime import (
     ConfigError,
     EscalationDecision,
@@ -200,12 +200,8 @@ async def test_a_gate_is_resumed_after_its_program_died(tmp_path: Path, written:
         "now": "gategraph.runtime._embed._gate:DETACHED",
         "before the modules moved": "gategraph.runtime._gate:DETACHED",
     }[written]
-    died = subprocess.run(  # noqa: ASYNC221 - the program that dies
-        [sys.executable, "-c", textwrap.dedent(_CRASHING), str(db), str(repo), executor],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    died = run_process(
+        [sys.executable, "-c", textwrap.dedent(_CRASHING), str(db), str(repo), executor]
     )
     assert died.returncode == 9, died.stderr
     plan_id = died.stdout.strip()
@@ -223,14 +219,8 @@ async def test_a_gate_is_resumed_after_its_program_died(tmp_path: Path, written:
     assert (repo / "new.py").read_text() == FIXED
     # The command line sees the gate like any plan: its graph was written beside the log.
     env = {**os.environ, "GATEGRAPH_HOME": str(home)}
-    replayed = subprocess.run(  # noqa: ASYNC221 - the command line, as a user runs it
-        [sys.executable, "-m", "gategraph.runtime", "replay", plan_id],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-        cwd=tmp_path,
+    replayed = run_process(
+        [sys.executable, "-m", "gategraph.runtime", "replay", plan_id], env=env, cwd=tmp_path
     )
     assert replayed.returncode == 0, replayed.stderr
     assert "all match" in replayed.stdout
@@ -242,20 +232,12 @@ async def test_the_command_line_leaves_a_gates_work_to_its_program(tmp_path: Pat
     program can do its work, and that program can still resume it."""
     repo = _repo(tmp_path)
     home = tmp_path / "home"
-    died = subprocess.run(  # noqa: ASYNC221 - the program that dies
-        [sys.executable, "-c", textwrap.dedent(_CRASHING), str(home / "events.db"), str(repo)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    died = run_process(
+        [sys.executable, "-c", textwrap.dedent(_CRASHING), str(home / "events.db"), str(repo)]
     )
     plan_id = died.stdout.strip()
-    resumed = subprocess.run(  # noqa: ASYNC221 - the command line, as a user runs it
+    resumed = run_process(
         [sys.executable, "-m", "gategraph.runtime", "resume", plan_id],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
         env={**os.environ, "GATEGRAPH_HOME": str(home)},
         cwd=tmp_path,
     )

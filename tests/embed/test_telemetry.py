@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import run_process
 from _plans import BAD, GOOD, plan, repo
 from gategraph.runtime import MemoryEventLog, load_graph, run_plan
 from gategraph.runtime._data._events import (
@@ -440,13 +441,8 @@ def _otel_run(
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     environ.update(env)
     code = f"{prelude}\nfrom gategraph.runtime._cli import main\nmain()\n"
-    return subprocess.run(
-        [sys.executable, "-c", code, "run", "tiny.yaml", "--otel", *args],
-        cwd=tmp_path,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return run_process(
+        [sys.executable, "-c", code, "run", "tiny.yaml", "--otel", *args], cwd=tmp_path, env=environ
     )
 
 

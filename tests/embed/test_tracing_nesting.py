@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import anyio
 import pytest
-from _helpers import fake_module
+from _helpers import fake_module, python_prints
 from gategraph.runtime import (
     EscalationDecision,
     EscalationRequest,
@@ -371,5 +369,4 @@ def test_importing_the_runtime_imports_no_opentelemetry() -> None:
         "gategraph.runtime._lifecycle._supervisor, gategraph.runtime._running._observe; "
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    assert python_prints(code) == "[]"

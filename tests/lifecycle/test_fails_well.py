@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import run_process
 from gategraph.runtime import (
     Catalog,
     ConfigError,
@@ -39,15 +40,7 @@ def run_cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user does, in a subprocess."""
-    return subprocess.run(
-        [*GATEGRAPH, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+    return run_process([*GATEGRAPH, *args], cwd=cwd, env={**os.environ, **(env or {})})
 
 
 # -- imports are declared dependencies ------------------------------------------------------

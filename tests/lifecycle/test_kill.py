@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import run_process
 from _plans import BAD, GOOD, SYNTAX
 from gategraph.runtime._storage._eventlog import read_events
 
@@ -119,13 +120,7 @@ class Setup:
             environment["PYTHONPATH"] = os.pathsep.join(
                 [str(self.hooks), *filter(None, [os.environ.get("PYTHONPATH")])]
             )
-        return subprocess.run(
-            [sys.executable, "-m", "gategraph.runtime._cli", *args],
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return run_process([sys.executable, "-m", "gategraph.runtime._cli", *args], env=environment)
 
     def events(self) -> list[Any]:
         return read_events(self.home / "events.db", self.plan_id)

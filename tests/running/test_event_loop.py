@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _helpers import cli_env
+from _helpers import cli_env, run_process
 from _plans import GOOD, plan, repo
 from gategraph.runtime import (
     InMemoryAuditLog,
@@ -63,14 +63,10 @@ def _command_line(tmp_path: Path, *args: str, loop: str | None) -> subprocess.Co
     env = cli_env(tmp_path / "home")
     if loop is not None:
         env["GATEGRAPH_LOOP"] = loop
-    return subprocess.run(
+    return run_process(
         [sys.executable, "-m", "gategraph.runtime", *args, str(graph)],
-        capture_output=True,
-        text=True,
         env=env,
         cwd=tmp_path,
-        timeout=120,
-        check=False,
         stdin=subprocess.DEVNULL,
     )
 

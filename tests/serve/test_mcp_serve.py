@@ -10,17 +10,18 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import write_tree
 
 pytest.importorskip("mcp")
 
 import anyio
 import anyio.lowlevel
+from _mcp_session import call, session_with
 from click.testing import CliRunner
 from gategraph.runtime import Catalog, McpServer, Tool, Validation
 from gategraph.runtime._base._exceptions import ConfigError
@@ -39,7 +40,6 @@ from gategraph.runtime._serve._mcp_serve import (
 )
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.memory import create_client_server_memory_streams
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -151,31 +151,7 @@ def catalog() -> Iterator[Catalog]:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "README.md").write_text("hello\n")
-    (folder / "ok.py").write_text("x = 1\n")
-    return folder
-
-
-@asynccontextmanager
-async def session_with(server: Any) -> AsyncIterator[ClientSession]:
-    """A client session connected to ``server`` in this process."""
-    async with create_client_server_memory_streams() as (client, served):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                lambda: server.run(served[0], served[1], server.create_initialization_options())
-            )
-            async with ClientSession(client[0], client[1]) as session:
-                await session.initialize()
-                yield session
-            tg.cancel_scope.cancel()
-
-
-async def call(session: ClientSession, name: str, arguments: dict[str, Any]) -> Any:
-    result = await session.call_tool(name, arguments)
-    text = result.content[0].text  # type: ignore[union-attr]
-    return result, text
+    return write_tree(tmp_path / "project", {"README.md": "hello\n", "ok.py": "x = 1\n"})
 
 
 # -- listing ---------------------------------------------------------------------------------

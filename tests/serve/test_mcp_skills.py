@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("mcp")
 
 from _helpers import cli_env, run_gategraph
+from _mcp_session import call, session_with
 from gategraph.runtime import Catalog, Skill, Validation, tool_from_config
 from gategraph.runtime._serve._mcp_serve import create_mcp_server
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from test_mcp_serve import call, session_with
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from _helpers import cli_env, run_gategraph
+from _mcp_session import call, session_with
 from _plans import GOOD, plan, repo
 from gategraph.runtime import (
     Catalog,
@@ -30,7 +31,6 @@ from gategraph.runtime import (
 from gategraph.runtime._data._maxn import InMemoryAuditLog
 from gategraph.runtime._serve._mcp_serve import create_mcp_server
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from test_mcp_serve import call, session_with
 
 pytestmark = pytest.mark.timeout(180)
 

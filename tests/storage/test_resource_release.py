@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from _helpers import write_tree
 from gategraph.runtime import ConfigError, RuntimeFault
 from gategraph.runtime._storage import _resources as resources
 from gategraph.runtime._storage._resources import (
@@ -23,10 +24,7 @@ JOURNAL = ".gategraph-journal"
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "repo"
-    (folder / "src").mkdir(parents=True)
-    (folder / "src" / "app.py").write_text("x = 1\n")
-    return folder
+    return write_tree(tmp_path / "repo", {"src/app.py": "x = 1\n"})
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
+from _helpers import run_process
 from gategraph.runtime import ConfigError, GategraphError, RuntimeFault
 from gategraph.runtime._storage import _resources as resources
 from gategraph.runtime._storage._resources import (
@@ -850,7 +851,7 @@ def run_child(
     mode: str, root: Path, work: Path, spec_file: Path, phase: str, index: int
 ) -> subprocess.CompletedProcess[str]:
     """Run CHILD in a fresh interpreter."""
-    return subprocess.run(
+    return run_process(
         [
             sys.executable,
             "-c",
@@ -862,10 +863,7 @@ def run_child(
             phase,
             str(index),
         ],
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from _helpers import run_process
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime"
@@ -102,13 +102,8 @@ def test_lint_imports_keeps_every_contract() -> None:
     only downward and no import cycle is left, between modules or between packages."""
     assert "```\nlint-imports --no-cache\n```" in DOC.read_text(encoding="utf-8")
     lint = Path(sys.executable).with_name("lint-imports")
-    done = subprocess.run(
-        [str(lint) if lint.exists() else "lint-imports", "--no-cache"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = run_process(
+        [str(lint) if lint.exists() else "lint-imports", "--no-cache"], cwd=ROOT, timeout=300
     )
     assert done.returncode == 0, done.stdout + done.stderr
     kept = re.search(r"Contracts: (\d+) kept, 0 broken", done.stdout)

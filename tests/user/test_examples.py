@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import run_process
 
 ROOT = Path(__file__).parents[2]
 # The console script pip installed beside this interpreter: what a user types.
@@ -24,13 +25,10 @@ GRAPHS = sorted(
 
 def gategraph(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
     """Run the installed `gategraph` command, as a user would."""
-    return subprocess.run(
+    return run_process(
         [str(GATEGRAPH), *args],
         cwd=cwd,
-        capture_output=True,
-        text=True,
         timeout=180,
-        check=False,
         env={**os.environ, "GATEGRAPH_HOME": str(home)},
     )
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import gategraph.runtime
 import pytest
+from _helpers import python_prints, run_process
 
 EXPECTED = [
     "AGENT_ROLES",
@@ -285,9 +285,7 @@ def test_no_top_level_runtime_or_validators_package(tmp_path: Path) -> None:
         "print(json.dumps({n: getattr(u.find_spec(n), 'origin', None)"
         " for n in ('runtime', 'validators')}))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
-    )
+    out = run_process([sys.executable, "-c", probe], cwd=tmp_path, check=True)
     for name, origin in json.loads(out.stdout).items():
         assert origin is None or not Path(origin).resolve().is_relative_to(repo), name
     assert importlib.import_module("gategraph.validators")
@@ -313,5 +311,4 @@ def test_importing_the_package_is_light() -> None:
         "heavy = [m for m in ('pydantic', 'networkx', 'anyio', 'msgspec', 'yaml', 'jsonschema') "
         "if m in sys.modules]; print(heavy)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    assert python_prints(code) == "[]"

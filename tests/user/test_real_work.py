@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from _helpers import run_gategraph
+from _helpers import run_gategraph, suite_plan
 from gategraph.runtime._base._kernel import support
 
 pytestmark = pytest.mark.timeout(180)
@@ -59,23 +58,6 @@ def _files(root: Path) -> dict[str, str]:
     }
 
 
-def _suite_plan(tmp_path: Path, project: Path, validation: str) -> Path:
-    """A plan file whose one node runs ``validation`` (and what follows it in the node's
-    mapping) on the folder ``project``."""
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(
-        textwrap.dedent(f"""\
-            version: 1
-            name: suite
-            resources:
-              repo: {{kind: directory, path: "{project}"}}
-            nodes:
-              - {{id: tests, validation: {validation}, resources: [repo]}}
-            """)
-    )
-    return plan
-
-
 @pytest.mark.parametrize("validation", ["pytest_suite", "unittest_suite"])
 @pytest.mark.parametrize("isolation", [None, "process", "thread"])
 def test_a_checkout_with_a_venv_link_passes_its_test_suite(
@@ -88,7 +70,7 @@ def test_a_checkout_with_a_venv_link_passes_its_test_suite(
     project = _checkout(tmp_path / "project")
     before = _files(project)
     held = f", isolation: {isolation}" if isolation else ""
-    plan = _suite_plan(tmp_path, project, validation + held)
+    plan = suite_plan(tmp_path, project, validation + held)
     done = run_gategraph(tmp_path / "home", "execute", "--in-place", str(plan), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "passed" in done.stdout
@@ -121,7 +103,7 @@ def test_a_suite_runs_in_a_shard_per_core_by_default_each_in_a_view_of_its_own(
     (project / "pytest.ini").write_text("[pytest]\n")
     for n in range(max(2, cores)):
         (project / "tests" / f"test_{n}.py").write_text(_SHARED_NAME.format(n=n))
-    plan = _suite_plan(tmp_path, project, "pytest_suite")
+    plan = suite_plan(tmp_path, project, "pytest_suite")
     done = run_gategraph(tmp_path / "home", "execute", "--json", str(plan), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     [node] = json.loads(done.stdout)["nodes"]

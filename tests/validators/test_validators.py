@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from _helpers import python_prints
 from gategraph import validators
 from gategraph.runtime import Catalog, ToolContext, Validation, ValidationMode
 from gategraph.runtime._calls._readonly import Guard, guarded
@@ -1481,7 +1482,6 @@ def test_the_documented_validation_of_the_change_runs(tmp_path: Path) -> None:
 def test_each_check_loads_when_first_asked_for() -> None:
     """``gategraph.validators`` loads a check's module on first use: a plan that uses one
     built-in pays for that one."""
-    import subprocess
 
     code = (
         "import sys, gategraph.validators as v; "
@@ -1490,10 +1490,9 @@ def test_each_check_loads_when_first_asked_for() -> None:
         "after = sorted(m for m in sys.modules if m.startswith('gategraph.validators.')); "
         "print(before, after, 'regex' in dir(v))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split("] [") == [
+    assert python_prints(code).split("] [") == [
         "[",
-        "'gategraph.validators._common', 'gategraph.validators._python_syntax'] True\n",
+        "'gategraph.validators._common', 'gategraph.validators._python_syntax'] True",
     ]
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         validators.nothing  # noqa: B018

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from _helpers import run_gategraph
+from _helpers import run_gategraph, run_process
 from gategraph.runtime import (
     Catalog,
     EscalationDecision,
@@ -340,7 +340,6 @@ def test_diffs_are_git_s_and_bounded(tmp_path: Path) -> None:
     """Lines end at `\\n` alone (a form feed is part of its line), so `git apply` takes
     the diff; a file too long to diff is listed without one; `--no-diff` works none out."""
     import shutil
-    import subprocess
 
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "m.py").write_text("a\n\x0c\nb\nc\n")
@@ -368,11 +367,8 @@ def test_diffs_are_git_s_and_bounded(tmp_path: Path) -> None:
     assert "@@ -1,4 +1,4 @@" in diff and "No newline" not in diff
     if shutil.which("git"):
         (tmp_path / "m.diff").write_text(diff)
-        checked = subprocess.run(
-            ["git", "apply", "--check", "--directory=repo", "m.diff"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
+        checked = run_process(
+            ["git", "apply", "--check", "--directory=repo", "m.diff"], cwd=tmp_path
         )
         assert checked.returncode == 0, checked.stderr
     listed = json.loads(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _helpers import run_gategraph
+from _helpers import run_gategraph, run_process
 from gategraph.runtime import load_graph
 from gategraph.runtime._views._plan_views import plan_summaries, summarize
 
@@ -196,9 +196,7 @@ def test_graph_draws_every_part_of_a_plan(tmp_path: Path) -> None:
     assert text.startswith('digraph "pic" {') and '"n_check" -> "n_end";' in text
     assert 'label="AC1: It says \\"ok\\" <always>."' in text
     if shutil.which("dot"):
-        rendered = subprocess.run(
-            ["dot", "-Tsvg", str(tmp_path / "pic.dot")], capture_output=True, text=True
-        )
+        rendered = run_process(["dot", "-Tsvg", str(tmp_path / "pic.dot")])
         assert rendered.returncode == 0 and "<svg" in rendered.stdout, rendered.stderr
     bad = run_gategraph(home, "graph", "pic.yaml", "--format", "png", cwd=tmp_path)
     assert bad.returncode == 2 and "Invalid value for '--format'" in bad.stderr

@@ -8,12 +8,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
-from _helpers import run_gategraph
+from _helpers import run_gategraph, run_process
 
 EDIT = """
 version: 1
@@ -78,7 +77,7 @@ def in_the_browser(page: Path) -> tuple[dict[str, object], list[str]]:
     assert CHROMIUM is not None, "chromium is needed here (apt-get install chromium)"
     wrapper = page.with_name("wrapper.html")
     wrapper.write_text(WRAPPER % page.name)
-    done = subprocess.run(
+    done = run_process(
         [
             CHROMIUM,
             "--headless",
@@ -90,11 +89,7 @@ def in_the_browser(page: Path) -> tuple[dict[str, object], list[str]]:
             "--v=0",
             "--dump-dom",
             wrapper.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        ]
     )
     found = re.search(r'<div id="seen">(.*?)</div>', done.stdout)
     assert found is not None, done.stdout[-2000:] + done.stderr[-2000:]
