@@ -185,3 +185,23 @@ def rejection(
         "rejectedAt": now(),
         "schemaVersion": "1",
     }
+
+
+def validation_completed(plan: str, seq: int, passed: bool = True) -> Any:
+    """A plan's ``validation_completed`` event at ``seq``, as a log stores it."""
+    from gategraph.runtime import ValidationCompleted, ValidationResult, new_ulid
+
+    if passed:
+        result, duration = ValidationResult(True, "ok", {}), 0.1
+    else:
+        result, duration = ValidationResult(False, "bad", {"error": "timeout"}), 0.5
+    return ValidationCompleted(
+        id=new_ulid(),
+        plan_id=plan,
+        seq=seq,
+        at=1.0,
+        node="n",
+        validation="v",
+        result=result,
+        duration=duration,
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +53,32 @@ def plan(root: Path, steps: list[str], **policy: Any) -> str:
         + ("\npolicy:\n" + policy_lines if policy else "")
         + "\n"
     )
+
+
+def per_round(events: list[Any], tag: str) -> Counter[tuple[int, str]]:
+    """How often an event tagged ``tag`` came for each node in each round of validations."""
+    found: Counter[tuple[int, str]] = Counter()
+    current = 0
+    for event in events:
+        kind = type(event).__struct_config__.tag
+        if kind == "artifact_validation_started":
+            current = event.round
+        elif kind == tag:
+            found[(current, event.node)] += 1
+    return found
+
+
+class WaitingOnTheCli:
+    """``gategraph run`` of the shared plan, one outside validator policy: the run stops,
+    the plan waits for an attestation."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        from _helpers import run_gategraph
+
+        self.root = repo(tmp_path)
+        self.graph_file = tmp_path / "plan.yaml"
+        self.graph_file.write_text(plan(self.root, [GOOD], outside_validators=1))
+        self.home = tmp_path / "home"
+        self.ran = run_gategraph(self.home, "run", str(self.graph_file), cwd=tmp_path)
+        assert self.ran.returncode == 3, self.ran.stdout + self.ran.stderr
+        [self.plan_id] = set(re.findall(r"plan (\S+): awaiting_attestation", self.ran.stdout))

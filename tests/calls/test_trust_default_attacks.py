@@ -23,7 +23,7 @@ import anyio.to_thread
 import pytest
 import trust_attack_tools
 from _helpers import VALIDATOR, assert_gone, attestation, rejection, run_gategraph, running
-from _plans import GOOD, plan, repo
+from _plans import WaitingOnTheCli, repo
 from gategraph.runtime import (
     Catalog,
     PlanStatus,
@@ -229,13 +229,8 @@ def test_a_rejection_stands_against_another_validators_attestation_through_the_c
     """Mirrors test_validator_credentials' library case as a user meets it: on the default
     policy, Alice's rejection is not outweighed by Bob's attestation; `gategraph resume`
     says so and applies nothing, until Alice attests."""
-    root = repo(tmp_path)
-    graph_file = tmp_path / "plan.yaml"
-    graph_file.write_text(plan(root, [GOOD], outside_validators=1))
-    home = tmp_path / "home"
-    ran = run_gategraph(home, "run", str(graph_file), cwd=tmp_path)
-    assert ran.returncode == 3, ran.stdout + ran.stderr
-    [plan_id] = set(re.findall(r"plan (\S+): awaiting_attestation", ran.stdout))
+    waiting = WaitingOnTheCli(tmp_path)
+    root, home, plan_id = waiting.root, waiting.home, waiting.plan_id
     credential = {
         who: run_gategraph(home, "validator", "register", who, cwd=tmp_path).stdout.strip()
         for who in ("validator-alice", "validator-bob")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _helpers import validation_completed
 from gategraph.runtime import ConfigError, RuntimeFault, ValidationResult
 from gategraph.runtime._base._ids import new_ulid
 from gategraph.runtime._data._events import (
@@ -67,24 +68,11 @@ def test_ulids_carry_their_millisecond_and_a_forked_child_draws_other_bits() -> 
     assert {c[10:20] for c in child}.isdisjoint({o[10:20] for o in ours} | {value[10:20]})
 
 
-def _validation_event(plan: str, seq: int) -> ValidationCompleted:
-    return ValidationCompleted(
-        id=new_ulid(),
-        plan_id=plan,
-        seq=seq,
-        at=1.0,
-        node="n",
-        validation="v",
-        result=ValidationResult(False, "bad", {"error": "timeout"}),
-        duration=0.5,
-    )
-
-
 def test_events_round_trip_as_a_tagged_union() -> None:
     """Each event encodes with its type tag and decodes back to the same struct."""
     events = [
         RunStarted(id=new_ulid(), plan_id="p", seq=1, at=1.0, graph="g"),
-        _validation_event("p", 2),
+        validation_completed("p", 2, passed=False),
         NodeCompleted(
             id=new_ulid(), plan_id="p", seq=3, at=1.0, node="w", ok=True, duration=0.1, output=[1]
         ),
@@ -100,8 +88,8 @@ def test_events_round_trip_as_a_tagged_union() -> None:
 async def test_memory_log_keeps_order_per_plan() -> None:
     """The memory log returns a plan's events in order, filtered by seq."""
     log = MemoryEventLog()
-    await log.append_many([_validation_event("a", i) for i in range(1, 4)])
-    await log.append(_validation_event("b", 1))
+    await log.append_many([validation_completed("a", i, passed=False) for i in range(1, 4)])
+    await log.append(validation_completed("b", 1, passed=False))
     assert [e.seq for e in await log.read("a")] == [1, 2, 3]
     assert [e.seq for e in await log.read("a", after=2)] == [3]
     assert await log.plans() == ["a", "b"]
@@ -115,7 +103,7 @@ async def test_sqlite_log_is_durable_and_batched(tmp_path: Path) -> None:
     async with SQLiteEventLog(path) as log:
         async with anyio.create_task_group() as tg:
             for i in range(1, 201):
-                tg.start_soon(log.append, _validation_event("p", i))
+                tg.start_soon(log.append, validation_completed("p", i, passed=False))
         # Durable now: a separate reader sees all of them.
         assert len(read_events(path, "p")) == 200
         assert [e.seq for e in await log.read("p", after=198)] == [199, 200]
@@ -133,9 +121,9 @@ async def test_sqlite_log_is_durable_and_batched(tmp_path: Path) -> None:
 async def test_sqlite_log_reports_write_failures(tmp_path: Path) -> None:
     """A duplicate (plan, seq) cannot be written, and the appender hears about it."""
     async with SQLiteEventLog(tmp_path / "e.db") as log:
-        await log.append(_validation_event("p", 1))
+        await log.append(validation_completed("p", 1, passed=False))
         with pytest.raises(RuntimeFault, match="could not be written"):
-            await log.append(_validation_event("p", 1))
+            await log.append(validation_completed("p", 1, passed=False))
 
 
 @pytest.mark.anyio
@@ -143,7 +131,7 @@ async def test_sqlite_log_must_be_opened(tmp_path: Path) -> None:
     """Appending outside `async with` is a clear error."""
     log = SQLiteEventLog(tmp_path / "e.db")
     with pytest.raises(RuntimeFault, match="not open"):
-        await log.append(_validation_event("p", 1))
+        await log.append(validation_completed("p", 1, passed=False))
 
 
 def test_bad_event_log_files(tmp_path: Path) -> None:
@@ -176,12 +164,14 @@ async def test_sqlite_log_passes_the_bodys_error_through(tmp_path: Path) -> None
 async def test_a_refused_plan_does_not_poison_the_log(tmp_path: Path) -> None:
     """A plan whose seq does not follow on is refused alone; other plans keep writing."""
     async with SQLiteEventLog(tmp_path / "e.db") as log:
-        await log.append(_validation_event("a", 1))
-        log.append_nowait(_validation_event("a", 1))  # the same seq again: refused
-        await log.append(_validation_event("b", 1))  # another plan in the same batch: fine
+        await log.append(validation_completed("a", 1, passed=False))
+        log.append_nowait(validation_completed("a", 1, passed=False))  # the same seq again: refused
+        await log.append(
+            validation_completed("b", 1, passed=False)
+        )  # another plan in the same batch: fine
         with pytest.raises(RuntimeFault, match="does not follow"):
             await log.flush("a")
         await log.flush("b")
-        await log.append(_validation_event("b", 2))
+        await log.append(validation_completed("b", 2, passed=False))
     assert [e.seq for e in read_events(tmp_path / "e.db", "b")] == [1, 2]
     assert [e.seq for e in read_events(tmp_path / "e.db", "a")] == [1]

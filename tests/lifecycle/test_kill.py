@@ -14,13 +14,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _helpers import run_process
-from _plans import BAD, GOOD, SYNTAX
+from _plans import BAD, GOOD, SYNTAX, per_round
 from gategraph.runtime._storage._eventlog import read_events
 
 pytestmark = pytest.mark.skipif(
@@ -128,18 +127,6 @@ class Setup:
 
 def tags(events: list[Any]) -> list[str]:
     return [type(e).__struct_config__.tag for e in events]
-
-
-def per_round(events: list[Any], tag: str) -> Counter[tuple[int, str]]:
-    found: Counter[tuple[int, str]] = Counter()
-    current = 0
-    for event in events:
-        kind = type(event).__struct_config__.tag
-        if kind == "artifact_validation_started":
-            current = event.round
-        elif kind == tag:
-            found[(current, event.node)] += 1
-    return found
 
 
 def kill_then_resume(setup: Setup, **kill: str) -> tuple[list[Any], list[Any]]:

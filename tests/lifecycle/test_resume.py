@@ -4,13 +4,12 @@ and the resumed log replays."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from _plans import BAD, GOOD, plan, repo
+from _plans import BAD, GOOD, per_round, plan, repo
 from gategraph.runtime import MemoryEventLog, load_graph
 from gategraph.runtime._base._exceptions import PlanBusyError, ResumeError
 from gategraph.runtime._base._protocols import EscalationDecision
@@ -63,19 +62,6 @@ class DyingLog:
 
 def tags(events: list[Any]) -> list[str]:
     return [type(e).__struct_config__.tag for e in events]
-
-
-def validation_runs(events: list[Any]) -> Counter[tuple[int, str]]:
-    """How often each node's validation completed in each round."""
-    runs: Counter[tuple[int, str]] = Counter()
-    current = 0
-    for event in events:
-        tag = type(event).__struct_config__.tag
-        if tag == "artifact_validation_started":
-            current = event.round
-        elif tag == "validation_completed":
-            runs[(current, event.node)] += 1
-    return runs
 
 
 def _crashed(exc: BaseException) -> bool:
@@ -147,7 +133,7 @@ async def test_crash_at_every_event_then_resume(tmp_path: Path) -> None:
         assert (root / "src" / "greet.py").read_text() == expected, where
         assert tags(events).count("apply_completed") == 1, where
         assert tags(events).count("plan_started") == 1, where
-        assert set(validation_runs(events).values()) == {1}, where
+        assert set(per_round(events, "validation_completed").values()) == {1}, where
         assert [e.seq for e in events] == list(range(1, len(events) + 1)), where
         assert events[keep].__struct_config__.tag == "plan_resumed", where
         report = replay_plan(events, load_graph(plan(root, [BAD, GOOD])))
@@ -465,7 +451,7 @@ async def test_a_cancelled_plan_resumes(tmp_path: Path) -> None:
     assert "apply_started" not in tags(events)
     assert not (root / "src" / "greet.py").exists()
     assert (home / "sandboxes" / supervisor.plan_id).is_dir()
-    completed = {n for (_, n) in validation_runs(events)}
+    completed = {n for (_, n) in per_round(events, "validation_completed")}
     assert "hold" not in completed
     _HOLD[1].set()
     again = Supervisor(
@@ -474,8 +460,8 @@ async def test_a_cancelled_plan_resumes(tmp_path: Path) -> None:
     outcome = await again.resume()
     assert outcome.status is PlanStatus.APPLIED
     events = await log.read(supervisor.plan_id)
-    assert set(validation_runs(events).values()) == {1}
-    assert completed < {n for (_, n) in validation_runs(events)}
+    assert set(per_round(events, "validation_completed").values()) == {1}
+    assert completed < {n for (_, n) in per_round(events, "validation_completed")}
     assert (root / "src" / "greet.py").exists()
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import types
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import fake_module
 from _plans import BAD, GOOD, plan, repo
 from gategraph.runtime import Catalog, MemoryEventLog, Validation, load_graph
 from gategraph.runtime._base._protocols import EscalationDecision, EscalationRequest
@@ -157,14 +156,6 @@ async def test_escalation_retry_with_a_note(tmp_path: Path) -> None:
     assert fixes[0].note == "close the parenthesis"
 
 
-def _module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> str:
-    module = types.ModuleType(name)
-    for key, value in attrs.items():
-        setattr(module, key, value)
-    monkeypatch.setitem(sys.modules, name, module)
-    return name
-
-
 async def test_infra_fault_retries_only_the_validator(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,7 +168,7 @@ async def test_infra_fault_retries_only_the_validator(
             raise ConnectionError("linter service unreachable")
         return {"passed": True, "message": "fine now"}
 
-    mod = _module(monkeypatch, "gg_sup_flaky", flaky=flaky)
+    mod = fake_module(monkeypatch, "gg_sup_flaky", flaky=flaky)
     root = repo(tmp_path)
     text = plan(root, [GOOD]).replace(
         "nodes:\n",
@@ -302,7 +293,7 @@ async def test_a_retry_reruns_everything_after_the_failed_node(
             raise OSError("disk hiccup")
         return {"ok": True}
 
-    mod = _module(monkeypatch, "gg_sup_chain", flaky_tool=flaky_tool)
+    mod = fake_module(monkeypatch, "gg_sup_chain", flaky_tool=flaky_tool)
     root = repo(tmp_path)
     text = plan(root, [GOOD], retry_limit=2, strategy_revisions=0).replace(
         "nodes:\n",

@@ -4,14 +4,13 @@ rejection is not outweighed by another validator's attestation."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _helpers import VALIDATOR, attestation, rejection, run_gategraph
-from _plans import GOOD, plan, repo
+from _plans import GOOD, WaitingOnTheCli, plan, repo
 from gategraph.runtime import (
     Catalog,
     ConfigError,
@@ -251,13 +250,8 @@ def test_register_and_revoke_from_the_command_line(tmp_path: Path) -> None:
 def test_a_forged_attestation_does_not_let_resume_apply_the_plan(tmp_path: Path) -> None:
     """As a user meets it: `gategraph run` waits; an attestation signed with a made-up id
     and no credential arrives; `gategraph resume` does not apply and says why."""
-    root = repo(tmp_path)
-    graph_file = tmp_path / "plan.yaml"
-    graph_file.write_text(plan(root, [GOOD], outside_validators=1))
-    home = tmp_path / "home"
-    ran = run_gategraph(home, "run", str(graph_file), cwd=tmp_path)
-    assert ran.returncode == 3, ran.stdout + ran.stderr
-    [plan_id] = set(re.findall(r"plan (\S+): awaiting_attestation", ran.stdout))
+    waiting = WaitingOnTheCli(tmp_path)
+    root, home, plan_id = waiting.root, waiting.home, waiting.plan_id
     with Catalog.open(home / "gategraph.db") as catalog:
         acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
         forged = validator_attest(VALIDATOR, attestation(plan_id, acs, FORGER), evidence=catalog)

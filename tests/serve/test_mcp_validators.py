@@ -19,7 +19,7 @@ pytest.importorskip("mcp")
 
 from _helpers import cli_env, run_gategraph
 from _mcp_session import call, session_with
-from _plans import GOOD, plan, repo
+from _plans import GOOD, WaitingOnTheCli, plan, repo
 from gategraph.runtime import (
     Catalog,
     MemoryEventLog,
@@ -154,13 +154,9 @@ async def test_an_attestation_over_mcp_lets_the_plan_of_the_same_catalog_apply(
 async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
     tmp_path: Path,
 ) -> None:
-    root = repo(tmp_path)
-    graph_file = tmp_path / "plan.yaml"
-    graph_file.write_text(plan(root, [GOOD], outside_validators=1))
-    home = tmp_path / "home"
-    ran = gategraph(home, "run", str(graph_file), cwd=tmp_path)
-    assert ran.returncode == 3, ran.stdout + ran.stderr
-    assert "awaiting_attestation" in ran.stdout and "validator.attest" in ran.stdout
+    waiting = WaitingOnTheCli(tmp_path)
+    root, home, ran = waiting.root, waiting.home, waiting.ran
+    assert "validator.attest" in ran.stdout
     assert not (root / "src" / "greet.py").exists()
     # A person registers the reviewer; the credential is printed once, to give it.
     registered = gategraph(home, "validator", "register", "validator-reviewer", cwd=tmp_path)

@@ -10,24 +10,10 @@ from typing import Any
 
 import pytest
 from _helpers import fake_module
-from gategraph.runtime import ConfigError, RuntimeFault, ValidationResult
+from _helpers import validation_completed as event
+from gategraph.runtime import ConfigError, RuntimeFault
 from gategraph.runtime._base._exceptions import PlanBusyError
-from gategraph.runtime._base._ids import new_ulid
-from gategraph.runtime._data._events import ValidationCompleted
 from gategraph.runtime._storage._eventlog import SQLiteEventLog, read_events
-
-
-def event(plan: str, seq: int) -> ValidationCompleted:
-    return ValidationCompleted(
-        id=new_ulid(),
-        plan_id=plan,
-        seq=seq,
-        at=1.0,
-        node="n",
-        validation="v",
-        result=ValidationResult(True, "ok", {}),
-        duration=0.1,
-    )
 
 
 @pytest.mark.anyio
