@@ -120,18 +120,23 @@ _ValidatorId = Annotated[str, Field(strict=True, pattern=VALIDATOR_ID_PATTERN)]
 _StrList = list[Annotated[str, Field(strict=True)]]
 
 
+# Both the findings and the envelopes that hold them: frozen, no unknown field, by alias
+# or by name. Instances are validated again wherever they are checked (nested ones too, and
+# by the type guards: see ``_still_valid``), so one made with ``model_construct`` cannot
+# smuggle a broken finding into an envelope.
+_STRICT: Final = ConfigDict(
+    frozen=True,
+    extra="forbid",
+    validate_by_alias=True,
+    validate_by_name=True,
+    revalidate_instances="always",
+)
+
+
 class ValidatorFinding(BaseModel):
     """The validator's finding about one acceptance criterion of the task."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        validate_by_alias=True,
-        validate_by_name=True,
-        # Nested (and re-checked) instances are validated again, so an instance made with
-        # ``model_construct`` cannot smuggle a broken finding into an envelope.
-        revalidate_instances="always",
-    )
+    model_config = _STRICT
 
     ac_id: _NonEmptyStr = Field(alias="acId")
     """Id of the acceptance criterion (any non-empty string, a UUID in seed 003)."""
@@ -161,14 +166,7 @@ def _non_passing(findings: list[ValidatorFinding]) -> list[str]:
 class _Envelope(BaseModel):
     """Fields and behaviour shared by both verdict envelopes."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        validate_by_alias=True,
-        validate_by_name=True,
-        # The type guards validate instances again (see ``_still_valid``).
-        revalidate_instances="always",
-    )
+    model_config = _STRICT
 
     task_id: _NonEmptyStr = Field(alias="taskId")
     """Id of the task whose acceptance criteria were checked."""

@@ -90,14 +90,7 @@ class CoverageGate:
         if received is not None:
             return None  # attested then (resuming, or replaying): the log says by whom
         if not isinstance(journal.peek(), AttestationRequired):
-            validators = await self._covering(since, needed)
-            if validators is not None:
-                await journal.emit(
-                    AttestationsReceived,
-                    round=context.round,
-                    validators=validators,
-                    policy=policy,
-                )
+            if await self._received(since, needed):
                 return None
         await journal.emit(
             AttestationRequired,
@@ -114,15 +107,7 @@ class CoverageGate:
                 journal.take("attestations_received")
                 return None
             if after is None and not journal.offline:
-                validators = await self._covering(since, needed)
-                if validators is not None:
-                    journal.take("plan_finished")  # attested while the plan waited
-                    await journal.emit(
-                        AttestationsReceived,
-                        round=context.round,
-                        validators=validators,
-                        policy=policy,
-                    )
+                if await self._received(since, needed, waited=True):
                     return None
         if not journal.offline:
             self.note = await self._why_waiting(since)
@@ -157,6 +142,23 @@ class CoverageGate:
             count = "1 verdict" if len(refused) == 1 else f"{len(refused)} verdicts"
             parts.append(f"{count} refused, the last: {refused[-1].reason}")
         return "; ".join(parts)
+
+    async def _received(self, since: float, needed: int, *, waited: bool = False) -> bool:
+        """Whether the outside validators cover the plan now; if they do, the attestations
+        are recorded (after the pause they ended, when the plan ``waited`` for them)."""
+        validators = await self._covering(since, needed)
+        if validators is None:
+            return False
+        journal = self.context.journal
+        if waited:
+            journal.take("plan_finished")  # attested while the plan waited
+        await journal.emit(
+            AttestationsReceived,
+            round=self.context.round,
+            validators=validators,
+            policy=self.context.graph.policy.attestation,
+        )
+        return True
 
     async def _covering(self, since: float, needed: int) -> list[str] | None:
         """The outside validators that each attested every criterion, sorted, when there

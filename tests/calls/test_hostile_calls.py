@@ -101,6 +101,30 @@ def test_a_run_ends_although_a_sync_validation_ignores_its_timeout(
     assert record["result"]["data"]["error"] == "timeout"
 
 
+async def _abandoned(monkeypatch: pytest.MonkeyPatch, call: Any, printed: str) -> Any:
+    """Run ``call`` (which prints ``printed``, then blocks) as a validation in a worker
+    thread, past its timeout: its record, which kept what it printed. On a loaded machine
+    the thread may not print before a short timeout; the timeout doubles until it has (a
+    deadline for a hang, not for speed)."""
+    mod = fake_module(monkeypatch, f"gg_{call.__name__}", **{call.__name__: call})
+    timeout = 0.2
+    while True:
+        g = graph(f"""
+            version: 1
+            name: abandoned
+            validations: [{{name: v, entrypoint: "{mod}:{call.__name__}", timeout: {timeout}}}]
+            nodes: [{{id: n, validation: v, isolation: thread}}]
+            """)
+        with anyio.fail_after(30 + timeout):
+            run = await execute_graph(g)
+        (record,) = run.validations
+        assert record.result.data["error"] == "timeout"
+        if record.captured == {"stdout": printed} or timeout > 60:
+            assert record.captured == {"stdout": printed}
+            return record
+        timeout *= 2
+
+
 @pytest.mark.anyio
 async def test_an_abandoned_thread_is_a_daemon_and_keeps_what_it_printed(
     monkeypatch: pytest.MonkeyPatch,
@@ -114,19 +138,8 @@ async def test_an_abandoned_thread_is_a_daemon_and_keeps_what_it_printed(
         release.wait(60)
         return {"passed": True}
 
-    mod = fake_module(monkeypatch, "gg_stuck", stuck=stuck)
-    g = graph(f"""
-        version: 1
-        name: abandoned
-        validations: [{{name: v, entrypoint: "{mod}:stuck", timeout: 0.2}}]
-        nodes: [{{id: n, validation: v, isolation: thread}}]
-        """)
     try:
-        with anyio.fail_after(30):
-            run = await execute_graph(g)
-        (record,) = run.validations
-        assert record.result.data["error"] == "timeout"
-        assert record.captured == {"stdout": "started, now waiting\n"}
+        record = await _abandoned(monkeypatch, stuck, "started, now waiting\n")
         assert record.result.data["captured"] == record.captured
         abandoned = [t for t in threading.enumerate() if t.name == "gategraph worker thread"]
         assert abandoned and all(t.daemon for t in abandoned)
@@ -1025,19 +1038,8 @@ async def test_an_async_validation_that_blocks_times_out_in_thread_isolation(
             release.wait(0.01)  # a blocking call in async code
         return {"passed": True}
 
-    mod = fake_module(monkeypatch, "gg_async_blocks", blocks=blocks)
-    g = graph(f"""
-        version: 1
-        name: blocks
-        validations: [{{name: v, entrypoint: "{mod}:blocks", timeout: 0.2}}]
-        nodes: [{{id: n, validation: v, isolation: thread}}]
-        """)
     try:
-        with anyio.fail_after(30):
-            run = await execute_graph(g)
-        (record,) = run.validations
-        assert record.result.data["error"] == "timeout"
-        assert record.captured == {"stdout": "blocking now\n"}
+        await _abandoned(monkeypatch, blocks, "blocking now\n")
     finally:
         release.set()
 

@@ -65,8 +65,11 @@ def test_decide_retry_then_applied(tmp_path: Path) -> None:
     assert gategraph(home, "replay", "p1", str(moved)).returncode == 0
 
 
-@pytest.mark.parametrize(("answer", "code"), [("--approve", 0), ("--deny", 1)])
-def test_approve_or_deny(tmp_path: Path, answer: str, code: int) -> None:
+def _waiting_for_approval(
+    tmp_path: Path, plan_id: str
+) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    """``gategraph run`` of a plan whose validation needs a person's approval: it stops,
+    waiting. The project, gategraph's folder and the run."""
     root = repo(tmp_path)
     graph = tmp_path / "plan.yaml"
     graph.write_text(
@@ -74,8 +77,14 @@ def test_approve_or_deny(tmp_path: Path, answer: str, code: int) -> None:
         + "policy:\n  approval:\n    rules: [{match: 'syn*', action: require, tier: high}]\n"
     )
     home = tmp_path / "home"
-    paused = gategraph(home, "run", str(graph), "--plan-id", "p2")
+    paused = gategraph(home, "run", str(graph), "--plan-id", plan_id)
     assert paused.returncode == 3, paused.stderr
+    return root, home, paused
+
+
+@pytest.mark.parametrize(("answer", "code"), [("--approve", 0), ("--deny", 1)])
+def test_approve_or_deny(tmp_path: Path, answer: str, code: int) -> None:
+    root, home, paused = _waiting_for_approval(tmp_path, "p2")
     assert "gategraph approve p2 --approve | --deny" in paused.stdout
     assert tags(home, "p2")[-2:] == ["approval_required", "plan_finished"]
     done = gategraph(home, "approve", "p2", answer, "--note", "checked by hand")
@@ -108,14 +117,7 @@ def test_contradictory_or_missing_answers_are_usage_errors(
 ) -> None:
     """`approve --approve --deny` neither approves nor denies: exit 2, one line; the plan
     still waits and nothing is applied."""
-    root = repo(tmp_path)
-    graph = tmp_path / "plan.yaml"
-    graph.write_text(
-        plan(root, [GOOD])
-        + "policy:\n  approval:\n    rules: [{match: 'syn*', action: require, tier: high}]\n"
-    )
-    home = tmp_path / "home"
-    assert gategraph(home, "run", str(graph), "--plan-id", "p3").returncode == 3
+    root, home, _ = _waiting_for_approval(tmp_path, "p3")
     before = tags(home, "p3")
     done = gategraph(home, *args)
     assert done.returncode == 2, done.stderr

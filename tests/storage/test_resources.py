@@ -9,8 +9,9 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -521,24 +522,16 @@ def test_apply_twice_is_refused(resource: DirectoryResource, root: Path, tmp_pat
     assert again.recover(plan_id="p1") is None
 
 
-def test_concurrent_applies_of_one_plan_apply_once(
-    resource: DirectoryResource, root: Path, tmp_path: Path
-) -> None:
-    """Eight threads applying the same plan: exactly one succeeds, the others are refused."""
-    boxes = []
-    for i in range(8):
-        box = open_box(DirectoryResource("repo", root), tmp_path, f"box{i}")
-        write(box.view, {f"from-{i}.txt": b"x"})
-        boxes.append(box)
+def _apply_at_once(boxes: Sequence[Any], apply: Callable[[Any, Any], object]) -> list[str]:
+    """Apply each box's changes from a thread of its own, all at once: what each got."""
     outcomes: list[str] = []
     barrier = threading.Barrier(len(boxes))
 
-    def run(box: DirectorySandbox) -> None:
-        owner = DirectoryResource("repo", root)
+    def run(box: Any) -> None:
         changeset = box.changeset()
         barrier.wait()
         try:
-            owner.apply(box, changeset, plan_id="p1")
+            apply(box, changeset)
             outcomes.append("applied")
         except ApplyTwiceError:
             outcomes.append("twice")
@@ -548,6 +541,22 @@ def test_concurrent_applies_of_one_plan_apply_once(
         thread.start()
     for thread in threads:
         thread.join()
+    return outcomes
+
+
+def test_concurrent_applies_of_one_plan_apply_once(
+    resource: DirectoryResource, root: Path, tmp_path: Path
+) -> None:
+    """Eight threads applying the same plan: exactly one succeeds, the others are refused."""
+    boxes = []
+    for i in range(8):
+        box = open_box(DirectoryResource("repo", root), tmp_path, f"box{i}")
+        write(box.view, {f"from-{i}.txt": b"x"})
+        boxes.append(box)
+    outcomes = _apply_at_once(
+        boxes,
+        lambda box, changeset: DirectoryResource("repo", root).apply(box, changeset, plan_id="p1"),
+    )
     assert sorted(outcomes) == ["applied"] + ["twice"] * 7
     assert len([name for name in os.listdir(root) if name.startswith("from-")]) == 1
 
@@ -1098,23 +1107,9 @@ def test_concurrent_memory_applies_of_one_plan_apply_once() -> None:
     boxes = [memory.open_sandbox() for _ in range(8)]
     for i, box in enumerate(boxes):
         box.view[f"from-{i}"] = "x"
-    outcomes: list[str] = []
-    barrier = threading.Barrier(len(boxes))
-
-    def run(box: MemorySandbox) -> None:
-        changeset = box.changeset()
-        barrier.wait()
-        try:
-            memory.apply(box, changeset, plan_id="p1")
-            outcomes.append("applied")
-        except ApplyTwiceError:
-            outcomes.append("twice")
-
-    threads = [threading.Thread(target=run, args=(box,)) for box in boxes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = _apply_at_once(
+        boxes, lambda box, changeset: memory.apply(box, changeset, plan_id="p1")
+    )
     assert sorted(outcomes) == ["applied"] + ["twice"] * 7
     assert len(memory.files) == 1
 
