@@ -319,6 +319,14 @@ while True:
 }
 
 
+def _kill_and_see_the_worker_end(parent: subprocess.Popen[Any], worker: int) -> None:
+    """The worker runs; SIGKILL its parent, and it ends too."""
+    assert not _ended(worker)
+    parent.kill()
+    parent.wait(60)
+    assert _wait_ended(worker)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX only")
 @pytest.mark.parametrize("how", sorted(LOOPS_IN_USER_CODE))
 def test_a_looping_worker_dies_with_its_killed_parent(tmp_path: Path, how: str) -> None:
@@ -327,10 +335,7 @@ def test_a_looping_worker_dies_with_its_killed_parent(tmp_path: Path, how: str) 
     assert parent.stdout is not None
     worker = int(parent.stdout.readline())
     try:
-        assert not _ended(worker)
-        parent.kill()
-        parent.wait(60)
-        assert _wait_ended(worker)
+        _kill_and_see_the_worker_end(parent, worker)
     finally:
         parent.kill()
         parent.wait(60)
@@ -391,11 +396,7 @@ def test_an_anyio_worker_process_dies_with_its_killed_parent(tmp_path: Path, bac
                 break
             assert parent.poll() is None
             time.sleep(0.05)
-        worker = int(pid_file.read_text())
-        assert not _ended(worker)
-        parent.kill()
-        parent.wait(60)
-        assert _wait_ended(worker)
+        _kill_and_see_the_worker_end(parent, int(pid_file.read_text()))
     finally:
         parent.kill()
         parent.wait(60)

@@ -50,6 +50,13 @@ LONG_LINES = {
 }
 
 
+# A read-only tool's code: the names in its folder.
+LISTING = (
+    "from pathlib import Path\n"
+    "def run(root):\n    return sorted(p.name for p in Path(root).iterdir())\n"
+)
+
+
 # -- the model ------------------------------------------------------------------------------
 
 
@@ -276,19 +283,15 @@ async def test_skill_tools_calls_and_refusals(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "a.py").write_text("x = 1\n")
     failing = "def run(**_):\n    raise RuntimeError('the index is gone')\n"
-    listing = (
-        "from pathlib import Path\n"
-        "def run(root):\n    return sorted(p.name for p in Path(root).iterdir())\n"
-    )
     graph = load_graph(
         {
             "version": 1,
             "name": "calls",
             "resources": {"repo": {"kind": "directory", "path": str(folder)}},
             "tools": [
-                {"name": "ls", "code": listing, "read_only": True, "resource_slots": ["root"]},
+                {"name": "ls", "code": LISTING, "read_only": True, "resource_slots": ["root"]},
                 {"name": "boom", "code": failing},
-                {"name": "other", "code": listing, "resource_slots": ["root"]},
+                {"name": "other", "code": LISTING, "resource_slots": ["root"]},
             ],
             "validations": [LONG_LINES],
             "skills": [
@@ -515,17 +518,13 @@ def test_a_graph_s_skills_as_a_tuple_are_checked_too() -> None:
 
 @pytest.mark.anyio
 async def test_a_skill_call_s_bad_input_is_a_config_error(tmp_path: Path) -> None:
-    listing = (
-        "from pathlib import Path\n"
-        "def run(root):\n    return sorted(p.name for p in Path(root).iterdir())\n"
-    )
     graph = load_graph(
         {
             "version": 1,
             "name": "calls",
             "resources": {"repo": {"kind": "directory", "path": str(tmp_path)}},
             "tools": [
-                {"name": "ls", "code": listing, "read_only": True, "resource_slots": ["root"]},
+                {"name": "ls", "code": LISTING, "read_only": True, "resource_slots": ["root"]},
                 {"name": "slow", "code": "import time\ndef run():\n    time.sleep(5)\n"},
             ],
             "skills": [{"name": "s", "tools": ["ls", "slow"]}],
