@@ -160,31 +160,34 @@ def findings(acs: list[dict[str, Any]], status: str = "pass") -> list[dict[str, 
     ]
 
 
+def _envelope(
+    verdict: str, plan_id: str, who: str, found: list[Any], **more: Any
+) -> dict[str, Any]:
+    return {
+        "verdict": verdict,
+        "taskId": plan_id,
+        "validatorId": who,
+        "findings": found,
+        **more,
+        f"{verdict}edAt": now(),
+        "schemaVersion": "1",
+    }
+
+
 def attestation(
     plan_id: str, acs: list[dict[str, Any]], who: str = "validator-eve"
 ) -> dict[str, Any]:
-    return {
-        "verdict": "attest",
-        "taskId": plan_id,
-        "validatorId": who,
-        "findings": findings(acs),
-        "attestedAt": now(),
-        "schemaVersion": "1",
-    }
+    """An attestation of every criterion in ``acs``, as ``who``."""
+    return _envelope("attest", plan_id, who, findings(acs))
 
 
 def rejection(
     plan_id: str, acs: list[dict[str, Any]], who: str = "validator-mallory"
 ) -> dict[str, Any]:
-    return {
-        "verdict": "reject",
-        "taskId": plan_id,
-        "validatorId": who,
-        "findings": findings(acs[:1], "fail") + findings(acs[1:]),
-        "summary": "the first criterion does not hold",
-        "rejectedAt": now(),
-        "schemaVersion": "1",
-    }
+    """A rejection, as ``who``: the first criterion fails."""
+    found = findings(acs[:1], "fail") + findings(acs[1:])
+    summary = "the first criterion does not hold"
+    return _envelope("reject", plan_id, who, found, summary=summary)
 
 
 def validation_completed(plan: str, seq: int, passed: bool = True) -> Any:

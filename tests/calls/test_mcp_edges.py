@@ -125,6 +125,20 @@ async def test_bind_names_an_unknown_server_once_at_its_first_use() -> None:
     assert issues[0].message.startswith("unknown MCP server 'gone': declare it under")
 
 
+async def binding_refused() -> list[ConfigIssue]:
+    """Bind a call to a server that could not start: the issues of the refusal, which
+    started nothing (the call holds no connection)."""
+    call = McpCall(tool_from_config({"name": "t", "mcp_server": "s", "mcp_tool_name": "a"}))
+    server = McpServer(name="s", command="gategraph-no-such-mcp-server")
+    async with McpSessions() as sessions:
+        with pytest.raises(ConfigError) as caught:
+            await sessions.bind(
+                [McpUse(call, "nodes[0].tool")], lambda name: McpServerRef(server, "graph")
+            )
+    assert call.connection is None
+    return caught.value.issues
+
+
 @pytest.mark.anyio
 async def test_bind_without_the_sdk_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
@@ -133,17 +147,10 @@ async def test_bind_without_the_sdk_starts_nothing(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a)
     )
-    call = McpCall(tool_from_config({"name": "t", "mcp_server": "s", "mcp_tool_name": "a"}))
-    server = McpServer(name="s", command="gategraph-no-such-mcp-server")
-    async with McpSessions() as sessions:
-        with pytest.raises(ConfigError) as caught:
-            await sessions.bind(
-                [McpUse(call, "nodes[0].tool")], lambda name: McpServerRef(server, "graph")
-            )
-    assert [(i.field, i.message) for i in caught.value.issues] == [
+    issues = await binding_refused()
+    assert [(i.field, i.message) for i in issues] == [
         ("nodes[0].tool", "calling MCP tools needs the mcp extra: pip install 'gategraph[mcp]'")
     ]
-    assert call.connection is None
 
 
 # -- the command line -------------------------------------------------------------------------------

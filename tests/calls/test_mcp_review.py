@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import pytest
 from _helpers import run_process
+from test_mcp_edges import binding_refused
 
 pytest.importorskip("mcp")
 
@@ -47,9 +48,7 @@ from gategraph.runtime._base._protocols import EscalationDecision
 from gategraph.runtime._calls._mcp import (
     McpCall,
     McpServer,
-    McpServerRef,
     McpToolInfo,
-    McpUse,
     _Connection,
     read_only_claim,
     sdk_problem,
@@ -697,12 +696,4 @@ async def test_an_sdk_older_than_2_is_said_before_anything_starts(
     )
     assert sdk_problem() == expected
     assert sdk_problem("gategraph mcp serve").startswith("gategraph mcp serve needs mcp 2.0")
-    call = McpCall(tool_from_config({"name": "t", "mcp_server": "s", "mcp_tool_name": "a"}))
-    server = McpServer(name="s", command="gategraph-no-such-mcp-server")
-    async with McpSessions() as sessions:
-        with pytest.raises(ConfigError) as caught:
-            await sessions.bind(
-                [McpUse(call, "nodes[0].tool")], lambda name: McpServerRef(server, "graph")
-            )
-    assert caught.value.issues[0].message == expected
-    assert call.connection is None
+    assert (await binding_refused())[0].message == expected
