@@ -192,18 +192,13 @@ class OpenTelemetryObserver:
             return
         self._closed = True
         at = self._last_at or time.time_ns()
-        for span in self._validations.values():
-            self._incomplete(span, at)
+        still_open = [*self._validations.values(), self._round, *self._others.values(), self._work]
+        for span in still_open:
+            if span is not None:
+                self._incomplete(span, at)
         self._validations.clear()
-        if self._round is not None:
-            self._incomplete(self._round, at)
-            self._round = None
-        for span in self._others.values():
-            self._incomplete(span, at)
         self._others.clear()
-        if self._work is not None:
-            self._incomplete(self._work, at)
-            self._work = None
+        self._round = self._work = None
         if self.plan_span is not None:
             if self._plan_end is None:
                 self._incomplete(self.plan_span, at)

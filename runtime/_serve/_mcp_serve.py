@@ -942,19 +942,14 @@ async def call_validator_tool(
         return ToolReply(structured=answer, text=_json(answer), is_error=not answer["ok"])
     if name == AC_PULL:
         call = functools.partial(validator_ac_pull, given["task_id"], evidence=catalog)
-    elif name == ATTEST:
-        call = functools.partial(
-            validator_attest,
-            given["caller"],
-            given["attestation"],
-            credential=given["credential"],
-            evidence=catalog,
-        )
     else:
+        judge, envelope = (
+            (validator_attest, "attestation") if name == ATTEST else (validator_reject, "rejection")
+        )
         call = functools.partial(
-            validator_reject,
+            judge,
             given["caller"],
-            given["rejection"],
+            given[envelope],
             credential=given["credential"],
             evidence=catalog,
         )

@@ -18,6 +18,7 @@ from gategraph.runtime._storage._resources import (
     DirectorySandbox,
     MemoryResource,
 )
+from test_resources import apply_fails_midway
 
 JOURNAL = ".gategraph-journal"
 
@@ -94,16 +95,8 @@ def test_release_keeps_the_journal_of_an_unfinished_apply(
     """An apply another plan has not finished stays recoverable: its journal is kept."""
     box = changed_box(resource, tmp_path, "stuck", {"a.txt": "a", "b.txt": "b"})
 
-    def fail(phase: str, index: int) -> None:
-        if (phase, index) == ("applying", 1):
-            raise PermissionError("disk says no")
-
-    resources._crash_point = fail
-    try:
-        with pytest.raises(RuntimeFault, match="point of no return"):
-            resource.apply(box, box.changeset(), plan_id="stuck")
-    finally:
-        resources._crash_point = None
+    with apply_fails_midway(), pytest.raises(RuntimeFault, match="point of no return"):
+        resource.apply(box, box.changeset(), plan_id="stuck")
     apply(resource, tmp_path, "p1", {"c.txt": "c"})
     resource.release(plan_id="p1")
     resource.release(plan_id="not-applied-here")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -9,7 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,22 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def resource(root: Path) -> DirectoryResource:
     return DirectoryResource("repo", root)
+
+
+@contextlib.contextmanager
+def apply_fails_midway() -> Iterator[None]:
+    """The disk refuses the second file an apply moves into place, past the point of no
+    return (a PermissionError)."""
+
+    def fail(phase: str, index: int) -> None:
+        if (phase, index) == ("applying", 1):
+            raise PermissionError("disk says no")
+
+    resources._crash_point = fail
+    try:
+        yield
+    finally:
+        resources._crash_point = None
 
 
 def open_box(resource: DirectoryResource, tmp_path: Path, name: str = "box") -> DirectorySandbox:
@@ -759,16 +776,8 @@ def test_failure_after_the_point_of_no_return_is_a_runtime_fault(
     write(box.view, {"a.txt": b"a", "b.txt": b"b", "src/app.py": b"new"})
     changeset = box.changeset()
 
-    def fail(phase: str, index: int) -> None:
-        if (phase, index) == ("applying", 1):
-            raise PermissionError("disk says no")
-
-    resources._crash_point = fail
-    try:
-        with pytest.raises(RuntimeFault, match="point of no return"):
-            resource.apply(box, changeset, plan_id="p1")
-    finally:
-        resources._crash_point = None
+    with apply_fails_midway(), pytest.raises(RuntimeFault, match="point of no return"):
+        resource.apply(box, changeset, plan_id="p1")
     assert resource.applied("p1")
     assert (root / "a.txt").exists()
     assert not (root / "b.txt").exists()
