@@ -146,13 +146,19 @@ async def test_a_plan_waits_for_an_outside_validator_then_applies(tmp_path: Path
     assert len(await log.read(plan_id)) == count
 
 
+async def _two_criteria_waiting(tmp_path: Path, validators: int) -> tuple[Any, ...]:
+    """The plan of two criteria, run until it waits for ``validators`` outside validators:
+    its catalog, id, graph, log and criteria."""
+    catalog = Catalog.open(tmp_path / "gategraph.db")
+    text = two_criteria(tmp_path, outside_validators=validators)
+    outcome, _, log = await start(tmp_path, text, catalog)
+    acs = validator_ac_pull(outcome.plan_id, evidence=catalog)["acs"]
+    return catalog, outcome.plan_id, load_graph(text), log, acs
+
+
 @pytest.mark.anyio
 async def test_two_outside_validators_each_attest(tmp_path: Path) -> None:
-    catalog = Catalog.open(tmp_path / "gategraph.db")
-    text = two_criteria(tmp_path, outside_validators=2)
-    outcome, _, log = await start(tmp_path, text, catalog)
-    plan_id, graph = outcome.plan_id, load_graph(text)
-    acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
+    catalog, plan_id, graph, log, acs = await _two_criteria_waiting(tmp_path, 2)
     one, two = signed(catalog, "validator-one"), signed(catalog, "validator-two")
     validator_attest(VALIDATOR, attestation(plan_id, acs, "validator-one"), evidence=catalog, **one)
     waiting = await resume_plan(plan_id, graph, event_log=log, catalog=catalog)
@@ -290,11 +296,7 @@ async def test_a_plan_node_calls_the_validator_tools_on_its_own_plan(tmp_path: P
 async def test_partial_attestations_by_different_validators_do_not_add_up(
     tmp_path: Path,
 ) -> None:
-    catalog = Catalog.open(tmp_path / "gategraph.db")
-    text = two_criteria(tmp_path, outside_validators=1)
-    outcome, _, log = await start(tmp_path, text, catalog)
-    plan_id, graph = outcome.plan_id, load_graph(text)
-    acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
+    catalog, plan_id, graph, log, acs = await _two_criteria_waiting(tmp_path, 1)
     a, b = signed(catalog, "validator-a"), signed(catalog, "validator-b")
     validator_attest(VALIDATOR, attestation(plan_id, acs[:1], "validator-a"), evidence=catalog, **a)
     validator_attest(VALIDATOR, attestation(plan_id, acs[1:], "validator-b"), evidence=catalog, **b)

@@ -150,6 +150,23 @@ async def test_an_attestation_over_mcp_lets_the_plan_of_the_same_catalog_apply(
         assert (await again.resume()).status is PlanStatus.APPLIED
 
 
+async def _judge(
+    session: ClientSession, plan_id: str, acs: Any, credential: str, *, failing: bool
+) -> Any:
+    """The reviewer's verdict over MCP: a rejection (the first criterion fails) or an
+    attestation, signed with its credential."""
+    tool, kind = (
+        ("validator.reject", "rejection") if failing else ("validator.attest", "attestation")
+    )
+    arguments = {
+        "caller": VALIDATOR,
+        kind: envelope(plan_id, acs, failing=failing),
+        "credential": credential,
+    }
+    result, _ = await call(session, tool, arguments)
+    return result
+
+
 @pytest.mark.anyio
 async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
     tmp_path: Path,
@@ -174,30 +191,14 @@ async def test_an_outside_validator_reviews_a_waiting_plan_as_a_user_would(
         acs = result.structured_content["acs"]
         assert [a["alias"] for a in acs] == ["AC1"]
         # A rejection: it stands, the plan cannot apply.
-        result, _ = await call(
-            session,
-            "validator.reject",
-            {
-                "caller": VALIDATOR,
-                "rejection": envelope(plan_id, acs, failing=True),
-                "credential": credential,
-            },
-        )
+        result = await _judge(session, plan_id, acs, credential, failing=True)
         assert result.structured_content["failingAcIds"] == [acs[0]["id"]]
         still = gategraph(home, "resume", plan_id, cwd=tmp_path)
         assert still.returncode == 3, still.stdout + still.stderr
         assert "validator-reviewer rejected it" in still.stdout
         assert not (root / "src" / "greet.py").exists()
         # Its attestation (which takes the rejection back): the plan applies when resumed.
-        result, _ = await call(
-            session,
-            "validator.attest",
-            {
-                "caller": VALIDATOR,
-                "attestation": envelope(plan_id, acs, failing=False),
-                "credential": credential,
-            },
-        )
+        result = await _judge(session, plan_id, acs, credential, failing=False)
         assert result.structured_content["bindingsWritten"] == 1
         result, _ = await call(session, "validator.ac-pull", {"task_id": plan_id})
         assert result.structured_content["acs"][0]["bindingStatus"] == "satisfied"
