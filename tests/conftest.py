@@ -66,11 +66,14 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """Workers for ``-n auto``: more than the cores, up to twice as many. Much of the suite
     waits on processes it starts (the CLI, sandbox workers, MCP servers), and a worker per
     core leaves the cores idle meanwhile. On 2 cores, 4 workers that steal each other's
-    queued tests took the suite 7% less time than 2 workers (11 min 46 s against 12 min 41 s)."""
+    queued tests took the suite 7% less time than 2 workers (11 min 46 s against 12 min 41 s).
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` and ``-n logical`` keep their meaning (xdist's own)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.option.numprocesses != "auto":
+        return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cores = cores or 1
     return cores + min(cores, 4)

@@ -205,7 +205,7 @@ def command_writes_absolute(root: str, context: Any) -> dict[str, Any]:
 
 def command_left_running(root: str, context: Any, marker: str = "") -> dict[str, Any]:
     subprocess.Popen(
-        ["sh", "-c", f"sleep 30 # {marker}"],
+        ["sh", "-c", f"sleep 600 # {marker}"],
         cwd=context.scratch,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -215,7 +215,7 @@ def command_left_running(root: str, context: Any, marker: str = "") -> dict[str,
 
 def command_new_session(root: str, context: Any, marker: str = "") -> dict[str, Any]:
     subprocess.Popen(
-        ["sh", "-c", f"sleep 30 # {marker}"], cwd=context.scratch, start_new_session=True
+        ["sh", "-c", f"sleep 600 # {marker}"], cwd=context.scratch, start_new_session=True
     )
     return PASS
 
@@ -331,7 +331,7 @@ def chatty(root: str) -> dict[str, Any]:
 
 
 def sleeps(root: str, context: Any, marker: str = "") -> dict[str, Any]:
-    subprocess.Popen(["sh", "-c", f"sleep 30 # {marker}"], cwd=context.scratch)
+    subprocess.Popen(["sh", "-c", f"sleep 600 # {marker}"], cwd=context.scratch)
     time.sleep(30)
     return PASS
 
@@ -354,7 +354,7 @@ def sees_no_secrets(root: str) -> dict[str, Any]:
 
 def starts_and_waits(root: str, context: Any, marker: str = "") -> dict[str, Any]:
     """Start a long command, say so on stdout, then wait: the test kills gategraph."""
-    subprocess.Popen(["sh", "-c", f"sleep 60 # {marker}"], cwd=context.scratch)
+    subprocess.Popen(["sh", "-c", f"sleep 600 # {marker}"], cwd=context.scratch)
     time.sleep(60)
     return PASS
 

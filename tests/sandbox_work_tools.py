@@ -47,7 +47,7 @@ def hard_links_out(root: str, target: str) -> dict[str, Any]:
 def detaches(root: str, marker: str) -> str:
     """Starts a process meant to outlive the call (to act on the plan later)."""
     subprocess.Popen(
-        ["sh", "-c", f"sleep 30 # {marker}"],
+        ["sh", "-c", f"sleep 600 # {marker}"],
         start_new_session=False,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,28 +103,37 @@ def test_a_run_ends_although_a_sync_validation_ignores_its_timeout(
     assert record["result"]["data"]["error"] == "timeout"
 
 
-async def _abandoned(monkeypatch: pytest.MonkeyPatch, call: Any, printed: str) -> Any:
-    """Run ``call`` (which prints ``printed``, then blocks) as a validation in a worker
-    thread, past its timeout: its record, which kept what it printed. On a loaded machine
-    the thread may not print before a short timeout; the timeout doubles until it has (a
-    deadline for a hang, not for speed)."""
-    mod = fake_module(monkeypatch, f"gg_{call.__name__}", **{call.__name__: call})
+async def _abandoned(
+    monkeypatch: pytest.MonkeyPatch, make: Callable[[list[float]], Any], printed: str
+) -> Any:
+    """Run the call ``make(said)`` builds (it prints ``printed``, appends the time to
+    ``said``, then blocks) as a validation in a worker thread, past its timeout: its record,
+    which must keep what it printed. On a loaded machine the thread may not print before a
+    short timeout: the timeout doubles until the call printed before it (a deadline for a
+    hang, not for speed)."""
     timeout = 0.2
-    while True:
+    for attempt in itertools.count():
+        said: list[float] = []
+        mod = fake_module(monkeypatch, f"gg_abandoned_{attempt}", call=make(said))
         g = graph(f"""
             version: 1
             name: abandoned
-            validations: [{{name: v, entrypoint: "{mod}:{call.__name__}", timeout: {timeout}}}]
+            validations: [{{name: v, entrypoint: "{mod}:call", timeout: {timeout}}}]
             nodes: [{{id: n, validation: v, isolation: thread}}]
             """)
+        began = time.monotonic()
         with anyio.fail_after(30 + timeout):
             run = await execute_graph(g)
         (record,) = run.validations
         assert record.result.data["error"] == "timeout"
-        if record.captured == {"stdout": printed} or timeout > 60:
+        # The call started after `began`: one that printed within `timeout` of it printed
+        # before its timeout.
+        if said and said[0] - began < timeout:
             assert record.captured == {"stdout": printed}
             return record
+        assert timeout < 60, "the call never printed before its timeout"
         timeout *= 2
+    raise AssertionError("unreachable")
 
 
 @pytest.mark.anyio
@@ -133,10 +144,14 @@ async def test_an_abandoned_thread_is_a_daemon_and_keeps_what_it_printed(
     the timeout is in the record."""
     release = threading.Event()
 
-    def stuck(**_: Any) -> dict[str, Any]:
-        print("started, now waiting")
-        release.wait(60)
-        return {"passed": True}
+    def stuck(said: list[float]) -> Any:
+        def call(**_: Any) -> dict[str, Any]:
+            print("started, now waiting")
+            said.append(time.monotonic())
+            release.wait(600)
+            return {"passed": True}
+
+        return call
 
     try:
         record = await _abandoned(monkeypatch, stuck, "started, now waiting\n")
@@ -224,6 +239,7 @@ async def test_a_timeout_kills_the_worker_process(tmp_path: Path) -> None:
         result = run.nodes["spin"]
         assert result.status is NodeStatus.FAILED
         assert result.error == f"spin timed out after {timeout} s"
+        assert timeout < 60, "the tool never ran"
         timeout *= 2
     pid = int(pid_file.read_text())
     assert pid != os.getpid()
@@ -1032,11 +1048,15 @@ async def test_an_async_validation_that_blocks_times_out_in_thread_isolation(
     what it printed is kept."""
     release = threading.Event()
 
-    async def blocks(**_: Any) -> dict[str, Any]:
-        print("blocking now")
-        while not release.is_set():
-            release.wait(0.01)  # a blocking call in async code
-        return {"passed": True}
+    def blocks(said: list[float]) -> Any:
+        async def call(**_: Any) -> dict[str, Any]:
+            print("blocking now")
+            said.append(time.monotonic())
+            while not release.is_set():
+                release.wait(0.01)  # a blocking call in async code
+            return {"passed": True}
+
+        return call
 
     try:
         await _abandoned(monkeypatch, blocks, "blocking now\n")
