@@ -68,11 +68,13 @@ __all__ = [
     "enter_process",
     "guard_process",
     "guarded",
+    "hold_bytecode",
     "install_hook",
     "late",
     "leave",
     "own_slot",
     "refuse",
+    "release_bytecode",
     "release_process",
     "run_guarded",
     "unguarded",
@@ -971,11 +973,39 @@ def own_slot() -> None:
         install_hook()
 
 
+_bytecode_lock = threading.Lock()
+_guards_applied = [0]
+"""How many guards are applied now."""
+_no_bytecode_before = [False]
+"""``sys.dont_write_bytecode`` as it was before the first of them."""
+
+
+def hold_bytecode() -> None:
+    # An import under a guard would have the interpreter cache the module's bytecode in
+    # `__pycache__`: a write the guard refuses and charges to the guarded code, which did
+    # not ask for it (a fresh checkout's first run would fail). Not caching is the only
+    # safe way out: a write allowed by its path would let guarded code plant a `.pyc` that
+    # gategraph's own process later runs.
+    with _bytecode_lock:
+        if _guards_applied[0] == 0:
+            _no_bytecode_before[0] = sys.dont_write_bytecode
+            sys.dont_write_bytecode = True
+        _guards_applied[0] += 1
+
+
+def release_bytecode() -> None:
+    with _bytecode_lock:
+        _guards_applied[0] -= 1
+        if _guards_applied[0] == 0:
+            sys.dont_write_bytecode = _no_bytecode_before[0]
+
+
 def enter(guard: Guard) -> tuple[list[Any], contextvars.Token[list[Any] | None]]:
     """Start applying ``guard`` in this context; pass the result to :func:`leave`."""
     if not _installed:
         install_hook()
     lease = [guard, True]
+    hold_bytecode()
     return lease, _current.set(lease)
 
 
@@ -983,7 +1013,9 @@ def leave(state: tuple[list[Any], contextvars.Token[list[Any] | None]]) -> None:
     """Stop applying the guard :func:`enter` applied, here and in every context copied
     from this one meanwhile (what runs there later is refused and charged to no one)."""
     lease, token = state
-    lease[1] = False
+    if lease[1]:
+        lease[1] = False
+        release_bytecode()
     _current.reset(token)
 
 
@@ -1040,8 +1072,10 @@ def run_guarded(guard: Guard, func: Callable[..., Any], kwargs: dict[str, Any]) 
     lease = _current.get()
     if lease and lease[0] is guard and lease[1]:
         return func(**kwargs)
+    hold_bytecode()
     token = _current.set([guard, True])
     try:
         return func(**kwargs)
     finally:
         _current.reset(token)
+        release_bytecode()

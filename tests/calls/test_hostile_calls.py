@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_process
 import hostile_results
 import msgspec
 import pytest
@@ -208,6 +209,12 @@ async def test_a_timeout_kills_the_worker_process(tmp_path: Path) -> None:
     # the timeout doubles until the tool has run (a deadline for a hang, not for speed).
     timeout = 1
     while not (pid_file.exists() and pid_file.read_text()):
+        # The worker is started before the call, outside its timeout: anyio (4.16) leaves a
+        # worker process running, unclosed, when a call is cancelled while its worker starts
+        # (anyio pull request 1337), which is not what this test is about. The call then
+        # takes this worker from anyio's pool.
+        with anyio.CancelScope(shield=True), anyio.fail_after(60):
+            warm = await anyio.to_process.run_sync(os.getpid)
         g = load_graph(
             {
                 "version": 1,
@@ -242,7 +249,7 @@ async def test_a_timeout_kills_the_worker_process(tmp_path: Path) -> None:
         assert timeout < 60, "the tool never ran"
         timeout *= 2
     pid = int(pid_file.read_text())
-    assert pid != os.getpid()
+    assert pid == warm != os.getpid()
     assert not await anyio.Path(f"/proc/{pid}").exists()  # killed and reaped
 
 

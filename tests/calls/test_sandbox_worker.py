@@ -571,12 +571,21 @@ def run():
     worker = open_worker()
     assert worker.start().kind == "ready"
     worker.call(request(code, guarded=False, plan="A"))
+
+    def sleeping() -> list[int]:
+        return [p for p in _group(worker.process.pid) if b"sleep" in _cmdline(p)]
+
+    def others() -> set[int]:
+        return {p for p in _group(worker.process.pid) if b"sleep" not in _cmdline(p)}
+
+    # The worker forks the next plan's child once it has ended the plan's and what it left
+    # (on a loaded machine, any time after the answer): wait for that child, not for a
+    # moment in which the process the call started happens not to be seen.
+    before = others()
     deadline = time.monotonic() + _WAIT
-    while time.monotonic() < deadline:
-        left = [p for p in _group(worker.process.pid) if b"sleep" in _cmdline(p)]
-        if not left:
-            break
+    while (not others() - before or sleeping()) and time.monotonic() < deadline:
         time.sleep(0.01)
+    left = sleeping()
     assert not left
     assert worker.process.poll() is None
     assert outcome_of(worker.call(request(PASSES, plan="B")))["ok"]

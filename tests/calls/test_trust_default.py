@@ -14,9 +14,11 @@ import dataclasses
 import functools
 import json
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from _helpers import run_gategraph, suite_plan
 from gategraph.runtime import ConfigError, validate, validate_sync
@@ -622,6 +624,49 @@ def test_without_the_sandbox_untrusted_code_loads_under_the_guard(
     with pytest.raises(ConfigError, match="attempted, while it loaded: opening"):
         load_graph(text)
     assert not target.exists()
+
+
+@pytest.mark.anyio
+async def test_the_interpreter_s_bytecode_cache_is_not_charged_to_guarded_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the interpreter writes bytecode caches (as it does unless told not to), a
+    module first imported under the guard, while the graph loads or during a call, is not
+    refused for the `__pycache__` Python would have written: nothing is cached while a
+    guard holds, and caching is as it was once none does."""
+    import sys
+
+    import gategraph.runtime._base._kernel as kernel
+
+    monkeypatch.setattr(kernel, "_support", NO_SANDBOX)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    (tmp_path / "gg_fresh_at_load.py").write_text(
+        "import gg_fresh_helper\ndef run():\n    return {'passed': gg_fresh_helper.OK}\n"
+    )
+    (tmp_path / "gg_fresh_helper.py").write_text("OK = True\n")
+    (tmp_path / "gg_fresh_in_call.py").write_text(
+        "def run():\n    import gg_fresh_late\n    return {'passed': gg_fresh_late.OK}\n"
+    )
+    (tmp_path / "gg_fresh_late.py").write_text("OK = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no sandboxes here, said once
+        graph = load_graph(
+            "version: 1\nname: g\nvalidations:\n"
+            "  - {name: at_load, entrypoint: 'gg_fresh_at_load:run'}\n"
+            "  - {name: in_call, entrypoint: 'gg_fresh_in_call:run'}\n"
+            "nodes:\n  - {id: a, validation: at_load}\n"
+            "  - {id: b, validation: in_call, isolation: thread}\n"
+        )
+        run = await execute_graph(graph)
+    assert {node: result.result.passed for node, result in run.nodes.items()} == {
+        "a": True,
+        "b": True,
+    }
+    # (The node that declared its isolation trusts its module, loaded unguarded, cached.)
+    cached = {path.name.split(".")[0] async for path in anyio.Path(tmp_path).glob("__pycache__/*")}
+    assert cached <= {"gg_fresh_in_call"}
+    assert sys.dont_write_bytecode is False
 
 
 def test_a_package_that_extends_its_own_path_is_not_refused_by_the_static_check(
