@@ -68,13 +68,11 @@ __all__ = [
     "enter_process",
     "guard_process",
     "guarded",
-    "hold_bytecode",
     "install_hook",
     "late",
     "leave",
     "own_slot",
     "refuse",
-    "release_bytecode",
     "release_process",
     "run_guarded",
     "unguarded",
@@ -396,6 +394,10 @@ def _judge_fs(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
         target = args[index] if index < len(args) else None
         dir_fd = args[fd_index] if fd_index is not None and fd_index < len(args) else None
         if target is not None and not _path_allowed(lease, target, dir_fd, changes_data):
+            if event == "os.mkdir" and _is_bytecode_cache(target):
+                # The folder the import system makes for its first cache there: refused
+                # like the cache itself (see `_judge_open`), the validation not charged.
+                raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
             refuse(lease, f"{event} on {_describe_target(target)}")
 
 
@@ -650,11 +652,16 @@ _JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], None]]] = {
 
 
 def _is_bytecode_cache(path: Any) -> bool:
+    """Whether ``path`` is where the import system caches bytecode: in or of a
+    ``__pycache__`` folder, or under ``sys.pycache_prefix`` where one is set."""
     try:
         text = os.fsdecode(path)
     except TypeError:
         return False
-    return f"{os.sep}__pycache__{os.sep}" in text
+    if f"{os.sep}__pycache__{os.sep}" in text or os.path.basename(text) == "__pycache__":
+        return True
+    prefix = sys.pycache_prefix
+    return prefix is not None and (text + os.sep).startswith(prefix.rstrip(os.sep) + os.sep)
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
@@ -973,39 +980,11 @@ def own_slot() -> None:
         install_hook()
 
 
-_bytecode_lock = threading.Lock()
-_guards_applied = [0]
-"""How many guards are applied now."""
-_no_bytecode_before = [False]
-"""``sys.dont_write_bytecode`` as it was before the first of them."""
-
-
-def hold_bytecode() -> None:
-    # An import under a guard would have the interpreter cache the module's bytecode in
-    # `__pycache__`: a write the guard refuses and charges to the guarded code, which did
-    # not ask for it (a fresh checkout's first run would fail). Not caching is the only
-    # safe way out: a write allowed by its path would let guarded code plant a `.pyc` that
-    # gategraph's own process later runs.
-    with _bytecode_lock:
-        if _guards_applied[0] == 0:
-            _no_bytecode_before[0] = sys.dont_write_bytecode
-            sys.dont_write_bytecode = True
-        _guards_applied[0] += 1
-
-
-def release_bytecode() -> None:
-    with _bytecode_lock:
-        _guards_applied[0] -= 1
-        if _guards_applied[0] == 0:
-            sys.dont_write_bytecode = _no_bytecode_before[0]
-
-
 def enter(guard: Guard) -> tuple[list[Any], contextvars.Token[list[Any] | None]]:
     """Start applying ``guard`` in this context; pass the result to :func:`leave`."""
     if not _installed:
         install_hook()
     lease = [guard, True]
-    hold_bytecode()
     return lease, _current.set(lease)
 
 
@@ -1013,9 +992,7 @@ def leave(state: tuple[list[Any], contextvars.Token[list[Any] | None]]) -> None:
     """Stop applying the guard :func:`enter` applied, here and in every context copied
     from this one meanwhile (what runs there later is refused and charged to no one)."""
     lease, token = state
-    if lease[1]:
-        lease[1] = False
-        release_bytecode()
+    lease[1] = False
     _current.reset(token)
 
 
@@ -1072,10 +1049,8 @@ def run_guarded(guard: Guard, func: Callable[..., Any], kwargs: dict[str, Any]) 
     lease = _current.get()
     if lease and lease[0] is guard and lease[1]:
         return func(**kwargs)
-    hold_bytecode()
     token = _current.set([guard, True])
     try:
         return func(**kwargs)
     finally:
         _current.reset(token)
-        release_bytecode()

@@ -62,13 +62,7 @@ from gategraph.runtime._calls._invoke import (
     propagates,
     to_result,
 )
-from gategraph.runtime._calls._readonly import (
-    LEASE,
-    Guard,
-    hold_bytecode,
-    own_slot,
-    release_bytecode,
-)
+from gategraph.runtime._calls._readonly import LEASE, Guard, own_slot
 from gategraph.runtime._data._events import (
     ArtifactProduced,
     EventBase,
@@ -1052,7 +1046,6 @@ class _Engine:
                 context = _context_of_call(plan_id, unit.id, attempt, spec.resources, guard)
                 # `enter` and `leave`, inline (the worker made the hook ready: `own_slot`).
                 lease = [guard, True]
-                hold_bytecode()
                 token = LEASE.set(lease)
                 try:
                     value = await prepared.func(
@@ -1066,7 +1059,6 @@ class _Engine:
                     outcome = Outcome(True, value)
                 finally:
                     lease[1] = False
-                    release_bytecode()
                     LEASE.reset(token)
                     if context._scratch is not None:
                         context.cleanup()

@@ -556,7 +556,7 @@ def test_a_process_started_once_the_call_was_judged_is_ended_while_the_worker_wa
     answered (after the worker looked): once no call comes for a moment, the worker ends
     the plan's process, finds what it left, and kills it; the next call runs as ever."""
     code = """
-import subprocess, time
+import os, subprocess, time
 from gategraph.runtime._calls import _readonly, _sandbox_worker
 def run():
     _readonly._PROCESS_JUDGES.clear()
@@ -566,26 +566,25 @@ def run():
         subprocess.Popen(["sleep", "1000"])
         time.sleep(1000)
     _sandbox_worker._receive = receive
-    return {"passed": True}
+    return {"passed": True, "data": {"pid": os.getpid()}}
 """
     worker = open_worker()
     assert worker.start().kind == "ready"
-    worker.call(request(code, guarded=False, plan="A"))
+    answer = outcome_of(worker.call(request(code, guarded=False, plan="A")))
+    child = answer["value"]["data"]["pid"]  # the process that runs plan A's calls
 
     def sleeping() -> list[int]:
         return [p for p in _group(worker.process.pid) if b"sleep" in _cmdline(p)]
 
-    def others() -> set[int]:
-        return {p for p in _group(worker.process.pid) if b"sleep" not in _cmdline(p)}
-
-    # The worker forks the next plan's child once it has ended the plan's and what it left
-    # (on a loaded machine, any time after the answer): wait for that child, not for a
-    # moment in which the process the call started happens not to be seen.
-    before = others()
+    # The worker ends the plan's process once no call came for a moment (on a loaded
+    # machine, any time after the answer), then what it left: wait for the first, then for
+    # the second, not for a moment in which the process it started happens not to be seen.
     deadline = time.monotonic() + _WAIT
-    while (not others() - before or sleeping()) and time.monotonic() < deadline:
+    while child in _group(worker.process.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
-    left = sleeping()
+    while (left := sleeping()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert child not in _group(worker.process.pid)
     assert not left
     assert worker.process.poll() is None
     assert outcome_of(worker.call(request(PASSES, plan="B")))["ok"]

@@ -627,34 +627,42 @@ def test_without_the_sandbox_untrusted_code_loads_under_the_guard(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("prefix", [False, True], ids=["beside", "prefix"])
 async def test_the_interpreter_s_bytecode_cache_is_not_charged_to_guarded_code(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: bool
 ) -> None:
     """Where the interpreter writes bytecode caches (as it does unless told not to), a
     module first imported under the guard, while the graph loads or during a call, is not
-    refused for the `__pycache__` Python would have written: nothing is cached while a
-    guard holds, and caching is as it was once none does."""
+    refused for the `__pycache__` (or the `sys.pycache_prefix` folders) Python would have
+    made: the cache is not written, and the validation is not charged."""
     import sys
+    import uuid
 
     import gategraph.runtime._base._kernel as kernel
 
     monkeypatch.setattr(kernel, "_support", NO_SANDBOX)
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    (tmp_path / "gg_fresh_at_load.py").write_text(
-        "import gg_fresh_helper\ndef run():\n    return {'passed': gg_fresh_helper.OK}\n"
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(sys, "pycache_prefix", str(cache) if prefix else None)
+    code = tmp_path / "code"
+    code.mkdir()
+    # Names of this test's own: each is imported, and cached, for the first time here.
+    at_load, helper, in_call, late = (f"gg_{uuid.uuid4().hex}" for _ in range(4))
+    (code / f"{at_load}.py").write_text(
+        f"import {helper}\ndef run():\n    return {{'passed': {helper}.OK}}\n"
     )
-    (tmp_path / "gg_fresh_helper.py").write_text("OK = True\n")
-    (tmp_path / "gg_fresh_in_call.py").write_text(
-        "def run():\n    import gg_fresh_late\n    return {'passed': gg_fresh_late.OK}\n"
+    (code / f"{helper}.py").write_text("OK = True\n")
+    (code / f"{in_call}.py").write_text(
+        f"def run():\n    import {late}\n    return {{'passed': {late}.OK}}\n"
     )
-    (tmp_path / "gg_fresh_late.py").write_text("OK = True\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    (code / f"{late}.py").write_text("OK = True\n")
+    monkeypatch.syspath_prepend(str(code))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no sandboxes here, said once
         graph = load_graph(
             "version: 1\nname: g\nvalidations:\n"
-            "  - {name: at_load, entrypoint: 'gg_fresh_at_load:run'}\n"
-            "  - {name: in_call, entrypoint: 'gg_fresh_in_call:run'}\n"
+            f"  - {{name: at_load, entrypoint: '{at_load}:run'}}\n"
+            f"  - {{name: in_call, entrypoint: '{in_call}:run'}}\n"
             "nodes:\n  - {id: a, validation: at_load}\n"
             "  - {id: b, validation: in_call, isolation: thread}\n"
         )
@@ -663,10 +671,10 @@ async def test_the_interpreter_s_bytecode_cache_is_not_charged_to_guarded_code(
         "a": True,
         "b": True,
     }
-    # (The node that declared its isolation trusts its module, loaded unguarded, cached.)
-    cached = {path.name.split(".")[0] async for path in anyio.Path(tmp_path).glob("__pycache__/*")}
-    assert cached <= {"gg_fresh_in_call"}
-    assert sys.dont_write_bytecode is False
+    # The node that declared its isolation trusts its module: loaded unguarded, cached.
+    # (Under the prefix, so is what else this process imports first meanwhile.)
+    cached = {path.name.split(".")[0] async for path in anyio.Path(tmp_path).rglob("*.pyc")}
+    assert cached & {at_load, helper, in_call, late} == {in_call}
 
 
 def test_a_package_that_extends_its_own_path_is_not_refused_by_the_static_check(
