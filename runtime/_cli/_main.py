@@ -364,43 +364,75 @@ def _with_flakes(data: dict[str, Any], count: int | None) -> dict[str, Any]:
     return {**data, "flakes": count} if count else data
 
 
+def _access(tool: Tool) -> str:
+    """What a listed tool may do to the resources it is given. A validation only reads
+    (enforced: the guard, the sandbox); a tool says what it does in its capability."""
+    if tool.capability.read_only:
+        return "read-only"
+    return "writes" if tool.capability.writes else "may write"
+
+
 def _list_tools(type_: str | None, as_json: bool) -> None:
+    from gategraph.runtime._data._builtins import builtin, builtin_names
+    from gategraph.runtime._definitions._plugins import plugin_problems, plugin_validations
+
     with _catalog(create=False) as catalog:
         tools = catalog.list(type_)
         counts = catalog.flake_counts() if type_ != "tool" else {}
     flakes = {t.name: _validation_flakes(t, counts) for t in tools}
-    if as_json:
-        _json_out([_with_flakes(t.as_cli_dict(), flakes[t.name]) for t in tools])
-        return
-    from gategraph.runtime._data._builtins import builtin, builtin_names
-
     registered = {t.name for t in tools}
+    # What is usable by name without registering: the built-ins the catalog does not
+    # override, and installed plugins' validations.
+    builtins = [
+        found
+        for name in builtin_names()
+        if name not in registered
+        and (found := builtin(name)) is not None
+        and type_ in (None, found.tool_type.value)
+    ]
+    plugged = (
+        [v for v in plugin_validations() if v.name not in registered] if type_ != "tool" else []
+    )
+    problems = plugin_problems() if type_ != "tool" else []
+    if as_json:
+        # The same entries the text lists, each saying where it comes from.
+        listed = [(t, "catalog") for t in tools]
+        listed += [(t, "builtin") for t in builtins] + [(v, "plugin") for v in plugged]
+        _json_out(
+            [
+                _with_flakes(
+                    {**t.as_cli_dict(), "origin": origin, "access": _access(t)},
+                    flakes.get(t.name) if origin == "catalog" else counts.get(t.name),
+                )
+                for t, origin in listed
+            ]
+        )
+        for problem in problems:
+            click.echo(f"plugin left out: {problem}", err=True)
+        return
     # Flaky validations the table cannot show: a graph's own, or a built-in used by name.
     elsewhere = [f"{name} ({count})" for name, count in counts.items() if flakes.get(name) is None]
     elsewhere_line = (
         "flaky validations not registered here: " + ", ".join(elsewhere) if elsewhere else ""
     )
-    unlisted: dict[str, list[str]] = {"validation": [], "tool": []}
-    for name in builtin_names():
-        found = builtin(name)
-        if name not in registered and found is not None:
-            unlisted[found.tool_type.value].append(name)
-    builtin_lines = [
-        f"built-in {kind}s, usable by name without registering: " + ", ".join(names)
-        for kind, names in unlisted.items()
-        if names and type_ in (None, kind)
-    ]
-    if type_ != "tool":
-        from gategraph.runtime._definitions._plugins import plugin_problems, plugin_validations
-
-        plugged = [
-            f"{v.name} ({v.plugin})" for v in plugin_validations() if v.name not in registered
+    builtin_lines = []
+    for kind in ("validation", "tool"):
+        # Validations only read; a built-in tool says what it may do.
+        names = [
+            t.name if kind == "validation" else f"{t.name} ({_access(t)})"
+            for t in builtins
+            if t.tool_type.value == kind
         ]
-        if plugged:
+        if names:
             builtin_lines.append(
-                "plugin validations, usable by name (run sandboxed): " + ", ".join(plugged)
+                f"built-in {kind}s, usable by name without registering: " + ", ".join(names)
             )
-        builtin_lines += [f"plugin left out: {problem}" for problem in plugin_problems()]
+    if plugged:
+        builtin_lines.append(
+            "plugin validations, usable by name (run sandboxed): "
+            + ", ".join(f"{v.name} ({v.plugin})" for v in plugged)
+        )
+    builtin_lines += [f"plugin left out: {problem}" for problem in problems]
     if not tools:
         click.echo("no validations" if type_ == "validation" else "no tools")
         for line in (*builtin_lines, elsewhere_line):
@@ -419,12 +451,13 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
                 t.name,
                 t.tool_type.value,
                 mode.value if mode is not None else "-",
+                _access(t),
                 t.source.value,
                 *([str(count) if count is not None else "-"] if with_flakes else []),
                 t.description.splitlines()[0] if t.description else "",
             ]
         )
-    columns = ["NAME", "TYPE", "MODE", "SOURCE", *(["FLAKES"] if with_flakes else [])]
+    columns = ["NAME", "TYPE", "MODE", "ACCESS", "SOURCE", *(["FLAKES"] if with_flakes else [])]
     _table(rows, [*columns, "DESCRIPTION"])
     for line in (*builtin_lines, elsewhere_line):
         if line:

@@ -240,7 +240,14 @@ def test_cli_import_marks_what_writes_and_a_wrap_over_it_is_refused(tmp_path: Pa
     )
     assert imported.returncode == 0, imported.stderr
     listed = run_cli("tool", "list", "--json", cwd=tmp_path)
-    capability = {t["name"]: t["capability"] for t in json.loads(listed.stdout)}
+    imported_tools = [t for t in json.loads(listed.stdout) if t["origin"] == "catalog"]
+    capability = {t["name"]: t["capability"] for t in imported_tools}
+    access = {t["name"]: t["access"] for t in imported_tools}
+    assert (access["h.destroy"], access["h.plain"], access["h.safe"]) == (
+        "writes",
+        "writes",
+        "read-only",
+    )
     assert capability["h.destroy"]["writes"] and capability["h.plain"]["writes"]
     assert capability["h.safe"]["read_only"] and not capability["h.safe"].get("writes")
     assert not capability["h.destroy"].get("read_only")

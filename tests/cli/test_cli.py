@@ -349,7 +349,8 @@ def test_catalog_from_gategraph_home(
     config = write(configs, "t.yaml", TOOL_YAML)
     assert_ok(invoke(None, "tool", "add", "--config", str(config)))
     assert (home / "gategraph.db").is_file()
-    assert [t["name"] for t in json_out(invoke(None, "tool", "list", "--json"))] == ["pytest"]
+    listed = json_out(invoke(None, "tool", "list", "--json"))
+    assert [t["name"] for t in listed if t["origin"] == "catalog"] == ["pytest"]
 
 
 def test_catalog_from_the_working_directory(
@@ -373,18 +374,19 @@ def test_catalog_from_gategraph_catalog_env(tmp_path: Path, configs: Path) -> No
 
 
 def test_tool_list_text(populated: Path) -> None:
-    """tool list prints a table sorted by name with type, mode and source."""
+    """tool list prints a table sorted by name with type, mode, what each may do to what it
+    is given, and source."""
     result = invoke(populated, "tool", "list")
     assert_ok(result)
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "TYPE", "MODE", "SOURCE", "DESCRIPTION"]
-    rows = [line.split()[:4] for line in lines[1:-2]]
+    assert lines[0].split() == ["NAME", "TYPE", "MODE", "ACCESS", "SOURCE", "DESCRIPTION"]
+    rows = [[cell.strip() for cell in line.split("  ") if cell.strip()][:5] for line in lines[1:-2]]
     assert rows == [
-        ["deploy", "tool", "-", "code"],
-        ["lint", "validation", "informational", "code"],
-        ["outer", "validation", "required", "wrapped"],
-        ["pytest", "tool", "-", "code"],
-        ["tests-pass", "validation", "required", "wrapped"],
+        ["deploy", "tool", "-", "writes", "code"],
+        ["lint", "validation", "informational", "read-only", "code"],
+        ["outer", "validation", "required", "read-only", "wrapped"],
+        ["pytest", "tool", "-", "may write", "code"],
+        ["tests-pass", "validation", "required", "read-only", "wrapped"],
     ]
     assert lines[-2].startswith("built-in validations, usable by name without registering: ")
     assert lines[-1].startswith("built-in tools, usable by name without registering: spawn.")
@@ -399,12 +401,25 @@ def test_tool_list_text(populated: Path) -> None:
     ],
 )
 def test_tool_list_json(populated: Path, args: list[str], names: list[str]) -> None:
-    """tool list --json is the as_cli_dict of each entry, in name order and key order."""
+    """tool list --json is the as_cli_dict of each entry, in name order and key order, with
+    where it comes from and what it may do; then the built-ins the text names."""
     listed = json_out(invoke(populated, "tool", "list", "--json", *args))
+    access = {"deploy": "writes", "pytest": "may write"}  # the validations: read-only
     with Catalog.open(populated) as opened:
-        expected = [opened.get(name).as_cli_dict() for name in names]
-    assert listed == expected
-    assert [list(item) for item in listed] == [list(item) for item in expected]
+        expected = [
+            {
+                **opened.get(name).as_cli_dict(),
+                "origin": "catalog",
+                "access": access.get(name, "read-only"),
+            }
+            for name in names
+        ]
+    assert listed[: len(names)] == expected
+    assert [list(item) for item in listed[: len(names)]] == [list(item) for item in expected]
+    kinds = {"tool": {"tool"}, "validation": {"validation"}}.get(args[-1] if args else "")
+    rest = listed[len(names) :]
+    assert rest and {item["origin"] for item in rest} == {"builtin"}
+    assert {item["tool_type"] for item in rest} == (kinds or {"tool", "validation"})
 
 
 def test_empty_lists(catalog: Path) -> None:
@@ -415,8 +430,9 @@ def test_empty_lists(catalog: Path) -> None:
         "pytest_suite, python_syntax, regex, unittest_suite, unsafe_command\n"
     )
     tools = (
-        "built-in tools, usable by name without registering: spawn.validator, validator.ac-pull, "
-        "validator.attest, validator.reject\n"
+        "built-in tools, usable by name without registering: spawn.validator (may write), "
+        "validator.ac-pull (read-only), validator.attest (may write), validator.reject "
+        "(may write)\n"
     )
     builtins = validations
     for args, text in [
@@ -430,8 +446,11 @@ def test_empty_lists(catalog: Path) -> None:
         result = invoke(catalog, *args)
         assert_ok(result)
         assert result.stdout == text
-    for args in [["tool", "list"], ["validation", "list"], ["validation", "attachments"]]:
-        assert json_out(invoke(catalog, *args, "--json")) == []
+    # In JSON too: only what is usable without registering.
+    for args in [["tool", "list"], ["validation", "list"]]:
+        listed = json_out(invoke(catalog, *args, "--json"))
+        assert listed and {item["origin"] for item in listed} == {"builtin"}
+    assert json_out(invoke(catalog, "validation", "attachments", "--json")) == []
     assert not catalog.parent.exists()
 
 

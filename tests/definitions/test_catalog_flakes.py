@@ -25,14 +25,14 @@ from gategraph.runtime._definitions._catalog import FlakeRecord
 CODE = "def run(**kw):\n    return {'passed': True}"
 PASSED_THEN_FAILED = "passed, then failed on the same inputs"
 TOOLS_LINE = (
-    "built-in tools, usable by name without registering: spawn.validator, validator.ac-pull, "
-    "validator.attest, validator.reject\n"
+    "built-in tools, usable by name without registering: spawn.validator (may write), "
+    "validator.ac-pull (read-only), validator.attest (may write), validator.reject (may write)\n"
 )
 BUILTINS_LINE = (
     "built-in validations, usable by name without registering: json_schema, paths_exist, "
     "pytest_suite, python_syntax, regex, unittest_suite, unsafe_command\n"
-    "built-in tools, usable by name without registering: spawn.validator, validator.ac-pull, "
-    "validator.attest, validator.reject"
+    "built-in tools, usable by name without registering: spawn.validator (may write), "
+    "validator.ac-pull (read-only), validator.attest (may write), validator.reject (may write)"
 )
 # The schema version that added the flakes table: a catalog file one version older is what
 # an earlier gategraph left behind.
@@ -306,10 +306,10 @@ def flaky(populated: Path) -> Path:
 def test_tool_list_without_flakes_has_no_flakes_column(populated: Path) -> None:
     """Until a validation is flaky, tool list prints the table it always did."""
     assert invoke(populated, "tool", "list").stdout == (
-        "NAME        TYPE        MODE           SOURCE   DESCRIPTION\n"
-        "lint        validation  informational  code\n"
-        "pytest      tool        -              code     Run it\n"
-        "tests-pass  validation  required       wrapped  It passes\n"
+        "NAME        TYPE        MODE           ACCESS     SOURCE   DESCRIPTION\n"
+        "lint        validation  informational  read-only  code\n"
+        "pytest      tool        -              may write  code     Run it\n"
+        "tests-pass  validation  required       read-only  wrapped  It passes\n"
         f"{BUILTINS_LINE}\n"
     )
 
@@ -318,10 +318,10 @@ def test_tool_list_shows_the_flakes_column(flaky: Path) -> None:
     """With a flaky validation, tool list has a FLAKES column: the count per validation (0
     when none), '-' for a tool."""
     assert invoke(flaky, "tool", "list").stdout == (
-        "NAME        TYPE        MODE           SOURCE   FLAKES  DESCRIPTION\n"
-        "lint        validation  informational  code     0\n"
-        "pytest      tool        -              code     -       Run it\n"
-        "tests-pass  validation  required       wrapped  2       It passes\n"
+        "NAME        TYPE        MODE           ACCESS     SOURCE   FLAKES  DESCRIPTION\n"
+        "lint        validation  informational  read-only  code     0\n"
+        "pytest      tool        -              may write  code     -       Run it\n"
+        "tests-pass  validation  required       read-only  wrapped  2       It passes\n"
         f"{BUILTINS_LINE}\n"
     )
 
@@ -329,7 +329,8 @@ def test_tool_list_shows_the_flakes_column(flaky: Path) -> None:
 def test_tool_list_of_tools_has_no_flakes(flaky: Path) -> None:
     """tool list --type tool shows no FLAKES column: a tool cannot be flaky."""
     assert invoke(flaky, "tool", "list", "--type", "tool").stdout == (
-        "NAME    TYPE  MODE  SOURCE  DESCRIPTION\npytest  tool  -     code    Run it\n" + TOOLS_LINE
+        "NAME    TYPE  MODE  ACCESS     SOURCE  DESCRIPTION\n"
+        "pytest  tool  -     may write  code    Run it\n" + TOOLS_LINE
     )
 
 
@@ -346,7 +347,7 @@ def test_tool_list_names_flaky_validations_it_has_no_row_for(flaky: Path) -> Non
         "flaky validations not registered here: graph-local (2), pytest (1), python_syntax (1)"
     )
     assert "\n".join(lines[-3:-1]) == BUILTINS_LINE
-    assert lines[2].split() == ["pytest", "tool", "-", "code", "-", "Run", "it"]
+    assert lines[2].split() == ["pytest", "tool", "-", "may", "write", "code", "-", "Run", "it"]
 
 
 def test_an_empty_catalog_still_names_its_flaky_validations(tmp_path: Path) -> None:
@@ -361,15 +362,35 @@ def test_an_empty_catalog_still_names_its_flaky_validations(tmp_path: Path) -> N
 
 
 def test_tool_list_json_adds_flakes_to_flaky_validations(flaky: Path) -> None:
-    """tool list --json gives a flaky validation a last key, flakes; the others are their
-    as_cli_dict, unchanged."""
+    """tool list --json lists what the text lists: each entry its as_cli_dict, where it
+    comes from, what it may do to what it is given, and, for a flaky validation, a last
+    key, flakes."""
     listed = json_out(flaky, "tool", "list")
     with Catalog.open(flaky) as opened:
-        expected = [opened.get(name).as_cli_dict() for name in ["lint", "pytest", "tests-pass"]]
+        expected = [
+            {**opened.get(name).as_cli_dict(), "origin": "catalog", "access": access}
+            for name, access in [
+                ("lint", "read-only"),
+                ("pytest", "may write"),
+                ("tests-pass", "read-only"),
+            ]
+        ]
     expected[2]["flakes"] = 2
-    assert listed == expected
+    assert listed[:3] == expected
     assert list(listed[2])[-1] == "flakes"
-    assert json_out(flaky, "tool", "list", "--type", "validation") == [expected[0], expected[2]]
+    # Then the built-ins, usable by name, as the text's last lines name them.
+    builtins = {entry["name"]: entry for entry in listed[3:]}
+    assert all(entry["origin"] == "builtin" for entry in builtins.values())
+    assert BUILTINS_LINE == (
+        "built-in validations, usable by name without registering: "
+        + ", ".join(n for n, e in builtins.items() if e["tool_type"] == "validation")
+        + "\nbuilt-in tools, usable by name without registering: "
+        + ", ".join(f"{n} ({e['access']})" for n, e in builtins.items() if e["tool_type"] == "tool")
+    )
+    validations = json_out(flaky, "tool", "list", "--type", "validation")
+    assert validations[:2] == [expected[0], expected[2]]
+    assert {entry["tool_type"] for entry in validations} == {"validation"}
+    assert {entry["access"] for entry in validations} == {"read-only"}
 
 
 def test_validation_list_is_still_tool_list_of_validations(flaky: Path) -> None:

@@ -150,6 +150,14 @@ def test_a_user_lists_shows_and_runs_a_plugins_validation(installed: Path, tmp_p
     assert "'regex' is a built-in's name: left out" in out
     assert "entry point 'leaving'" in out and "SystemExit: 7" in out
     assert "entry point 'wrapping'" in out and "its own code" in out
+    # In JSON, the same plugin validations, and what was left out on standard error.
+    as_json = gategraph(installed, home, "tool", "list", "--json", cwd=tmp_path)
+    assert as_json.returncode == 0, as_json.stderr
+    plugged = [t for t in json.loads(as_json.stdout) if t["origin"] == "plugin"]
+    assert [(t["name"], t["plugin"], t["access"]) for t in plugged] == [
+        (name, "gg-demo-plugin", "read-only") for name in ("also", "modelled", "no_todo")
+    ]
+    assert "plugin left out: plugin gg-demo-plugin (entry point 'layered'" in as_json.stderr
     shown = gategraph(installed, home, "tool", "show", "no_todo", "--json", cwd=tmp_path)
     assert json.loads(shown.stdout)["plugin"] == "gg-demo-plugin"
     assert json.loads(shown.stdout)["untrusted"] is True
