@@ -510,7 +510,15 @@ def progress_line(
         again = f" (reused from round {reused})" if reused is not None else ""
         return f"  {mark} {event.node}{message}"[: 160 - len(again)] + again
     if tag == "artifact_rejected":
-        return f"round {event.round}: rejected at the {event.layer} layer"
+        line = f"round {event.round}: rejected at the {event.layer} layer"
+        if event.layer == "semantic" or not event.reasons:
+            return line  # the semantic layer's reasons are the FAIL lines above it
+        # The other layers have no lines of their own: the first reason says why.
+        more = len(event.reasons) - 1
+        suffix = f" (and {more} more)" if more else ""
+        first = event.reasons[0].splitlines()[0] if event.reasons[0] else "no reason given"
+        room = 160 - len(line) - len(suffix) - 2
+        return f"{line}: {first if len(first) <= room else first[: room - 1] + '…'}{suffix}"
     if tag == "artifact_validated":
         if warnings:
             return (

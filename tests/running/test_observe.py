@@ -215,6 +215,31 @@ def test_progress_lines_for_approval_resumption_and_work() -> None:
     assert progress_line(ev(ApplyCompleted, changes={})) == "apply: no resources to change"
 
 
+def test_a_rejection_before_the_validations_says_why_on_its_line() -> None:
+    """A round rejected at the routing, payload or approval layer has no FAIL lines: its
+    own line gives the first reason (and how many more), cut to the line's width. A
+    semantic rejection's reasons are the FAIL lines above it."""
+    payload = ev(
+        ArtifactRejected,
+        round=2,
+        layer="payload",
+        reasons=["artifact.path: a PosixPath cannot be encoded", "artifact.when: a datetime"],
+    )
+    assert progress_line(payload) == (
+        "round 2: rejected at the payload layer: artifact.path: a PosixPath cannot be "
+        "encoded (and 1 more)"
+    )
+    routing = ev(ArtifactRejected, round=1, layer="routing", reasons=["x" * 300 + "\nmore"])
+    line = progress_line(routing)
+    assert line is not None and len(line) == 160 and line.endswith("x…")
+    assert line.startswith("round 1: rejected at the routing layer: xxx")
+    semantic = ev(ArtifactRejected, round=3, layer="semantic", reasons=["b: does not parse"])
+    assert progress_line(semantic) == "round 3: rejected at the semantic layer"
+    assert progress_line(ev(ArtifactRejected, round=4, layer="approval", reasons=[])) == (
+        "round 4: rejected at the approval layer"
+    )
+
+
 def test_plain_progress_prints_lines(capsys: pytest.CaptureFixture[str]) -> None:
     """Plain progress prints each shown event's line, to stderr when told."""
     progress = PlainProgress(err=True)
