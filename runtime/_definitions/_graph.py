@@ -60,7 +60,7 @@ from pydantic import (
 )
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from ._plugins import shipped
+from ._plugins import shipped, shipped_names
 from ._skills import Skill
 
 if TYPE_CHECKING:
@@ -1254,8 +1254,20 @@ class _Loader:
             if self.catalog is not None
             else "in this graph (no catalog was given)"
         )
-        hint = _did_you_mean(name, (n for n in self.inline if n != asking))
-        return f"unknown {kind} {name!r}: not defined {where}{hint}"
+        return f"unknown {kind} {name!r}: not defined {where}{self._hint(name, asking)}"
+
+    def _hint(self, name: str, asking: str) -> str:
+        """A "did you mean" among every name the graph could have meant: its own, the
+        catalog's, the built-ins' and installed plugins' (a misspelt built-in is the
+        likeliest)."""
+        names = [n for n in self.inline if n != asking]
+        names += shipped_names()
+        if self.catalog is not None:
+            try:
+                names += [tool.name for tool in self.catalog.list()]
+            except CatalogError:
+                pass  # what it cannot read is said where it is used
+        return _did_you_mean(name, dict.fromkeys(names))
 
     # -- nodes -------------------------------------------------------------------------------
 

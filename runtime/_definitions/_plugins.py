@@ -48,7 +48,14 @@ from gategraph.runtime._data._builtins import builtin
 if TYPE_CHECKING:
     from gategraph.runtime._data._models import Tool, Validation
 
-__all__ = ["GROUP", "plugin_problems", "plugin_validation", "plugin_validations", "shipped"]
+__all__ = [
+    "GROUP",
+    "plugin_problems",
+    "plugin_validation",
+    "plugin_validations",
+    "shipped",
+    "shipped_names",
+]
 
 # What a declaration may not say: its place among the layers is not its to choose.
 _LAYER_KEYS: Final = frozenset({"layer", "layers", "order", "before", "after", "stage"})
@@ -395,6 +402,13 @@ def shipped(name: str) -> Tool | None:
     if found is not None:
         return found
     return plugin_validation(name)
+
+
+def shipped_names() -> list[str]:
+    """The names :func:`shipped` knows: the built-ins', then installed plugins' validations."""
+    from gategraph.runtime._data._builtins import builtin_names
+
+    return [*builtin_names(), *sorted(_load().validations)]
 
 
 def plugin_validations() -> list[Validation]:

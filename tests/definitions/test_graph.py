@@ -187,6 +187,15 @@ CASES: list[tuple[str, str, int, str | None, str, str]] = [
         "unknown node 'buld' (did you mean 'build'?)",
     ),
     (
+        "misspelt-builtin-suggests",
+        HEAD + "nodes:\n  - {id: a, validation: python_sintax}\n",
+        4,
+        "python_sintax",
+        "nodes[0].validation",
+        "unknown validation 'python_sintax': not defined in this graph (no catalog was "
+        "given) (did you mean 'python_syntax'?)",
+    ),
+    (
         "self-need",
         HEAD + TOOL + "nodes:\n  - {id: a, tool: t, needs: [a]}\n",
         5,

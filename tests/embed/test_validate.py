@@ -186,6 +186,10 @@ async def test_bad_input_is_one_line_naming_the_field(tmp_path: Path) -> None:
             r"change: '../up.py' is not a relative path",
         ),
         ({"validations": ["nope"]}, r"validations\[0\]\.validation: unknown validation 'nope'"),
+        (
+            {"validations": ["python_sintax"]},
+            r"unknown validation 'python_sintax': .* \(did you mean 'python_syntax'\?\)$",
+        ),
         ({"validations": [PASSING, 7]}, r"validations\[1\]: 7 is not a validation"),
         (
             {"validations": [{"entrypoint": "x:y"}]},
