@@ -368,7 +368,9 @@ def _access(tool: Tool) -> str:
     """What a listed tool may do to the resources it is given. A validation only reads
     (enforced: the guard, the sandbox); a tool says what it does in its capability."""
     if tool.capability.read_only:
-        return "read-only"
+        # A validation over an MCP tool whose server is trusted to only read: nothing
+        # here holds it to that.
+        return "read-only (trusted)" if getattr(tool, "trust_read_only", False) else "read-only"
     return "writes" if tool.capability.writes else "may write"
 
 
@@ -379,8 +381,10 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
     with _catalog(create=False) as catalog:
         tools = catalog.list(type_)
         counts = catalog.flake_counts() if type_ != "tool" else {}
+        # Every name the catalog holds, of either type: it shadows a built-in's or a
+        # plugin's of that name, whichever type is listed.
+        registered = set(catalog.names())
     flakes = {t.name: _validation_flakes(t, counts) for t in tools}
-    registered = {t.name for t in tools}
     # What is usable by name without registering: the built-ins the catalog does not
     # override, and installed plugins' validations.
     builtins = [

@@ -558,6 +558,12 @@ class Catalog:
                 is not None
             )
 
+    def names(self) -> builtins.list[str]:
+        """The names registered here, sorted: read without decoding any entry (a name is
+        all "did you mean" and listings of what a name would shadow need)."""
+        with self._lock:
+            return [row[0] for row in self._db.execute("SELECT name FROM tools ORDER BY name")]
+
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False

@@ -766,6 +766,8 @@ class _Loader:
         self.inline: dict[str, tuple[PathKey, Tool]] = {}
         self.registry: dict[str, Tool] = {}
         self.catalog_errors: dict[str, str] = {}
+        self.known: list[str] | None = None
+        """The names outside the graph a misspelt name may have meant (read on the first)."""
         self.imports: dict[str, str | None] = {}
         self.servers: dict[str, McpServer] = {}
         """The graph's own MCP servers, then the catalog's that its tools name."""
@@ -1260,13 +1262,11 @@ class _Loader:
         """A "did you mean" among every name the graph could have meant: its own, the
         catalog's, the built-ins' and installed plugins' (a misspelt built-in is the
         likeliest)."""
-        names = [n for n in self.inline if n != asking]
-        names += shipped_names()
-        if self.catalog is not None:
-            try:
-                names += [tool.name for tool in self.catalog.list()]
-            except CatalogError:
-                pass  # what it cannot read is said where it is used
+        if self.known is None:
+            # Read once per graph, names only: a graph with many misspelt names, or a
+            # large catalog, costs one query.
+            self.known = [*shipped_names(), *(self.catalog.names() if self.catalog else ())]
+        names = [n for n in self.inline if n != asking] + self.known
         return _did_you_mean(name, dict.fromkeys(names))
 
     # -- nodes -------------------------------------------------------------------------------

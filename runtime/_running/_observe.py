@@ -516,7 +516,9 @@ def progress_line(
         # The other layers have no lines of their own: the first reason says why.
         more = len(event.reasons) - 1
         suffix = f" (and {more} more)" if more else ""
-        first = event.reasons[0].splitlines()[0] if event.reasons[0] else "no reason given"
+        # A reason is kept as "<layer>: <message>": the line names the layer already.
+        first = event.reasons[0].removeprefix(f"{event.layer}: ")
+        first = " ".join(first.split()) or "no reason given"
         room = 160 - len(line) - len(suffix) - 2
         return f"{line}: {first if len(first) <= room else first[: room - 1] + '…'}{suffix}"
     if tag == "artifact_validated":

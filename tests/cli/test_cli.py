@@ -422,6 +422,47 @@ def test_tool_list_json(populated: Path, args: list[str], names: list[str]) -> N
     assert {item["tool_type"] for item in rest} == (kinds or {"tool", "validation"})
 
 
+def test_access_says_what_holds_an_entry_to_what_it_declares() -> None:
+    """A validation is read-only; one over an MCP tool whose server is only trusted to
+    read says so; a tool is what its capability declares, or `may write`."""
+    access = cli_module._access
+    trusted = Validation(
+        name="lint.check",
+        source=ToolSource.MCP,
+        mcp_server="s",
+        mcp_tool_name="t",
+        trust_read_only=True,
+    )
+    assert [
+        access(trusted),
+        access(Validation(name="v", source=ToolSource.CODE, code=CODE)),
+        access(Tool(name="t", source=ToolSource.CODE, code=CODE)),
+        access(
+            Tool(name="w", source=ToolSource.CODE, code=CODE, capability=Capability(writes=True))
+        ),
+        access(
+            Tool(name="r", source=ToolSource.CODE, code=CODE, capability=Capability(read_only=True))
+        ),
+    ] == ["read-only (trusted)", "read-only", "may write", "writes", "read-only"]
+
+
+def test_a_catalog_entry_shadows_a_built_in_of_either_type(catalog: Path) -> None:
+    """A catalog tool named like a built-in validation is what the name means: the
+    built-in is not offered as usable by name, in the text or the JSON, even when only
+    validations are listed."""
+    with Catalog.open(catalog) as opened:
+        opened.add(Tool(name="regex", source=ToolSource.CODE, code=CODE))
+        assert opened.names() == ["regex"]
+    text = invoke(catalog, "tool", "list", "--type", "validation").stdout
+    assert "no validations" in text and " regex," not in text and "regex" not in text
+    listed = json_out(invoke(catalog, "tool", "list", "--type", "validation", "--json"))
+    assert "regex" not in {item["name"] for item in listed}
+    everything = json_out(invoke(catalog, "tool", "list", "--json"))
+    assert [(i["name"], i["origin"]) for i in everything if i["name"] == "regex"] == [
+        ("regex", "catalog")
+    ]
+
+
 def test_empty_lists(catalog: Path) -> None:
     """Listing an empty (or missing) catalog says so, names the built-ins that are usable
     all the same, and creates nothing."""

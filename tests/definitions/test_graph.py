@@ -1320,3 +1320,26 @@ def test_a_source_without_a_class_gives_no_docstrings(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(inspect, "getsource", lambda _: "x = 1\n")
     assert _attribute_docs(Node) == {}
+
+
+def test_a_misspelt_name_is_matched_against_the_catalog_once(tmp_path: Path) -> None:
+    """With a catalog, "did you mean" offers its names too, and reads them once for all the
+    misspelt names of a graph (names only: no entry is decoded)."""
+    catalog = Catalog.in_memory()
+    catalog.add(Validation(name="team_lint", source=ToolSource.CODE, code="def run(): pass"))
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "version: 1\nname: g\nnodes:\n"
+        "  - {id: a, validation: team_lnt}\n"
+        "  - {id: b, validation: python_sintax}\n"
+    )
+    reads: list[int] = []
+    names = catalog.names
+    catalog.names = lambda: reads.append(1) or names()  # type: ignore[method-assign]
+    lines = problems(path, catalog)
+    assert any(
+        "unknown validation 'team_lnt'" in line and "(did you mean 'team_lint'?)" in line
+        for line in lines
+    )
+    assert any("(did you mean 'python_syntax'?)" in line for line in lines)
+    assert reads == [1]

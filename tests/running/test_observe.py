@@ -223,16 +223,22 @@ def test_a_rejection_before_the_validations_says_why_on_its_line() -> None:
         ArtifactRejected,
         round=2,
         layer="payload",
-        reasons=["artifact.path: a PosixPath cannot be encoded", "artifact.when: a datetime"],
+        reasons=[
+            "payload: artifact.path: a PosixPath cannot be encoded",
+            "payload: artifact.when: a datetime",
+        ],
     )
     assert progress_line(payload) == (
         "round 2: rejected at the payload layer: artifact.path: a PosixPath cannot be "
         "encoded (and 1 more)"
     )
-    routing = ev(ArtifactRejected, round=1, layer="routing", reasons=["x" * 300 + "\nmore"])
+    # One line, however the reason is laid out; cut to the line's width.
+    routing = ev(ArtifactRejected, round=1, layer="routing", reasons=["routing: \n" + "x" * 300])
     line = progress_line(routing)
     assert line is not None and len(line) == 160 and line.endswith("x…")
     assert line.startswith("round 1: rejected at the routing layer: xxx")
+    blank = ev(ArtifactRejected, round=5, layer="payload", reasons=["payload:  \n "])
+    assert progress_line(blank) == "round 5: rejected at the payload layer: no reason given"
     semantic = ev(ArtifactRejected, round=3, layer="semantic", reasons=["b: does not parse"])
     assert progress_line(semantic) == "round 3: rejected at the semantic layer"
     assert progress_line(ev(ArtifactRejected, round=4, layer="approval", reasons=[])) == (

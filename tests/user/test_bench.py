@@ -613,8 +613,10 @@ def test_project_gates_an_edit_and_times_it_against_the_checks_by_hand(tmp_path:
     assert targets["project-vs-sequential"]["measured"] == ratios["gated_vs_sequential"]
     assert targets["project-vs-parallel"]["measured"] == ratios["gated_vs_parallel"]
     disk = entry["disk"]
-    # The plan's copy of the tree and the store's snapshot of it, at least.
-    assert disk["first_peak_extra_mib"] > 0 and disk["first_snapshot_mib"] > 0
+    # The store's snapshot of the tree, at least. The peak is sampled, and is the lesser of
+    # the files' blocks and what the file system lost meanwhile: exact on a quiet machine,
+    # 0 where other processes freed as much (as on a busy one), never negative.
+    assert disk["first_snapshot_mib"] > 0 and disk["first_peak_extra_mib"] >= 0
     assert disk["changed_kib"] > 0 and disk["second_store_growth_kib"] >= 0
     assert targets["project-disk"]["measured"] == disk["first_peak_vs_change_and_snapshot"]
     assert "on disk: a first run's peak" in result.stdout
