@@ -1111,3 +1111,15 @@ def test_attachment_ids_are_unique_and_json_serialisable(catalog: Catalog) -> No
     assert len({a.id for a in made}) == 200
     assert all(ULID_RE.match(a.id) for a in made)
     json.dumps([a.model_dump(mode="json") for a in made])
+
+
+def test_names_membership_and_a_bad_type() -> None:
+    """`names()` is what is registered, sorted (not the built-ins `in` also knows); `in` of
+    what is not a name is False; listing an unknown type is one ConfigError naming it."""
+    catalog = Catalog.in_memory()
+    catalog.add(Tool(name="zeta", source=ToolSource.CODE, code="def run(**_): pass"))
+    catalog.add(Tool(name="alpha", source=ToolSource.CODE, code="def run(**_): pass"))
+    assert catalog.names() == ["alpha", "zeta"]
+    assert "regex" in catalog and 7 not in catalog
+    with pytest.raises(ConfigError, match="type: must be 'tool' or 'validation', not 'widget'"):
+        catalog.list("widget")
