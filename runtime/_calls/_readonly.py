@@ -354,10 +354,7 @@ def _judge_open(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
             # when other code has moved the working directory into scratch.
             allowed = False
     if not allowed:
-        if _is_bytecode_cache(path):
-            # The import system caches bytecode and ignores a failure to; refusing is
-            # right, recording it as the validation's fault is not.
-            raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
+        _refuse_bytecode_cache(path)
         refuse(lease, f"opening {_describe_target(path)} for writing")
 
 
@@ -394,10 +391,8 @@ def _judge_fs(lease: list[Any], event: str, args: tuple[Any, ...]) -> None:
         target = args[index] if index < len(args) else None
         dir_fd = args[fd_index] if fd_index is not None and fd_index < len(args) else None
         if target is not None and not _path_allowed(lease, target, dir_fd, changes_data):
-            if event == "os.mkdir" and _is_bytecode_cache(target):
-                # The folder the import system makes for its first cache there: refused
-                # like the cache itself (see `_judge_open`), the validation not charged.
-                raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
+            if event == "os.mkdir":  # the folder of a first cache there
+                _refuse_bytecode_cache(target)
             refuse(lease, f"{event} on {_describe_target(target)}")
 
 
@@ -649,6 +644,14 @@ _JUDGES: Final[dict[str, Callable[[list[Any], str, tuple[Any, ...]], None]]] = {
     "os.putenv": _judge_environment,
     "os.unsetenv": _judge_environment,
 }
+
+
+def _refuse_bytecode_cache(path: Any) -> None:
+    """Refuse a write of the import system's bytecode cache (its file or its folder)
+    without charging the guarded code: the import system caches on its own account and
+    goes on without the cache when it cannot write it."""
+    if _is_bytecode_cache(path):
+        raise ReadOnlyViolationError("bytecode cache writes are off while guarded")
 
 
 def _is_bytecode_cache(path: Any) -> bool:

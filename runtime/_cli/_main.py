@@ -406,7 +406,7 @@ def _list_tools(type_: str | None, as_json: bool) -> None:
             [
                 _with_flakes(
                     {**t.as_cli_dict(), "origin": origin, "access": _access(t)},
-                    flakes.get(t.name) if origin == "catalog" else counts.get(t.name),
+                    _validation_flakes(t, counts),
                 )
                 for t, origin in listed
             ]
