@@ -289,7 +289,7 @@ def set_views(views: dict[str, list[str]]) -> None:
     _views.update(views)
 
 
-def _copy_tree(origin: Path, target: Path) -> None:
+def copy_tree(origin: Path, target: Path) -> None:
     """Copy a folder, its links as links. Not ``copytree(symlinks=True)``: that sets a
     copied link's times through the link's path, which the read-only guard judges where the
     link leads (out of the tree: a project's ``.venv/bin/python``) and refuses."""
@@ -319,6 +319,14 @@ EARLIER: Final[contextvars.ContextVar[Mapping[str, Any]]] = contextvars.ContextV
 """What each validation of a plan found the last time it ran in an earlier round (its
 result's ``data``), by node id: set by a plan round for its calls, read by
 :attr:`ToolContext.earlier` when asked."""
+
+STANDS_FOR: Final[contextvars.ContextVar[Mapping[str, str]]] = contextvars.ContextVar(
+    "gategraph_stands_for", default=MappingProxyType({})
+)
+"""The real folder each of a plan's sandbox folders stands for, both absolute: set by a
+plan round for its calls, read by an MCP call to map a path the node gives in the real
+folder to the same path in the plan's copy (the server must read the change, not the
+folder as it was)."""
 
 # `ToolContext._earlier` before anyone said: the run's `EARLIER`, read when asked.
 _ASK_THE_RUN: Final[Any] = object()
@@ -462,7 +470,7 @@ class ToolContext:
         while target.exists():
             counter += 1
             target = self.scratch / f"{origin.name or 'copy'}-{counter}"
-        _copy_tree(origin, target)
+        copy_tree(origin, target)
         return target
 
     def changed(self, source: str | os.PathLike[str] | None = None) -> frozenset[str] | None:

@@ -27,14 +27,17 @@ The ``mcp`` SDK (the ``mcp`` extra) is imported only here, and only when a sessi
 from __future__ import annotations
 
 import contextvars
+import functools
 import ipaddress
 import json
 import logging
 import math
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, NamedTuple, Self
 from urllib.parse import urlsplit
@@ -49,10 +52,11 @@ from gategraph.runtime._data._results import ResultError, ValidationResult
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ._call import Outcome, _describe
+from ._context import STANDS_FOR
 from ._readonly import unguarded
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
     from anyio.abc import TaskGroup
     from gategraph.runtime._data._models import Tool
@@ -491,6 +495,10 @@ class _Connection:
         "http_error",
         "junk",
         "ready",
+        "roots",
+        "roots_answered",
+        "roots_asked",
+        "roots_ignored",
         "server",
         "session",
         "stop",
@@ -516,6 +524,59 @@ class _Connection:
         """Set to close the session."""
         self.closed = anyio.Event()
         """Set once the owner task has ended."""
+        self.roots: dict[str, int] = {}
+        """The folders offered to the server as its roots, each with the number of calls
+        under way that use it."""
+        self.roots_asked = 0
+        """How many times the server has asked for its roots: one that never has does not
+        use them (its folders are fixed), and is told of no change."""
+        self.roots_answered = anyio.Event()
+        """Set (and replaced) each time the server has been given its roots."""
+        self.roots_ignored = False
+        """Whether the server left a change of its roots unasked: it reads them once."""
+
+    def list_roots(self) -> list[str]:
+        """The folders to offer as roots now (a server asks at start, and after each
+        change): those of the calls under way."""
+        self.roots_asked += 1
+        answered, self.roots_answered = self.roots_answered, anyio.Event()
+        answered.set()
+        return sorted(folder for folder, uses in self.roots.items() if uses)
+
+    async def offer(self, folders: Sequence[str]) -> bool:
+        """Offer ``folders`` as roots for a call (:meth:`withdraw` after it); tell the
+        server when that changes its roots, and wait until it has read them. Returns
+        whether it has (the call is then the first to use them)."""
+        new = [folder for folder in folders if not self.roots.get(folder)]
+        for folder in folders:
+            self.roots[folder] = self.roots.get(folder, 0) + 1
+        session = self.session
+        if not new or session is None or not self.roots_asked or self.roots_ignored:
+            return False
+        from mcp import types
+
+        asked = self.roots_asked
+        # MCP's roots/list_changed (the deprecated roots capability, which the servers in
+        # use still rely on): the server asks again, then applies what it got.
+        limit = self.server.timeout or DEFAULT_START_TIMEOUT
+        with unguarded(), anyio.move_on_after(limit):
+            await session.send_notification(types.RootsListChangedNotification())
+            while self.roots_asked == asked:
+                await self.roots_answered.wait()
+        if self.roots_asked == asked:
+            self.roots_ignored = True  # never waited for again: its calls say the rest
+            return False
+        return True
+
+    def withdraw(self, folders: Sequence[str]) -> None:
+        """The call that offered ``folders`` has ended (the server is told at the next
+        change: a folder no call uses is no longer among its roots)."""
+        for folder in folders:
+            uses = self.roots.get(folder, 0) - 1
+            if uses > 0:
+                self.roots[folder] = uses
+            else:
+                self.roots.pop(folder, None)
 
     def fail(self, reason: str, kind: str = UNAVAILABLE) -> str:
         """Record why the server is unavailable (the first reason stays); return it."""
@@ -783,7 +844,9 @@ async def _session(connection: _Connection) -> None:
         with anyio.CancelScope(deadline=anyio.current_time() + limit) as starting:
             async with AsyncExitStack() as stack:
                 read, write = await _transport(stack, connection, errlog)
-                session = await stack.enter_async_context(ClientSession(read, write))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, list_roots_callback=_roots_of(connection))
+                )
                 await session.initialize()
                 tools = await _list_tools(session)
                 # Started: from here the holder's life bounds the session, not `limit`.
@@ -810,6 +873,25 @@ async def _session(connection: _Connection) -> None:
             f"MCP server {server.name!r} did not start within {limit:g} s"
             + await _stderr_of(errlog)
         )
+
+
+def _roots_of(connection: _Connection) -> Any:
+    """The session's answer to the server's roots/list: the folders of the calls under
+    way, so a server allowed only certain folders (the filesystem server) may read the
+    plan's copies of them."""
+    from mcp import types
+
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(
+            roots=[
+                types.Root.model_validate(
+                    {"uri": Path(folder).as_uri(), "name": os.path.basename(folder)}
+                )
+                for folder in connection.list_roots()
+            ]
+        )
+
+    return list_roots
 
 
 _serving: Final[contextvars.ContextVar[_Connection | None]] = contextvars.ContextVar(
@@ -1107,6 +1189,7 @@ class McpCall:
 
     __slots__ = (
         "connection",
+        "disposable",
         "info",
         "label",
         "record",
@@ -1127,6 +1210,8 @@ class McpCall:
         self.validation = isinstance(tool, Validation)
         self.trusted = isinstance(tool, Validation) and tool.trust_read_only
         self.connection: _Connection | None = None
+        self.disposable = frozenset(slot.name for slot in tool.resource_slots if slot.disposable)
+        """The slots whose folder each call gets a disposable copy of."""
         self.info: McpToolInfo | None = None
         self.refusal: str | None = None
         """Why this use cannot be called, found after its first check (it fails each call
@@ -1258,12 +1343,39 @@ class McpCall:
             return self._failed(connection.failure_kind, connection.failure)
         info = self.info
         assert info is not None
-        wire = dict(arguments)
-        for slot in slots:
-            if slot in resources:
-                wire[slot] = _resource_argument(resources[slot])
-            elif len(resources) == 1 and len(slots) == 1:
-                wire[slot] = _resource_argument(next(iter(resources.values())))
+        async with AsyncExitStack() as stack:
+            wire: dict[str, Any] = dict(arguments)
+            folders: list[str] = []
+            for slot in slots:
+                if slot in resources:
+                    value = resources[slot]
+                elif len(resources) == 1 and len(slots) == 1:
+                    value = next(iter(resources.values()))
+                else:
+                    continue
+                if not isinstance(value, os.PathLike):
+                    wire[slot] = _resource_argument(value)
+                    continue
+                folder = os.fspath(value)  # a sandbox folder: absolute
+                if slot in self.disposable:
+                    folder = await stack.enter_async_context(_disposable(folder))
+                path = _inside(folder, slot, arguments.get(slot), STANDS_FOR.get())
+                if path.startswith("!"):
+                    return self._failed(BAD_ARGUMENTS, f"{self.label}: {path[1:]}")
+                wire[slot] = path
+                folders.append(folder)
+            return await self._send(wire, folders, artifact, inputs)
+
+    async def _send(
+        self,
+        wire: dict[str, Any],
+        folders: list[str],
+        artifact: Any,
+        inputs: Mapping[str, Any] | None,
+    ) -> Outcome:
+        connection = self.connection
+        info = self.info
+        assert connection is not None and info is not None
         properties = info.properties
         if "artifact" in properties and "artifact" not in wire:
             wire["artifact"] = _json_value(artifact)
@@ -1285,7 +1397,17 @@ class McpCall:
             # The SDK's work for this call (writing the request, an HTTP request in the
             # caller's context) is the runtime's, never the validation's.
             with unguarded(), scope:
-                result = await session.call_tool(self.tool, wire)
+                told = await connection.offer(folders)
+                try:
+                    result = await session.call_tool(self.tool, wire)
+                    if told and result.is_error and not info.writes:
+                        # MCP has the server read its new roots but never say it has
+                        # applied them: a refusal right after may predate them. Asked
+                        # once more, a call that only reads changes nothing.
+                        await anyio.sleep(_ROOTS_SETTLE)
+                        result = await session.call_tool(self.tool, wire)
+                finally:
+                    connection.withdraw(folders)
         except Exception as exc:
             down = connection.down()
             if down is not None:
@@ -1317,10 +1439,13 @@ class McpCall:
         wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         content = wire.get("content") or []
         if wire.get("isError"):
+            # The server's own answer to these arguments (a path it refuses, a repository
+            # that is none): asked again, it answers the same, so it is no transient fault
+            # but one a person corrects.
             text = _text(content) or "(no message)"
             return Outcome(
                 False,
-                error=ResultError.EXCEPTION,
+                error=MISCONFIGURED,
                 message=f"{self.label} returned an error: {text}",
                 detail={"mcp": {**self.record, "is_error": True}},
             )
@@ -1349,6 +1474,84 @@ def _broken_structured_content(exc: BaseException) -> str | None:
         return None
     # The first line says what is wrong; jsonschema's own lines after it quote the schema.
     return " ".join(lines[0].split())[:300]
+
+
+# How long a server that was just given new roots may take to apply them (the
+# filesystem server checks each folder first) before a refused call is asked again.
+_ROOTS_SETTLE: Final = 0.25
+
+
+def _inside(folder: str, slot: str, given: Any, stands_for: Mapping[str, str]) -> str:
+    """The path an MCP call gets for its folder slot ``slot``: the folder, or the path
+    the node gave (``given``) inside it: relative to it, or absolute in the real folder
+    the plan's copy stands for (mapped to the copy, which holds the change). A text
+    starting with ``!`` says what is wrong instead."""
+    if not isinstance(given, str) or not given:
+        return folder
+    real = stands_for.get(folder)
+    if os.path.isabs(given):
+        given = os.path.normpath(given)
+        for base in (folder, real):
+            if base is not None and (
+                given == base or given.startswith(base.rstrip(os.sep) + os.sep)
+            ):
+                given = os.path.relpath(given, base)
+                break
+        else:
+            return (
+                f"!the argument {slot!r} ({given}) is outside its resource's folder "
+                f"({real or folder}): give a path inside it, or relative to it"
+            )
+    relative = os.path.normpath(given)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return f"!the argument {slot!r} ({given}) leads out of its resource's folder"
+    return folder if relative == os.curdir else os.path.join(folder, relative)
+
+
+@asynccontextmanager
+async def _disposable(folder: str) -> AsyncIterator[str]:
+    """A copy of ``folder`` (with the git metadata of the real folder it stands for, when
+    the copy left it out) that is removed afterwards: for a tool that writes caches
+    while it reads, as git refreshes its index, so that nothing it writes reaches the
+    plan's copy (which must stay as it was handed over) or the real folder."""
+    real = STANDS_FOR.get().get(folder)
+    # The runtime's own work, never the validation's: no guard judges it.
+    with unguarded():
+        scratch = await anyio.to_thread.run_sync(
+            functools.partial(tempfile.mkdtemp, prefix="gategraph-copy-")
+        )
+    try:
+        copy = os.path.join(scratch, os.path.basename(folder) or "copy")
+        with unguarded():
+            await anyio.to_thread.run_sync(_copy_with_git, folder, copy, real)
+        yield copy
+    finally:
+        with unguarded(), anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(
+                functools.partial(shutil.rmtree, scratch, ignore_errors=True)
+            )
+
+
+def _copy_with_git(folder: str, copy: str, real: str | None) -> None:
+    from ._context import copy_tree
+
+    copy_tree(Path(folder), Path(copy))
+    git = os.path.join(real, ".git") if real is not None else None
+    if git is None or os.path.lexists(os.path.join(copy, ".git")) or not os.path.isdir(git):
+        return  # the copy has its own, or there is none to give (a worktree's is a file)
+    # The repository's state without its objects, which are read where they are (git's
+    # alternates, as `git clone --shared` does): a large history costs no copy, and
+    # nothing written in the copy reaches the real repository.
+    target = os.path.join(copy, ".git")
+    shutil.copytree(
+        git,
+        target,
+        symlinks=True,
+        ignore=lambda where, names: {"objects"} if where == git else set(),
+    )
+    os.makedirs(os.path.join(target, "objects", "info"))
+    with open(os.path.join(target, "objects", "info", "alternates"), "w", encoding="utf-8") as f:
+        f.write(os.path.join(git, "objects") + "\n")
 
 
 def _resource_argument(value: Any) -> Any:

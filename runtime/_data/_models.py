@@ -186,6 +186,11 @@ class ResourceSlot(_Model):
     """What the slot is for."""
     required: bool = True
     """Whether a call without this resource is an error."""
+    disposable: bool = False
+    """Give each call a copy of the folder that is thrown away after it, not the folder
+    itself (an MCP tool's slot): for a tool that writes caches while it only reads, as
+    git refreshes its index. The copy has the real folder's git metadata (the objects
+    are read where they are). It costs a copy of the folder per call."""
 
 
 class ToolHooks(_Model):
@@ -327,6 +332,14 @@ class Tool(_Model):
             # its hooks would run in gategraph itself, where untrusted code never runs.
             raise ValueError(
                 "an untrusted MCP tool cannot have hooks (they would run in gategraph itself)"
+            )
+        if source in (ToolSource.CODE, ToolSource.PYTHON) and any(
+            slot.disposable for slot in self.resource_slots
+        ):
+            # Python code copies what it needs itself, and only when it needs it.
+            raise ValueError(
+                "`disposable` slots are for MCP tools: Python code asks its context for a "
+                "copy (context.disposable_copy())"
             )
         if source is ToolSource.WRAPPED and self.tool_type is ToolType.TOOL:
             raise ValueError("source 'wrapped' is only for validations (see `wraps`)")

@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 from gategraph.runtime._base._exceptions import ApplyConflictError, ApplyTwiceError
 from gategraph.runtime._data._events import ApplyCompleted, ApplyStarted, PlanFinished
+from gategraph.runtime._storage._store import StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -80,12 +81,45 @@ class PlanApply:
         if validated is None or context.journal.offline:
             return None  # nothing recorded to compare with (a replay has no sandboxes)
         await context.boxes.ensure()  # resuming, Apply may be the first live step
-        if await context.boxes.inputs(pin=False) != validated:
+        now = await context.boxes.inputs(pin=False)
+        if now != validated:
             return (
                 "the sandboxes changed while they were being validated (written after the "
-                "work was handed over): nothing applied"
+                f"work was handed over{self._written(validated, now or {})}): nothing applied"
             )
         return None
+
+    def _written(self, validated: Mapping[str, str], now: Mapping[str, str]) -> str:
+        """What changed after the hand-over, and who could have changed it: the files of
+        each resource whose manifests the store holds, and the validations given it."""
+        store = self.context.boxes.store
+        graph = self.context.graph
+        parts = []
+        for name in sorted(set(validated) | set(now)):
+            if validated.get(name) == now.get(name):
+                continue
+            files: list[str] = []
+            try:
+                before = {e.path: (e.kind, e.sha256) for e in store.manifest(validated[name])}
+                after = {e.path: (e.kind, e.sha256) for e in store.manifest(now[name])}
+                files = sorted(
+                    p for p in before.keys() | after.keys() if before.get(p) != after.get(p)
+                )
+            except (KeyError, StoreError):
+                pass  # an in-memory store keeps no manifests: the resource is all it says
+            shown = ", ".join(f"{name}/{path}" for path in files[:5])
+            if len(files) > 5:
+                shown += f" and {len(files) - 5} more"
+            given = sorted(
+                node.id
+                for node in graph.nodes
+                if node.kind == "validation" and (node.resources is None or name in node.resources)
+            )
+            parts.append(
+                (shown or f"resource {name!r}")
+                + (f", by one of the validations given it: {', '.join(given)}" if given else "")
+            )
+        return ": " + "; ".join(parts) if parts else ""
 
     async def _commit(self, names: Sequence[str], *, interrupted: bool) -> dict[str, str]:
         """Apply each resource's changeset; ``interrupted``: a crash during an earlier

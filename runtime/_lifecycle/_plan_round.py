@@ -19,7 +19,7 @@ import anyio.to_thread
 import msgspec
 from gategraph.runtime._base._exceptions import CatalogError, ConfigError
 from gategraph.runtime._base._protocols import EscalationRequest, RoundSummary
-from gategraph.runtime._calls._context import EARLIER
+from gategraph.runtime._calls._context import EARLIER, STANDS_FOR
 from gategraph.runtime._calls._invoke import prepare
 from gategraph.runtime._data._events import (
     ApprovalRequired,
@@ -399,6 +399,8 @@ class RoundPipeline:
         if select:
             # Read by each call's `context.earlier`, in the run's tasks.
             token = EARLIER.set(self._earlier)
+            # Read by an MCP call, which maps a path given in a real folder to its copy.
+            standing = STANDS_FOR.set(context.boxes.stands_for())
             try:
                 run = await execute_graph(
                     context.graph,
@@ -414,6 +416,7 @@ class RoundPipeline:
                     **journal.engine_arguments(),
                 )
             finally:
+                STANDS_FOR.reset(standing)
                 EARLIER.reset(token)
             journal.advance(run)
             done.update(run.nodes)

@@ -25,7 +25,11 @@ from gategraph.runtime._data._events import (
     StrategyRevisionRequested,
     WorkFinished,
 )
-from gategraph.runtime._storage._resources import DirectorySandbox, MemorySandbox
+from gategraph.runtime._storage._resources import (
+    DirectoryResource,
+    DirectorySandbox,
+    MemorySandbox,
+)
 from gategraph.runtime._storage._store import StoreError, folder_digest
 
 if TYPE_CHECKING:
@@ -278,6 +282,15 @@ class PlanSandboxes:
             name: frozenset(c.path for c in sandbox.changeset().changes if c.sha256 is not None)
             for name, sandbox in self.held.items()
             if name in folders and isinstance(sandbox, DirectorySandbox)
+        }
+
+    def stands_for(self) -> dict[str, str]:
+        """The real folder each open folder sandbox is a copy of, by the sandbox's path."""
+        return {
+            os.path.abspath(sandbox.root): os.fspath(resource.root)
+            for name, sandbox in self.held.items()
+            if isinstance(sandbox, DirectorySandbox)
+            and isinstance(resource := self.resources.get(name), DirectoryResource)
         }
 
     def unseen(self) -> dict[str, str]:

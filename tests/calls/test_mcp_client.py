@@ -238,7 +238,7 @@ async def test_an_error_result_is_a_failed_call(declaration: dict[str, Any]) -> 
     run = await execute_graph(plan)
     result = run.validations[0].result
     assert not result.passed and "refused: no" in result.message
-    assert result.data["error"] == "exception" and result.data["mcp"]["is_error"] is True
+    assert result.data["error"] == "misconfigured" and result.data["mcp"]["is_error"] is True
     assert run.nodes["w"].status is NodeStatus.FAILED
     assert "returned an error" in (run.nodes["w"].error or "")
     assert "refused: never" in (run.nodes["w"].error or "")

@@ -1,0 +1,267 @@
+"""MCP servers that judge a plan's copy of a folder: roots, paths inside a folder slot, a
+disposable copy for tools that write caches, a server's refusal, a write after hand-over.
+
+The server is tests/mcp_test_server.py; its `read_under_roots` reads only inside the
+client's roots, as the official filesystem server does. The real servers themselves run in
+tests/integrations/test_real_mcp_servers.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _helpers import write_tree
+
+pytest.importorskip("mcp")
+
+from gategraph.runtime import ContentStore, PlanStatus, Supervisor, load_graph
+from gategraph.runtime._calls._mcp import _copy_with_git, _inside
+
+SERVER = Path(__file__).parents[1] / "mcp_test_server.py"
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def plan(
+    project: Path,
+    validations: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    steps: list[dict[str, str]],
+    **resource: Any,
+) -> Any:
+    """A plan over ``project`` whose scripted executor writes ``steps``, with the test
+    server's tools as ``t.read``, ``t.scribble``."""
+    return load_graph(
+        {
+            "version": 1,
+            "name": "roots",
+            "resources": {"repo": {"kind": "directory", "path": str(project), **resource}},
+            "mcp_servers": {"t": {"command": sys.executable, "args": [str(SERVER), "stdio"]}},
+            "tools": [
+                {
+                    "name": "t.read",
+                    "mcp_server": "t",
+                    "mcp_tool_name": "read_under_roots",
+                    "read_only": True,
+                    "resource_slots": ["path"],
+                },
+            ],
+            "validations": validations,
+            "nodes": nodes,
+            "lifecycle": {
+                "executor": {
+                    "uses": "gategraph.runtime.testing:ScriptedExecutor",
+                    "arguments": {"steps": [{"files": files} for files in steps]},
+                }
+            },
+            "policy": {"retry_limit": 1, "strategy_revisions": 0},
+        }
+    )
+
+
+NOTES_SAY_DONE = {
+    "name": "notes-done",
+    "wraps": "t.read",
+    "transform": "{'passed': 'done' in output, 'message': output}",
+}
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (None, "/box/repo"),
+        ("", "/box/repo"),
+        (".", "/box/repo"),
+        ("notes.md", "/box/repo/notes.md"),
+        ("src/../notes.md", "/box/repo/notes.md"),
+        ("/srv/project/notes.md", "/box/repo/notes.md"),  # the real folder's path: mapped
+        ("/srv/project", "/box/repo"),
+        ("/box/repo/src/a.py", "/box/repo/src/a.py"),  # already the copy's
+        ("../elsewhere", "!the argument 'path' (../elsewhere) leads out of its resource's folder"),
+        (
+            "/etc/passwd",
+            "!the argument 'path' (/etc/passwd) is outside its resource's folder "
+            "(/srv/project): give a path inside it, or relative to it",
+        ),
+        (
+            "/srv/projectx/a",  # a prefix of the name is not inside it
+            "!the argument 'path' (/srv/projectx/a) is outside its resource's folder "
+            "(/srv/project): give a path inside it, or relative to it",
+        ),
+    ],
+)
+def test_a_path_given_for_a_folder_slot_is_the_same_path_in_the_plans_copy(
+    given: str | None, expected: str
+) -> None:
+    assert _inside("/box/repo", "path", given, {"/box/repo": "/srv/project"}) == expected
+
+
+@pytest.mark.anyio
+async def test_a_server_that_reads_only_its_roots_judges_the_plans_copy(tmp_path: Path) -> None:
+    """The node names a file of the project; the server, allowed only its client's roots,
+    reads the plan's copy of it (offered as a root), which holds the change."""
+    project = write_tree(tmp_path / "project", {"notes.md": "to do\n"})
+    graph = plan(
+        project,
+        [NOTES_SAY_DONE],
+        [{"id": "notes", "validation": "notes-done", "arguments": {"path": "notes.md"}}],
+        [{"notes.md": "done\n"}],
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.APPLIED, outcome.message
+    assert (project / "notes.md").read_text() == "done\n"
+
+
+@pytest.mark.anyio
+async def test_the_real_folders_path_is_mapped_and_a_bad_change_is_rejected(
+    tmp_path: Path,
+) -> None:
+    """An absolute path in the real folder reads the copy: a change that leaves the notes
+    undone is rejected, and the real folder keeps what it had."""
+    project = write_tree(tmp_path / "project", {"notes.md": "to do\n"})
+    graph = plan(
+        project,
+        [NOTES_SAY_DONE],
+        [
+            {
+                "id": "notes",
+                "validation": "notes-done",
+                "arguments": {"path": str(project / "notes.md")},
+            }
+        ],
+        [{"notes.md": "still to do\n"}, {"notes.md": "still to do, again\n"}],
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.AWAITING_DECISION, outcome.message
+    (finding,) = outcome.verdict["findings"]
+    assert "still to do, again" in str(finding)
+    assert (project / "notes.md").read_text() == "to do\n"
+
+
+@pytest.mark.anyio
+async def test_a_path_outside_the_folder_fails_the_call_at_once(tmp_path: Path) -> None:
+    project = write_tree(tmp_path / "project", {"notes.md": "done\n"})
+    graph = plan(
+        project,
+        [NOTES_SAY_DONE],
+        [{"id": "notes", "validation": "notes-done", "arguments": {"path": "../secret"}}],
+        [{"notes.md": "done\n"}],
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.AWAITING_DECISION
+    (finding,) = outcome.verdict["findings"]
+    assert "leads out of its resource's folder" in str(finding)
+    assert [a["faultKind"] for a in outcome.attempts] == ["bad_arguments"]
+
+
+@pytest.mark.anyio
+async def test_a_servers_refusal_goes_to_a_person_at_once(tmp_path: Path) -> None:
+    """A server's error reply is its answer to these arguments: permanent, not retried."""
+    project = write_tree(tmp_path / "project", {"notes.md": "done\n"})
+    graph = plan(
+        project,
+        [NOTES_SAY_DONE],
+        [{"id": "notes", "validation": "notes-done", "arguments": {"path": "missing.md"}}],
+        [{"notes.md": "done\n"}],
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.AWAITING_DECISION
+    assert [a["faultKind"] for a in outcome.attempts] == ["misconfigured"]
+    (finding,) = outcome.verdict["findings"]
+    assert "returned an error: Error executing tool read_under_roots" in str(finding)
+
+
+@pytest.mark.anyio
+async def test_a_tool_that_writes_while_it_reads_is_named_with_the_file(tmp_path: Path) -> None:
+    """A validation whose server says it only reads but writes into the plan's copy: the
+    plan is not applied, and the message names the file and the validation given it."""
+    project = write_tree(tmp_path / "project", {"notes.md": "done\n"})
+    scribble = {
+        "name": "t.scribble",
+        "mcp_server": "t",
+        "mcp_tool_name": "scribble",
+        "tool_type": "validation",
+        "resource_slots": ["root"],
+    }
+    graph = plan(
+        project,
+        [scribble],
+        [{"id": "cache", "validation": "t.scribble"}],
+        [{"notes.md": "done!\n"}],
+    )
+    # A store on disk keeps each round's manifest, which names the file.
+    outcome = await Supervisor(graph, store=ContentStore(tmp_path / "store")).run()
+    assert outcome.status is PlanStatus.FAILED
+    assert "repo/.tool-cache, by one of the validations given it: cache" in outcome.message
+    assert (project / "notes.md").read_text() == "done\n"
+    assert not (project / ".tool-cache").exists()
+
+
+@pytest.mark.anyio
+async def test_a_disposable_slot_takes_the_writes_of_a_tool_that_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same lying tool on a disposable slot writes into a copy that is thrown away:
+    the plan is applied, and no copy is left behind."""
+    project = write_tree(tmp_path / "project", {"notes.md": "done\n"})
+    scribble = {
+        "name": "t.scribble",
+        "mcp_server": "t",
+        "mcp_tool_name": "scribble",
+        "tool_type": "validation",
+        "resource_slots": [{"name": "root", "disposable": True}],
+    }
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    graph = plan(
+        project,
+        [scribble],
+        [{"id": "cache", "validation": "t.scribble"}],
+        [{"notes.md": "done!\n"}],
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.APPLIED, outcome.message
+    assert (project / "notes.md").read_text() == "done!\n"
+    assert not (project / ".tool-cache").exists()
+    assert os.listdir(temp) == []  # the copy is gone
+
+
+def git(folder: Path, *arguments: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *arguments],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def test_a_disposable_copy_carries_the_repository_without_copying_its_objects(
+    tmp_path: Path,
+) -> None:
+    """The copy of a plan's folder gets the real folder's git state, its objects read where
+    they are: git diffs the change against the history, and what git writes in the copy
+    (an index refresh, even a commit) never reaches the real repository."""
+    real = write_tree(tmp_path / "real", {"a.txt": "one\n"})
+    git(real, "init", "-q")
+    git(real, "add", ".")
+    git(real, "commit", "-qm", "first")
+    box = write_tree(tmp_path / "box", {"a.txt": "two\n"})  # the plan's copy: no .git
+    copy = tmp_path / "copy"
+    _copy_with_git(str(box), str(copy), str(real))
+    assert sorted(p.name for p in (copy / ".git" / "objects").iterdir()) == ["info"]
+    assert (copy / ".git/objects/info/alternates").read_text() == f"{real / '.git/objects'}\n"
+    assert "+two" in git(copy, "diff")
+    git(copy, "status")
+    git(copy, "commit", "-qam", "in the copy")
+    assert git(real, "log", "--format=%s").split() == ["first"]
+    assert git(real, "status", "--porcelain") == ""
+    assert (real / "a.txt").read_text() == "one\n"
+    assert (box / "a.txt").read_text() == "two\n" and not (box / ".git").exists()
