@@ -19,6 +19,7 @@ import importlib
 import inspect
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -665,6 +666,32 @@ class PlanGraph(_Model):
         return self
 
 
+def _own_modules(folder: Path) -> None:
+    """Let a graph file's own modules import (an executor in ``agent.py`` beside
+    ``plan.yaml``), as Python lets a script's: its folder joins the import path, after
+    what is there, so an installed package of the same name still wins. Every later run
+    of the plan (resume, approve, decide, from any shell) loads the file again, and so
+    finds them too; worker processes get the same path."""
+    entry = os.fspath(folder)
+    if entry in sys.path or not _holds_modules(entry):
+        return  # (a process that loads many graphs keeps its import path short)
+    sys.path.append(entry)
+    importlib.invalidate_caches()
+
+
+def _holds_modules(folder: str) -> bool:
+    """Whether ``folder`` has a module or a package of its own to import."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(
+                entry.name.endswith(".py")
+                or (entry.is_dir() and os.path.exists(os.path.join(entry.path, "__init__.py")))
+                for entry in entries
+            )
+    except OSError:
+        return False
+
+
 def load_graph(
     source: str | os.PathLike[str] | bytes | Mapping[str, Any],
     *,
@@ -693,6 +720,7 @@ def load_graph(
     elif isinstance(source, str | os.PathLike):
         doc = read_document(source)
         base_dir = Path(os.path.abspath(source)).parent
+        _own_modules(base_dir)
     else:
         raise TypeError(f"source must be a path or YAML text, not {type(source).__name__}")
     return _Loader(doc, base_dir, catalog, require_sandbox=require_sandbox).load()

@@ -127,3 +127,37 @@ def test_contradictory_or_missing_answers_are_usage_errors(
     assert not (root / "src" / "greet.py").exists()
     still = gategraph(home, "resume", "p3")
     assert still.returncode == 3 and "awaiting_approval" in still.stdout
+
+
+def test_an_executor_beside_the_graph_file_imports_from_any_shell(tmp_path: Path) -> None:
+    """`uses: agent:Coder` names agent.py beside plan.yaml: the run, and a decision given
+    later from another folder by a new process, import it with no PYTHONPATH; a module
+    there named as an installed package (yaml.py) does not hide the package."""
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    (folder / "agent.py").write_text(
+        "from gategraph.runtime.testing import ScriptedExecutor as Coder\n"
+    )
+    (folder / "yaml.py").write_text("raise ImportError('the plan folder hid PyYAML')\n")
+    root = repo(tmp_path)
+    text = plan(root, [BAD, GOOD], retry_limit=0, strategy_revisions=0)
+    assert "gategraph.runtime.testing:ScriptedExecutor" in text
+    graph = folder / "plan.yaml"
+    graph.write_text(text.replace("gategraph.runtime.testing:ScriptedExecutor", "agent:Coder"))
+    home = tmp_path / "home"
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    environment["GATEGRAPH_HOME"] = str(home)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_process(
+            [sys.executable, "-m", "gategraph.runtime._cli", *args], env=environment, cwd=elsewhere
+        )
+
+    paused = cli("run", str(graph), "--plan-id", "p1")
+    assert paused.returncode == 3, paused.stdout + paused.stderr
+    done = cli("decide", "p1", "--retry")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "p1: applied" in done.stdout
+    assert (root / "src" / "greet.py").read_text() == GOOD.replace("\\n", "\n")

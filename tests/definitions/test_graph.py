@@ -1343,3 +1343,34 @@ def test_a_misspelt_name_is_matched_against_the_catalog_once(tmp_path: Path) -> 
     )
     assert any("(did you mean 'python_syntax'?)" in line for line in lines)
     assert reads == [1]
+
+
+def test_a_graph_files_folder_joins_the_import_path_only_when_it_has_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its own modules import (after the installed packages); a folder with none is not
+    added, so a process that loads many graphs keeps its import path short."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    text = "version: 1\nname: p\nnodes: [{id: n, uses: 'helper_mod_x:Thing'}]\n"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "plan.yaml").write_text(
+        "version: 1\nname: p\nnodes: [{id: n, tool: t}]\n"
+        "tools: [{name: t, code: 'def run(): return 1'}]\n"
+    )
+    before = list(sys.path)
+    load_graph(bare / "plan.yaml")
+    assert sys.path == before
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "helper_mod_x.py").write_text(
+        "class Thing:\n    async def run(self, request):\n        return {}\n"
+    )
+    (own / "plan.yaml").write_text(text)
+    try:
+        load_graph(own / "plan.yaml")
+        assert sys.path == [*before, str(own)]
+        load_graph(own / "plan.yaml")
+        assert sys.path == [*before, str(own)]  # once
+    finally:
+        sys.modules.pop("helper_mod_x", None)
