@@ -62,6 +62,7 @@ __all__ = [
     "MISCONFIGURED",
     "NO_ACCEPTANCE_CRITERIA",
     "RUNTIME_FAULT",
+    "WORK_ERROR",
     "Attempt",
     "AuditLog",
     "AuditRecorder",
@@ -253,6 +254,9 @@ MISCONFIGURED: Final = "misconfigured"
 """The fault kind of a validation or work tool that cannot be called as configured."""
 RUNTIME_FAULT: Final = "runtime_fault"
 """The fault kind of a failure inside gategraph itself (a bug, not the plan's fault)."""
+WORK_ERROR: Final = "work_error"
+"""The fault kind of work whose failure repeats itself: an artifact that cannot be encoded,
+the same error from the execution actor twice in a row."""
 FLAKY: Final = "flaky"
 """The fault kind of a validation that gave different outcomes on the same inputs."""
 
@@ -385,6 +389,17 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 "does not compile, a schema that is not a JSON Schema, a resource of the "
                 "wrong kind). It cannot decide anything until a person corrects them; a fix "
                 "of the work would change nothing.",
+            ),
+            _row(
+                WORK_ERROR,
+                _INFRA,
+                _PERMANENT,
+                0,
+                None,
+                "The execution actor's code, not its work, is at fault, and another attempt "
+                "would do the same: its artifact cannot be encoded (a path or a set where JSON "
+                "is needed), or it raised the same error twice in a row. Each attempt may be a "
+                "paid model call; a person corrects the code.",
             ),
             _row(
                 RUNTIME_FAULT,

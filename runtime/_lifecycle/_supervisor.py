@@ -61,6 +61,7 @@ from gategraph.runtime._data._maxn import (
     AUDIT_FILE,
     MISCONFIGURED,
     RUNTIME_FAULT,
+    WORK_ERROR,
     AuditLog,
     AuditRecorder,
     InMemoryAuditLog,
@@ -334,6 +335,8 @@ class Supervisor:
         self.applier = PlanApply(self.context, self.resources)
         """Apply: the changesets of a round that passed, committed at most once."""
         self._fix_number = 0
+        self._last_error: str | None = None
+        """The execution actor's error at the attempt before, when it raised."""
 
     # The plan's state, as the parts keep it (read by gates, replays and tests).
 
@@ -745,7 +748,9 @@ class Supervisor:
         if recorded is not None:
             self.boxes.work_from_log = True
             if recorded.error is not None:
+                self._last_error = recorded.error if recorded.fault is None else None
                 return WorkFailed(recorded.error, recorded.fault)
+            self._last_error = None
             return recorded.artifact
         await self.journal.go_live()
         if not fix:
@@ -789,7 +794,10 @@ class Supervisor:
         except RuntimeFault as exc:
             artifact = WorkFailed(f"{type(exc).__name__}: {exc}", RUNTIME_FAULT)
         except Exception as exc:
-            artifact = WorkFailed(f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            # The same error as the attempt before: the code's, not the work's, and each
+            # attempt may be a paid model call (a person decides, not the budget).
+            artifact = WorkFailed(error, WORK_ERROR if error == self._last_error else None)
         except BaseException as exc:
             if not _actor_failure(exc):
                 raise
@@ -797,6 +805,9 @@ class Supervisor:
             # "waiting for a person" to our CLI, and a plan must not end as that silently).
             artifact = WorkFailed(f"the execution actor raised {exc!r}")
         failed = isinstance(artifact, WorkFailed)
+        self._last_error = (
+            str(artifact) if isinstance(artifact, WorkFailed) and artifact.fault is None else None
+        )
         await self.journal.emit(
             WorkFinished,
             attempt=self.attempt,

@@ -20,6 +20,7 @@ from gategraph.runtime._data._maxn import (
     NO_ACCEPTANCE_CRITERIA,
     RUNTIME_FAULT,
     UNAVAILABLE,
+    WORK_ERROR,
     FaultKind,
     classify,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "check_approval",
     "check_payload",
     "logged_result",
+    "payload_reason",
     "retry_only_nodes",
     "round_faults",
     "routing_reason",
@@ -87,7 +89,10 @@ _WORK_FAILED: Final[dict[str | None, str]] = {
     None: "the execution actor failed: ",
     MISCONFIGURED: "the work cannot run as configured: ",
     RUNTIME_FAULT: "gategraph itself failed (please report this): ",
+    WORK_ERROR: "the execution actor failed the same way twice: ",
 }
+# The payload reason of an artifact that is not JSON: no attempt of the same code encodes.
+_NOT_JSON: Final = "the artifact is not JSON-compatible: "
 _UNCALLABLE: Final = "cannot be called: "
 
 
@@ -98,6 +103,16 @@ def work_failed_reason(error: str, fault: str | None) -> Reason:
     failure inside gategraph) or ``None`` (the execution actor's own failure: a fix).
     """
     return Reason(layer="routing", message=_WORK_FAILED[fault] + error, error=fault)
+
+
+def payload_reason(text: str) -> Reason:
+    """A payload reason rebuilt from its logged text (``str(reason)``)."""
+    message = text.removeprefix("payload: ")
+    return Reason(
+        layer="payload",
+        message=message,
+        error=WORK_ERROR if message.startswith(_NOT_JSON) else None,
+    )
 
 
 def uncallable_reason(node: str, problem: str) -> Reason:
@@ -147,7 +162,7 @@ def check_payload(artifact: Any, schema: Mapping[str, Any] | None) -> tuple[Reas
     try:
         msgspec.json.encode(artifact)
     except (TypeError, ValueError, OverflowError) as exc:
-        return (Reason(layer="payload", message=f"the artifact is not JSON-compatible: {exc}"),)
+        return (Reason(layer="payload", message=f"{_NOT_JSON}{exc}", error=WORK_ERROR),)
     if schema is None:
         return ()
     from jsonschema import validators

@@ -57,6 +57,7 @@ from gategraph.runtime._running._pipeline import (
     Rejected,
     ValidationOutcome,
     applicable_validations,
+    payload_reason,
     routing_reason,
 )
 from gategraph.runtime._storage._resources import MemoryResource
@@ -173,6 +174,8 @@ def _logged_reasons(layer: str, texts: Sequence[str]) -> tuple[Reason, ...]:
     """
     if layer == "routing":
         return tuple(routing_reason(text) for text in texts)
+    if layer == "payload":
+        return tuple(payload_reason(text) for text in texts)
     return tuple(Reason(layer=layer, message=text.removeprefix(f"{layer}: ")) for text in texts)
 
 

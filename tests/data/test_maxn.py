@@ -79,6 +79,7 @@ EXPECTED_ROWS = {
     "misconfigured": ("infra", "permanent"),
     "bad_arguments": ("infra", "permanent"),
     "runtime_fault": ("infra", "permanent"),
+    "work_error": ("infra", "permanent"),
 }
 
 

@@ -26,6 +26,8 @@ from gategraph.runtime import (
 from gategraph.runtime._data._maxn import FAULT_CATALOGUE
 from gategraph.runtime._running._pipeline import (
     Rejected,
+    check_payload,
+    payload_reason,
     round_faults,
     routing_reason,
     uncallable_reason,
@@ -365,13 +367,18 @@ def test_routing_faults_keep_their_kind_through_the_log() -> None:
         uncallable_reason("lint", "entrypoint: cannot import 'x'"),
         work_failed_reason("ConfigError: nodes[0].tool: no run", "misconfigured"),
         work_failed_reason("TypeError: boom", "runtime_fault"),
+        work_failed_reason("KeyError: 'model'", "work_error"),
         work_failed_reason("ValueError: the tool failed", None),
     ]
     for reason in reasons:
         assert routing_reason(str(reason)) == reason
     kinds = [round_faults(Rejected("routing", (r,)))[0].kind for r in reasons]
-    assert kinds == ["misconfigured", "misconfigured", "runtime_fault", "rejected"]
-    assert all(FAULT_CATALOGUE[k].permanent for k in kinds[:3])
+    assert kinds == ["misconfigured", "misconfigured", "runtime_fault", "work_error", "rejected"]
+    assert all(FAULT_CATALOGUE[k].permanent for k in kinds[:4])
+    (not_json,) = check_payload({"file": Path("a")}, None)
+    assert payload_reason(str(not_json)) == not_json and not_json.error == "work_error"
+    (mismatch,) = check_payload({}, {"type": "object", "required": ["x"]})
+    assert payload_reason(str(mismatch)) == mismatch and mismatch.error is None
 
 
 # -- a plan nothing gates ---------------------------------------------------------------------
@@ -675,3 +682,90 @@ def test_small_cli_refusals_are_one_clear_line(tmp_path: Path) -> None:
         f"error: {not_a_folder}: is not a folder"
     )
     assert not (tmp_path / "d").exists()
+
+
+# -- work that fails the same way every time --------------------------------------------------
+
+
+class _Scripted:
+    """An execution actor whose attempts do what ``steps`` say, in turn: raise an error,
+    or return an artifact; it counts its attempts (each a paid model call, say)."""
+
+    def __init__(self, *steps: Any) -> None:
+        self.steps = list(steps)
+        self.calls = 0
+
+    async def _next(self) -> Any:
+        step = self.steps[min(self.calls, len(self.steps) - 1)]
+        self.calls += 1
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    async def execute(self, request: Any) -> Any:
+        return await self._next()
+
+    async def fix(self, request: Any) -> Any:
+        return await self._next()
+
+
+def _gated(**policy: Any) -> PlanGraph:
+    return _graph(
+        [{"name": "ok", "code": "def run(**_):\n    return {'passed': True}\n"}],
+        [{"id": "ok", "validation": "ok"}],
+        **{"retry_limit": 5, "strategy_revisions": 1, **policy},
+    )
+
+
+async def _run(actor: _Scripted) -> tuple[Any, MemoryEventLog]:
+    from gategraph.runtime import Supervisor
+
+    log = MemoryEventLog()
+    supervisor = Supervisor(_gated(), event_log=log)
+    supervisor.execution_actor = actor
+    return await supervisor.run(), log
+
+
+@pytest.mark.anyio
+async def test_the_same_error_twice_from_the_executor_goes_to_a_person() -> None:
+    """A programming error raises the same way at every attempt: the second time is a
+    permanent work_error, not four more paid attempts; a replay decides the same."""
+    from gategraph.runtime import replay_plan
+
+    actor = _Scripted(KeyError("model"))
+    outcome, log = await _run(actor)
+    assert outcome.status == "awaiting_decision"
+    assert actor.calls == 2
+    assert [(a["faultKind"], a["retryDecision"]) for a in outcome.attempts] == [
+        ("rejected", "fix"),
+        ("work_error", "escalate-permanent"),
+    ]
+    assert "the execution actor failed the same way twice: KeyError: 'model'" in str(
+        outcome.rounds[-1].failures
+    )
+    report = replay_plan(await log.read(outcome.plan_id), _gated())
+    assert report.matches, report
+
+
+@pytest.mark.anyio
+async def test_different_errors_from_the_executor_are_fixed_as_usual() -> None:
+    actor = _Scripted(KeyError("model"), ValueError("bad reply"), {"done": True})
+    outcome, _ = await _run(actor)
+    assert outcome.status == "applied", outcome.message
+    assert actor.calls == 3
+    assert [a["faultKind"] for a in outcome.attempts] == ["rejected", "rejected", None]
+
+
+@pytest.mark.anyio
+async def test_an_artifact_that_cannot_be_encoded_goes_to_a_person_at_once() -> None:
+    """A path object in the artifact is not JSON: the same code would send it again."""
+    actor = _Scripted({"file": Path("a.txt")})
+    outcome, log = await _run(actor)
+    assert outcome.status == "awaiting_decision"
+    assert actor.calls == 1
+    assert [a["faultKind"] for a in outcome.attempts] == ["work_error"]
+    assert "the artifact is not JSON-compatible" in str(outcome.rounds[0].failures)
+    from gategraph.runtime import replay_plan
+
+    report = replay_plan(await log.read(outcome.plan_id), _gated())
+    assert report.matches, report

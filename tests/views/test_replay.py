@@ -280,13 +280,15 @@ async def test_approval_outcomes_match(tmp_path: Path, rule: str, status: PlanSt
 
 @pytest.mark.anyio
 async def test_executor_crash_retried_matches(tmp_path: Path) -> None:
-    """An execution actor that raises is a routing rejection sent back as a fix; replays match."""
+    """An execution actor that raises is a routing rejection sent back as a fix; the same
+    error again goes to a person (work_error); replays match."""
     text = plan(repo(tmp_path), [GOOD], retry_limit=3, strategy_revisions=0).replace(
         '- files: {"src/greet.py": "' + GOOD + '"}', "- {raise_: out of disk}"
     )
     outcome, events, graph = await recorded(text)
     decisions = [a["retryDecision"] for a in outcome.attempts]
-    assert decisions == ["fix", "fix", "fix", "escalate-exhausted"]
+    assert decisions == ["fix", "escalate-permanent"]
+    assert [a["faultKind"] for a in outcome.attempts] == ["rejected", "work_error"]
     assert_matches(replay_plan(events, graph), events)
 
 
