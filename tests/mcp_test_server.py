@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
@@ -107,19 +107,41 @@ def artifact_keys(artifact: dict[str, Any]) -> str:
     return json.dumps(sorted(artifact))
 
 
-@server.tool(annotations=READ_ONLY, structured_output=False)
-async def read_under_roots(path: str, ctx: Context) -> str:  # type: ignore[type-arg]
-    """What ``path`` holds (a file's text, a folder's names as JSON), only inside the
-    client's roots, which it asks for at each call: the filesystem server's rule."""
+# The folders the client's roots allow, as the official filesystem server keeps them: read
+# when the session starts and again at each roots/list_changed, and applied a moment after
+# the answer (that server checks each folder first), so a call right after may find the
+# old ones. None until the client has given any.
+_ALLOWED: list[Path] | None = None
+
+
+async def _read_roots(ctx: Any, params: Any = None) -> None:
     import warnings
 
+    global _ALLOWED
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the roots capability is deprecated, not gone
         roots = await ctx.session.list_roots()
-    allowed = [Path(str(root.uri).removeprefix("file://")) for root in roots.roots]
+    await anyio.sleep(0.05)
+    _ALLOWED = [Path(str(root.uri).removeprefix("file://")) for root in roots.roots]
+
+
+def _listen_for_roots() -> None:
+    import mcp.types as types
+
+    lowlevel = server._lowlevel_server
+    for method in ("notifications/initialized", "notifications/roots/list_changed"):
+        lowlevel.add_notification_handler(method, types.NotificationParams, _read_roots)
+
+
+@server.tool(annotations=READ_ONLY, structured_output=False)
+async def read_under_roots(path: str) -> str:
+    """What ``path`` holds (a file's text, a folder's names as JSON), only inside the
+    client's roots: the filesystem server's rule."""
     target = Path(path)
+    allowed = _ALLOWED or []
     if not any(target == root or root in target.parents for root in allowed):
-        raise ToolError(f"Access denied - path outside allowed directories: {path}")
+        shown = ", ".join(map(str, allowed)) or "none"
+        raise ToolError(f"Access denied - path outside allowed directories: {path} not in {shown}")
     found = anyio.Path(target)
     if await found.is_dir():
         return json.dumps(sorted([entry.name async for entry in found.iterdir()]))
@@ -223,4 +245,5 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["raw"]:
         _serve_raw(sys.argv[2:])
     else:
+        _listen_for_roots()
         server.run("stdio")

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -289,6 +290,20 @@ def set_views(views: dict[str, list[str]]) -> None:
     _views.update(views)
 
 
+def special_files(folder: str, names: list[str]) -> set[str]:
+    """The entries of ``folder`` that are neither files, folders nor links (a FIFO, whose
+    read would wait forever; a socket; a device): a copy leaves them out."""
+    found = set()
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            found.add(name)
+    return found
+
+
 def copy_tree(origin: Path, target: Path) -> None:
     """Copy a folder, its links as links. Not ``copytree(symlinks=True)``: that sets a
     copied link's times through the link's path, which the read-only guard judges where the
@@ -298,7 +313,7 @@ def copy_tree(origin: Path, target: Path) -> None:
     def ignore(folder: str, names: list[str]) -> set[str]:
         found = {name for name in names if os.path.islink(os.path.join(folder, name))}
         links.extend(os.path.join(folder, name) for name in found)
-        return found
+        return found | special_files(folder, names)
 
     shutil.copytree(origin, target, ignore=ignore)
     for link in links:

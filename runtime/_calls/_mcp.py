@@ -35,6 +35,7 @@ import math
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -489,6 +490,7 @@ class _Connection:
     """One server's session (or why there is none), owned by one task of a holder."""
 
     __slots__ = (
+        "_telling",
         "closed",
         "failure",
         "failure_kind",
@@ -498,6 +500,7 @@ class _Connection:
         "roots",
         "roots_answered",
         "roots_asked",
+        "roots_given",
         "roots_ignored",
         "server",
         "session",
@@ -525,8 +528,11 @@ class _Connection:
         self.closed = anyio.Event()
         """Set once the owner task has ended."""
         self.roots: dict[str, int] = {}
-        """The folders offered to the server as its roots, each with the number of calls
-        under way that use it."""
+        """The folders of the calls under way, each with the number of calls that use it:
+        what the server is given when it asks for its roots."""
+        self.roots_given: frozenset[str] = frozenset()
+        """The roots the server was last given: what it allows now (a folder no call uses
+        any more stays there until the next change, which the server asks for)."""
         self.roots_asked = 0
         """How many times the server has asked for its roots: one that never has does not
         use them (its folders are fixed), and is told of no change."""
@@ -534,49 +540,65 @@ class _Connection:
         """Set (and replaced) each time the server has been given its roots."""
         self.roots_ignored = False
         """Whether the server left a change of its roots unasked: it reads them once."""
+        self._telling: set[str] = set()
+        """Folders the server was told of and has not been given yet."""
 
     def list_roots(self) -> list[str]:
         """The folders to offer as roots now (a server asks at start, and after each
         change): those of the calls under way."""
+        given = sorted(folder for folder, uses in self.roots.items() if uses)
+        self.roots_given = frozenset(given)
         self.roots_asked += 1
         answered, self.roots_answered = self.roots_answered, anyio.Event()
         answered.set()
-        return sorted(folder for folder, uses in self.roots.items() if uses)
+        return given
 
-    async def offer(self, folders: Sequence[str]) -> bool:
-        """Offer ``folders`` as roots for a call (:meth:`withdraw` after it); tell the
-        server when that changes its roots, and wait until it has read them. Returns
-        whether it has (the call is then the first to use them)."""
-        new = [folder for folder in folders if not self.roots.get(folder)]
+    @asynccontextmanager
+    async def offering(self, folders: Sequence[str]) -> AsyncIterator[bool]:
+        """Offer ``folders`` as roots while a call runs in the block; yield whether the
+        server was given them for it just now (it may take a moment to apply them)."""
         for folder in folders:
             self.roots[folder] = self.roots.get(folder, 0) + 1
+        try:
+            yield await self._given(folders)
+        finally:
+            for folder in folders:
+                uses = self.roots.get(folder, 0) - 1
+                if uses > 0:
+                    self.roots[folder] = uses
+                else:
+                    self.roots.pop(folder, None)
+
+    async def _given(self, folders: Sequence[str]) -> bool:
+        """Tell the server its roots changed, unless it has ``folders`` already, and wait
+        until it has asked for them (every call whose folders it lacks waits, not only the
+        one that told it)."""
+        missing = [folder for folder in folders if folder not in self.roots_given]
         session = self.session
-        if not new or session is None or not self.roots_asked or self.roots_ignored:
+        if not missing or session is None or not self.roots_asked or self.roots_ignored:
             return False
         from mcp import types
 
-        asked = self.roots_asked
         # MCP's roots/list_changed (the deprecated roots capability, which the servers in
-        # use still rely on): the server asks again, then applies what it got.
-        limit = self.server.timeout or DEFAULT_START_TIMEOUT
-        with unguarded(), anyio.move_on_after(limit):
-            await session.send_notification(types.RootsListChangedNotification())
-            while self.roots_asked == asked:
-                await self.roots_answered.wait()
-        if self.roots_asked == asked:
-            self.roots_ignored = True  # never waited for again: its calls say the rest
+        # use still rely on): the server asks again, then applies what it got. Told once
+        # per change: calls that find their folders on the way wait for the same answer.
+        telling = [folder for folder in missing if folder not in self._telling]
+        self._telling.update(telling)
+        try:
+            with unguarded(), anyio.move_on_after(_ROOTS_WAIT):
+                if telling:
+                    try:
+                        await session.send_notification(types.RootsListChangedNotification())
+                    except Exception:
+                        return False  # the connection is gone: the call finds out why
+                while not self.roots_given.issuperset(missing):
+                    await self.roots_answered.wait()
+        finally:
+            self._telling.difference_update(telling)
+        if not self.roots_given.issuperset(missing):
+            self.roots_ignored = True  # it reads them once: never waited for again
             return False
         return True
-
-    def withdraw(self, folders: Sequence[str]) -> None:
-        """The call that offered ``folders`` has ended (the server is told at the next
-        change: a folder no call uses is no longer among its roots)."""
-        for folder in folders:
-            uses = self.roots.get(folder, 0) - 1
-            if uses > 0:
-                self.roots[folder] = uses
-            else:
-                self.roots.pop(folder, None)
 
     def fail(self, reason: str, kind: str = UNAVAILABLE) -> str:
         """Record why the server is unavailable (the first reason stays); return it."""
@@ -1357,19 +1379,30 @@ class McpCall:
                     wire[slot] = _resource_argument(value)
                     continue
                 folder = os.fspath(value)  # a sandbox folder: absolute
+                real = STANDS_FOR.get().get(folder)
                 if slot in self.disposable:
-                    folder = await stack.enter_async_context(_disposable(folder))
-                path = _inside(folder, slot, arguments.get(slot), STANDS_FOR.get())
+                    try:
+                        folder = await stack.enter_async_context(_disposable(folder, real))
+                    except (OSError, shutil.Error) as exc:
+                        return self._failed(
+                            ResultError.EXCEPTION,
+                            f"{self.label}: cannot make a disposable copy of {real or folder}: "
+                            f"{exc}",
+                        )
+                path = _inside(folder, slot, arguments.get(slot), {folder: real} if real else {})
                 if path.startswith("!"):
                     return self._failed(BAD_ARGUMENTS, f"{self.label}: {path[1:]}")
                 wire[slot] = path
                 folders.append(folder)
-            return await self._send(wire, folders, artifact, inputs)
+            # Before the call's own timeout starts: the server's roots are the runtime's
+            # business, with a limit of their own.
+            told = await stack.enter_async_context(connection.offering(folders))
+            return await self._send(wire, told, artifact, inputs)
 
     async def _send(
         self,
         wire: dict[str, Any],
-        folders: list[str],
+        told: bool,
         artifact: Any,
         inputs: Mapping[str, Any] | None,
     ) -> Outcome:
@@ -1397,17 +1430,13 @@ class McpCall:
             # The SDK's work for this call (writing the request, an HTTP request in the
             # caller's context) is the runtime's, never the validation's.
             with unguarded(), scope:
-                told = await connection.offer(folders)
-                try:
+                result = await session.call_tool(self.tool, wire)
+                if told and result.is_error and not info.writes:
+                    # MCP has the server read its new roots but never say it has applied
+                    # them: a refusal right after may predate them. Asked once more, a
+                    # call that only reads changes nothing.
+                    await anyio.sleep(_ROOTS_SETTLE)
                     result = await session.call_tool(self.tool, wire)
-                    if told and result.is_error and not info.writes:
-                        # MCP has the server read its new roots but never say it has
-                        # applied them: a refusal right after may predate them. Asked
-                        # once more, a call that only reads changes nothing.
-                        await anyio.sleep(_ROOTS_SETTLE)
-                        result = await session.call_tool(self.tool, wire)
-                finally:
-                    connection.withdraw(folders)
         except Exception as exc:
             down = connection.down()
             if down is not None:
@@ -1439,13 +1468,14 @@ class McpCall:
         wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         content = wire.get("content") or []
         if wire.get("isError"):
-            # The server's own answer to these arguments (a path it refuses, a repository
-            # that is none): asked again, it answers the same, so it is no transient fault
-            # but one a person corrects.
             text = _text(content) or "(no message)"
+            # A server refusing access (a folder it does not allow) answers the same when
+            # asked again: a person corrects its declaration. Any other error may pass (an
+            # upstream hiccup) or be the work's (a file not written yet): retried.
+            refused = _REFUSAL.search(text) is not None
             return Outcome(
                 False,
-                error=MISCONFIGURED,
+                error=MISCONFIGURED if refused else ResultError.EXCEPTION,
                 message=f"{self.label} returned an error: {text}",
                 detail={"mcp": {**self.record, "is_error": True}},
             )
@@ -1476,9 +1506,21 @@ def _broken_structured_content(exc: BaseException) -> str | None:
     return " ".join(lines[0].split())[:300]
 
 
+# How MCP servers say they refuse a path or an operation (the filesystem server's "Access
+# denied - path outside allowed directories", mcp-server-git's "is outside the allowed
+# repository", an OS's "Permission denied").
+_REFUSAL: Final = re.compile(
+    r"access denied|permission denied|not permitted|outside (?:the )?allowed|"
+    r"not (?:an? )?allowed (?:path|directory|folder|repository)|forbidden|unauthori[sz]ed",
+    re.IGNORECASE,
+)
+
 # How long a server that was just given new roots may take to apply them (the
 # filesystem server checks each folder first) before a refused call is asked again.
 _ROOTS_SETTLE: Final = 0.25
+# How long a server that was told its roots changed may take to ask for them: one that
+# has not asked by then reads them once only (and is not told again).
+_ROOTS_WAIT: Final = 5.0
 
 
 def _inside(folder: str, slot: str, given: Any, stands_for: Mapping[str, str]) -> str:
@@ -1509,12 +1551,11 @@ def _inside(folder: str, slot: str, given: Any, stands_for: Mapping[str, str]) -
 
 
 @asynccontextmanager
-async def _disposable(folder: str) -> AsyncIterator[str]:
-    """A copy of ``folder`` (with the git metadata of the real folder it stands for, when
-    the copy left it out) that is removed afterwards: for a tool that writes caches
-    while it reads, as git refreshes its index, so that nothing it writes reaches the
-    plan's copy (which must stay as it was handed over) or the real folder."""
-    real = STANDS_FOR.get().get(folder)
+async def _disposable(folder: str, real: str | None) -> AsyncIterator[str]:
+    """A copy of ``folder`` (with the git metadata of ``real``, the real folder it stands
+    for, when the copy left it out) that is removed afterwards: for a tool that writes
+    caches while it reads, as git refreshes its index, so that nothing it writes reaches
+    the plan's copy (which must stay as it was handed over) or the real folder."""
     # The runtime's own work, never the validation's: no guard judges it.
     with unguarded():
         scratch = await anyio.to_thread.run_sync(
@@ -1533,7 +1574,7 @@ async def _disposable(folder: str) -> AsyncIterator[str]:
 
 
 def _copy_with_git(folder: str, copy: str, real: str | None) -> None:
-    from ._context import copy_tree
+    from ._context import copy_tree, special_files
 
     copy_tree(Path(folder), Path(copy))
     git = os.path.join(real, ".git") if real is not None else None
@@ -1543,15 +1584,28 @@ def _copy_with_git(folder: str, copy: str, real: str | None) -> None:
     # alternates, as `git clone --shared` does): a large history costs no copy, and
     # nothing written in the copy reaches the real repository.
     target = os.path.join(copy, ".git")
-    shutil.copytree(
-        git,
-        target,
-        symlinks=True,
-        ignore=lambda where, names: {"objects"} if where == git else set(),
-    )
+
+    def ignore(where: str, names: list[str]) -> set[str]:
+        left = special_files(where, names)
+        if where == git:
+            # Objects are read where they are; LFS's, submodules' and other worktrees'
+            # state is of no use to a copy of this folder.
+            left |= {"objects", "lfs", "modules", "worktrees"}
+        return left
+
+    shutil.copytree(git, target, symlinks=True, ignore=ignore)
     os.makedirs(os.path.join(target, "objects", "info"))
     with open(os.path.join(target, "objects", "info", "alternates"), "w", encoding="utf-8") as f:
         f.write(os.path.join(git, "objects") + "\n")
+    # A repository whose work tree is set elsewhere (core.worktree) would show git the
+    # real folder, not the copy with the change.
+    if shutil.which("git") is not None:
+        config = os.path.join(target, "config")
+        subprocess.run(
+            ["git", "config", "--file", config, "--unset-all", "core.worktree"],
+            capture_output=True,
+            check=False,
+        )
 
 
 def _resource_argument(value: Any) -> Any:

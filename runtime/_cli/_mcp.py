@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from gategraph.runtime._calls._mcp import McpServer, McpToolInfo
     from gategraph.runtime._data._models import Tool
@@ -351,9 +351,18 @@ def _catalog_name(prefix: str, tool: str) -> str:
     "--slot",
     "slots",
     multiple=True,
-    metavar="ARG",
-    help="An argument that takes a plan resource (a folder's path): a resource slot of "
-    "every imported tool that has it.",
+    metavar="[TOOL:]ARG",
+    help="An argument that takes a plan resource (a folder's path, or a path inside it "
+    "that the node gives): a resource slot of every imported tool that has it, or of TOOL "
+    "only.",
+)
+@click.option(
+    "--disposable-slot",
+    "disposable",
+    multiple=True,
+    metavar="[TOOL:]ARG",
+    help="A slot like --slot whose calls each get a throwaway copy of the folder, for a "
+    "tool that writes caches while it reads (git).",
 )
 @click.option(
     "--prefix", help="Catalog names are PREFIX.TOOL (default: the server's name; '' for none)."
@@ -366,6 +375,7 @@ def mcp_import(
     trust_read_only: bool,
     mode: str,
     slots: tuple[str, ...],
+    disposable: tuple[str, ...],
     prefix: str | None,
     update: bool,
 ) -> None:
@@ -393,9 +403,31 @@ def mcp_import(
     if both:
         _fail(f"{both[0]!r} is given both as --tool and --as-validation")
     selected = [*tools, *validations] if tools or validations else sorted(listed)
-    unused = [s for s in slots if not any(s in listed[t].properties for t in selected)]
-    if unused:
-        _fail(f"--slot {unused[0]}: none of the imported tools takes an argument {unused[0]!r}")
+    # Each tool's slots: (argument, disposable), from `ARG` (every tool that has it) or
+    # `TOOL:ARG` (that tool's only).
+    wanted: dict[str, dict[str, bool]] = {tool: {} for tool in selected}
+    for option, specs, throwaway in (
+        ("--slot", slots, False),
+        ("--disposable-slot", disposable, True),
+    ):
+        for spec in specs:
+            tool_name, _, argument = spec.rpartition(":")
+            if tool_name and tool_name not in wanted:
+                _fail(f"{option} {spec}: {tool_name!r} is not among the tools imported")
+            takers = [
+                t
+                for t in ([tool_name] if tool_name else selected)
+                if argument in listed[t].properties
+            ]
+            if not takers:
+                which = (
+                    f"the tool {tool_name!r} takes"
+                    if tool_name
+                    else "none of the imported tools takes"
+                )
+                _fail(f"{option} {spec}: {which} no argument {argument!r}")
+            for taker in takers:
+                wanted[taker][argument] = wanted[taker].get(argument, False) or throwaway
     destructive = [t for t in validations if listed[t].destructive]
     if destructive:
         # A trust that the tool only reads cannot overrule its server saying it destroys.
@@ -415,7 +447,7 @@ def mcp_import(
         )
     models: list[Tool] = []
     for tool in selected:
-        config = _config(name, listed[tool], prefix if prefix is not None else name, slots)
+        config = _config(name, listed[tool], prefix if prefix is not None else name, wanted[tool])
         if tool in validations:
             config.update(tool_type="validation", mode=mode)
             del config["capability"]
@@ -443,7 +475,9 @@ def mcp_import(
         click.echo(f"  {model.tool_type.value} {model.name} ← {model.mcp_tool_name}{trust}")
 
 
-def _config(server: str, tool: McpToolInfo, prefix: str, slots: Sequence[str]) -> dict[str, Any]:
+def _config(
+    server: str, tool: McpToolInfo, prefix: str, slots: Mapping[str, bool]
+) -> dict[str, Any]:
     config: dict[str, Any] = {
         "name": _catalog_name(prefix, tool.name),
         "description": tool.description.strip(),
@@ -457,9 +491,11 @@ def _config(server: str, tool: McpToolInfo, prefix: str, slots: Sequence[str]) -
         config["input_schema"] = tool.input_schema
     if tool.checkable(tool.output_schema):
         config["output_schema"] = tool.output_schema
-    taken = [slot for slot in slots if slot in tool.properties]
-    if taken:
-        config["resource_slots"] = taken
+    if slots:
+        config["resource_slots"] = [
+            {"name": slot, "disposable": True} if throwaway else slot
+            for slot, throwaway in slots.items()
+        ]
     if tool.read_only or tool.annotations.get("idempotentHint") is True:
         config["idempotent"] = True
     return config

@@ -376,8 +376,8 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 None,
                 "A validation or a work tool cannot be called as configured: its entrypoint "
                 "does not import, its inline code defines no `run`, it names an MCP tool this "
-                "version cannot call, its MCP server answers its call with an error. Neither a fix of the work nor a re-run changes that; a "
-                "person corrects the graph or the catalog.",
+                "version cannot call, its MCP server refuses its call. Neither a fix of the "
+                "work nor a re-run changes that; a person corrects the graph or the catalog.",
             ),
             _row(
                 BAD_ARGUMENTS,

@@ -333,13 +333,13 @@ class Tool(_Model):
             raise ValueError(
                 "an untrusted MCP tool cannot have hooks (they would run in gategraph itself)"
             )
-        if source in (ToolSource.CODE, ToolSource.PYTHON) and any(
-            slot.disposable for slot in self.resource_slots
-        ):
-            # Python code copies what it needs itself, and only when it needs it.
+        if source is not ToolSource.MCP and any(slot.disposable for slot in self.resource_slots):
+            # Python code copies what it needs itself, and only when it needs it; a wrapped
+            # validation's calls are its tool's, which decides.
             raise ValueError(
-                "`disposable` slots are for MCP tools: Python code asks its context for a "
-                "copy (context.disposable_copy())"
+                "`disposable` slots are for MCP tools: mark the slot of the MCP tool a "
+                "validation wraps; Python code asks its context for a copy "
+                "(context.disposable_copy())"
             )
         if source is ToolSource.WRAPPED and self.tool_type is ToolType.TOOL:
             raise ValueError("source 'wrapped' is only for validations (see `wraps`)")

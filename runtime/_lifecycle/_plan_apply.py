@@ -117,7 +117,7 @@ class PlanApply:
             )
             parts.append(
                 (shown or f"resource {name!r}")
-                + (f", by one of the validations given it: {', '.join(given)}" if given else "")
+                + (f" (the validations given it: {', '.join(given)})" if given else "")
             )
         return ": " + "; ".join(parts) if parts else ""
 

@@ -238,7 +238,7 @@ async def test_an_error_result_is_a_failed_call(declaration: dict[str, Any]) -> 
     run = await execute_graph(plan)
     result = run.validations[0].result
     assert not result.passed and "refused: no" in result.message
-    assert result.data["error"] == "misconfigured" and result.data["mcp"]["is_error"] is True
+    assert result.data["error"] == "exception" and result.data["mcp"]["is_error"] is True
     assert run.nodes["w"].status is NodeStatus.FAILED
     assert "returned an error" in (run.nodes["w"].error or "")
     assert "refused: never" in (run.nodes["w"].error or "")
@@ -971,6 +971,15 @@ def test_cli_registers_a_server_lists_and_imports_its_tools_and_runs_a_plan(
     entry = json.loads(shown.stdout)
     assert entry["resource_slots"] == [{"name": "root"}] and entry["source"] == "mcp"
     assert entry["capability"]["read_only"] is True
+    throwaway = run_cli(
+        "mcp", "import", "t", "--prefix", "copy", "--tool", "count_files", "--tool", "shout",
+        "--disposable-slot", "count_files:root", cwd=tmp_path,
+    )  # fmt: skip
+    assert throwaway.returncode == 0, throwaway.stderr
+    shown = json.loads(run_cli("tool", "show", "copy.count_files", "--json", cwd=tmp_path).stdout)
+    assert shown["resource_slots"] == [{"name": "root", "disposable": True}]
+    shout = json.loads(run_cli("tool", "show", "copy.shout", "--json", cwd=tmp_path).stdout)
+    assert shout.get("resource_slots", []) == []
 
     def plan(text: str, nodes: str) -> Path:
         path = tmp_path / f"plan-{len(list(tmp_path.glob('plan-*')))}.yaml"
@@ -1034,6 +1043,14 @@ def test_cli_over_http_and_bad_input(tmp_path: Path, http_url: str) -> None:
         (["tools", "nope"], "no MCP server named 'nope' in the catalog (it has: h)"),
         (["import", "h", "--tool", "nope"], "--tool 'nope': MCP server 'h' has no such tool"),
         (["import", "h", "--slot", "nothing"], "--slot nothing: none of the imported tools"),
+        (
+            ["import", "h", "--tool", "shout", "--slot", "count_files:root"],
+            "--slot count_files:root: 'count_files' is not among the tools imported",
+        ),
+        (
+            ["import", "h", "--disposable-slot", "shout:root"],
+            "--disposable-slot shout:root: the tool 'shout' takes no argument 'root'",
+        ),
     ]
     for args, message in bad:
         done = run_cli("mcp", *args, cwd=tmp_path)

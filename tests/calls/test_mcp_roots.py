@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from _helpers import write_tree
 
@@ -33,7 +34,8 @@ def plan(
     validations: list[dict[str, Any]],
     nodes: list[dict[str, Any]],
     steps: list[dict[str, str]],
-    **resource: Any,
+    *,
+    tools: list[dict[str, Any]] = (),  # type: ignore[assignment]
 ) -> Any:
     """A plan over ``project`` whose scripted executor writes ``steps``, with the test
     server's tools as ``t.read``, ``t.scribble``."""
@@ -41,7 +43,7 @@ def plan(
         {
             "version": 1,
             "name": "roots",
-            "resources": {"repo": {"kind": "directory", "path": str(project), **resource}},
+            "resources": {"repo": {"kind": "directory", "path": str(project)}},
             "mcp_servers": {"t": {"command": sys.executable, "args": [str(SERVER), "stdio"]}},
             "tools": [
                 {
@@ -51,6 +53,7 @@ def plan(
                     "read_only": True,
                     "resource_slots": ["path"],
                 },
+                *tools,
             ],
             "validations": validations,
             "nodes": nodes,
@@ -162,7 +165,38 @@ async def test_a_path_outside_the_folder_fails_the_call_at_once(tmp_path: Path) 
 
 @pytest.mark.anyio
 async def test_a_servers_refusal_goes_to_a_person_at_once(tmp_path: Path) -> None:
-    """A server's error reply is its answer to these arguments: permanent, not retried."""
+    """A server that refuses access would refuse again: permanent, not retried."""
+    project = write_tree(tmp_path / "project", {"notes.md": "done\n"})
+    outside = write_tree(tmp_path / "outside", {"secret.md": "done\n"})
+    anywhere = {
+        "name": "t.read-anywhere",
+        "mcp_server": "t",
+        "mcp_tool_name": "read_under_roots",
+        "tool_type": "validation",
+    }
+    graph = plan(
+        project,
+        [anywhere],
+        [
+            {
+                "id": "notes",
+                "validation": "t.read-anywhere",
+                "arguments": {"path": str(outside / "secret.md")},
+            }
+        ],
+        [{"notes.md": "done\n"}],
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.AWAITING_DECISION
+    assert [a["faultKind"] for a in outcome.attempts] == ["misconfigured"]
+    (finding,) = outcome.verdict["findings"]
+    assert "Access denied - path outside allowed directories" in str(finding)
+
+
+@pytest.mark.anyio
+async def test_any_other_error_reply_is_retried(tmp_path: Path) -> None:
+    """A file the work has not written (yet): the server's error is no refusal of access,
+    so it is retried on the budget like any exception."""
     project = write_tree(tmp_path / "project", {"notes.md": "done\n"})
     graph = plan(
         project,
@@ -172,7 +206,7 @@ async def test_a_servers_refusal_goes_to_a_person_at_once(tmp_path: Path) -> Non
     )
     outcome = await Supervisor(graph).run()
     assert outcome.status is PlanStatus.AWAITING_DECISION
-    assert [a["faultKind"] for a in outcome.attempts] == ["misconfigured"]
+    assert [a["faultKind"] for a in outcome.attempts] == ["exception", "exception"]
     (finding,) = outcome.verdict["findings"]
     assert "returned an error: Error executing tool read_under_roots" in str(finding)
 
@@ -198,7 +232,7 @@ async def test_a_tool_that_writes_while_it_reads_is_named_with_the_file(tmp_path
     # A store on disk keeps each round's manifest, which names the file.
     outcome = await Supervisor(graph, store=ContentStore(tmp_path / "store")).run()
     assert outcome.status is PlanStatus.FAILED
-    assert "repo/.tool-cache, by one of the validations given it: cache" in outcome.message
+    assert "repo/.tool-cache (the validations given it: cache)" in outcome.message
     assert (project / "notes.md").read_text() == "done\n"
     assert not (project / ".tool-cache").exists()
 
@@ -265,3 +299,150 @@ def test_a_disposable_copy_carries_the_repository_without_copying_its_objects(
     assert git(real, "status", "--porcelain") == ""
     assert (real / "a.txt").read_text() == "one\n"
     assert (box / "a.txt").read_text() == "two\n" and not (box / ".git").exists()
+
+
+# -- the roots a connection offers ------------------------------------------------------------
+
+
+class _Server:
+    """A session whose server asks for its roots a moment after each change notice (or
+    never, ``asks=False``); ``told`` counts the notices."""
+
+    def __init__(self, connection: Any, group: Any, *, asks: bool = True) -> None:
+        self.connection = connection
+        self.group = group
+        self.asks = asks
+        self.told = 0
+
+    async def send_notification(self, notification: Any) -> None:
+        self.told += 1
+        if self.asks:
+
+            async def ask() -> None:
+                await anyio.sleep(0.01)
+                self.connection.list_roots()
+
+            self.group.start_soon(ask)
+
+
+def _connection() -> Any:
+    from gategraph.runtime._calls._mcp import McpServer, _Connection
+
+    connection = _Connection(McpServer(name="s", command="x"))
+    connection.list_roots()  # as a server that reads its roots does at start
+    return connection
+
+
+@pytest.mark.anyio
+async def test_every_call_waits_until_the_server_has_its_folder() -> None:
+    """Three calls on one new folder: the server is told once, and none of them calls
+    before it has asked for the folder, each told it is new (a refusal is asked again)."""
+    connection = _connection()
+    seen: list[tuple[bool, frozenset[str]]] = []
+
+    async def call() -> None:
+        async with connection.offering(["/box/a"]) as told:
+            seen.append((told, connection.roots_given))
+
+    async with anyio.create_task_group() as group:
+        connection.session = server = _Server(connection, group)
+        for _ in range(3):
+            group.start_soon(call)
+    assert server.told == 1
+    assert seen == [(True, frozenset({"/box/a"}))] * 3
+    assert connection.roots == {}
+    async with connection.offering(["/box/a"]) as told:  # given already: no notice
+        assert not told and server.told == 1
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_call_leaves_no_folder_behind() -> None:
+    connection = _connection()
+    async with anyio.create_task_group() as group:
+        connection.session = _Server(connection, group, asks=False)
+        with anyio.move_on_after(0.05):
+            async with connection.offering(["/box/a"]):
+                pytest.fail("the server never asked")  # pragma: no cover
+    assert connection.roots == {} and connection._telling == set()
+
+
+@pytest.mark.anyio
+async def test_a_server_that_reads_its_roots_once_is_waited_for_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gategraph.runtime._calls import _mcp
+
+    monkeypatch.setattr(_mcp, "_ROOTS_WAIT", 0.05)
+    connection = _connection()
+    async with anyio.create_task_group() as group:
+        connection.session = server = _Server(connection, group, asks=False)
+        async with connection.offering(["/box/a"]) as told:
+            assert not told
+        assert connection.roots_ignored
+        with anyio.fail_after(1):
+            async with connection.offering(["/box/b"]) as told:
+                assert not told and server.told == 1
+
+
+@pytest.mark.anyio
+async def test_concurrent_validations_on_one_new_folder_all_read_it(tmp_path: Path) -> None:
+    """Four validations read the plan's copy at once through a server that applies new
+    roots a moment after it asks for them: none is refused."""
+    project = write_tree(tmp_path / "project", {"notes.md": "to do\n"})
+    graph = plan(
+        project,
+        [NOTES_SAY_DONE],
+        [
+            {"id": f"notes{n}", "validation": "notes-done", "arguments": {"path": "notes.md"}}
+            for n in range(4)
+        ],
+        [{"notes.md": "done\n"}],
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.APPLIED, outcome.message
+    assert outcome.attempts == [] or all(a["faultKind"] is None for a in outcome.attempts)
+
+
+def test_a_disposable_copy_shows_git_the_copy_whatever_the_config_says(tmp_path: Path) -> None:
+    """core.worktree pointing at the real folder would diff it, not the change; a FIFO in
+    .git (which a copy would wait on forever) is left out."""
+    real = write_tree(tmp_path / "real", {"a.txt": "one\n"})
+    git(real, "init", "-q")
+    git(real, "add", ".")
+    git(real, "commit", "-qm", "first")
+    git(real, "config", "core.worktree", str(real))
+    os.mkfifo(real / ".git" / "a-pipe")
+    box = write_tree(tmp_path / "box", {"a.txt": "two\n"})
+    copy = tmp_path / "copy"
+    _copy_with_git(str(box), str(copy), str(real))
+    assert "+two" in git(copy, "diff")
+    assert not (copy / ".git" / "a-pipe").exists()
+    assert git(real, "config", "core.worktree").strip() == str(real)
+
+
+@pytest.mark.anyio
+async def test_a_disposable_slot_maps_the_real_folders_path_too(tmp_path: Path) -> None:
+    """An absolute path in the real folder reads the same file in the call's copy."""
+    project = write_tree(tmp_path / "project", {"notes.md": "to do\n"})
+    read = {
+        "name": "t.read-copy",
+        "mcp_server": "t",
+        "mcp_tool_name": "read_under_roots",
+        "read_only": True,
+        "resource_slots": [{"name": "path", "disposable": True}],
+    }
+    graph = plan(
+        project,
+        [{**NOTES_SAY_DONE, "wraps": "t.read-copy"}],
+        [
+            {
+                "id": "notes",
+                "validation": "notes-done",
+                "arguments": {"path": str(project / "notes.md")},
+            }
+        ],
+        [{"notes.md": "done\n"}],
+        tools=[read],
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.APPLIED, outcome.message

@@ -96,7 +96,11 @@ def plan_file(folder: Path, steps: list[dict[str, str]]) -> Path:
             },
         ],
         "nodes": [
+            # Three reads at once of a folder new to the server: each waits until the
+            # server has it among its roots.
             {"id": "notes", "validation": "notes-done", "arguments": {"path": "NOTES.md"}},
+            {"id": "notes2", "validation": "notes-done", "arguments": {"path": "NOTES.md"}},
+            {"id": "notes3", "validation": "notes-done", "arguments": {"path": "NOTES.md"}},
             {"id": "diff", "validation": "no-password"},
         ],
         "lifecycle": {
