@@ -785,18 +785,42 @@ _require_sandbox_option = click.option(
 
 
 @cli.command("check")
-@click.argument("graph", type=click.Path(path_type=Path))
+@click.argument(
+    "graphs", metavar="GRAPH...", nargs=-1, required=True, type=click.Path(path_type=Path)
+)
 @_json_option
 @_require_sandbox_option
-def check(graph: Path, as_json: bool, require_sandbox: bool) -> None:
-    """Check the plan graph file GRAPH: its format, names, references and cycles.
+def check(graphs: tuple[Path, ...], as_json: bool, require_sandbox: bool) -> None:
+    """Check the plan graph files GRAPH...: their format, names, references and cycles.
 
     Tools and validations are looked up in the graph, then in the catalog if it exists.
+    Each file's problems are reported; the exit code is 2 if any file has one.
     """
+    from gategraph.runtime._base._exceptions import ConfigError
+
+    if as_json and len(graphs) > 1:
+        raise click.UsageError("--json checks one GRAPH at a time")
+    _sweep_scratch()  # what killed runs left, also when no plan runs after this
+    if len(graphs) == 1:
+        _check_one(graphs[0], as_json, require_sandbox)
+        return
+    failed = False
+    for graph in graphs:  # each file's problems, not only the first file's (pre-commit)
+        try:
+            _check_one(graph, False, require_sandbox)
+        except (ConfigError, OSError) as exc:
+            failed = True
+            _print_error(
+                str(exc) if isinstance(exc, ConfigError) else f"{graph}: {exc.strerror or exc}"
+            )
+    if failed:
+        click.get_current_context().exit(EXIT_USAGE)
+
+
+def _check_one(graph: Path, as_json: bool, require_sandbox: bool) -> None:
     from gategraph.runtime._base._exceptions import ConfigError
     from gategraph.runtime._definitions._graph import NodeKind, load_graph
 
-    _sweep_scratch()  # what killed runs left, also when no plan runs after this
     with _catalog(create=False) as catalog:
         try:
             plan = load_graph(graph, catalog=catalog, require_sandbox=require_sandbox)
