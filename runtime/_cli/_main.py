@@ -984,6 +984,16 @@ def _check_new_plan_id(plan_id: str | None) -> None:
     )
 
 
+_report_option = click.option(
+    "--report",
+    nargs=2,
+    type=(click.Choice(["junit", "sarif", "html"]), click.Path(path_type=Path, dir_okay=False)),
+    metavar="junit|sarif|html FILE",
+    help="Also write the last round's validations as JUnit XML or SARIF, or the whole plan "
+    "as one self-contained HTML page (as gategraph report writes it).",
+)
+
+
 @cli.command("execute")
 @click.argument("graph", type=click.Path(path_type=Path))
 @_require_sandbox_option
@@ -1001,6 +1011,7 @@ def _check_new_plan_id(plan_id: str | None) -> None:
     help="Run on the graph's real folders instead of temporary copies: what the work "
     "nodes write stays.",
 )
+@_report_option
 @_json_option
 def execute(
     graph: Path,
@@ -1008,6 +1019,7 @@ def execute(
     max_concurrency: int | None,
     plan_id: str | None,
     in_place: bool,
+    report: tuple[str, Path] | None,
     as_json: bool,
 ) -> None:
     """Run every node of GRAPH once and report each node and attachment.
@@ -1028,6 +1040,9 @@ def execute(
 
     _sweep_scratch()  # what killed runs left, also when this run stops early
     _check_new_plan_id(plan_id)
+    _check_report(report)
+    if report is not None and report[0] == "html":
+        _fail("--report html is a plan's page (gategraph run): execute writes junit or sarif")
     with _catalog(create=False) as catalog:
         plan = load_graph(graph, catalog=catalog, require_sandbox=require_sandbox)
         folders = _folders_text(plan)
@@ -1091,8 +1106,19 @@ def execute(
                 "changes made in the copies, now removed (your folders are untouched): "
                 + "; ".join(changed)
             )
+    if report is not None:
+        _write_run_report(run, report, plan.name)
     if not run.passed:
         click.get_current_context().exit(EXIT_REFUSED)
+
+
+def _write_run_report(run: Any, report: tuple[str, Path], name: str) -> None:
+    kind, target = report
+    from gategraph.runtime._views._reports import render_report
+
+    from ._plans import write_report
+
+    write_report(target, render_report(run, kind, name=name), "--report")
 
 
 @cli.command("events")
@@ -1460,15 +1486,6 @@ _otel_option = click.option(
     is_flag=True,
     help="Also trace the plan as OpenTelemetry spans (needs gategraph[otel]; exported as "
     "the OTEL_* variables say, e.g. OTEL_TRACES_EXPORTER=console, with opentelemetry-sdk).",
-)
-
-_report_option = click.option(
-    "--report",
-    nargs=2,
-    type=(click.Choice(["junit", "sarif", "html"]), click.Path(path_type=Path, dir_okay=False)),
-    metavar="junit|sarif|html FILE",
-    help="Also write the last round's validations as JUnit XML or SARIF, or the whole plan "
-    "as one self-contained HTML page (as gategraph report writes it).",
 )
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from gategraph.runtime._version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gategraph.runtime._lifecycle._supervisor import PlanOutcome
-    from gategraph.runtime._running._engine import ValidationRecord
+    from gategraph.runtime._running._engine import GraphRun, ValidationRecord
 
 __all__ = ["REPORT_FORMATS", "render_report"]
 
@@ -18,8 +20,17 @@ REPORT_FORMATS: Final = ("junit", "sarif")
 _SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def _junit(outcome: PlanOutcome, name: str) -> str:
-    records = outcome.validations
+class _Judged(NamedTuple):
+    """What a report shows: a plan's last round, or one run of a graph's nodes."""
+
+    records: Sequence[ValidationRecord]
+    plan_id: str
+    status: str
+    verdict: Any
+
+
+def _junit(outcome: _Judged, name: str) -> str:
+    records = outcome.records
     failures = [r for r in records if not r.result.passed and r.mode.value == "required"]
     suite = ET.Element(
         "testsuite",
@@ -34,7 +45,7 @@ def _junit(outcome: PlanOutcome, name: str) -> str:
     )
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", {"name": "plan_id", "value": outcome.plan_id})
-    ET.SubElement(properties, "property", {"name": "status", "value": outcome.status.value})
+    ET.SubElement(properties, "property", {"name": "status", "value": outcome.status})
     for record in records:
         case = ET.SubElement(
             suite,
@@ -105,10 +116,10 @@ def _locations(data: Any) -> list[dict[str, Any]]:
     return found
 
 
-def _sarif(outcome: PlanOutcome, name: str) -> str:
+def _sarif(outcome: _Judged, name: str) -> str:
     rules: dict[str, dict[str, Any]] = {}
     results = []
-    for record in outcome.validations:
+    for record in outcome.records:
         rules.setdefault(
             record.validation,
             {
@@ -150,19 +161,30 @@ def _sarif(outcome: PlanOutcome, name: str) -> str:
                 },
                 "automationDetails": {"id": f"{name}/{outcome.plan_id}"},
                 "results": results,
-                "properties": {"status": outcome.status.value, "verdict": outcome.verdict},
+                "properties": {"status": outcome.status, "verdict": outcome.verdict},
             }
         ],
     }
     return json.dumps(document, indent=2, default=str)
 
 
-def render_report(outcome: PlanOutcome, kind: str, *, name: str) -> str:
-    """Render the last round's validations as ``junit`` (XML) or ``sarif`` (JSON)."""
+def render_report(outcome: PlanOutcome | GraphRun, kind: str, *, name: str) -> str:
+    """Render a plan's last round of validations, or a graph run's (``gategraph execute``,
+    whose status is ``passed`` or ``failed``), as ``junit`` (XML) or ``sarif`` (JSON)."""
+    from gategraph.runtime._running._engine import GraphRun
+
+    if isinstance(outcome, GraphRun):
+        judged = _Judged(
+            outcome.validations, outcome.plan_id, "passed" if outcome.passed else "failed", None
+        )
+    else:
+        judged = _Judged(
+            outcome.validations, outcome.plan_id, outcome.status.value, outcome.verdict
+        )
     if kind == "junit":
-        return _junit(outcome, name)
+        return _junit(judged, name)
     if kind == "sarif":
-        return _sarif(outcome, name)
+        return _sarif(judged, name)
     raise ValueError(f"unknown report format {kind!r}: use one of {', '.join(REPORT_FORMATS)}")
 
 
