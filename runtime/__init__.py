@@ -721,3 +721,14 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+def _auto_tracing() -> Any:
+    from ._embed._telemetry import auto_observer
+
+    return auto_observer()
+
+
+# Runs traced by themselves once the program sets OpenTelemetry up: the layer below that
+# drives them asks through this hook (nothing is imported until a run asks).
+importlib.import_module("._base._spans", __name__).set_auto_tracing(_auto_tracing)

@@ -20,12 +20,22 @@ the span too; a worker process cannot (a span does not cross a process), and jus
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Final, Literal, Protocol, cast
+import sys
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, cast
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from contextlib import AbstractContextManager
 
-__all__ = ["NO_SPAN", "SpanActivator", "SpanKind", "current_span", "span_activator"]
+__all__ = [
+    "NO_SPAN",
+    "SpanActivator",
+    "SpanKind",
+    "auto_tracing",
+    "current_span",
+    "set_auto_tracing",
+    "span_activator",
+]
 
 SpanKind = Literal["run", "validation", "strategize", "work", "escalation", "approval"]
 """Which of a plan's spans to make current:
@@ -68,3 +78,22 @@ def current_span(
     if activator is None:
         return NO_SPAN
     return activator.activate_span(plan_id, kind, key)
+
+
+_auto: list[Callable[[], Any]] = []
+
+
+def set_auto_tracing(factory: Callable[[], Any]) -> None:
+    """Register what makes a tracing observer for a run when the program has set
+    OpenTelemetry up (``gategraph.runtime`` registers its own, which imports the layer
+    that knows spans only when it is called)."""
+    _auto[:] = [factory]
+
+
+def auto_tracing() -> Any:
+    """A tracing observer for a run that was given none, when the program has set
+    OpenTelemetry up (a tracer or meter provider of its own), else None. A program that
+    set it up has imported it: one that has not pays a dictionary lookup."""
+    if not _auto or "opentelemetry" not in sys.modules:
+        return None
+    return _auto[0]()

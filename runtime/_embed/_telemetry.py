@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OpenTelemetryObserver",
     "TracingSetup",
+    "auto_observer",
     "configure_from_environment",
     "record_statistics",
     "telemetry_available",
@@ -62,6 +63,81 @@ _INSTALL_HINT = (
 # Attribute values kept short: a message can be a whole traceback, and a backend truncates
 # (or drops) long attributes anyway.
 _TEXT_LIMIT = 500
+
+
+class _Metrics:
+    """The figures of seed 002 §16 (and the ladder's) as OpenTelemetry instruments of the
+    global meter provider: nothing is kept or sent unless the program set one up."""
+
+    def __init__(self) -> None:
+        from gategraph.runtime._version import __version__
+        from opentelemetry import metrics
+
+        meter = metrics.get_meter("gategraph", __version__)
+        self.invocations = meter.create_counter(
+            "gategraph.semantic.invocations",
+            unit="{call}",
+            description="Validation calls made by the semantic layer",
+        )
+        self.validation_duration = meter.create_histogram(
+            "gategraph.validation.duration", unit="s", description="Seconds a validation took"
+        )
+        self.layer_duration = meter.create_histogram(
+            "gategraph.layer.duration",
+            unit="s",
+            description="Seconds spent in a pipeline layer by a plan (or a run outside one)",
+        )
+        self.rejections = meter.create_counter(
+            "gategraph.rejections", unit="{round}", description="Rounds rejected, by layer"
+        )
+        self.completions = meter.create_counter(
+            "gategraph.pipeline.completions",
+            unit="{round}",
+            description="Rounds that got through every layer",
+        )
+        self.approval_wait = meter.create_histogram(
+            "gategraph.approval.wait", unit="s", description="Seconds a person took to approve"
+        )
+        self.rounds = meter.create_counter(
+            "gategraph.rounds", unit="{round}", description="Validation rounds"
+        )
+        self.fixes = meter.create_counter(
+            "gategraph.fixes", unit="{fix}", description="Work sent back to be fixed"
+        )
+        self.validator_retries = meter.create_counter(
+            "gategraph.validator_retries",
+            unit="{retry}",
+            description="Validations run again after an infrastructure fault",
+        )
+        self.revisions = meter.create_counter(
+            "gategraph.revisions", unit="{revision}", description="Strategy revisions"
+        )
+        self.escalations = meter.create_counter(
+            "gategraph.escalations", unit="{escalation}", description="Plans sent to a person"
+        )
+
+
+def auto_observer() -> OpenTelemetryObserver | None:
+    """A tracing observer for a run given none, when this program has set OpenTelemetry
+    up: a tracer provider or a meter provider of its own (not the API's stand-ins, and
+    not with ``OTEL_SDK_DISABLED``). None otherwise."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    try:
+        from opentelemetry import metrics, trace
+    except ImportError:
+        return None
+    tracing = type(trace.get_tracer_provider()).__name__
+    measuring = type(metrics.get_meter_provider()).__name__
+    stand_ins = {
+        "ProxyTracerProvider",
+        "NoOpTracerProvider",
+        "_ProxyMeterProvider",
+        "NoOpMeterProvider",
+    }
+    if tracing in stand_ins and measuring in stand_ins:
+        return None
+    return OpenTelemetryObserver()
 
 
 def telemetry_available() -> bool:
@@ -138,7 +214,17 @@ class OpenTelemetryObserver:
         """The work phase's span, once started (on demand: see :meth:`_work_span`)."""
         self._last_at = 0
         self._closed = False
+        self._run: Span | None = None
+        """A run of a graph's nodes outside a plan's rounds (``validate``, an adapter's
+        round), until it ends."""
+        self._run_done: tuple[Span, int] | None = None
+        """Such a run that ended, and when: its span ends once its verdict is known
+        (:meth:`record_verdict`), or at the next run, or at :meth:`close`."""
+        self.metrics = _Metrics()
+        """The run's figures as OpenTelemetry metrics, from the global meter provider."""
+        self._approval_asked: int | None = None
         self._handlers: dict[str, Callable[[Any, int], None]] = {
+            "run_started": self._run_started,
             "plan_started": self._plan_started,
             "plan_resumed": self._plan_resumed,
             "strategy_produced": self._strategy_produced,
@@ -179,8 +265,11 @@ class OpenTelemetryObserver:
         handler(event, at)
 
     def finish(self, outcome: PlanOutcome) -> None:
-        """Put the outcome's statistics on the plan span, then end every span."""
+        """Put the outcome's statistics on the plan span (and the time in each layer in
+        the ``gategraph.layer.duration`` metric), then end every span."""
         record_statistics(self, outcome.statistics)
+        for layer, seconds in outcome.statistics.layer_seconds.items():
+            self.metrics.layer_duration.record(seconds, {"gategraph.layer": layer})
         if self.plan_span is not None:
             self.plan_span.set_attribute("gategraph.plan.status", str(outcome.status))
         self.close()
@@ -191,14 +280,21 @@ class OpenTelemetryObserver:
         if self._closed:
             return
         self._closed = True
+        self._end_run()
         at = self._last_at or time.time_ns()
-        still_open = [*self._validations.values(), self._round, *self._others.values(), self._work]
+        still_open = [
+            *self._validations.values(),
+            self._round,
+            *self._others.values(),
+            self._work,
+            self._run,
+        ]
         for span in still_open:
             if span is not None:
                 self._incomplete(span, at)
         self._validations.clear()
         self._others.clear()
-        self._round = self._work = None
+        self._round = self._work = self._run = None
         if self.plan_span is not None:
             if self._plan_end is None:
                 self._incomplete(self.plan_span, at)
@@ -372,6 +468,7 @@ class OpenTelemetryObserver:
         self._work_began = None
 
     def _fix_requested(self, event: Any, at: int) -> None:
+        self.metrics.fixes.add(1)
         self._plan(event, at)
         self._plan_event(
             "gategraph.fix_requested",
@@ -381,6 +478,7 @@ class OpenTelemetryObserver:
         self._begin_work(at)
 
     def _revision_requested(self, event: Any, at: int) -> None:
+        self.metrics.revisions.add(1)
         self._plan(event, at)
         attributes = _attributes(revision=event.revision, reason=_text(event.reason))
         self._plan_event("gategraph.strategy_revision_requested", at, attributes)
@@ -389,6 +487,7 @@ class OpenTelemetryObserver:
     # -- validation rounds ----------------------------------------------------------------
 
     def _round_started(self, event: Any, at: int) -> None:
+        self.metrics.rounds.add(1)
         context = self._plan(event, at)
         old = self._end_round(at, outcome="superseded")
         if old is not None:
@@ -404,12 +503,14 @@ class OpenTelemetryObserver:
         self._round_context = self._in_context(self._round)
 
     def _round_validated(self, event: Any, at: int) -> None:
+        self.metrics.completions.add(1)
         span = self._end_round(at, outcome="validated")
         if span is not None:
             span.set_status(self._status(self._ok))
             span.end(end_time=at)
 
     def _round_rejected(self, event: Any, at: int) -> None:
+        self.metrics.rejections.add(1, {"gategraph.layer": event.layer})
         span = self._end_round(
             at, outcome="rejected", layer=event.layer, reasons=len(event.reasons)
         )
@@ -457,6 +558,10 @@ class OpenTelemetryObserver:
         result = event.result
         data = result.data if isinstance(result.data, dict) else {}
         error = data.get("error")
+        if reused is None:  # a reused result was no call
+            measured = {"gategraph.validation": event.validation, "gategraph.passed": result.passed}
+            self.metrics.invocations.add(1, measured)
+            self.metrics.validation_duration.record(float(event.duration), measured)
         span.set_attributes(
             _attributes(
                 passed=result.passed,
@@ -470,10 +575,61 @@ class OpenTelemetryObserver:
             self._fail(span, result.message or str(error or "failed"))
         span.end(end_time=at)
 
+    def _run_started(self, event: Any, at: int) -> None:
+        if self.plan_span is not None or self._run is not None:
+            return  # a plan's round (its spans are the round's), or a run already open
+        self._end_run()
+        # A run on its own (validate(), an adapter's round): its root span, which its
+        # validations nest under.
+        self._run = self.tracer.start_span(
+            "gategraph.run",
+            start_time=at,
+            attributes=_attributes(
+                **{"plan.id": event.plan_id}, graph=event.graph, project=event.project
+            ),
+        )
+        self._round_context = self._in_context(self._run)
+
     def _run_finished(self, event: Any, at: int) -> None:
         self._end_validations(at)
+        span, self._run = self._run, None
+        if span is None:
+            return
+        self._round_context = None
+        self.metrics.layer_duration.record(float(event.duration), {"gategraph.layer": "semantic"})
+        self.metrics.rounds.add(1)
+        span.set_attributes(_attributes(**{"run.status": event.status}))
+        if event.status != "completed":
+            self._fail(span, f"the run {event.status}")
+        self._run_done = (span, at)
+        # The next run (the next round of a change, under a plan id of its own) is
+        # followed in turn.
+        self.plan_id = None
+
+    def _end_run(self) -> None:
+        if self._run_done is not None:
+            span, at = self._run_done
+            self._run_done = None
+            span.end(end_time=at)
+
+    def record_verdict(self, passed: bool, layer: str | None = None) -> None:
+        """A run's outcome, for a run outside a plan (``validate`` knows whether its round
+        passed; the run's events do not say): counted as the pipeline's, and on the run's
+        span, which ends now."""
+        if passed:
+            self.metrics.completions.add(1)
+        else:
+            self.metrics.rejections.add(1, {"gategraph.layer": layer or "semantic"})
+        if self._run_done is not None:
+            span = self._run_done[0]
+            span.set_attribute("gategraph.passed", passed)
+            if not passed:
+                self._fail(span, f"rejected at the {layer or 'semantic'} layer")
+        self._end_run()
 
     def _retry_decided(self, event: Any, at: int) -> None:
+        if event.decision == "retry-validator":
+            self.metrics.validator_retries.add(1, {"gategraph.fault_kind": event.fault_kind})
         self._plan(event, at)
         self._plan_event(
             "gategraph.retry_decided",
@@ -492,6 +648,7 @@ class OpenTelemetryObserver:
     # -- people ---------------------------------------------------------------------------
 
     def _escalation_requested(self, event: Any, at: int) -> None:
+        self.metrics.escalations.add(1)
         self._plan(event, at)
         self._open(
             "escalation",
@@ -525,6 +682,7 @@ class OpenTelemetryObserver:
     def _approval_decided(self, event: Any, at: int) -> None:
         self._plan(event, at)
         waited = float(event.waited)
+        self.metrics.approval_wait.record(waited)
         attributes = _attributes(
             approved=bool(event.approved), note=_text_or_none(event.note), waited=waited
         )

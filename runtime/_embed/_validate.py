@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 from gategraph.runtime._base._exceptions import ConfigError, ConfigIssue
 from gategraph.runtime._base._ids import check_plan_id
+from gategraph.runtime._base._spans import auto_tracing, span_activator
 from gategraph.runtime._data._maxn import (
     DEFAULT_RETRY_LIMIT,
     FaultKind,
@@ -30,6 +31,7 @@ from gategraph.runtime._data._maxn import (
 )
 from gategraph.runtime._data._models import Validation
 from gategraph.runtime._running._engine import ValidationRecord, execute_graph
+from gategraph.runtime._running._observe import ObservedEventLog
 from gategraph.runtime._running._pipeline import (
     Passed,
     Reason,
@@ -40,6 +42,7 @@ from gategraph.runtime._running._pipeline import (
     semantic_outcome,
 )
 from gategraph.runtime._running._sync import run_sync
+from gategraph.runtime._storage._eventlog import MemoryEventLog
 
 if TYPE_CHECKING:
     from gategraph.runtime._calls._invoke import Isolation
@@ -367,6 +370,40 @@ async def validate(
                 "(the shared `budget` is what joins rounds)",
                 source=_SOURCE,
             )
+    # Traced by itself when the program has set OpenTelemetry up and the log has no
+    # tracing observer of the caller's: the round's spans end with this call.
+    tracing = None
+    if event_log is None or span_activator(event_log) is None:
+        tracing = auto_tracing()
+        if tracing is not None:
+            event_log = ObservedEventLog(
+                event_log if event_log is not None else MemoryEventLog(), tracing
+            )
+    try:
+        return await _validate(
+            change, validations, artifact, catalog, resource, project, plan, budget,
+            event_log, default_timeout, max_concurrency, isolation, allow_ungated,
+        )  # fmt: skip
+    finally:
+        if tracing is not None:
+            tracing.close()
+
+
+async def _validate(
+    change: str | os.PathLike[str] | Mapping[str, str | bytes] | None,
+    validations: Iterable[Any],
+    artifact: Any,
+    catalog: Catalog | None,
+    resource: str,
+    project: str | None,
+    plan: str | None,
+    budget: RetryBudget | None,
+    event_log: EventLog | None,
+    default_timeout: float | None,
+    max_concurrency: int | None,
+    isolation: Isolation | None,
+    allow_ungated: bool,
+) -> Verdict:
     spec_folder = _folder(change)
     written = spec_folder if isinstance(change, Mapping) else None
     try:
@@ -405,6 +442,10 @@ async def validate(
         faults = round_faults(outcome)
         decision = budget.decide_round(faults)
         kind = primary_fault(faults) or faults[0]
+    # The round's outcome, which its events do not say, counted by a tracing observer.
+    record = getattr(span_activator(event_log), "record_verdict", None)
+    if record is not None:
+        record(not isinstance(outcome, Rejected), getattr(outcome, "layer", None))
     return verdict_of(run.plan_id, outcome, envelope, run.validations, decision, kind, budget)
 
 

@@ -46,7 +46,7 @@ from gategraph.runtime._base._protocols import (
     StrategyActor,
     StrategyRequest,
 )
-from gategraph.runtime._base._spans import current_span
+from gategraph.runtime._base._spans import auto_tracing, current_span, span_activator
 from gategraph.runtime._calls._context import private_folder
 from gategraph.runtime._calls._invoke import propagates
 from gategraph.runtime._data._events import (
@@ -78,6 +78,7 @@ from gategraph.runtime._running._engine import (
     open_plan_mcp_sessions,
 )
 from gategraph.runtime._running._journal import PlanJournal, steps_of
+from gategraph.runtime._running._observe import ObservedEventLog
 from gategraph.runtime._running._pipeline import (
     NeedsApproval,
     Passed,
@@ -282,6 +283,14 @@ class Supervisor:
         unknown = sorted(set(self.resources) - set(graph.resources))
         if unknown:
             raise ConfigError.at("resources", f"not resources of the graph: {', '.join(unknown)}")
+        # Traced by itself when the program has set OpenTelemetry up and the log has no
+        # tracing observer of the caller's: the spans and metrics end with each run.
+        self._tracing: Any = None
+        if span_activator(self.log) is None:
+            tracing = auto_tracing()
+            if tracing is not None:
+                self.log = ObservedEventLog(self.log, tracing)
+                self._tracing = tracing
         # Actors passed as objects win over the graph's import paths (`lifecycle:`).
         self.strategy_actor: StrategyActor = _role(
             graph, strategy_actor, "strategy", GraphStrategy()
@@ -438,6 +447,32 @@ class Supervisor:
 
     async def run(self) -> PlanOutcome:
         """Run the plan to an outcome: applied, failed, or paused for a person."""
+        outcome = None
+        try:
+            outcome = await self._run()
+            return outcome
+        finally:
+            self._end_tracing(outcome)
+
+    def _end_tracing(self, outcome: PlanOutcome | None) -> None:
+        """End the spans of a run traced by itself (the outcome's statistics on the plan
+        span), and have a later run of this supervisor (a resume) traced afresh."""
+        tracing = self._tracing
+        if tracing is None:
+            return
+        if outcome is not None:
+            tracing.finish(outcome)
+        else:
+            tracing.close()
+        fresh = auto_tracing()
+        observers = getattr(self.log, "observers", None)
+        if isinstance(observers, list) and tracing in observers:
+            observers.remove(tracing)
+            if fresh is not None:
+                observers.append(fresh)
+        self._tracing = fresh
+
+    async def _run(self) -> PlanOutcome:
         self._check_callable()
         with self._lease():
             # Its MCP servers open once for the whole plan; a tool one lacks is refused here,
@@ -544,6 +579,14 @@ class Supervisor:
         resumed without a decision. Raises :class:`ResumeError` when the log and the plan
         disagree, and :class:`PlanBusyError` when the plan is running elsewhere.
         """
+        outcome = None
+        try:
+            outcome = await self._resume(decision)
+            return outcome
+        finally:
+            self._end_tracing(outcome)
+
+    async def _resume(self, decision: EscalationDecision | None) -> PlanOutcome:
         with self._lease():
             # Read under the lease: a log read before it may have grown since.
             mine = [e for e in await self.log.read(self.plan_id) if e.plan_id == self.plan_id]

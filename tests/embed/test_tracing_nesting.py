@@ -227,7 +227,7 @@ async def test_a_timed_out_or_raising_call_leaves_no_span_current(traced: Traced
         validation = traced.parent(user)
         assert validation.name == "gategraph.validation", user
         assert _attribute(validation, "node") == node
-    assert traced.parent("gategraph.plan").name == "caller"
+    assert traced.parent("gategraph.run").name == "caller"
 
 
 async def test_lifecycle_actors_as_objects_run_under_their_phase_span(traced: Traced) -> None:
