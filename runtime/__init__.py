@@ -240,6 +240,9 @@ if TYPE_CHECKING:
     from ._version import __version__ as __version__
     from ._views._picture import draw_dot as draw_dot
     from ._views._picture import draw_mermaid as draw_mermaid
+    from ._views._plan_views import PlanSummary as PlanSummary
+    from ._views._plan_views import list_plans as list_plans
+    from ._views._plan_views import list_plans_sync as list_plans_sync
     from ._views._replay import ReplayReport as ReplayReport
     from ._views._replay import replay_plan as replay_plan
 
@@ -450,6 +453,9 @@ _WHERE: dict[str, str] = {
     "progress_line": "._running._observe",
     "read_audit": "._data._maxn",
     "read_events": "._storage._eventlog",
+    "list_plans": "._views._plan_views",
+    "list_plans_sync": "._views._plan_views",
+    "PlanSummary": "._views._plan_views",
     "record_statistics": "._embed._telemetry",
     "register_validator": "._definitions._validator_tools",
     "replay_plan": "._views._replay",
@@ -592,6 +598,7 @@ __all__ = [
     "PlanStarted",
     "PlanStatistics",
     "PlanStatus",
+    "PlanSummary",
     "Policy",
     "ProgressState",
     "RayExecutor",
@@ -672,6 +679,8 @@ __all__ = [
     "is_validator_attestation",
     "is_validator_rejection",
     "is_validator_verdict",
+    "list_plans",
+    "list_plans_sync",
     "load_graph",
     "new_ulid",
     "open_actor_scope",

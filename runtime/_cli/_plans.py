@@ -64,20 +64,13 @@ def _as_json(summary: PlanSummary) -> dict[str, Any]:
 def plans(statuses: tuple[str, ...], pattern: str | None, as_json: bool) -> None:
     """List the plans in the event log: those waiting for a person first, then the other
     paused and unfinished ones, then the rest, newest first in each."""
-    import fnmatch
-
-    from gategraph.runtime._views._plan_views import plan_summaries
+    from gategraph.runtime._views._plan_views import plan_summaries, select
 
     from ._common import _event_log_path, _json_out, _table
 
     path = _event_log_path()
     found = plan_summaries(path)
-    shown = [
-        s
-        for s in found
-        if (not statuses or s.status in statuses)
-        and (pattern is None or fnmatch.fnmatchcase(s.name, pattern))
-    ]
+    shown = select(found, status=statuses or None, name=pattern)
     if as_json:
         _json_out([_as_json(s) for s in shown])
         return

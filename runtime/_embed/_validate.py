@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio.to_thread
 import msgspec
 from gategraph.runtime._base._exceptions import ConfigError, ConfigIssue
 from gategraph.runtime._base._ids import check_plan_id
@@ -253,21 +254,7 @@ def _folder(change: Any) -> Path | None:
             raise ConfigError.at("change", f"{str(folder)!r} is not a folder", source=_SOURCE)
         return folder
     if isinstance(change, Mapping):
-        for key, value in change.items():
-            if not isinstance(key, str) or not key or "\0" in key:
-                raise ConfigError.at(
-                    "change",
-                    f"{key!r} is not a file path: a mapping of files maps relative paths to "
-                    "text or bytes",
-                    source=_SOURCE,
-                )
-            if not isinstance(value, str | bytes):
-                raise ConfigError.at(
-                    "change",
-                    f"a mapping of files maps relative paths to text or bytes; {key!r} maps to "
-                    f"{type(value).__name__} (pass a value to judge as `artifact=` instead)",
-                    source=_SOURCE,
-                )
+        _checked(change)
         return _write_files(change)
     raise ConfigError.at(
         "change",
@@ -277,36 +264,98 @@ def _folder(change: Any) -> Path | None:
     )
 
 
+def _over_base(change: Any, base: str | os.PathLike[str]) -> tuple[Path, frozenset[str]]:
+    """A private copy of the folder ``base`` with ``change`` laid over it (a mapping's
+    files, or a folder's tree), and the files the change gives, relative with ``/``."""
+    from gategraph.runtime._calls._context import private_folder
+    from gategraph.runtime._storage._resources import DirectoryResource
+
+    folder = Path(os.fspath(base)).resolve()
+    if not folder.is_dir():
+        raise ConfigError.at("base", f"{str(folder)!r} is not a folder", source=_SOURCE)
+    if change is not None and not isinstance(change, Mapping):
+        given = _folder(change)
+        assert given is not None
+        change = {
+            Path(os.path.relpath(os.path.join(where, name), given)).as_posix(): (
+                Path(where, name).read_bytes()
+            )
+            for where, _, names in os.walk(given)
+            for name in names
+            if not os.path.islink(os.path.join(where, name))
+        }
+    else:
+        if change is not None:
+            _checked(change)
+    root = private_folder("change")
+    try:
+        # A copy as a plan's sandbox is: what git ignores (a .venv, build output) and .git
+        # itself are left out.
+        try:
+            DirectoryResource("base", folder).open_sandbox(root / "tree")
+        except ValueError as exc:  # the temporary folder is inside it
+            raise ConfigError.at("base", str(exc), source=_SOURCE) from None
+        _write_into(root / "tree", change or {})
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return root / "tree", frozenset(change or {})
+
+
+def _checked(change: Mapping[Any, Any]) -> None:
+    for key, value in change.items():
+        if not isinstance(key, str) or not key or "\0" in key:
+            raise ConfigError.at(
+                "change",
+                f"{key!r} is not a file path: a mapping of files maps relative paths to "
+                "text or bytes",
+                source=_SOURCE,
+            )
+        if not isinstance(value, str | bytes):
+            raise ConfigError.at(
+                "change",
+                f"a mapping of files maps relative paths to text or bytes; {key!r} maps to "
+                f"{type(value).__name__} (pass a value to judge as `artifact=` instead)",
+                source=_SOURCE,
+            )
+
+
 def _write_files(files: Mapping[str, str | bytes]) -> Path:
     """Write a mapping of files into a private folder, so folder validations see them."""
     from gategraph.runtime._calls._context import private_folder
 
     root = private_folder("change")
     try:
-        for relative, content in files.items():
-            target = (root / relative).resolve()
-            if target == root or root not in target.parents:
-                raise ConfigError.at(
-                    "change",
-                    f"{relative!r} is not a relative path inside the change",
-                    source=_SOURCE,
-                )
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if isinstance(content, bytes):
-                    target.write_bytes(content)
-                else:
-                    target.write_text(content, encoding="utf-8")
-            except OSError as exc:  # `a` and `a/b.py` both given, a name too long ...
-                raise ConfigError.at(
-                    "change",
-                    f"{relative!r} cannot be written as a file: {exc.strerror or exc}",
-                    source=_SOURCE,
-                ) from None
+        _write_into(root, files)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
     return root
+
+
+def _write_into(root: Path, files: Mapping[str, str | bytes]) -> None:
+    """Write a mapping of files into the folder ``root`` (over what it holds)."""
+    root = root.resolve()
+    for relative, content in files.items():
+        target = (root / relative).resolve()
+        if target == root or root not in target.parents:
+            raise ConfigError.at(
+                "change",
+                f"{relative!r} is not a relative path inside the change",
+                source=_SOURCE,
+            )
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content, encoding="utf-8")
+        except OSError as exc:  # `a` and `a/b.py` both given, a name too long ...
+            raise ConfigError.at(
+                "change",
+                f"{relative!r} cannot be written as a file: {exc.strerror or exc}",
+                source=_SOURCE,
+            ) from None
 
 
 async def validate(
@@ -314,6 +363,7 @@ async def validate(
     validations: Iterable[Any] = (),
     *,
     artifact: Any = None,
+    base: str | os.PathLike[str] | None = None,
     catalog: Catalog | None = None,
     resource: str = "change",
     project: str | None = None,
@@ -330,7 +380,11 @@ async def validate(
     ``change`` is a folder (a path) or a mapping of files (relative path → text or
     bytes); ``artifact`` is a value the validations judge (what a work node would have
     returned). Validations see the change as their resource (read-only) and the artifact
-    as their ``artifact`` argument.
+    as their ``artifact`` argument. With ``base`` (a folder: the repository the change is
+    to), they see the change laid over a copy of it instead (what the folder's
+    ``.gitignore`` ignores, and ``.git``, left out, as a plan's copy leaves them), and
+    validations that judge each file on its own judge only the files the change gives;
+    the copy is removed when the call returns.
 
     Each of ``validations`` is a name (from ``catalog``, or a built-in such as
     ``python_syntax``), an inline validation config (the fields of ``gategraph
@@ -381,7 +435,7 @@ async def validate(
             )
     try:
         return await _validate(
-            change, validations, artifact, catalog, resource, project, plan, budget,
+            change, validations, artifact, base, catalog, resource, project, plan, budget,
             event_log, default_timeout, max_concurrency, isolation, allow_ungated,
         )  # fmt: skip
     finally:
@@ -393,6 +447,7 @@ async def _validate(
     change: str | os.PathLike[str] | Mapping[str, str | bytes] | None,
     validations: Iterable[Any],
     artifact: Any,
+    base: str | os.PathLike[str] | None,
     catalog: Catalog | None,
     resource: str,
     project: str | None,
@@ -404,8 +459,12 @@ async def _validate(
     isolation: Isolation | None,
     allow_ungated: bool,
 ) -> Verdict:
-    spec_folder = _folder(change)
-    written = spec_folder if isinstance(change, Mapping) else None
+    if base is not None:
+        spec_folder, changed = await anyio.to_thread.run_sync(_over_base, change, base)
+        written: Path | None = spec_folder.parent  # the private folder the copy is in
+    else:
+        spec_folder, changed = _folder(change), None
+        written = spec_folder if isinstance(change, Mapping) else None
     try:
         policy: dict[str, Any] = {"allow_ungated": allow_ungated}
         if default_timeout is not None:
@@ -429,6 +488,7 @@ async def _validate(
             max_concurrency=max_concurrency,
             isolation=isolation,
             artifact=artifact,
+            changed={resource: changed} if changed is not None else None,
         )
     finally:
         if written is not None:

@@ -29,8 +29,16 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from gategraph.runtime._data._events import Event
+    from gategraph.runtime._storage._eventlog import EventLog
 
-__all__ = ["PERSON_STATUSES", "PlanSummary", "plan_summaries", "summarize"]
+__all__ = [
+    "PERSON_STATUSES",
+    "PlanSummary",
+    "list_plans",
+    "list_plans_sync",
+    "plan_summaries",
+    "summarize",
+]
 
 PERSON_STATUSES: Final = frozenset(
     {PlanStatus.AWAITING_DECISION.value, PlanStatus.AWAITING_APPROVAL.value}
@@ -196,3 +204,73 @@ def _held_leases(log_path: Path) -> set[str] | None:
         if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] in inodes:
             held.add(inodes[parts[5]])
     return held
+
+
+async def list_plans(
+    event_log: EventLog | str | os.PathLike[str] | None = None,
+    *,
+    status: str | Iterable[str] | None = None,
+    name: str | None = None,
+) -> list[PlanSummary]:
+    """The plans of an event log, each with its status, rounds and what it waits for, as
+    ``gategraph plans`` lists them: those waiting for a person first, then the other
+    paused and unfinished ones, then the rest, newest first in each.
+
+    ``event_log`` is an event log (``MemoryEventLog``, an open ``SQLiteEventLog``), the
+    path of a SQLite event log file, or None for the default one (``events.db`` in
+    ``GATEGRAPH_HOME``). ``status`` keeps only plans with that status (or those statuses);
+    ``name`` only those whose graph name matches the glob. A run of the engine alone
+    (``execute_graph``, ``validate``) is no plan, and is not listed. Whether an unfinished
+    plan is ``running`` or ``interrupted`` is known for a log file on Linux (its lease is
+    read, never taken); elsewhere it is ``running``.
+    """
+    import anyio.to_thread
+
+    if event_log is None or isinstance(event_log, str | os.PathLike):
+        from gategraph.runtime._storage._eventlog import default_event_log_path
+
+        path = Path(event_log) if event_log is not None else default_event_log_path()
+        found = await anyio.to_thread.run_sync(plan_summaries, path)
+    else:
+        log_path = getattr(event_log, "path", None)
+        held = _held_leases(Path(log_path)) if isinstance(log_path, str | os.PathLike) else None
+        found = []
+        for plan_id in await event_log.plans():
+            events = await event_log.read(plan_id)
+            running = None if held is None else _lease_name(plan_id) in held
+            summary = summarize(plan_id, events, running=running)
+            if summary is not None:
+                found.append(summary)
+        found = order(found)
+    return select(found, status=status, name=name)
+
+
+def select(
+    summaries: Iterable[PlanSummary],
+    *,
+    status: str | Iterable[str] | None = None,
+    name: str | None = None,
+) -> list[PlanSummary]:
+    """The summaries with ``status`` (one, or any of several) whose graph name matches the
+    glob ``name``; None keeps every one."""
+    import fnmatch
+
+    wanted = {status} if isinstance(status, str) else set(status) if status is not None else None
+    return [
+        s
+        for s in summaries
+        if (wanted is None or s.status in wanted)
+        and (name is None or fnmatch.fnmatchcase(s.name, name))
+    ]
+
+
+def list_plans_sync(
+    event_log: EventLog | str | os.PathLike[str] | None = None,
+    *,
+    status: str | Iterable[str] | None = None,
+    name: str | None = None,
+) -> list[PlanSummary]:
+    """:func:`list_plans` for code without an event loop."""
+    from gategraph.runtime._running._sync import run_sync
+
+    return run_sync(list_plans, event_log, status=status, name=name)

@@ -457,6 +457,10 @@ class GateNode(_Node):
     validations attached to ``resource`` run too. The change is ``state[change_key]`` (a
     mapping of files or a folder) and/or ``state[artifact_key]`` (any value).
 
+    With ``base`` (a folder: the repository the edit is to), the validations judge the
+    change laid over a copy of it, removed after each round: a test suite runs with the
+    rest of the repository.
+
     ``state[verdict_key]`` becomes a JSON mapping: ``passed``, ``decision`` (``attested``,
     ``fix``, ``retry-validator``, ``escalate-exhausted``, ``escalate-permanent``),
     ``fault``, ``feedback`` (the rejection as text for a model), ``findings`` (one per
@@ -480,10 +484,18 @@ class GateNode(_Node):
         project: str | None = None,
         event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
+        base: str | os.PathLike[str] | None = None,
     ) -> None:
         check_event_log(event_log, "event_log")
+        if base is not None and not Path(os.fspath(base)).is_dir():
+            raise ConfigError.at(
+                "base", f"{os.fspath(base)!r} is not a folder", source="GateNode()"
+            )
         self.validations = _listed(validations)
         """What the gate runs (see the class docstring)."""
+        self.base = base
+        """The folder (the repository) the change is laid over, so validations that need
+        the rest of it (a test suite) see it; None: the change alone."""
         policy_spec: dict[str, Any] = {}
         if default_timeout is not None:
             policy_spec["default_timeout"] = default_timeout
@@ -542,6 +554,7 @@ class GateNode(_Node):
                     change,
                     self.validations,
                     artifact=artifact,
+                    base=self.base,
                     catalog=self.catalog,
                     resource=self.resource,
                     project=self.project,

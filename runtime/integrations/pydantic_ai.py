@@ -149,7 +149,8 @@ class GategraphOutputValidator:
     turns an output into the change (a folder or a mapping of files; default: the output's
     ``files``), ``artifact`` into the value the validations judge (default: the output as
     JSON). An output with no change stops the run with :class:`ConfigError` when a
-    validation checks files.
+    validation checks files. With ``base`` (a folder: the repository the output edits),
+    the validations judge the change laid over a copy of it, removed after each round.
 
     Each run of the agent spends one budget of ``policy`` (default: three retries), shared
     by rejections and infra faults: a run's first output starts it, also under a
@@ -172,7 +173,11 @@ class GategraphOutputValidator:
         event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
         sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
+        base: str | os.PathLike[str] | None = None,
     ) -> None:
+        if base is not None and not os.path.isdir(base):
+            raise ConfigError.at("base", f"{os.fspath(base)!r} is not a folder", source=_VALIDATOR)
+        self._base = base
         if isinstance(validations, str | Mapping | Validation):
             validations = [validations]
         self.validations: Final = tuple(validations)
@@ -285,6 +290,7 @@ class GategraphOutputValidator:
                 change,
                 self.validations,
                 artifact=artifact,
+                base=self._base,
                 catalog=self.catalog,
                 resource=self._resource,
                 project=self._project,
@@ -342,11 +348,37 @@ def _stop_reason(verdict: Verdict, retry: int, max_retries: int) -> str | None:
 
 
 def gate_output(
-    agent: Agent[Any, Any], validations: Iterable[Any] = (), **options: Any
+    agent: Agent[Any, Any],
+    validations: Iterable[Any] = (),
+    *,
+    catalog: Catalog | None = None,
+    change: Callable[[Any], _ChangeLike] = _default_change,
+    artifact: Callable[[Any], Any] = _default_artifact,
+    base: str | os.PathLike[str] | None = None,
+    resource: str = _RESOURCE,
+    project: str | None = None,
+    policy: MaxNPolicy | None = None,
+    budget: RetryBudget | None = None,
+    event_log: EventLog | str | os.PathLike[str] | None = None,
+    default_timeout: float | None = None,
+    sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
 ) -> GategraphOutputValidator:
     """Gate ``agent``'s output with ``validations``: register a
-    :class:`GategraphOutputValidator` (``options`` are its keyword arguments) and return it."""
-    validator = GategraphOutputValidator(validations, **options)
+    :class:`GategraphOutputValidator` (the other arguments are its own) and return it."""
+    validator = GategraphOutputValidator(
+        validations,
+        catalog=catalog,
+        change=change,
+        artifact=artifact,
+        base=base,
+        resource=resource,
+        project=project,
+        policy=policy,
+        budget=budget,
+        event_log=event_log,
+        default_timeout=default_timeout,
+        sleep=sleep,
+    )
     agent.output_validator(validator)
     return validator
 

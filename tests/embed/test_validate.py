@@ -234,3 +234,51 @@ async def test_the_sync_twin_inside_a_loop_says_what_to_do() -> None:
         validate_sync(validations=[PASSING])
     verdict = await anyio.to_thread.run_sync(lambda: validate_sync(validations=[PASSING]))
     assert verdict.passed
+
+
+def _repository(tmp_path: Path) -> Path:
+    """A small project with a test suite, a file git ignores that does not parse, and a
+    file elsewhere the change does not touch."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "src" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (repo / "tests" / "test_calc.py").write_text(
+        "import sys\nimport unittest\n\nsys.path.insert(0, 'src')\nfrom calc import add\n\n\n"
+        "class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    )
+    (repo / ".gitignore").write_text("build/\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "generated.py").write_text("def (:\n")
+    return repo
+
+
+@pytest.mark.anyio
+async def test_a_change_laid_over_its_repository(tmp_path: Path) -> None:
+    """An edit given as files, judged with the rest of the repository: the test suite
+    runs (alone, the change has no tests folder); a per-file check judges only the files
+    the change gives; the repository is untouched and the copy is gone."""
+    repo = _repository(tmp_path)
+    before = _scratch_left()
+    checks = ["python_syntax", "unittest_suite"]
+    alone = await validate({"src/calc.py": "def add(a, b):\n    return a + b\n"}, checks)
+    assert not alone.passed and "tests" in alone.feedback
+    good = await validate({"src/calc.py": "def add(a, b):\n    return b + a\n"}, checks, base=repo)
+    assert good.passed, good.feedback
+    syntax = next(r for r in good.records if r.validation == "python_syntax")
+    assert syntax.result.data["files_checked"] == 1  # not build/ (ignored), not the tests
+    bad = await validate({"src/calc.py": "def add(a, b):\n    return a - b\n"}, checks, base=repo)
+    assert not bad.passed and "1 of 1 test failed" in bad.feedback
+    # A folder as the change, laid over it the same way.
+    edit = tmp_path / "edit"
+    (edit / "src").mkdir(parents=True)
+    (edit / "src" / "calc.py").write_text("def add(a, b):\n    return a + b + 0\n")
+    assert (await validate(edit, checks, base=repo)).passed
+    assert (repo / "src" / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert _scratch_left() == before
+
+
+@pytest.mark.anyio
+async def test_a_base_that_is_no_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"validate\(\): base: '.*/nowhere' is not a folder"):
+        await validate({"a.py": "x = 1\n"}, ["python_syntax"], base=tmp_path / "nowhere")

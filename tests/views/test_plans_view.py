@@ -100,6 +100,42 @@ def test_plans_lists_every_plan_those_waiting_for_a_person_first(tmp_path: Path)
     bad = run_gategraph(home, "plans", "--status", "sleeping", cwd=tmp_path)
     assert bad.returncode == 2 and "Invalid value for '--status'" in bad.stderr
 
+    # The same from Python: the log file, the default one (GATEGRAPH_HOME), filters.
+    from gategraph.runtime import list_plans_sync
+
+    assert [p.name for p in list_plans_sync(home / "events.db")] == ["asks", "stuck", "fine"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GATEGRAPH_HOME", str(home))
+        people = list_plans_sync(status=["awaiting_approval", "awaiting_decision"])
+    assert [(p.name, p.for_a_person) for p in people] == [("asks", True), ("stuck", True)]
+    assert [p.name for p in list_plans_sync(home / "events.db", name="f*")] == ["fine"]
+    assert list_plans_sync(tmp_path / "no-such.db") == []
+
+
+@pytest.mark.anyio
+async def test_list_plans_reads_an_event_log_object() -> None:
+    """An in-memory log, as an embedding program keeps one; a run of the engine alone
+    (validate) is no plan."""
+    from gategraph.runtime import MemoryEventLog, list_plans, run_plan, validate
+
+    log = MemoryEventLog()
+    graph = {"version": 1, "name": "held", "validations": [BAD]}
+    stuck = await run_plan(
+        load_graph(
+            {
+                **graph,
+                "nodes": [{"id": "check", "validation": "bad"}],
+                "policy": {"retry_limit": 0, "strategy_revisions": 0},
+            }
+        ),
+        event_log=log,
+    )
+    await validate({"a.py": "x = 1\n"}, ["python_syntax"], event_log=log)
+    (found,) = await list_plans(log)
+    assert (found.plan_id, found.status, found.rounds) == (stuck.plan_id, "awaiting_decision", 1)
+    assert found.waiting_for == "a person's decision (exhausted)"
+    assert await list_plans(log, status="applied") == []
+
 
 def test_a_plan_that_never_finished_is_running_or_interrupted(tmp_path: Path) -> None:
     from gategraph.runtime import SQLiteEventLog
