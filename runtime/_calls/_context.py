@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextvars
+import functools
 import os
 import re
 import shutil
@@ -292,16 +293,30 @@ def set_views(views: dict[str, list[str]]) -> None:
 
 def special_files(folder: str, names: list[str]) -> set[str]:
     """The entries of ``folder`` that are neither files, folders nor links (a FIFO, whose
-    read would wait forever; a socket; a device): a copy leaves them out."""
+    read would wait forever; a socket; a device): a copy leaves them out. A file hidden
+    behind ``/dev/null`` (the sandbox hides gategraph's databases so) is none of them: it
+    copies as the empty file it shows."""
     found = set()
     for name in names:
         try:
-            mode = os.lstat(os.path.join(folder, name)).st_mode
+            info = os.lstat(os.path.join(folder, name))
         except OSError:
             continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            found.add(name)
+        mode = info.st_mode
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+            continue
+        if stat.S_ISCHR(mode) and info.st_rdev == _null_device():
+            continue
+        found.add(name)
     return found
+
+
+@functools.cache
+def _null_device() -> int:
+    try:
+        return os.stat(os.devnull).st_rdev
+    except OSError:
+        return -1
 
 
 def copy_tree(origin: Path, target: Path) -> None:

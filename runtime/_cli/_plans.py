@@ -255,7 +255,7 @@ def _print_view(view: Any, *, diff: bool) -> None:
         click.echo("verdict: none yet (no round has got through the semantic layer)")
     for criterion in view.criteria:
         mark = {"pass": "pass", "fail": "FAIL"}.get(criterion["status"], "  ? ")
-        name = criterion["alias"] or criterion["id"]
+        name = criterion["name"] or criterion["id"]
         text = f" {criterion['text']}" if criterion["text"] else ""
         click.echo(f"  {mark} {name}:{text}")
         if criterion["status"] == "fail" and criterion["reasoning"]:
@@ -339,7 +339,7 @@ def ask_person(outcome: Any) -> Any:
     click.echo("")
     failing = [c for c in (view.criteria if view else ()) if c["status"] == "fail"]
     for criterion in failing:
-        name = criterion["alias"] or criterion["id"]
+        name = criterion["name"] or criterion["id"]
         click.echo(f"  FAIL {name}: {criterion['reasoning']}")
     if view is not None and view.changes:
         click.echo(f"the change ({view.changes_note}):")

@@ -303,8 +303,9 @@ def build_verdict(
             parts = [f"{r.node}: {r.result.message or 'failed'}" for r in failed]
             parts += [f"{m}: did not run" for m in missing]
             reasoning = "; ".join(parts)
-            alias = f"AC{ordinal}"
-            failing_names.append(alias if key == alias else f"{alias} ({key})")
+            # The plan's own name for it (its acceptance id, or the validation it stands
+            # for): what its author wrote, and what `gategraph show` lists.
+            failing_names.append(key)
         findings.append(
             {
                 "acId": criterion_id,

@@ -94,8 +94,10 @@ class PlanView(msgspec.Struct, kw_only=True, frozen=True):
     verdict: dict[str, Any] | None
     """The last round's verdict envelope (an attestation or a rejection)."""
     criteria: tuple[dict[str, Any], ...]
-    """Each acceptance criterion with its finding in the last verdict: ``id``, ``alias``,
-    ``text``, ``status`` (``pass``, ``fail`` or ``unknown``), ``reasoning``."""
+    """Each acceptance criterion with its finding in the last verdict: ``id`` (its UUID),
+    ``name`` (the plan's own: its acceptance id, or the validation it stands for),
+    ``alias`` (``AC`` and its ordinal, as outside validators know it), ``text``,
+    ``status`` (``pass``, ``fail`` or ``unknown``), ``reasoning``."""
     ladder: tuple[str, ...]
     """What the plan went through, a line per step (as ``gategraph run`` prints it)."""
     rounds: tuple[RoundView, ...]
@@ -216,6 +218,7 @@ def _criteria(
             out.append(
                 {
                     "id": criterion.id,
+                    "name": criterion.key,
                     "alias": criterion.alias,
                     "text": criterion.text,
                     "status": finding.get("status", "unknown"),
@@ -226,6 +229,7 @@ def _criteria(
         out.append(
             {
                 "id": ac_id,
+                "name": "",
                 "alias": "",
                 "text": "",
                 "status": finding.get("status", "unknown"),

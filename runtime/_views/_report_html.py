@@ -253,7 +253,7 @@ def _criteria(view: PlanView) -> str:
     if view.criteria:
         out.append("<table><tr><th>criterion</th><th>text</th><th>status</th><th>why</th></tr>")
         out.extend(
-            f"<tr><td>{_e(c['alias'] or c['id'])}</td><td>{_e(c['text'])}</td>"
+            f"<tr><td>{_e(c['name'] or c['id'])}</td><td>{_e(c['text'])}</td>"
             f'<td><span class="badge {_e(c["status"])}">{_e(c["status"])}</span></td>'
             f"<td>{_e(c['reasoning'])}</td></tr>"
             for c in view.criteria

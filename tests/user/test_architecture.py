@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime"
 DOC = ROOT / "docs" / "architecture.md"
 # The public modules stay at the top: the package itself, `python -m`, `testing`, the version.
-TOP = {"__init__.py", "__main__.py", "testing.py", "_version.py"}
+TOP = {"__init__.py", "__main__.py", "testing.py", "pytest_plugin.py", "_version.py"}
 
 
 def _contracts() -> list[dict[str, object]]:

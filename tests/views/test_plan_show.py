@@ -102,6 +102,7 @@ def test_show_a_paused_plan_then_the_applied_one(tmp_path: Path) -> None:
     assert data["criteria"] == [
         {
             "id": data["verdict"]["findings"][0]["acId"],
+            "name": "AC1",
             "alias": "AC1",
             "text": "The edit is fine.",
             "status": "pass",
@@ -325,7 +326,8 @@ def test_at_a_terminal_a_decision_is_asked_with_the_failing_findings(tmp_path: P
         ],
     )
     assert code == 1, output  # aborted: the plan failed
-    assert "FAIL AC1: check: failed on purpose" in output
+    # No acceptance declared: the criterion is the validation node it stands for.
+    assert "FAIL check: check: failed on purpose" in output
     assert output.count(question) == 2
     assert "stuck" in output and ": failed" in output
 
