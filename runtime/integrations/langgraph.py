@@ -34,7 +34,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
 
 import anyio
 import anyio.to_thread
@@ -102,7 +102,12 @@ _SLUG: Final = re.compile(r"[^A-Za-z0-9_-]+")
 # Where a ValidationNode's change is mounted: a name no attachment uses, so a catalog gives
 # the node its validation's definition and nothing more (attachments are a GateNode's).
 _NODE_RESOURCE: Final = "langgraph-validation-node"
-_ANSWERS: Final = "'approve' or 'deny', or {'action': 'approve' | 'deny', 'note': '...'}"
+_ANSWERS: Final = (
+    "'approve' or 'deny', {'action': 'approve' | 'deny', 'note': '...'}, or a LangGraph "
+    "human-interrupt response (alone or in a list): {'type': 'accept'}, {'type': 'ignore'}, "
+    "{'type': 'response', 'args': 'why'}, or {'type': 'edit', 'args': {'action': 'apply', "
+    "'args': {'files': {path: text}}}}"
+)
 _DENIED: Final = "denied"  # the fault of a verdict whose change a person denied
 _CONFLICT: Final = "conflict"  # the fault of a verdict whose approved change could not apply
 # The tail of a plan id after its thread, node and step: `<step digest>-<task digest>`.
@@ -607,10 +612,30 @@ def _check_log_outside(folder: str | os.PathLike[str], event_log: Any, *, defaul
     )
 
 
-def _decision(answer: Any) -> EscalationDecision:
-    """A person's answer, as ``Command(resume=...)`` gave it."""
+class _Edited(NamedTuple):
+    """A person's answer that changes the change: the files to apply instead, which are
+    validated again before anything is applied."""
+
+    files: Mapping[str, str | bytes]
+
+
+_EDITED: Final = EscalationDecision(
+    action="deny", note="edited by a person: the edited change is validated and applied instead"
+)
+
+
+def _decision(answer: Any) -> EscalationDecision | _Edited:
+    """A person's answer, as ``Command(resume=...)`` gave it: gategraph's own forms, or
+    LangGraph's human-interrupt responses (``accept``, ``ignore``, ``response``,
+    ``edit``), alone or as the one-item list an agent inbox sends."""
+    if isinstance(answer, list | tuple) and len(answer) == 1:
+        answer = answer[0]
     if isinstance(answer, EscalationDecision) and answer.for_approval:
         return answer
+    if isinstance(answer, Mapping) and "type" in answer:
+        found = _human_response(answer)
+        if found is not None:
+            return found
     if answer is True or answer is False:
         return EscalationDecision(action="approve" if answer else "deny")
     if answer in ("approve", "deny"):
@@ -622,6 +647,27 @@ def _decision(answer: Any) -> EscalationDecision:
     raise ConfigError.at(
         "Command(resume=...)", f"{answer!r} does not answer an approval: {_ANSWERS}"
     )
+
+
+def _human_response(answer: Mapping[str, Any]) -> EscalationDecision | _Edited | None:
+    """LangGraph's human-interrupt response as an answer, or None when it is not one."""
+    kind, args = answer.get("type"), answer.get("args")
+    if kind == "accept":
+        return EscalationDecision(action="approve")
+    if kind == "ignore":
+        return EscalationDecision(action="deny", note="ignored by a person")
+    if kind == "response" and isinstance(args, str):
+        return EscalationDecision(action="deny", note=args)
+    if kind == "edit" and isinstance(args, Mapping):
+        inner = args.get("args")
+        files = inner.get("files") if isinstance(inner, Mapping) else None
+        if (
+            isinstance(files, Mapping)
+            and files
+            and all(isinstance(k, str) and isinstance(v, str | bytes) for k, v in files.items())
+        ):
+            return _Edited(dict(files))
+    return None
 
 
 class ApprovalNode(_Node):
@@ -735,6 +781,8 @@ class ApprovalNode(_Node):
         node_prefix: str,
         actor: Any,
         decision: EscalationDecision | None,
+        *,
+        approve: bool = False,
     ) -> tuple[PlanOutcome, ApprovalDecided | None]:
         """Start the task's plan, or continue it from the log (with the answer, when it
         waits for one); return its outcome and the person's answer, if any."""
@@ -749,6 +797,7 @@ class ApprovalNode(_Node):
                     event_log=log,
                     plan_id=plan_id,
                     execution_actor=actor,
+                    auto_approve=approve,
                 )
             else:
                 outcome = await resume_plan(
@@ -799,6 +848,13 @@ class ApprovalNode(_Node):
 
     def _question(self, outcome: PlanOutcome, change: Any) -> dict[str, Any]:
         envelope = outcome.verdict or {}
+        # The change itself, for a person to read and edit (a folder given as the change
+        # is listed, not edited).
+        texts = (
+            {k: v for k, v in change.items() if isinstance(v, str)}
+            if isinstance(change, Mapping)
+            else None
+        )
         return msgspec.to_builtins(  # type: ignore[no-any-return]
             {
                 "kind": "gategraph.approval",
@@ -808,10 +864,22 @@ class ApprovalNode(_Node):
                 "files": _files_of(change),
                 "findings": list(envelope.get("findings", ())),
                 "answers": _ANSWERS,
+                # LangGraph's human-interrupt request: what an agent inbox shows.
+                "action_request": {
+                    "action": "apply",
+                    "args": {"files": texts if texts is not None else _files_of(change)},
+                },
+                "config": {
+                    "allow_accept": True,
+                    "allow_ignore": True,
+                    "allow_respond": True,
+                    "allow_edit": texts is not None and len(texts) == len(change),
+                },
+                "description": outcome.message,
             }
         )
 
-    def _answer(self, question: dict[str, Any]) -> EscalationDecision:
+    def _answer(self, question: dict[str, Any]) -> EscalationDecision | _Edited:
         """Ask with ``interrupt()`` until the answer is one. LangGraph keeps each resume
         value for the interrupt it answered, and numbers a node's interrupts in the order
         they are made: asking again is a new question, so one bad value never blocks the
@@ -836,13 +904,30 @@ class ApprovalNode(_Node):
         refused: list[ConfigError] = []
         actor = self._actor(change, artifact, refused)
         answer: ApprovalDecided | None = None
+        edited = f"{plan_id}-edited"
         try:
+            if await self._started(edited):
+                # A person edited the change on an earlier run of this task: its plan is
+                # the task's now.
+                plan_id, change = edited, None
+                actor = self._actor(None, artifact, refused)
             outcome, answer = await self._advance(plan_id, node_prefix, actor, None)
             if outcome.status == PlanStatus.AWAITING_APPROVAL:
                 # The first run raises in interrupt() and the thread pauses; the run after
                 # Command(resume=...) gets the answer and continues the same plan.
                 decision = self._answer(self._question(outcome, change))
-                outcome, answer = await self._advance(plan_id, node_prefix, actor, decision)
+                if isinstance(decision, _Edited):
+                    # The person's change instead: the asked plan is denied, and the edit
+                    # is validated in a plan of its own, applied if it passes (the
+                    # person's edit is the person's approval).
+                    await self._advance(plan_id, node_prefix, actor, _EDITED)
+                    plan_id, change = edited, decision.files
+                    actor = self._actor(change, artifact, refused)
+                    outcome, answer = await self._advance(
+                        plan_id, node_prefix, actor, None, approve=True
+                    )
+                else:
+                    outcome, answer = await self._advance(plan_id, node_prefix, actor, decision)
         except ApplyConflictError as error:
             if isinstance(error, ApplyTwiceError):
                 raise  # applied already: not a conflict with the folder
@@ -865,7 +950,17 @@ class ApprovalNode(_Node):
                     records=list(outcome.validations),
                 )
             }
-        return {self.verdict_key: self._verdict(outcome, answer, ledger)}
+        verdict = self._verdict(outcome, answer, ledger)
+        if plan_id == edited:
+            verdict["edited"] = True
+            if outcome.status == PlanStatus.APPLIED:
+                verdict["approved"] = True
+        return {self.verdict_key: verdict}
+
+    async def _started(self, plan_id: str) -> bool:
+        async with opened_log(self.event_log) as log:
+            assert log is not None
+            return bool(await log.read(plan_id))
 
     def _conflict(
         self,

@@ -339,6 +339,75 @@ def test_deny_fails_the_plan_and_leaves_the_folder(tmp_path: Path) -> None:
     assert list(anyio.run(_plans, log, "edit-2").values()) == ["failed"]
 
 
+@pytest.mark.parametrize(
+    ("answer", "approved", "note"),
+    [
+        ({"type": "accept"}, True, None),
+        ([{"type": "accept", "args": None}], True, None),  # as an agent inbox sends it
+        ({"type": "ignore"}, False, "ignored by a person"),
+        ([{"type": "response", "args": "use the helper instead"}], False, "use the helper instead"),
+    ],
+)
+def test_langgraph_human_interrupt_answers(
+    tmp_path: Path, answer: Any, approved: bool, note: str | None
+) -> None:
+    """The question is LangGraph's human-interrupt request (what an agent inbox shows);
+    its responses answer it: accept applies, ignore and a response deny (the response is
+    the note, fed back to whoever made the change)."""
+    repo, log = _repo(tmp_path), MemoryEventLog()
+    graph = _approval_graph(
+        ApprovalNode(["python_syntax"], folder=repo, event_log=log), InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "inbox"}}
+    (question,) = graph.invoke({"change": {"b.py": "y = 2\n"}}, thread)["__interrupt__"]
+    asked = question.value
+    assert asked["action_request"] == {"action": "apply", "args": {"files": {"b.py": "y = 2\n"}}}
+    assert asked["config"] == {
+        "allow_accept": True,
+        "allow_ignore": True,
+        "allow_respond": True,
+        "allow_edit": True,
+    }
+    assert asked["description"] == asked["message"]
+    verdict = graph.invoke(Command(resume=answer), thread)["verdict"]
+    assert verdict["approved"] is approved
+    assert (repo / "b.py").exists() is approved
+    if note is not None:
+        assert verdict["feedback"] == f"denied by a person: {note}"
+
+
+def test_a_person_edits_the_change_and_the_edit_is_validated_before_it_applies(
+    tmp_path: Path,
+) -> None:
+    """An edit answers with other files: the asked plan is denied, the edited change is
+    validated in a plan of its own and applied when it passes; an edit that breaks a
+    validation is not applied, and goes back as a fix."""
+    repo, log = _repo(tmp_path), MemoryEventLog()
+    graph = _approval_graph(
+        ApprovalNode(["python_syntax"], folder=repo, event_log=log), InMemorySaver()
+    )
+
+    def edit(files: dict[str, str]) -> dict[str, Any]:
+        return {"type": "edit", "args": {"action": "apply", "args": {"files": files}}}
+
+    thread = {"configurable": {"thread_id": "edited"}}
+    graph.invoke({"change": {"b.py": "y = 2\n"}}, thread)
+    verdict = graph.invoke(Command(resume=[edit({"b.py": "y = 3  # reviewed\n"})]), thread)[
+        "verdict"
+    ]
+    assert (verdict["status"], verdict["approved"], verdict["edited"]) == ("applied", True, True)
+    assert (repo / "b.py").read_text() == "y = 3  # reviewed\n"
+    plans = anyio.run(_plans, log, "edited")
+    assert sorted(plans.values()) == ["applied", "failed"]  # the asked one denied
+    assert verdict["plan_id"].endswith("-edited") and plans[verdict["plan_id"]] == "applied"
+
+    thread = {"configurable": {"thread_id": "broken-edit"}}
+    graph.invoke({"change": {"c.py": "z = 1\n"}}, thread)
+    verdict = graph.invoke(Command(resume=edit({"c.py": "def (:\n"})), thread)["verdict"]
+    assert (verdict["status"], verdict["decision"], verdict["edited"]) == ("failed", "fix", True)
+    assert not (repo / "c.py").exists()
+
+
 def test_a_rejected_change_is_not_asked_about_and_a_fix_gets_its_own_plan(tmp_path: Path) -> None:
     """A change that fails its validations is never put to a person: the plan fails, the
     verdict routes to `fix` on the thread's budget, and the fixed change is a new plan
