@@ -459,9 +459,12 @@ async def _validate(
     isolation: Isolation | None,
     allow_ungated: bool,
 ) -> Verdict:
+    spec_folder: Path | None
+    changed: frozenset[str] | None
     if base is not None:
-        spec_folder, changed = await anyio.to_thread.run_sync(_over_base, change, base)
-        written: Path | None = spec_folder.parent  # the private folder the copy is in
+        copy, changed = await anyio.to_thread.run_sync(_over_base, change, base)
+        spec_folder = copy
+        written: Path | None = copy.parent  # the private folder the copy is in
     else:
         spec_folder, changed = _folder(change), None
         written = spec_folder if isinstance(change, Mapping) else None

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -34,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, NamedTuple, Protocol, cast
 
 import anyio
 import anyio.to_thread
@@ -59,6 +60,9 @@ from pydantic_core import to_jsonable_python
 from typing_extensions import TypedDict
 
 try:
+    from langchain_core.messages import AnyMessage, ToolMessage
+    from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.graph.message import add_messages
     from langgraph.types import interrupt
 except ImportError as error:  # pragma: no cover - a base install; tested by hiding langgraph
     raise ImportError(
@@ -79,9 +83,12 @@ __all__ = [
     "GateState",
     "GraphTool",
     "Route",
+    "ToolCallGate",
+    "ToolGateState",
     "ValidationNode",
     "route",
     "thread_plan_prefix",
+    "write_file",
 ]
 
 Route = Literal["pass", "fix", "retry", "escalate"]
@@ -392,7 +399,10 @@ class _Node:
     async def _run(self, state: Mapping[str, Any], config: RunnableConfig | None) -> dict[str, Any]:
         raise NotImplementedError
 
-    def __call__(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    # `state: Any`: LangGraph types a node's input by the graph's state class (a TypedDict,
+    # a dataclass, a pydantic model), and a node that takes any of them types-checks as a
+    # node of every graph under `mypy --strict`.
+    def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """Run the node (for ``invoke``; under ``ainvoke`` LangGraph runs it in a thread)."""
         running = _running_loop()
         if running is not None:
@@ -408,7 +418,7 @@ class _Node:
         context.run(_forget_async_library)
         return context.run(run_sync, self._run, state, config)
 
-    async def acall(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def acall(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """Run the node on the running event loop: add ``node.acall`` for ``ainvoke``."""
         return await self._run(state, config)
 
@@ -672,7 +682,8 @@ def _human_response(answer: Mapping[str, Any]) -> EscalationDecision | _Edited |
 
 class ApprovalNode(_Node):
     """A StateGraph node that applies the proposed change to ``folder`` once its
-    validations pass and a person approves, through a gategraph plan.
+    validations pass and a person approves, through a gategraph plan (``ask=False``: once
+    they pass, with no person asked).
 
     The plan writes ``state[change_key]`` (a mapping of files, or a folder to copy) into a
     sandbox of ``folder``, runs ``validations`` (the forms :class:`GateNode` takes), asks
@@ -712,6 +723,7 @@ class ApprovalNode(_Node):
         project: str | None = None,
         event_log: EventLog | str | os.PathLike[str] | None = None,
         default_timeout: float | None = None,
+        ask: bool = True,
     ) -> None:
         check_event_log(event_log, "event_log")
         source = "ApprovalNode()"
@@ -730,8 +742,9 @@ class ApprovalNode(_Node):
             # One round per plan: a rejection goes back to the LangGraph graph's own loop.
             "retry_limit": 0,
             "strategy_revisions": 0,
-            "approval": {"rules": [{"match": "*", "action": "require", "tier": tier}]},
         }
+        if ask:
+            plan_policy["approval"] = {"rules": [{"match": "*", "action": "require", "tier": tier}]}
         if default_timeout is not None:
             plan_policy["default_timeout"] = default_timeout
         spec = graph_spec(
@@ -909,7 +922,7 @@ class ApprovalNode(_Node):
             if await self._started(edited):
                 # A person edited the change on an earlier run of this task: its plan is
                 # the task's now.
-                plan_id, change = edited, None
+                plan_id = edited
                 actor = self._actor(None, artifact, refused)
             outcome, answer = await self._advance(plan_id, node_prefix, actor, None)
             if outcome.status == PlanStatus.AWAITING_APPROVAL:
@@ -1060,6 +1073,168 @@ class ApprovalNode(_Node):
 
 
 # -- one validation as a node ----------------------------------------------------------------
+
+
+# -- a gate over an agent's tool calls -------------------------------------------------------
+
+
+def _write_file(path: str, content: str) -> str:
+    """Write ``content`` to the file at ``path``, relative to the repository. The edit is
+    validated (with the repository present) before it is applied; the answer says whether
+    it was, or what to fix."""
+    raise RuntimeError("write_file is answered by the ToolCallGate, never run on its own")
+
+
+write_file: Final[BaseTool] = StructuredTool.from_function(_write_file, name="write_file")
+"""The edit tool a :class:`ToolCallGate` answers: bind it to the model with your other
+tools (``model.bind_tools([write_file, ...])``)."""
+
+
+class _Messages(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The conversation, as LangGraph's ``MessagesState`` keeps it (messages are added)."""
+
+
+class ToolGateState(_Messages, total=False):
+    """A tool-calling agent's state (LangGraph's ``messages``) with the gate's verdict."""
+
+    verdict: dict[str, Any] | None
+    """The last edit's verdict (see :class:`GateNode`), which the gate's budget lives in."""
+
+
+class ToolCallGate(_Node):
+    r"""A node that stands in for a ``ToolNode``: it answers the tool calls of the last
+    message with ``ToolMessage`` objects, and gates the edits among them.
+
+    The calls of the edit tool (``edit_tool``, default :data:`write_file`: ``path`` and
+    ``content``) are one change: laid over a copy of ``folder`` (the repository), checked
+    with ``validations`` (the forms :class:`GateNode` takes), and applied to the folder
+    atomically when they pass — after a person approves, with ``ask=True``, through
+    LangGraph's ``interrupt()`` as :class:`ApprovalNode` asks (its human-interrupt
+    answers included: an edit of the change is validated again). Each edit call's answer
+    says what was applied, or what to fix: the model reads it and edits again, on the
+    thread's retry budget (in ``state[verdict_key]``). The other calls run their tool
+    from ``tools``, as a ``ToolNode`` would (an unknown tool, or one that raises, is an
+    error answer for the model).
+
+    ``route`` sends the graph on after the gate: ``pass`` and ``fix`` back to the agent,
+    ``escalate`` out (the budget is spent, a person denied).
+    """
+
+    def __init__(
+        self,
+        validations: Iterable[Any] = (),
+        *,
+        folder: str | os.PathLike[str],
+        tools: Iterable[BaseTool] = (),
+        ask: bool = False,
+        edit_tool: str = "write_file",
+        catalog: Catalog | None = None,
+        verdict_key: str = "verdict",
+        tier: str = "default",
+        policy: MaxNPolicy | None = None,
+        resource: str = "repo",
+        project: str | None = None,
+        event_log: EventLog | str | os.PathLike[str] | None = None,
+        default_timeout: float | None = None,
+    ) -> None:
+        self.tools = {tool.name: tool for tool in tools}
+        """The tools the other calls run, by name."""
+        if edit_tool in self.tools:
+            raise ConfigError.at(
+                "tools",
+                f"{edit_tool!r} is the edit tool, which the gate answers itself",
+                source="ToolCallGate()",
+            )
+        self.edit_tool = edit_tool
+        self.verdict_key = verdict_key
+        self.applier = ApprovalNode(
+            validations,
+            folder=folder,
+            catalog=catalog,
+            change_key="change",
+            artifact_key=None,
+            verdict_key=verdict_key,
+            tier=tier,
+            policy=policy,
+            resource=resource,
+            project=project,
+            event_log=event_log,
+            default_timeout=default_timeout,
+            ask=ask,
+        )
+        """What validates and applies the edits (and asks, with ``ask``)."""
+
+    def route(self, state: Mapping[str, Any]) -> Route:
+        """:func:`route` on the last edit's verdict (``pass`` when no edit was made)."""
+        return route(state, self.verdict_key) if state.get(self.verdict_key) else "pass"
+
+    async def _run(self, state: Mapping[str, Any], config: RunnableConfig | None) -> dict[str, Any]:
+        messages = state.get("messages") or []
+        calls = list(getattr(messages[-1], "tool_calls", None) or []) if messages else []
+        if not calls:
+            raise ConfigError.at("state['messages']", "the last message calls no tool")
+        edits = [c for c in calls if c.get("name") == self.edit_tool]
+        answers: dict[str, ToolMessage] = {}
+        update: dict[str, Any] = {}
+        if edits:
+            change: dict[str, str] = {}
+            for call in edits:
+                args = call.get("args") or {}
+                path, content = args.get("path"), args.get("content")
+                if not isinstance(path, str) or not isinstance(content, str):
+                    answers[call["id"]] = self._answer(
+                        call, "give `path` and `content`, both text", error=True
+                    )
+                    continue
+                change[path] = content  # a later write of the same file wins
+            if change:
+                verdict = (
+                    await self.applier._run(
+                        {"change": change, self.verdict_key: state.get(self.verdict_key)},
+                        config,
+                    )
+                )[self.verdict_key]
+                update[self.verdict_key] = verdict
+                applied = verdict.get("status") == "applied"
+                text = (
+                    f"applied: {', '.join(sorted(change))}"
+                    if applied
+                    else f"not applied ({verdict.get('decision')}): {verdict.get('feedback')}"
+                )
+                for call in edits:
+                    answers.setdefault(call["id"], self._answer(call, text, error=not applied))
+        for call in calls:
+            if call["id"] not in answers:
+                answers[call["id"]] = await self._call(call, config)
+        update["messages"] = [answers[call["id"]] for call in calls]
+        return update
+
+    @staticmethod
+    def _answer(call: Mapping[str, Any], text: str, *, error: bool = False) -> ToolMessage:
+        return ToolMessage(
+            content=text,
+            tool_call_id=call["id"],
+            name=call.get("name"),
+            status="error" if error else "success",
+        )
+
+    async def _call(self, call: Mapping[str, Any], config: RunnableConfig | None) -> ToolMessage:
+        tool = self.tools.get(call.get("name", ""))
+        if tool is None:
+            known = ", ".join(sorted([*self.tools, self.edit_tool]))
+            return self._answer(
+                call, f"no tool {call.get('name')!r} (the tools: {known})", error=True
+            )
+        try:
+            # (LangGraph's run config, which the tool's own config type describes.)
+            result = await tool.ainvoke(call.get("args") or {}, cast("Any", config))
+        except Exception as exc:  # the model's to read, as a ToolNode answers it
+            return self._answer(call, f"{type(exc).__name__}: {exc}", error=True)
+        if isinstance(result, ToolMessage):
+            return result
+        text = result if isinstance(result, str) else json.dumps(_json_value(result))
+        return self._answer(call, text)
 
 
 class ValidationNode(_Node):

@@ -23,12 +23,13 @@ pydantic-ai runs on asyncio only, so this adapter does too. Install it with
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 import anyio
 import msgspec
@@ -55,6 +56,10 @@ if TYPE_CHECKING:
     from gategraph.runtime._definitions._catalog import Catalog
     from gategraph.runtime._storage._eventlog import EventLog
     from pydantic_ai import Agent, RunContext
+
+    _R = TypeVar("_R")
+    # A function of an output, or of the run's context and the output.
+    _OfOutput: TypeAlias = Callable[[Any], _R] | Callable[[RunContext[Any], Any], _R]
 
 __all__ = ["CatalogToolset", "GateEscalatedError", "GategraphOutputValidator", "gate_output"]
 
@@ -148,7 +153,9 @@ class GategraphOutputValidator:
     here: a misspelt name or a bad argument raises :class:`ConfigError` at once. ``change``
     turns an output into the change (a folder or a mapping of files; default: the output's
     ``files``), ``artifact`` into the value the validations judge (default: the output as
-    JSON). An output with no change stops the run with :class:`ConfigError` when a
+    JSON); either may take the run's ``RunContext`` first (``def change(ctx, output)``), as
+    pydantic-ai's own output validators do. An output with no change stops the run with
+    :class:`ConfigError` when a
     validation checks files. With ``base`` (a folder: the repository the output edits),
     the validations judge the change laid over a copy of it, removed after each round.
 
@@ -164,8 +171,8 @@ class GategraphOutputValidator:
         validations: Iterable[Any] = (),
         *,
         catalog: Catalog | None = None,
-        change: Callable[[Any], _ChangeLike] = _default_change,
-        artifact: Callable[[Any], Any] = _default_artifact,
+        change: _OfOutput[_ChangeLike] = _default_change,
+        artifact: _OfOutput[Any] = _default_artifact,
         resource: str = _RESOURCE,
         project: str | None = None,
         policy: MaxNPolicy | None = None,
@@ -248,12 +255,16 @@ class GategraphOutputValidator:
             self._budgets.popitem(last=False)
         return budget
 
-    async def check(self, output: Any, budget: RetryBudget | None = None) -> Verdict:
+    async def check(
+        self, output: Any, budget: RetryBudget | None = None, ctx: RunContext[Any] | None = None
+    ) -> Verdict:
         """Validate ``output`` until a round decides (a pass, a rejection for the model, or
         an escalation); re-run a round that could not decide after its backoff. Every
-        round spends from ``budget`` (default: a fresh one of :attr:`policy`)."""
+        round spends from ``budget`` (default: a fresh one of :attr:`policy`). ``ctx`` is
+        the run's context, for ``change=`` and ``artifact=`` functions that take it."""
         budget = budget if budget is not None else RetryBudget(self.policy)
-        change, artifact = self._change(output), self._artifact(output)
+        change = _called(self._change, ctx, output)
+        artifact = _called(self._artifact, ctx, output)
         if change is None:
             self._check_no_change()
         async with opened_log(self._event_log) as log:
@@ -310,7 +321,7 @@ class GategraphOutputValidator:
         if ctx.partial_output:
             return output  # a stream's partial output: only the final one is a proposal
         run_id = ctx.run_id
-        verdict = await self.check(output, self._budget(run_id, ctx.retry))
+        verdict = await self.check(output, self._budget(run_id, ctx.retry), ctx)
         if verdict.passed:
             if run_id is not None:
                 self._budgets.pop(run_id, None)  # the run ends with this output
@@ -321,6 +332,25 @@ class GategraphOutputValidator:
         if run_id is not None:
             self._budgets.pop(run_id, None)
         raise GateEscalatedError(reason, verdict)
+
+
+def _takes_context(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` takes the run's context before the output, as pydantic-ai's
+    own output validators may (``def change(ctx, output)``)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    return len(positional) == 2
+
+
+def _called(function: Callable[..., Any], ctx: RunContext[Any] | None, output: Any) -> Any:
+    return function(ctx, output) if _takes_context(function) else function(output)
 
 
 def _stop_reason(verdict: Verdict, retry: int, max_retries: int) -> str | None:
@@ -352,8 +382,8 @@ def gate_output(
     validations: Iterable[Any] = (),
     *,
     catalog: Catalog | None = None,
-    change: Callable[[Any], _ChangeLike] = _default_change,
-    artifact: Callable[[Any], Any] = _default_artifact,
+    change: _OfOutput[_ChangeLike] = _default_change,
+    artifact: _OfOutput[Any] = _default_artifact,
     base: str | os.PathLike[str] | None = None,
     resource: str = _RESOURCE,
     project: str | None = None,

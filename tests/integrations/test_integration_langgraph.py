@@ -888,12 +888,17 @@ def _doc_blocks() -> list[str]:
 
 
 def test_the_doc_has_a_short_example() -> None:
-    """The first example gates a file edit in under 15 lines of code."""
-    first = _doc_blocks()[0]
+    """The proposed-edit example gates a file edit in under 15 lines of code; the
+    tool-calling agent's example needs at most 12 lines of glue beyond the agent."""
+    short = next(b for b in _doc_blocks() if "GateNode([" in b)
     lines = [
-        line for line in first.splitlines() if line.strip() and not line.strip().startswith("#")
+        line for line in short.splitlines() if line.strip() and not line.strip().startswith("#")
     ]
     assert len(lines) < 15, len(lines)
+    agent = _doc_blocks()[0]
+    assert "ToolCallGate(" in agent and "HumanMessage" in agent
+    glue = agent.split("# The glue.\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert glue[0].startswith("gate = ToolCallGate(") and len(glue) <= 12, glue
 
 
 @pytest.mark.parametrize("index", range(len(_doc_blocks())))
@@ -901,3 +906,60 @@ def test_the_doc_examples_run(index: int, tmp_path: Path, monkeypatch: pytest.Mo
     """Every Python block of docs/integrations/langgraph.md runs as written."""
     monkeypatch.chdir(tmp_path)
     exec(compile(_doc_blocks()[index], str(DOC), "exec"), {"__name__": "langgraph_doc"})
+
+
+def test_the_tool_call_gate_answers_every_call_as_a_tool_node_would(tmp_path: Path) -> None:
+    """Without asking: a passing edit is applied at once; an unknown tool, a tool that
+    raises and an edit without its arguments are error answers for the model; a failing
+    edit is answered with what to fix and applies nothing."""
+    from gategraph.runtime.integrations.langgraph import ToolCallGate, ToolGateState, write_file
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    repo = _repo(tmp_path)
+
+    @tool
+    def boom(x: int) -> str:
+        """Always fails."""
+        raise ValueError(f"no {x}")
+
+    gate = ToolCallGate(["python_syntax"], folder=repo, tools=[boom], event_log=MemoryEventLog())
+    builder = StateGraph(ToolGateState)
+    builder.add_node("tools", gate)
+    builder.add_edge(START, "tools")
+    builder.add_edge("tools", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+
+    def answers(*calls: dict[str, Any], thread: str) -> list[ToolMessage]:
+        message = AIMessage("", tool_calls=list(calls))
+        out = graph.invoke({"messages": [message]}, {"configurable": {"thread_id": thread}})
+        return [m for m in out["messages"] if isinstance(m, ToolMessage)]
+
+    def write(path: str, content: str, call: str) -> dict[str, Any]:
+        return {"name": "write_file", "args": {"path": path, "content": content}, "id": call}
+
+    found = answers(
+        write("b.py", "y = 1\n", "w1"),
+        write("c.py", "z = 2\n", "w2"),
+        {"name": "boom", "args": {"x": 3}, "id": "b"},
+        {"name": "nope", "args": {}, "id": "n"},
+        {"name": "write_file", "args": {"path": "d.py"}, "id": "w3"},
+        thread="one",
+    )
+    assert [(m.tool_call_id, m.status) for m in found] == [
+        ("w1", "success"),
+        ("w2", "success"),
+        ("b", "error"),
+        ("n", "error"),
+        ("w3", "error"),
+    ]
+    assert found[0].content == "applied: b.py, c.py" == found[1].content
+    assert found[2].content == "ValueError: no 3"
+    assert found[3].content.startswith("no tool 'nope' (the tools: boom, write_file)")
+    assert found[4].content == "give `path` and `content`, both text"
+    assert (repo / "b.py").read_text() == "y = 1\n" and not (repo / "d.py").exists()
+    (bad,) = answers(write("e.py", "def (:\n", "w4"), thread="two")
+    assert bad.status == "error" and bad.content.startswith("not applied (fix): ")
+    assert "e.py:1" in bad.content and not (repo / "e.py").exists()
+    with pytest.raises(ConfigError, match="'write_file' is the edit tool"):
+        ToolCallGate(["python_syntax"], folder=repo, tools=[write_file])

@@ -708,3 +708,32 @@ def test_the_first_example_is_under_15_lines_of_code() -> None:
         line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")
     ]
     assert len(code) < 15, code
+
+
+@pytest.mark.anyio
+@asyncio_only
+async def test_change_and_artifact_may_take_the_run_context(tmp_path: Path) -> None:
+    """As pydantic-ai's own output validators may: `change(ctx, output)` gets the run's
+    RunContext (its deps here name the repository), and the edit is judged laid over
+    the repository (`base=`), so its test suite runs."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "greet.py").write_text(FIXED)
+    (repo / "tests" / "test_greet.py").write_text(
+        "import unittest\nfrom greet import greet\n\n\n"
+        "class T(unittest.TestCase):\n    def test_it(self):\n        self.assertTrue(greet())\n"
+    )
+    seen: list[Any] = []
+
+    def change(ctx: RunContext[Path], output: Edit) -> dict[str, str]:
+        seen.append((ctx.deps, ctx.retry))
+        return output.files
+
+    proposer = Proposer("def greet():\n    return ''\n", FIXED)  # the tests reject the first
+    agent = Agent(FunctionModel(proposer.respond), output_type=Edit, deps_type=Path, retries=3)
+    gate_output(agent, ["python_syntax", "unittest_suite"], change=change, base=repo)
+    result = await agent.run("Write greet()", deps=repo)
+    assert result.output.files == {"greet.py": FIXED}
+    assert seen == [(repo, 0), (repo, 1)]
+    assert "unittest_suite" in proposer.told(2)
+    assert (repo / "greet.py").read_text() == FIXED  # judged on a copy, never written
