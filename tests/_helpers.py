@@ -208,3 +208,15 @@ def validation_completed(plan: str, seq: int, passed: bool = True) -> Any:
         result=result,
         duration=duration,
     )
+
+
+def git(folder: Path, *arguments: str) -> str:
+    """What ``git ARGUMENTS`` prints in ``folder`` (as a user of no name commits); it must
+    succeed."""
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *arguments],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from gategraph.runtime._base._spans import NO_SPAN
 
@@ -65,56 +65,54 @@ _INSTALL_HINT = (
 _TEXT_LIMIT = 500
 
 
+# The instruments, as docs/observability.md lists them: attribute, kind, name, unit and
+# what each counts.
+_INSTRUMENTS: Final = (
+    ("invocations", "counter", "gategraph.semantic.invocations", "{call}",
+     "Validation calls made by the semantic layer"),
+    ("validation_duration", "histogram", "gategraph.validation.duration", "s",
+     "Seconds a validation took"),
+    ("layer_duration", "histogram", "gategraph.layer.duration", "s",
+     "Seconds spent in a pipeline layer by a plan (or a run outside one)"),
+    ("rejections", "counter", "gategraph.rejections", "{round}", "Rounds rejected, by layer"),
+    ("completions", "counter", "gategraph.pipeline.completions", "{round}",
+     "Rounds that got through every layer"),
+    ("approval_wait", "histogram", "gategraph.approval.wait", "s",
+     "Seconds a person took to approve"),
+    ("rounds", "counter", "gategraph.rounds", "{round}", "Validation rounds"),
+    ("fixes", "counter", "gategraph.fixes", "{fix}", "Work sent back to be fixed"),
+    ("validator_retries", "counter", "gategraph.validator_retries", "{retry}",
+     "Validations run again after an infrastructure fault"),
+    ("revisions", "counter", "gategraph.revisions", "{revision}", "Strategy revisions"),
+    ("escalations", "counter", "gategraph.escalations", "{escalation}",
+     "Plans sent to a person"),
+)  # fmt: skip
+
+
 class _Metrics:
     """The figures of seed 002 §16 (and the ladder's) as OpenTelemetry instruments of the
     global meter provider: nothing is kept or sent unless the program set one up."""
+
+    invocations: Any
+    validation_duration: Any
+    layer_duration: Any
+    rejections: Any
+    completions: Any
+    approval_wait: Any
+    rounds: Any
+    fixes: Any
+    validator_retries: Any
+    revisions: Any
+    escalations: Any
 
     def __init__(self) -> None:
         from gategraph.runtime._version import __version__
         from opentelemetry import metrics
 
         meter = metrics.get_meter("gategraph", __version__)
-        self.invocations = meter.create_counter(
-            "gategraph.semantic.invocations",
-            unit="{call}",
-            description="Validation calls made by the semantic layer",
-        )
-        self.validation_duration = meter.create_histogram(
-            "gategraph.validation.duration", unit="s", description="Seconds a validation took"
-        )
-        self.layer_duration = meter.create_histogram(
-            "gategraph.layer.duration",
-            unit="s",
-            description="Seconds spent in a pipeline layer by a plan (or a run outside one)",
-        )
-        self.rejections = meter.create_counter(
-            "gategraph.rejections", unit="{round}", description="Rounds rejected, by layer"
-        )
-        self.completions = meter.create_counter(
-            "gategraph.pipeline.completions",
-            unit="{round}",
-            description="Rounds that got through every layer",
-        )
-        self.approval_wait = meter.create_histogram(
-            "gategraph.approval.wait", unit="s", description="Seconds a person took to approve"
-        )
-        self.rounds = meter.create_counter(
-            "gategraph.rounds", unit="{round}", description="Validation rounds"
-        )
-        self.fixes = meter.create_counter(
-            "gategraph.fixes", unit="{fix}", description="Work sent back to be fixed"
-        )
-        self.validator_retries = meter.create_counter(
-            "gategraph.validator_retries",
-            unit="{retry}",
-            description="Validations run again after an infrastructure fault",
-        )
-        self.revisions = meter.create_counter(
-            "gategraph.revisions", unit="{revision}", description="Strategy revisions"
-        )
-        self.escalations = meter.create_counter(
-            "gategraph.escalations", unit="{escalation}", description="Plans sent to a person"
-        )
+        for attribute, kind, name, unit, description in _INSTRUMENTS:
+            make = meter.create_counter if kind == "counter" else meter.create_histogram
+            setattr(self, attribute, make(name, unit=unit, description=description))
 
 
 def auto_observer() -> OpenTelemetryObserver | None:

@@ -295,7 +295,7 @@ def _over_base(change: Any, base: str | os.PathLike[str]) -> tuple[Path, frozens
             DirectoryResource("base", folder).open_sandbox(root / "tree")
         except ValueError as exc:  # the temporary folder is inside it
             raise ConfigError.at("base", str(exc), source=_SOURCE) from None
-        _write_into(root / "tree", change or {})
+        write_files_into(root / "tree", change or {})
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -326,23 +326,30 @@ def _write_files(files: Mapping[str, str | bytes]) -> Path:
 
     root = private_folder("change")
     try:
-        _write_into(root, files)
+        write_files_into(root, files)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
     return root
 
 
-def _write_into(root: Path, files: Mapping[str, str | bytes]) -> None:
-    """Write a mapping of files into the folder ``root`` (over what it holds)."""
+def write_files_into(
+    root: Path,
+    files: Mapping[str, str | bytes],
+    *,
+    where: str = "change",
+    source: str | None = _SOURCE,
+    inside: str = "the change",
+) -> None:
+    """Write a mapping of files into the folder ``root`` (over what it holds). A path out
+    of it, or one the folder cannot take (a file where the change needs a folder, a name
+    too long), is a :class:`ConfigError` at ``where``."""
     root = root.resolve()
     for relative, content in files.items():
         target = (root / relative).resolve()
         if target == root or root not in target.parents:
             raise ConfigError.at(
-                "change",
-                f"{relative!r} is not a relative path inside the change",
-                source=_SOURCE,
+                where, f"{relative!r} is not a relative path inside {inside}", source=source
             )
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -352,9 +359,9 @@ def _write_into(root: Path, files: Mapping[str, str | bytes]) -> None:
                 target.write_text(content, encoding="utf-8")
         except OSError as exc:  # `a` and `a/b.py` both given, a name too long ...
             raise ConfigError.at(
-                "change",
+                where,
                 f"{relative!r} cannot be written as a file: {exc.strerror or exc}",
-                source=_SOURCE,
+                source=source,
             ) from None
 
 

@@ -51,7 +51,13 @@ from gategraph.runtime._base._protocols import EscalationDecision
 from gategraph.runtime._data._events import ApprovalDecided, PlanFinished
 from gategraph.runtime._data._maxn import MaxNPolicy, RetryBudget, RetryDecision, primary_fault
 from gategraph.runtime._data._models import Validation
-from gategraph.runtime._embed._validate import Verdict, graph_spec, load_spec, validate
+from gategraph.runtime._embed._validate import (
+    Verdict,
+    graph_spec,
+    load_spec,
+    validate,
+    write_files_into,
+)
 from gategraph.runtime._lifecycle._supervisor import PlanStatus, resume_plan, run_plan
 from gategraph.runtime._running._pipeline import Reason
 from gategraph.runtime._running._sync import _running_loop, run_sync
@@ -294,21 +300,7 @@ def _write_change(
         except OSError as exc:  # shutil.Error too: one line per file it could not copy
             raise ConfigError.at(where, f"cannot be copied into the folder: {exc}") from None
         return
-    base = root.resolve()
-    for relative, content in change.items():
-        target = (base / relative).resolve()
-        if target == base or base not in target.parents:
-            raise ConfigError.at(where, f"{relative!r} is not a relative path inside the folder")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(content, encoding="utf-8")
-        except OSError as exc:  # a file of the folder where the change needs a folder ...
-            raise ConfigError.at(
-                where, f"{relative!r} cannot be written as a file: {exc.strerror or exc}"
-            ) from None
+    write_files_into(root, change, where=where, source=None, inside="the folder")
 
 
 def _files_of(change: Mapping[str, str | bytes] | str | os.PathLike[str]) -> list[str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _helpers import git
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -32,16 +33,6 @@ if not (FILESYSTEM and GIT):
             "GATEGRAPH_TEST_GIT_SERVER is not set"
         )
     pytest.skip("the real MCP servers are not installed here", allow_module_level=True)
-
-
-def git(folder: Path, *arguments: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *arguments],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
 
 
 def plan_file(folder: Path, steps: list[dict[str, str]]) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _helpers import git
 
 ROOT = Path(__file__).parents[2]
 PAGE = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
@@ -25,16 +26,6 @@ GRAPH, WORKFLOW, LOCAL_HOOKS, REPO_HOOKS = BLOCKS
 BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def git(folder: Path, *arguments: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *arguments],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
 
 
 def repository(tmp_path: Path, hooks: str | None = None) -> Path:
