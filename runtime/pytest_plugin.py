@@ -161,8 +161,11 @@ class GraphFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         from gategraph.runtime import ConfigError, load_graph
 
+        # The catalog `gategraph execute` uses (GATEGRAPH_HOME's): its validations by name,
+        # and those it attaches to the graph's resources, run here as they do there.
+        self.catalog = _default_catalog(self.config)
         try:
-            self.graph = load_graph(self.path)
+            self.graph = load_graph(self.path, catalog=self.catalog)
         except ConfigError as exc:
             raise self.CollectError(str(exc)) from None
         self.run: GraphRun | None = None
@@ -173,7 +176,7 @@ class GraphFile(pytest.File):
     def ran(self) -> GraphRun:
         """The graph's run, made at the first item that asks (once for all of them)."""
         if self.run is None:
-            self.run = _execute(self.graph)
+            self.run = _execute(self.graph, self.catalog)
         return self.run
 
 
@@ -208,7 +211,20 @@ class ValidationItem(pytest.Item):
         return self.path, 0, f"validation {self.name}"
 
 
-def _execute(graph: PlanGraph) -> GraphRun:
+def _default_catalog(config: pytest.Config) -> Catalog | None:
+    """The default catalog (as ``gategraph`` finds it), open until the test session ends;
+    None when there is none."""
+    from gategraph.runtime import Catalog, default_catalog_path
+
+    path = default_catalog_path()
+    if not path.exists():
+        return None
+    catalog = Catalog.open(path)
+    config.add_cleanup(catalog.close)
+    return catalog
+
+
+def _execute(graph: PlanGraph, catalog: Catalog | None = None) -> GraphRun:
     """Run every node of ``graph`` once on copies of its folders (removed afterwards), as
     ``gategraph execute`` does: nothing reaches the real folders."""
     import tempfile
@@ -224,6 +240,6 @@ def _execute(graph: PlanGraph) -> GraphRun:
     scratch = Path(tempfile.mkdtemp(prefix="gategraph-pytest-"))
     try:
         views = {name: folder.open_sandbox(scratch / name).view for name, folder in folders.items()}
-        return run_sync(execute_graph, graph, resources=views or None)
+        return run_sync(execute_graph, graph, catalog=catalog, resources=views or None)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

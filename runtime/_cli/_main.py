@@ -1043,6 +1043,9 @@ def execute(
     _check_report(report)
     if report is not None and report[0] == "html":
         _fail("--report html is a plan's page (gategraph run): execute writes junit or sarif")
+    if report is not None:
+        # A report left by an earlier run must not pass for this one's if it stops early.
+        report[1].unlink(missing_ok=True)
     with _catalog(create=False) as catalog:
         plan = load_graph(graph, catalog=catalog, require_sandbox=require_sandbox)
         folders = _folders_text(plan)

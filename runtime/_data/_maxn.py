@@ -397,9 +397,10 @@ FAULT_CATALOGUE: Final[Mapping[str, FaultKind]] = MappingProxyType(
                 0,
                 None,
                 "The execution actor's code, not its work, is at fault, and another attempt "
-                "would do the same: its artifact cannot be encoded (a path or a set where JSON "
-                "is needed), or it raised the same error twice in a row. Each attempt may be a "
-                "paid model call; a person corrects the code.",
+                "would do the same: its artifact cannot be encoded (a path or an object of its "
+                "own where JSON is needed), or it raised the same error twice in a row within "
+                "one strategy (an `OSError` or a timeout excepted: a network may recover). Each "
+                "attempt may be a paid model call; a person corrects the code.",
             ),
             _row(
                 RUNTIME_FAULT,

@@ -679,6 +679,51 @@ def _own_modules(folder: Path) -> None:
     importlib.invalidate_caches()
 
 
+def _shadowed_modules(doc: Document, folder: Path) -> list[ConfigIssue]:
+    """A graph's ``uses:`` and ``entrypoint:`` that name a module beside the graph file,
+    which Python imports from elsewhere: another graph's folder loaded first in this
+    process (``gategraph check a/plan.yaml b/plan.yaml``, both with an ``agent.py``), or an
+    installed package of the same name. The graph would run that other module."""
+    import importlib.util
+
+    found: list[ConfigIssue] = []
+
+    def visit(value: Any, path: tuple[str | int, ...]) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                if key in ("uses", "entrypoint") and isinstance(inner, str) and ":" in inner:
+                    check(inner.split(":", 1)[0].split(".", 1)[0], (*path, key))
+                else:
+                    visit(inner, (*path, key))
+        elif isinstance(value, list):
+            for index, inner in enumerate(value):
+                visit(inner, (*path, index))
+
+    def check(name: str, path: tuple[str | int, ...]) -> None:
+        own = folder / f"{name}.py"
+        if not own.is_file() and not (folder / name / "__init__.py").is_file():
+            return
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return  # its import fails: the check of the field says how
+        origin = spec.origin if spec is not None else None
+        mine = {os.path.realpath(own), os.path.realpath(folder / name / "__init__.py")}
+        if origin is None or os.path.realpath(origin) in mine:
+            return
+        found.append(
+            doc.issue(
+                path,
+                f"the module {name!r} beside the graph file is not the one Python imports, "
+                f"which is {origin} (another graph's folder loaded first, or an installed "
+                "package): give the graph's module a name of its own",
+            )
+        )
+
+    visit(doc.data, ())
+    return found
+
+
 def _holds_modules(folder: str) -> bool:
     """Whether ``folder`` has a module or a package of its own to import."""
     try:
@@ -721,6 +766,9 @@ def load_graph(
         doc = read_document(source)
         base_dir = Path(os.path.abspath(source)).parent
         _own_modules(base_dir)
+        shadowed = _shadowed_modules(doc, base_dir)
+        if shadowed:
+            raise ConfigError(shadowed, source=doc.source)
     else:
         raise TypeError(f"source must be a path or YAML text, not {type(source).__name__}")
     return _Loader(doc, base_dir, catalog, require_sandbox=require_sandbox).load()

@@ -299,7 +299,13 @@ def _over_base(change: Any, base: str | os.PathLike[str]) -> tuple[Path, frozens
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return root / "tree", frozenset(change or {})
+    # The files as the per-file checks name them (relative, `/`, normalised): a key
+    # written `src//b.py` or `src/x/../b.py` is the file `src/b.py` the change writes.
+    tree = (root / "tree").resolve()
+    written = frozenset(
+        (tree / key).resolve().relative_to(tree).as_posix() for key in (change or {})
+    )
+    return root / "tree", written
 
 
 def _checked(change: Mapping[Any, Any]) -> None:

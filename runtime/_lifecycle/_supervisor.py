@@ -784,6 +784,8 @@ class Supervisor:
         self.context.attempt += 1
         fix = rejection is not None or previous is not None
         self._fix_number = self._fix_number + 1 if fix else 0
+        if not fix:
+            self._last_error = None  # a new strategy's first attempt repeats nothing
         if fix:
             self.stats.fixes += 1
             await self.journal.emit(FixRequested, attempt=self.attempt, note=note)
@@ -839,8 +841,11 @@ class Supervisor:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             # The same error as the attempt before: the code's, not the work's, and each
-            # attempt may be a paid model call (a person decides, not the budget).
-            artifact = WorkFailed(error, WORK_ERROR if error == self._last_error else None)
+            # attempt may be a paid model call (a person decides, not the budget). Not a
+            # network's or the machine's (an OSError: a connection refused, a timeout),
+            # which may well pass at the next attempt.
+            again = error == self._last_error and not isinstance(exc, OSError | TimeoutError)
+            artifact = WorkFailed(error, WORK_ERROR if again else None)
         except BaseException as exc:
             if not _actor_failure(exc):
                 raise

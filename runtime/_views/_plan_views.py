@@ -226,6 +226,13 @@ async def list_plans(
     """
     import anyio.to_thread
 
+    known = {s.value for s in PlanStatus} | {RUNNING, INTERRUPTED}
+    asked = {status} if isinstance(status, str) else set(status or ())
+    unknown = sorted(asked - known)
+    if unknown:
+        raise ValueError(
+            f"no plan has the status {unknown[0]!r}: the statuses are {', '.join(sorted(known))}"
+        )
     if event_log is None or isinstance(event_log, str | os.PathLike):
         from gategraph.runtime._storage._eventlog import default_event_log_path
 

@@ -27,6 +27,9 @@ class _Judged(NamedTuple):
     plan_id: str
     status: str
     verdict: Any
+    broken: Sequence[tuple[str, str]] = ()
+    """Nodes of a graph run that are no validation and did not finish (failed, skipped):
+    their id and why. A work node that failed fails the run too."""
 
 
 def _junit(outcome: _Judged, name: str) -> str:
@@ -36,9 +39,9 @@ def _junit(outcome: _Judged, name: str) -> str:
         "testsuite",
         {
             "name": name,
-            "tests": str(len(records)),
+            "tests": str(len(records) + len(outcome.broken)),
             "failures": str(len(failures)),
-            "errors": "0",
+            "errors": str(len(outcome.broken)),
             "skipped": "0",
             "time": f"{sum(_took(r) for r in records):.3f}",
         },
@@ -82,6 +85,9 @@ def _junit(outcome: _Judged, name: str) -> str:
                 default=str,
                 indent=2,
             )
+    for node, why in outcome.broken:
+        case = ET.SubElement(suite, "testcase", {"classname": f"{name}.node", "name": node})
+        ET.SubElement(case, "error", {"message": why[:500], "type": "node"}).text = why
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode")
 
@@ -147,6 +153,20 @@ def _sarif(outcome: _Judged, name: str) -> str:
                 },
             }
         )
+    for node, why in outcome.broken:
+        rules.setdefault(
+            "gategraph.node",
+            {"id": "gategraph.node", "name": "node", "shortDescription": {"text": "a node"}},
+        )
+        results.append(
+            {
+                "ruleId": "gategraph.node",
+                "level": "error",
+                "message": {"text": f"{node}: {why}"},
+                "locations": [],
+                "properties": {"node": node},
+            }
+        )
     document = {
         "$schema": _SARIF_SCHEMA,
         "version": "2.1.0",
@@ -174,8 +194,18 @@ def render_report(outcome: PlanOutcome | GraphRun, kind: str, *, name: str) -> s
     from gategraph.runtime._running._engine import GraphRun
 
     if isinstance(outcome, GraphRun):
+        validations = {v.node for v in outcome.validations}
+        broken = [
+            (node, result.error or result.status.value)
+            for node, result in outcome.nodes.items()
+            if node not in validations and result.status.value != "ok"
+        ]
         judged = _Judged(
-            outcome.validations, outcome.plan_id, "passed" if outcome.passed else "failed", None
+            outcome.validations,
+            outcome.plan_id,
+            "passed" if outcome.passed else "failed",
+            None,
+            broken,
         )
     else:
         judged = _Judged(

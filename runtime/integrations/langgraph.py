@@ -33,7 +33,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, NamedTuple, Protocol, cast
 
@@ -666,7 +666,10 @@ def _human_response(answer: Mapping[str, Any]) -> EscalationDecision | _Edited |
         if (
             isinstance(files, Mapping)
             and files
-            and all(isinstance(k, str) and isinstance(v, str | bytes) for k, v in files.items())
+            and all(
+                isinstance(k, str) and isinstance(v, str | bytes) and _path_problem(k) is None
+                for k, v in files.items()
+            )
         ):
             return _Edited(dict(files))
     return None
@@ -1070,6 +1073,35 @@ class ApprovalNode(_Node):
 # -- a gate over an agent's tool calls -------------------------------------------------------
 
 
+def _path_problem(path: str) -> str | None:
+    """What is wrong with a path an edit names, for the model to read; None for a path
+    relative to the repository and inside it."""
+    if not path or "\0" in path or path.endswith(("/", "\\")):
+        return f"{path!r} is not a file path: give a file's path relative to the repository"
+    pure = PurePosixPath(path.replace("\\", "/"))
+    if pure.is_absolute() or ".." in pure.parts:
+        return f"{path!r} is outside the repository: give a path relative to it, without `..`"
+    return None
+
+
+def _applied_text(verdict: Mapping[str, Any]) -> str:
+    """What an applied edit's answer says: what Apply changed, by resource."""
+    changes = verdict.get("changes") or {}
+    done = "; ".join(f"{name}: {summary}" for name, summary in sorted(changes.items()))
+    edited = " (as a person edited it)" if verdict.get("edited") else ""
+    return f"applied{edited}: {done or 'nothing changed'}"
+
+
+def _answers_of_last_turn(messages: Sequence[Any]) -> list[Any]:
+    """The tool answers after the last message that called tools."""
+    found: list[Any] = []
+    for message in reversed(messages):
+        if getattr(message, "tool_calls", None):
+            break
+        found.append(message)
+    return found
+
+
 def _write_file(path: str, content: str) -> str:
     """Write ``content`` to the file at ``path``, relative to the repository. The edit is
     validated (with the repository present) before it is applied; the answer says whether
@@ -1158,8 +1190,15 @@ class ToolCallGate(_Node):
         """What validates and applies the edits (and asks, with ``ask``)."""
 
     def route(self, state: Mapping[str, Any]) -> Route:
-        """:func:`route` on the last edit's verdict (``pass`` when no edit was made)."""
-        return route(state, self.verdict_key) if state.get(self.verdict_key) else "pass"
+        """Where the graph goes after the gate: ``pass`` (back to the agent) when the
+        gate's last turn made no edit; else :func:`route` on the edit's verdict, with a
+        validation that could not decide (``retry``) sent back as ``fix``: the agent calls
+        ``write_file`` again, and the edit is judged afresh."""
+        answered = _answers_of_last_turn(state.get("messages") or [])
+        if not any(getattr(m, "name", None) == self.edit_tool for m in answered):
+            return "pass"
+        where = route(state, self.verdict_key)
+        return "fix" if where == "retry" else where
 
     async def _run(self, state: Mapping[str, Any], config: RunnableConfig | None) -> dict[str, Any]:
         messages = state.get("messages") or []
@@ -1174,26 +1213,34 @@ class ToolCallGate(_Node):
             for call in edits:
                 args = call.get("args") or {}
                 path, content = args.get("path"), args.get("content")
-                if not isinstance(path, str) or not isinstance(content, str):
-                    answers[call["id"]] = self._answer(
-                        call, "give `path` and `content`, both text", error=True
-                    )
+                problem = (
+                    "give `path` and `content`, both text"
+                    if not isinstance(path, str) or not isinstance(content, str)
+                    else _path_problem(path)
+                )
+                if problem is not None:
+                    answers[call["id"]] = self._answer(call, problem, error=True)
                     continue
+                assert isinstance(path, str) and isinstance(content, str)
                 change[path] = content  # a later write of the same file wins
             if change:
-                verdict = (
-                    await self.applier._run(
-                        {"change": change, self.verdict_key: state.get(self.verdict_key)},
-                        config,
+                try:
+                    verdict = (
+                        await self.applier._run(
+                            {"change": change, self.verdict_key: state.get(self.verdict_key)},
+                            config,
+                        )
+                    )[self.verdict_key]
+                except ConfigError as error:  # the folder cannot take the change
+                    text, applied = f"not applied: {error}", False
+                else:
+                    update[self.verdict_key] = verdict
+                    applied = verdict.get("status") == "applied"
+                    text = (
+                        _applied_text(verdict)
+                        if applied
+                        else (f"not applied ({verdict.get('decision')}): {verdict.get('feedback')}")
                     )
-                )[self.verdict_key]
-                update[self.verdict_key] = verdict
-                applied = verdict.get("status") == "applied"
-                text = (
-                    f"applied: {', '.join(sorted(change))}"
-                    if applied
-                    else f"not applied ({verdict.get('decision')}): {verdict.get('feedback')}"
-                )
                 for call in edits:
                     answers.setdefault(call["id"], self._answer(call, text, error=not applied))
         for call in calls:

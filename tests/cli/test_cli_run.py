@@ -232,3 +232,28 @@ def test_unloadable_executor_names_file_and_field(tmp_path: Path) -> None:
     # Found by the graph's check, with its position, before the plan starts.
     assert err.startswith(f"error: {plan}:51:11: lifecycle.executor.uses: cannot import")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_execute_reports_a_failed_work_node_and_leaves_no_stale_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A work node that fails (and the validation it held back) is in the report as an
+    error, so CI never shows a broken run as green; a run stopped by a usage error leaves
+    no earlier report behind to be uploaded as this one's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "g.yaml").write_text(
+        "version: 1\nname: broken-work\n"
+        "resources:\n  repo: {kind: directory, path: repo}\n"
+        "tools:\n  - {name: boom, code: \"def run(**_):\\n    raise ValueError('no')\\n\"}\n"
+        "nodes:\n  - {id: work, tool: boom}\n"
+        "  - {id: syntax, validation: python_syntax, needs: [work]}\n"
+    )
+    done = CliRunner().invoke(cli, ["execute", "g.yaml", "--report", "junit", "out.xml"])
+    assert done.exit_code == 1, done.output
+    suite = ET.parse(tmp_path / "out.xml").getroot()
+    assert (suite.get("tests"), suite.get("errors")) == ("2", "2")
+    errors = {c.get("name"): c.find("error").get("message") for c in suite.iter("testcase")}  # type: ignore[union-attr]
+    assert "ValueError: no" in errors["work"] and errors["syntax"]
+    done = CliRunner().invoke(cli, ["execute", "nope.yaml", "--report", "sarif", "out.xml"])
+    assert done.exit_code == 2 and not (tmp_path / "out.xml").exists()

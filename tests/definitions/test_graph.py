@@ -1374,3 +1374,31 @@ def test_a_graph_files_folder_joins_the_import_path_only_when_it_has_modules(
         assert sys.path == [*before, str(own)]  # once
     finally:
         sys.modules.pop("helper_mod_x", None)
+
+
+def test_a_module_beside_a_graph_that_another_folder_shadows_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two graph folders, each with its own `helper_mod_y.py`, in one process: Python
+    imports the first one's for both, so the second graph is refused, naming the file."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    text = "version: 1\nname: p\nnodes: [{id: n, uses: 'helper_mod_y:Thing'}]\n"
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "helper_mod_y.py").write_text(
+            "class Thing:\n    async def run(self, request):\n        return {}\n"
+        )
+        (folder / "plan.yaml").write_text(text)
+    try:
+        load_graph(tmp_path / "a" / "plan.yaml")
+        with pytest.raises(ConfigError) as error:
+            load_graph(tmp_path / "b" / "plan.yaml")
+        assert str(error.value) == (
+            f"{tmp_path / 'b' / 'plan.yaml'}:3:23: nodes[0].uses: the module 'helper_mod_y' "
+            "beside the graph file is not the one Python imports, which is "
+            f"{tmp_path / 'a' / 'helper_mod_y.py'} (another graph's folder loaded first, or "
+            "an installed package): give the graph's module a name of its own"
+        )
+    finally:
+        sys.modules.pop("helper_mod_y", None)

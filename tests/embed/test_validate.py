@@ -282,3 +282,12 @@ async def test_a_change_laid_over_its_repository(tmp_path: Path) -> None:
 async def test_a_base_that_is_no_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"validate\(\): base: '.*/nowhere' is not a folder"):
         await validate({"a.py": "x = 1\n"}, ["python_syntax"], base=tmp_path / "nowhere")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("key", ["src//b.py", "src/x/../b.py", "./src/b.py"])
+async def test_a_file_path_written_oddly_is_still_the_file_judged(tmp_path: Path, key: str) -> None:
+    """A model writes paths as it likes: the per-file checks judge the file written."""
+    repo = _repository(tmp_path)
+    verdict = await validate({key: "def (:\n"}, ["python_syntax"], base=repo)
+    assert not verdict.passed and "src/b.py:1" in verdict.feedback

@@ -944,6 +944,8 @@ def test_the_tool_call_gate_answers_every_call_as_a_tool_node_would(tmp_path: Pa
         {"name": "boom", "args": {"x": 3}, "id": "b"},
         {"name": "nope", "args": {}, "id": "n"},
         {"name": "write_file", "args": {"path": "d.py"}, "id": "w3"},
+        write("../evil.py", "x = 1\n", "w4"),
+        write("/etc/evil.py", "x = 1\n", "w5"),
         thread="one",
     )
     assert [(m.tool_call_id, m.status) for m in found] == [
@@ -952,14 +954,26 @@ def test_the_tool_call_gate_answers_every_call_as_a_tool_node_would(tmp_path: Pa
         ("b", "error"),
         ("n", "error"),
         ("w3", "error"),
+        ("w4", "error"),
+        ("w5", "error"),
     ]
-    assert found[0].content == "applied: b.py, c.py" == found[1].content
+    assert found[0].content == "applied: repo: 2 added, 0 modified, 0 deleted"
+    assert found[1].content == found[0].content
+    assert "is outside the repository" in found[5].content
+    assert "is outside the repository" in found[6].content
+    assert not (tmp_path / "evil.py").exists()
     assert found[2].content == "ValueError: no 3"
     assert found[3].content.startswith("no tool 'nope' (the tools: boom, write_file)")
     assert found[4].content == "give `path` and `content`, both text"
     assert (repo / "b.py").read_text() == "y = 1\n" and not (repo / "d.py").exists()
-    (bad,) = answers(write("e.py", "def (:\n", "w4"), thread="two")
+    (bad,) = answers(write("e.py", "def (:\n", "w6"), thread="two")
     assert bad.status == "error" and bad.content.startswith("not applied (fix): ")
     assert "e.py:1" in bad.content and not (repo / "e.py").exists()
+    # A file where the change needs a folder: an error answer, not a crash.
+    (blocked,) = answers(write("a.py/x.py", "y = 1\n", "w7"), thread="three")
+    assert blocked.status == "error" and "cannot be written" in blocked.content
+    # The route: a turn without an edit passes, whatever an earlier edit's verdict says.
+    state = {"messages": [AIMessage("", tool_calls=[])], "verdict": {"decision": "fix"}}
+    assert gate.route(state) == "pass"
     with pytest.raises(ConfigError, match="'write_file' is the edit tool"):
         ToolCallGate(["python_syntax"], folder=repo, tools=[write_file])

@@ -775,3 +775,14 @@ async def test_an_artifact_that_cannot_be_encoded_goes_to_a_person_at_once() -> 
 
     report = replay_plan(await log.read(outcome.plan_id), _gated())
     assert report.matches, report
+
+
+@pytest.mark.anyio
+async def test_a_network_error_twice_is_not_a_work_error() -> None:
+    """A connection refused twice may pass the third time: fixed as usual, on the budget."""
+    actor = _Scripted(
+        ConnectionRefusedError("api down"), TimeoutError("slow"), TimeoutError("slow"), {"ok": 1}
+    )
+    outcome, _ = await _run(actor)
+    assert outcome.status == "applied", outcome.message
+    assert [a["faultKind"] for a in outcome.attempts] == ["rejected", "rejected", "rejected", None]

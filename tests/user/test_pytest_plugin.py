@@ -80,6 +80,32 @@ def test_the_fixtures_and_a_graphs_validations_as_test_items(tmp_path: Path) -> 
     assert (folder / "project" / "b.py").read_text() == "# FIXME now\n"  # judged on a copy
 
 
+def test_a_graph_item_finds_the_catalog_as_gategraph_execute_does(tmp_path: Path) -> None:
+    """A validation registered in the catalog (GATEGRAPH_HOME's) is found by name."""
+    folder = write_tree(
+        tmp_path / "user",
+        {
+            "check.yaml": "version: 1\nname: cat\nresources:\n  repo: {kind: directory, path: repo}\n"
+            "nodes:\n  - {id: mine, validation: house-rule}\n",
+            "repo/a.py": "x = 1\n",
+            "rule.yaml": "name: house-rule\nentrypoint: gategraph.runtime.testing:failing\n",
+        },
+    )
+    environment = {**os.environ, "GATEGRAPH_HOME": str(tmp_path / "home")}
+    added = subprocess.run(
+        [sys.executable, "-m", "gategraph.runtime", "validation", "add", "--config", "rule.yaml"],
+        cwd=folder, env=environment, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "--gategraph-graph", "check.yaml", "-q"],
+        cwd=folder, env=environment, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "mine: failed on purpose" in done.stdout
+
+
 def test_a_graph_that_does_not_load_is_one_collection_error(tmp_path: Path) -> None:
     folder = write_tree(
         tmp_path / "user", {"bad.yaml": "version: 1\nname: x\nnodes: [{id: a, tool: nope}]\n"}
