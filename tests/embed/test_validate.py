@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,10 @@ FAILING = {"name": "never", "entrypoint": "gategraph.runtime.testing:failing"}
 
 
 def _scratch_left() -> set[str]:
-    """The runtime's private folders for written-out changes, wherever they are."""
-    return {str(p) for p in Path(tempfile.gettempdir()).glob("gategraph-scratch-*/change-*")}
+    """This process's private folders for written-out changes (another process's, a test
+    running beside this one, come and go as they like)."""
+    pattern = f"gategraph-scratch-{os.getpid()}-*/change-*"
+    return {str(p) for p in Path(tempfile.gettempdir()).glob(pattern)}
 
 
 @pytest.mark.anyio
