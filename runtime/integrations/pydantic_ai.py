@@ -26,6 +26,7 @@ import hashlib
 import inspect
 import os
 import re
+import typing
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -153,8 +154,9 @@ class GategraphOutputValidator:
     here: a misspelt name or a bad argument raises :class:`ConfigError` at once. ``change``
     turns an output into the change (a folder or a mapping of files; default: the output's
     ``files``), ``artifact`` into the value the validations judge (default: the output as
-    JSON); either may take the run's ``RunContext`` first (``def change(ctx, output)``), as
-    pydantic-ai's own output validators do. An output with no change stops the run with
+    JSON); either may take the run's context first (``def change(ctx: RunContext[...],
+    output)``: a first parameter annotated ``RunContext``), as pydantic-ai's own output
+    validators do. An output with no change stops the run with
     :class:`ConfigError` when a
     validation checks files. With ``base`` (a folder: the repository the output edits),
     the validations judge the change laid over a copy of it, removed after each round.
@@ -335,18 +337,25 @@ class GategraphOutputValidator:
 
 
 def _takes_context(function: Callable[..., Any]) -> bool:
-    """Whether ``function`` takes the run's context before the output, as pydantic-ai's
-    own output validators may (``def change(ctx, output)``)."""
+    """Whether ``function`` takes the run's context first: its first parameter is
+    annotated ``RunContext`` — pydantic-ai's own rule for its output validators and tools
+    (a function, a method, a callable object)."""
+    from pydantic_ai import RunContext
+
+    target = function
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        target = type(function).__call__  # a callable object: its method
     try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
+        parameters = list(inspect.signature(target).parameters.values())
+        hints = typing.get_type_hints(target)
+    except (TypeError, ValueError, NameError):
         return False
-    positional = [
-        p
-        for p in parameters
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    return len(positional) == 2
+    if inspect.isfunction(target) and target is not function and parameters:
+        parameters = parameters[1:]  # a callable object's __call__: past `self`
+    if not parameters:
+        return False
+    first = hints.get(parameters[0].name)
+    return first is RunContext or typing.get_origin(first) is RunContext
 
 
 def _called(function: Callable[..., Any], ctx: RunContext[Any] | None, output: Any) -> Any:
