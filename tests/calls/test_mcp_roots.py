@@ -433,3 +433,19 @@ async def test_a_disposable_slot_maps_the_real_folders_path_too(tmp_path: Path) 
     )
     outcome = await Supervisor(graph).run()
     assert outcome.status is PlanStatus.APPLIED, outcome.message
+
+
+@pytest.mark.anyio
+async def test_a_connection_lost_while_telling_the_server_is_left_to_the_call() -> None:
+    """The notice cannot be sent (the server went away): the call goes on and finds out
+    why itself; nothing is left offered."""
+    connection = _connection()
+
+    class Gone:
+        async def send_notification(self, notification: Any) -> None:
+            raise ConnectionError("the server went away")
+
+    connection.session = Gone()
+    async with connection.offering(["/box/a"]) as told:
+        assert not told
+    assert connection.roots == {} and connection._telling == set()

@@ -255,5 +255,9 @@ def test_execute_reports_a_failed_work_node_and_leaves_no_stale_report(
     assert (suite.get("tests"), suite.get("errors")) == ("2", "2")
     errors = {c.get("name"): c.find("error").get("message") for c in suite.iter("testcase")}  # type: ignore[union-attr]
     assert "ValueError: no" in errors["work"] and errors["syntax"]
+    done = CliRunner().invoke(cli, ["execute", "g.yaml", "--report", "sarif", "out.sarif"])
+    results = json.loads((tmp_path / "out.sarif").read_text())["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"gategraph.node"}
+    assert any(r["message"]["text"].startswith("work: ") for r in results)
     done = CliRunner().invoke(cli, ["execute", "nope.yaml", "--report", "sarif", "out.xml"])
     assert done.exit_code == 2 and not (tmp_path / "out.xml").exists()

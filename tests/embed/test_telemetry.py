@@ -614,3 +614,21 @@ def test_a_disabled_sdk_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
     setup = configure_from_environment()
     assert (setup.provider, setup.warning) == (None, "no span is exported: OTEL_SDK_DISABLED=true")
+
+
+def test_no_observer_is_made_without_a_program_s_own_set_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API's stand-in providers (nothing set up) and OTEL_SDK_DISABLED make none; a
+    provider of the program's own makes one."""
+    from gategraph.runtime._embed._telemetry import OpenTelemetryObserver, auto_observer
+    from opentelemetry import metrics, trace
+
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setattr(metrics, "get_meter_provider", metrics.NoOpMeterProvider)
+    assert auto_observer() is None
+    mine = TracerProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: mine)
+    assert isinstance(auto_observer(), OpenTelemetryObserver)
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert auto_observer() is None

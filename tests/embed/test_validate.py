@@ -294,3 +294,10 @@ async def test_a_file_path_written_oddly_is_still_the_file_judged(tmp_path: Path
     repo = _repository(tmp_path)
     verdict = await validate({key: "def (:\n"}, ["python_syntax"], base=repo)
     assert not verdict.passed and "src/b.py:1" in verdict.feedback
+
+
+@pytest.mark.anyio
+async def test_a_base_that_holds_the_temporary_folder_is_refused() -> None:
+    """The copy is made in the temporary folder: a base that holds it cannot be copied."""
+    with pytest.raises(ConfigError, match=r"validate\(\): base: the sandbox folder .* is inside"):
+        await validate({"a.py": "x = 1\n"}, ["python_syntax"], base=tempfile.gettempdir())

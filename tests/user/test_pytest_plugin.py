@@ -11,6 +11,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from _helpers import write_tree
 
@@ -124,3 +125,21 @@ def test_a_graph_that_does_not_load_is_one_collection_error(tmp_path: Path) -> N
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert missing.returncode == 4 and "--gategraph-graph no.yaml: no such file" in missing.stderr
+
+
+def test_the_fixtures_in_this_suite(gategraph: Any, gategraph_home: Path) -> None:
+    """The plugin is loaded here too (gategraph is installed): the tester validates, runs
+    a plan with a scripted executor, reads its log, all in this test's own home."""
+    assert os.environ["GATEGRAPH_HOME"] == str(gategraph_home)
+    assert not gategraph.validate({"a.py": "def (:\n"}, ["python_syntax"]).passed
+    project = gategraph_home / "project"
+    project.mkdir()
+    graph = (
+        "version: 1\nname: fixture-plan\n"
+        f"resources:\n  project: {{kind: directory, path: {project}}}\n"
+        "nodes:\n  - {id: syntax, validation: python_syntax}\n"
+    )
+    outcome = gategraph.run_plan(graph, steps=[{"files": {"m.py": "x = 1\n"}}])
+    assert outcome.status == "applied" and (project / "m.py").read_text() == "x = 1\n"
+    events = gategraph.events(outcome.plan_id)
+    assert type(events[0]).__name__ == "PlanStarted"

@@ -110,6 +110,8 @@ def test_plans_lists_every_plan_those_waiting_for_a_person_first(tmp_path: Path)
     assert [(p.name, p.for_a_person) for p in people] == [("asks", True), ("stuck", True)]
     assert [p.name for p in list_plans_sync(home / "events.db", name="f*")] == ["fine"]
     assert list_plans_sync(tmp_path / "no-such.db") == []
+    with pytest.raises(ValueError, match="no plan has the status 'sleeping'"):
+        list_plans_sync(home / "events.db", status="sleeping")
 
 
 @pytest.mark.anyio
