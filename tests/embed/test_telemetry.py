@@ -632,3 +632,41 @@ def test_no_observer_is_made_without_a_program_s_own_set_up(
     assert isinstance(auto_observer(), OpenTelemetryObserver)
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert auto_observer() is None
+
+
+@pytest.mark.anyio
+async def test_runs_trace_themselves_when_a_set_up_program_gives_no_observer(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What the program's own set-up makes (here: observers on a private provider, as
+    auto_observer would on the global one): a paused plan's spans end with its run, its
+    resume is traced afresh and ends too, and validate()'s round ends with the call."""
+    from gategraph.runtime import EscalationDecision, Supervisor, validate
+    from gategraph.runtime._embed import _validate
+    from gategraph.runtime._lifecycle import _supervisor
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    made: list[OpenTelemetryObserver] = []
+
+    def auto() -> OpenTelemetryObserver:
+        made.append(OpenTelemetryObserver(provider.get_tracer("auto")))
+        return made[-1]
+
+    monkeypatch.setattr(_supervisor, "auto_tracing", auto)
+    monkeypatch.setattr(_validate, "auto_tracing", auto)
+    graph = load_graph(plan(repo(tmp_path), [BAD, GOOD], retry_limit=0, strategy_revisions=0))
+    log = MemoryEventLog()
+    paused = await Supervisor(graph, event_log=log, audit=InMemoryAuditLog()).run()
+    assert paused.status == "awaiting_decision"
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names.count("gategraph.plan") == 1  # ended with the run: no close by hand
+    again = Supervisor(graph, event_log=log, audit=InMemoryAuditLog(), plan_id=paused.plan_id)
+    done = await again.resume(decision=EscalationDecision(action="retry"))
+    assert done.status == "applied"
+    assert [s.name for s in exporter.get_finished_spans()].count("gategraph.plan") == 2
+    assert len(made) == 4  # one per supervisor, and a fresh one ready after each run
+    verdict = await validate({"a.py": "def (:\n"}, ["python_syntax"])
+    runs = [s for s in exporter.get_finished_spans() if s.name == "gategraph.run"]
+    assert not verdict.passed and runs[-1].status.status_code is StatusCode.ERROR
+    assert runs[-1].attributes is not None and runs[-1].attributes["gategraph.passed"] is False
