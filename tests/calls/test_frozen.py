@@ -66,7 +66,9 @@ def test_every_change_of_a_frozen_dict_is_refused(index: int) -> None:
 @pytest.mark.parametrize("index", range(12))
 def test_every_change_of_a_frozen_list_is_refused(index: int) -> None:
     frozen = freeze(ARTIFACT)
-    with pytest.raises(ReadOnlyViolationError, match=r"changing the artifact \(artifact\['files'\]"):
+    with pytest.raises(
+        ReadOnlyViolationError, match=r"changing the artifact \(artifact\['files'\]"
+    ):
         _list_changes(frozen["files"])[index]()
     assert frozen["files"] == ["a.py", "b.py"]
 
