@@ -36,7 +36,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -1556,11 +1555,12 @@ async def _disposable(folder: str, real: str | None) -> AsyncIterator[str]:
     for, when the copy left it out) that is removed afterwards: for a tool that writes
     caches while it reads, as git refreshes its index, so that nothing it writes reaches
     the plan's copy (which must stay as it was handed over) or the real folder."""
-    # The runtime's own work, never the validation's: no guard judges it.
+    from ._context import private_folder
+
+    # The runtime's own work, never the validation's: no guard judges it. In this
+    # process's scratch parent, which the next gategraph process sweeps after a kill.
     with unguarded():
-        scratch = await anyio.to_thread.run_sync(
-            functools.partial(tempfile.mkdtemp, prefix="gategraph-copy-")
-        )
+        scratch = await anyio.to_thread.run_sync(private_folder, "copy")
     try:
         copy = os.path.join(scratch, os.path.basename(folder) or "copy")
         with unguarded():

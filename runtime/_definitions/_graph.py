@@ -666,17 +666,21 @@ class PlanGraph(_Model):
         return self
 
 
-def _own_modules(folder: Path) -> None:
+def _own_modules(folder: Path) -> bool:
     """Let a graph file's own modules import (an executor in ``agent.py`` beside
     ``plan.yaml``), as Python lets a script's: its folder joins the import path, after
     what is there, so an installed package of the same name still wins. Every later run
     of the plan (resume, approve, decide, from any shell) loads the file again, and so
-    finds them too; worker processes get the same path."""
+    finds them too; worker processes get the same path. Returns whether the folder holds
+    modules (a folder with none is not added: a process that loads many graphs keeps its
+    import path short)."""
     entry = os.fspath(folder)
-    if entry in sys.path or not _holds_modules(entry):
-        return  # (a process that loads many graphs keeps its import path short)
-    sys.path.append(entry)
-    importlib.invalidate_caches()
+    if not _holds_modules(entry):
+        return False
+    if entry not in sys.path:
+        sys.path.append(entry)
+        importlib.invalidate_caches()
+    return True
 
 
 def _shadowed_modules(doc: Document, folder: Path) -> list[ConfigIssue]:
@@ -765,8 +769,9 @@ def load_graph(
     elif isinstance(source, str | os.PathLike):
         doc = read_document(source)
         base_dir = Path(os.path.abspath(source)).parent
-        _own_modules(base_dir)
-        shadowed = _shadowed_modules(doc, base_dir)
+        # Only a folder with modules of its own can have one shadowed: the rest skip the
+        # walk of the document (a graph may hold 100,000 nodes).
+        shadowed = _shadowed_modules(doc, base_dir) if _own_modules(base_dir) else []
         if shadowed:
             raise ConfigError(shadowed, source=doc.source)
     else:

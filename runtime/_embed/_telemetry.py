@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from gategraph.runtime._base._spans import NO_SPAN
@@ -113,6 +114,22 @@ class _Metrics:
         for attribute, kind, name, unit, description in _INSTRUMENTS:
             make = meter.create_counter if kind == "counter" else meter.create_histogram
             setattr(self, attribute, make(name, unit=unit, description=description))
+
+    @classmethod
+    def of_provider(cls) -> _Metrics:
+        """The instruments of the global meter provider now, made once per provider: a
+        tracer is made for every plan and every validate() round."""
+        from opentelemetry import metrics
+
+        provider = metrics.get_meter_provider()
+        found = _MADE.get(provider)
+        if found is None:
+            found = _MADE[provider] = cls()
+        return found
+
+
+# The instruments made, by meter provider (a provider that goes away takes them along).
+_MADE: Final[weakref.WeakKeyDictionary[Any, _Metrics]] = weakref.WeakKeyDictionary()
 
 
 def auto_observer() -> OpenTelemetryObserver | None:
@@ -218,7 +235,7 @@ class OpenTelemetryObserver:
         self._run_done: tuple[Span, int] | None = None
         """Such a run that ended, and when: its span ends once its verdict is known
         (:meth:`record_verdict`), or at the next run, or at :meth:`close`."""
-        self.metrics = _Metrics()
+        self.metrics = _Metrics.of_provider()
         """The run's figures as OpenTelemetry metrics, from the global meter provider."""
         self._approval_asked: int | None = None
         self._handlers: dict[str, Callable[[Any, int], None]] = {

@@ -202,8 +202,10 @@ class GategraphOutputValidator:
         self.catalog: Final = catalog
         self.policy: Final = policy if policy is not None else MaxNPolicy()
         """The retry policy of each run's budget."""
-        self._change = change
-        self._artifact = artifact
+        # Whether each takes the run's context, decided once: it is asked at every output.
+        self._change = _with_context(change)
+        self._own_change = change is not _default_change
+        self._artifact = _with_context(artifact)
         self._resource = resource
         self._project = project
         self._shared = budget
@@ -265,8 +267,8 @@ class GategraphOutputValidator:
         round spends from ``budget`` (default: a fresh one of :attr:`policy`). ``ctx`` is
         the run's context, for ``change=`` and ``artifact=`` functions that take it."""
         budget = budget if budget is not None else RetryBudget(self.policy)
-        change = _called(self._change, ctx, output)
-        artifact = _called(self._artifact, ctx, output)
+        change = self._change(ctx, output)
+        artifact = self._artifact(ctx, output)
         if change is None:
             self._check_no_change()
         async with opened_log(self._event_log) as log:
@@ -282,7 +284,7 @@ class GategraphOutputValidator:
             needs = attached[0].validation if attached else None
         if needs is None:
             return
-        if self._change is _default_change:
+        if not self._own_change:
             message = (
                 "the output proposes no files (`files` must map path → text), and "
                 f"{needs!r} checks files: pass `change=`, a function of the output that "
@@ -358,8 +360,11 @@ def _takes_context(function: Callable[..., Any]) -> bool:
     return first is RunContext or typing.get_origin(first) is RunContext
 
 
-def _called(function: Callable[..., Any], ctx: RunContext[Any] | None, output: Any) -> Any:
-    return function(ctx, output) if _takes_context(function) else function(output)
+def _with_context(function: Callable[..., Any]) -> Callable[[Any, Any], Any]:
+    """``function`` as one of the run's context and the output, whichever it takes."""
+    if _takes_context(function):
+        return function
+    return lambda ctx, output: function(output)
 
 
 def _stop_reason(verdict: Verdict, retry: int, max_retries: int) -> str | None:
