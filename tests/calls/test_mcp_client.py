@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 from _helpers import run_process, write_tree
 
 pytest.importorskip("mcp")
@@ -209,6 +210,11 @@ async def test_a_plan_calls_mcp_validations_and_tools(
         **reached,
         "read_only": "declared",
     }
+    # The fields docs/mcp.md shows in its example result.
+    page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    shown = yaml.safe_load(page.split("```yaml\npassed: false\n", 1)[1].split("```", 1)[0])
+    recorded = {"command" if k == "url" else k for k in results["dirty"].data["mcp"]}
+    assert set(shown["data"]["mcp"]) == recorded  # the page shows `command`, or `url`
     assert results["py"].passed and results["py"].message == "a.py, b.py"
     # A validation that wraps an MCP tool records it the same way.
     assert results["py"].data["mcp"] == {**results["dirty"].data["mcp"], "tool": "count_files"}
@@ -1071,24 +1077,3 @@ def test_cli_a_server_that_will_not_start(tmp_path: Path) -> None:
     done = run_cli("mcp", "tools", "dead", cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "error: MCP server 'dead' did not start: FileNotFoundError" in done.stderr
-
-
-# -- the user's guide ------------------------------------------------------------------------------
-
-
-def test_the_guide_s_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/mcp.md's ```py blocks need the SDK (the docs test runs without it): a block that
-    starts with `# NAME.py` is that file, the others run in order, in one folder."""
-    import re
-
-    text = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```py\n(.*?)```", text, re.DOTALL)
-    assert len(blocks) >= 2
-    monkeypatch.chdir(tmp_path)
-    namespace: dict[str, Any] = {"__name__": "docs_example"}
-    for block in blocks:
-        first = block.splitlines()[0]
-        if re.fullmatch(r"# [\w.-]+\.py", first):
-            (tmp_path / first[2:]).write_text(block)
-        else:
-            exec(compile(block, "docs/mcp.md", "exec"), namespace)

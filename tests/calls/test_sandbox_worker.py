@@ -1423,6 +1423,7 @@ def _probe_with(
     machine: str = "x86_64",
     seccomp: bool = True,
     platform: str = "linux",
+    release: str = "6.1.0",
 ) -> _kernel.Support:
     def landlock(*args: Any) -> int:
         if isinstance(abi, OSError):
@@ -1435,7 +1436,7 @@ def _probe_with(
         _kernel, "sys", SimpleNamespace(platform=platform, executable=sys.executable)
     )
     monkeypatch.setattr(
-        _kernel, "platform", SimpleNamespace(machine=lambda: machine, release=lambda: "6.1.0")
+        _kernel, "platform", SimpleNamespace(machine=lambda: machine, release=lambda: release)
     )
     return _kernel._probe()  # not `support()`: this process's own answer stays as it is
 
@@ -1503,6 +1504,15 @@ def test_a_machine_that_cannot_confine_says_what_it_lacks_in_one_line(
 ) -> None:
     found = _probe_with(monkeypatch, **machine)
     assert found.missing == missing
+
+
+def test_the_refusal_docs_isolation_md_quotes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The line the page quotes is what a graph that asks for the sandbox gets on an older
+    kernel."""
+    page = (Path(__file__).parents[2] / "docs" / "isolation.md").read_text(encoding="utf-8")
+    [quoted] = [line for line in page.splitlines() if line.startswith("graph.yaml: nodes[0]")]
+    found = _probe_with(monkeypatch, abi=4, release="6.8.0-45-generic")
+    assert quoted == f"graph.yaml: nodes[0].isolation: sandbox: {found.missing}"
 
 
 def test_a_refused_kernel_call_raises_its_error() -> None:

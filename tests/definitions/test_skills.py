@@ -392,32 +392,6 @@ def test_a_registered_tool_in_a_skill_is_removed_with_force(tmp_path: Path) -> N
     assert "no skills" in run_gategraph(home, "skill", "list", cwd=tmp_path).stdout
 
 
-def _documented_session() -> list[tuple[str, list[str]]]:
-    """The commands of docs/skills.md's first console block, each with its output."""
-    text = (ROOT / "docs" / "skills.md").read_text(encoding="utf-8")
-    block = re.findall(r"```console\n(.*?)```", text, re.DOTALL)[0]
-    session: list[tuple[str, list[str]]] = []
-    for line in block.splitlines():
-        if line.startswith("$ "):
-            session.append((line[2:], []))
-        else:
-            session[-1][1].append(line)
-    return session
-
-
-def test_the_documented_session_runs_as_shown(tmp_path: Path) -> None:
-    import shlex
-
-    ulid = re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b")
-    for command, output in _documented_session():
-        args = shlex.split(command)
-        assert args[0] == "gategraph"
-        done = run_gategraph(tmp_path / "home", *args[1:], cwd=tmp_path)
-        assert done.returncode == 0, (command, done.stderr)
-        got = [ulid.sub("ULID", line) for line in done.stdout.splitlines()]
-        assert got == [ulid.sub("ULID", line) for line in output], command
-
-
 # -- what a review found ----------------------------------------------------------------
 
 PID = (

@@ -901,13 +901,6 @@ def test_the_doc_has_a_short_example() -> None:
     assert glue[0].startswith("gate = ToolCallGate(") and len(glue) <= 12, glue
 
 
-@pytest.mark.parametrize("index", range(len(_doc_blocks())))
-def test_the_doc_examples_run(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every Python block of docs/integrations/langgraph.md runs as written."""
-    monkeypatch.chdir(tmp_path)
-    exec(compile(_doc_blocks()[index], str(DOC), "exec"), {"__name__": "langgraph_doc"})
-
-
 def test_the_tool_call_gate_answers_every_call_as_a_tool_node_would(tmp_path: Path) -> None:
     """Without asking: a passing edit is applied at once; an unknown tool, a tool that
     raises and an edit without its arguments are error answers for the model; a failing

@@ -7,12 +7,10 @@ both anyio backends.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import re
 import sys
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -669,37 +667,6 @@ def test_without_pydantic_ai_the_import_says_what_to_install(
 
 
 DOC = ROOT / "docs" / "integrations" / "pydantic-ai.md"
-
-
-@pytest.mark.parametrize(
-    "block",
-    [
-        pytest.param(block, id=f"block-{i}")
-        for i, block in enumerate(
-            re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
-        )
-    ],
-)
-def test_the_docs_examples_run(block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every Python block of the adapter's page runs as written."""
-    monkeypatch.chdir(tmp_path)
-    try:
-        exec(compile(block, str(DOC), "exec"), {"__name__": "docs_example"})
-    finally:
-        _close_run_sync_loop()
-
-
-def _close_run_sync_loop() -> None:
-    """Close the event loop ``Agent.run_sync`` leaves as the thread's current one (it keeps
-    it for the next call), so it is not found unclosed by a later test."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            loop = asyncio.get_event_loop_policy().get_event_loop()
-        except RuntimeError:
-            return
-    loop.close()
-    asyncio.set_event_loop(None)
 
 
 def test_the_first_example_is_under_15_lines_of_code() -> None:

@@ -259,8 +259,11 @@ def test_a_forged_attestation_does_not_let_resume_apply_the_plan(tmp_path: Path)
     resumed = run_gategraph(home, "resume", plan_id, cwd=tmp_path)
     assert resumed.returncode == 3, resumed.stdout + resumed.stderr
     [why] = [line for line in resumed.stdout.splitlines() if "refused" in line]
-    assert why.startswith("waiting for 1 outside validator")
     assert f"1 verdict refused, the last: {FORGER}'s attestation came without a credential" in why
+    # The line docs/attestation.md quotes (up to its "...").
+    page = (Path(__file__).parents[2] / "docs" / "attestation.md").read_text(encoding="utf-8")
+    [quoted] = [line for line in page.splitlines() if line.startswith("waiting for 1 outside")]
+    assert why.startswith(quoted.removesuffix("..."))
     assert not (root / "src" / "greet.py").exists()
     # A person registers the reviewer; signed with its credential, the plan applies.
     registered = run_gategraph(home, "validator", "register", "validator-reviewer", cwd=tmp_path)

@@ -100,7 +100,7 @@ def test_tests_mirror_the_subpackages() -> None:
 def test_lint_imports_keeps_every_contract() -> None:
     """`lint-imports`, run from a checkout as docs/architecture.md says: every layer imports
     only downward and no import cycle is left, between modules or between packages."""
-    assert "```\nlint-imports --no-cache\n```" in DOC.read_text(encoding="utf-8")
+    assert "```bash\nlint-imports --no-cache\n```" in DOC.read_text(encoding="utf-8")
     lint = Path(sys.executable).with_name("lint-imports")
     done = run_process(
         [str(lint) if lint.exists() else "lint-imports", "--no-cache"], cwd=ROOT, timeout=300
