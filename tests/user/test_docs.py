@@ -4,7 +4,8 @@ what the code prints.
 Each page is one session, in document order, as a reader follows it: a scratch folder of its
 own (with a copy of graphs/, which the pages name) and a ``GATEGRAPH_HOME`` of its own.
 
-- ``python`` runs; what it prints is kept for an output block that follows it.
+- ``python`` runs; a comment after a one-line ``print(...)`` is what it prints (what follows a
+  ``: `` in it may explain), and what the block prints is kept for an output block after it.
 - ``console`` runs each ``$ command`` with bash and compares what it prints (standard output
   and standard error, as a terminal shows them) with the lines quoted under it.
 - ``bash`` runs as one script that must succeed.
@@ -51,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 import tomllib
 import warnings
 from dataclasses import dataclass, field
@@ -264,7 +266,11 @@ class Session:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             # One namespace per page, as a reader's session keeps what earlier blocks made.
-            exec(compile(code, where, "exec"), self.namespace)
+            try:
+                exec(compile(code, where, "exec"), self.namespace)
+            finally:
+                if "pydantic_ai" in sys.modules:
+                    close_run_sync_loop()
         self.printed = out.getvalue()
 
     def write(self, path: str, text: str) -> Path:
@@ -350,6 +356,34 @@ def check_syntax(block: Block, text: str) -> list[str]:
     return []
 
 
+def print_comments(code: str) -> list[str]:
+    """The comments after the one-line ``print(...)`` calls of a block, in order."""
+    calls = {
+        node.lineno
+        for node in ast.walk(ast.parse(code))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "print"
+        and node.lineno == node.end_lineno
+    }
+    return [
+        token.string.removeprefix("#").strip()
+        for token in tokenize.generate_tokens(io.StringIO(code).readline)
+        if token.type == tokenize.COMMENT and token.start[0] in calls
+    ]
+
+
+def printed_as_commented(block: Block, printed: str) -> list[str]:
+    """``print(x)  # what it prints``: each such comment matches a line the block printed,
+    in order; what follows a ": " may explain it (``# fix: the folder is untouched``)."""
+    lines = iter(line.rstrip() for line in printed.split("\n"))
+    for comment in print_comments(block.text):
+        said = [comment, *([comment.split(": ", 1)[0]] if ": " in comment else [])]
+        if not any(any(same_output(s, line) is None for s in said) for line in lines):
+            return [f"{block.where}: no line printed after the others is `{comment}`:\n{printed}"]
+    return []
+
+
 def file_path(block: Block) -> str | None:
     """The file the block is, if it is one: named by its directive or its first line."""
     named = block.directive("file")
@@ -403,7 +437,7 @@ def run_block(session: Session, block: Block) -> list[str]:
         return check_syntax(block, block.text)
     if block.lang in ("python", "py"):
         session.python(block.text, block.where)
-        return []
+        return printed_as_commented(block, session.printed)
     if block.lang == "console":
         return console(session, block)
     if block.lang in ("bash", "sh"):
@@ -452,15 +486,11 @@ def test_every_block_runs_as_written(
         if path is not None:
             session.write(path, block.text)
     problems: list[str] = []
-    try:
-        for block in found:
-            try:
-                problems += run_block(session, block)
-            except Exception as error:
-                problems.append(f"{block.where}: {type(error).__name__}: {error}")
-    finally:
-        if "pydantic_ai" in sys.modules:
-            close_run_sync_loop()
+    for block in found:
+        try:
+            problems += run_block(session, block)
+        except Exception as error:  # every block's failure is reported, not the first only
+            problems.append(f"{block.where}: {type(error).__name__}: {error}")
     assert not problems, "\n\n".join(problems)
 
 
@@ -512,6 +542,7 @@ def test_a_page_s_blocks_and_their_directives(tmp_path: Path) -> None:
         ("<!-- doc: fragment -->\n```yaml\n- id: a\n  validaton: x\n```\n", "validaton"),
         ("```console\n$ echo one\ntwo\n```\n", "printed otherwise"),
         ("```bash\nfalse\n```\n", "failed (1)"),
+        ("```python\nprint('fix')  # fix: explained\nprint(1)  # 2\n```\n", "is `2`"),
         ("<!-- doc: tested-by tests/conftest.py -->\n```\nx\n```\n", "does not read"),
     ],
 )
