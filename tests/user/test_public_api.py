@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
@@ -251,6 +252,54 @@ EXPECTED = [
 def test_all_is_pinned() -> None:
     """`__all__` lists exactly the public names (ruff RUF022 keeps it sorted)."""
     assert gategraph.runtime.__all__ == EXPECTED
+
+
+# The adapters' public names, pinned as for the package (their modules need their extras to
+# import, so they are read from the source here).
+INTEGRATIONS = {
+    "langgraph": [
+        "ApprovalNode",
+        "GateNode",
+        "GateState",
+        "GraphTool",
+        "Route",
+        "ToolCallGate",
+        "ToolGateState",
+        "ValidationNode",
+        "route",
+        "thread_plan_prefix",
+        "write_file",
+    ],
+    "pydantic_ai": [
+        "CatalogToolset",
+        "GateEscalatedError",
+        "GategraphOutputValidator",
+        "gate_output",
+    ],
+}
+
+
+@pytest.mark.parametrize("module", sorted(INTEGRATIONS))
+def test_the_integrations_all_is_pinned(module: str) -> None:
+    source = Path(gategraph.runtime.__file__).with_name("integrations") / f"{module}.py"
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    [names] = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+    ]
+    assert names == INTEGRATIONS[module]
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom):
+            defined |= {alias.asname or alias.name for alias in node.names}
+    assert set(names) <= defined  # each one is the module's own
 
 
 def test_every_public_name_resolves_and_is_documented() -> None:
