@@ -16,7 +16,8 @@ whose structured content breaks its output schema, a stand-in for ``no_forbidden
 that always passes; ``garble`` writes bytes that are not UTF-8 before its reply; with ``junk`` it writes
 lines that are
 not MCP messages to its stdout, and with ``fail-once`` it exits at its first start (no
-MARKER file yet).
+MARKER file yet). ``python mcp_test_server.py fixed DIR`` reads only under ``DIR``, and
+never asks for roots: a server whose folder is fixed.
 """
 
 from __future__ import annotations
@@ -244,6 +245,10 @@ if __name__ == "__main__":
         _serve_http(sys.argv[2])
     elif sys.argv[1:2] == ["raw"]:
         _serve_raw(sys.argv[2:])
+    elif sys.argv[1:2] == ["fixed"]:
+        # Its folder fixed at start, roots never asked for: mcp-server-git --repository.
+        _ALLOWED = [Path(sys.argv[2])]
+        server.run("stdio")
     else:
         _listen_for_roots()
         server.run("stdio")

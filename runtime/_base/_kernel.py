@@ -77,6 +77,7 @@ __all__ = [
     "network_closed",
     "probe_ahead",
     "sandbox_support",
+    "show_folder_at",
     "support",
 ]
 
@@ -757,19 +758,8 @@ def _own_mounts(
     Return whether that took a user namespace of its own (where this process may not
     mount in the one it is in: any user but root), and a descriptor of each shared folder
     (:class:`SharedFolderError` where one is not a folder reached without a link)."""
-    libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
-    own_user = not _capabilities().get("CapEff", 0) & (1 << _CAP_SYS_ADMIN)
-    if libc.unshare(_CLONE_NEWNS | (_CLONE_NEWUSER if own_user else 0)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"unshare: {os.strerror(err)}")
-    if own_user:
-        # Itself only, as itself: files keep their owners, and nobody else is mapped.
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1")):
-            _write_proc(name, text)
-        _write_proc("gid_map", f"{gid} {gid} 1")
-    # Nothing done here may reach the parent's mounts.
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    own_user = _private_mounts()
     # Found in this process's own mounts (a bind takes a folder of those only).
     found = [_folder_without_links(path) for path in shared]
     for kept in hidden:
@@ -803,6 +793,63 @@ def _own_mounts(
     _mount("tmpfs", writable, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
     os.chdir(writable)  # the folder itself, not the one now under the tmpfs
     return own_user, mounted
+
+
+def _private_mounts() -> bool:
+    """Give this process a mount namespace of its own, whose changes reach no other
+    process; return whether that took a user namespace of its own too (any user but root
+    may not mount in the one it is in)."""
+    libc = _libc()
+    uid, gid = os.geteuid(), os.getegid()
+    own_user = not _capabilities().get("CapEff", 0) & (1 << _CAP_SYS_ADMIN)
+    if libc.unshare(_CLONE_NEWNS | (_CLONE_NEWUSER if own_user else 0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    if own_user:
+        # Itself only, as itself: files keep their owners, and nobody else is mapped.
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1")):
+            _write_proc(name, text)
+        _write_proc("gid_map", f"{gid} {gid} 1")
+    # Nothing done here may reach the parent's mounts.
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    return own_user
+
+
+def show_folder_at(folder: str, at: str) -> None:
+    """Make ``folder`` appear at ``at`` (an existing folder) for this process and what it
+    starts, and for nothing else: a program that only knows ``at`` reads ``folder``.
+
+    A copy whose git objects are read where they are (``.git/objects/info/alternates``
+    naming ``at``'s, as a disposable copy's does) would name itself once it hides ``at``:
+    its objects folder shows ``at``'s own instead, read-only.
+    Raises :class:`OSError` where this machine lets no process have mounts of its own."""
+    _private_mounts()
+    objects = os.path.join(folder, ".git", "objects")
+    try:
+        with open(os.path.join(objects, "info", "alternates"), encoding="utf-8") as file:
+            shared = [line.strip() for line in file if line.strip()]
+    except OSError:
+        shared = []
+    real = os.path.join(at, ".git", "objects")
+    if shared == [real]:
+        _bind(real, objects, read_only=True)
+    _bind(folder, at)
+
+
+def _bind(folder: str, at: str, *, read_only: bool = False) -> None:
+    # Found in this process's own mounts (a bind takes a folder of those only), and
+    # through the descriptor: the folder found, not what a link put in its place since.
+    source = _folder_without_links(folder)
+    try:
+        _mount(f"/proc/self/fd/{source}", at, None, _MS_BIND | _MS_REC)
+    finally:
+        os.close(source)
+    if read_only:
+        top = _folder_without_links(at)  # the new mount: a lookup ends on the topmost
+        try:
+            _set_mount(top, b"", _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0), _AT_EMPTY_PATH)
+        finally:
+            os.close(top)
 
 
 class SharedFolderError(OSError):

@@ -36,6 +36,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -153,6 +154,12 @@ class McpServer(_Model):
     the rest of gategraph's environment is not passed on."""
     cwd: str | None = None
     """The folder it runs in; a relative path is relative to the graph file's folder."""
+    folder: str | None = None
+    """The folder a server with fixed folders was started on (``mcp-server-git
+    --repository DIR``, or a filesystem server given ``DIR`` that ignores roots), relative
+    to the graph file's folder like ``cwd``. Each call then starts the server afresh where
+    that folder shows the call's own (the plan's copy), and its path arguments name it:
+    such a server judges the change, not the folder as it was."""
     url: str | None = None
     """The endpoint of a streamable-HTTP server (``http://127.0.0.1:8000/mcp``)."""
     headers: dict[str, str] = Field(default_factory=dict)
@@ -168,7 +175,7 @@ class McpServer(_Model):
             raise ValueError("must be the program alone, not a list: put its arguments in `args`")
         return value if value is None else _text_of(value, "", numbers=False)
 
-    @field_validator("url", "cwd", "description", mode="before")
+    @field_validator("url", "cwd", "folder", "description", mode="before")
     @classmethod
     def _a_text(cls, value: Any) -> Any:
         return value if value is None else _text_of(value, "", numbers=False)
@@ -195,12 +202,12 @@ class McpServer(_Model):
             key: _text_of(item, f"the value of {str(key)[:60]!r}") for key, item in value.items()
         }
 
-    @field_validator("command", "url", "cwd")
+    @field_validator("command", "url", "cwd", "folder")
     @classmethod
     def _given(cls, value: str | None) -> str | None:
         return _not_blank(value)
 
-    @field_validator("cwd")
+    @field_validator("cwd", "folder")
     @classmethod
     def _absolute(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None or os.path.isabs(value):
@@ -267,7 +274,7 @@ class McpServer(_Model):
         if self.command is not None and self.headers:
             raise ValueError("`headers` are only for a server reached by `url`")
         if self.url is not None:
-            extra = [f"`{f}`" for f in ("args", "env", "cwd") if getattr(self, f)]
+            extra = [f"`{f}`" for f in ("args", "env", "cwd", "folder") if getattr(self, f)]
             if extra:
                 raise ValueError(
                     f"{', '.join(extra)} {'is' if len(extra) == 1 else 'are'} only for a "
@@ -291,7 +298,7 @@ class McpServer(_Model):
     def as_cli_dict(self) -> dict[str, Any]:
         """The fields set, JSON-compatible, ``name`` first, for display and export."""
         dumped = self.model_dump(mode="json", exclude_defaults=True)
-        order = ["name", "description", "command", "args", "env", "cwd", "url", "headers"]
+        order = ["name", "description", "command", "args", "env", "cwd", "folder", "url", "headers"]
         out = {key: dumped[key] for key in order if key in dumped}
         out.update({key: value for key, value in dumped.items() if key not in out})
         return out
@@ -1393,21 +1400,68 @@ class McpCall:
                     return self._failed(BAD_ARGUMENTS, f"{self.label}: {path[1:]}")
                 wire[slot] = path
                 folders.append(folder)
+            fixed = connection.server.folder
+            if fixed is not None and folders:
+                return await self._on_view(connection, folders, wire, artifact, inputs)
             # Before the call's own timeout starts: the server's roots are the runtime's
             # business, with a limit of their own.
             told = await stack.enter_async_context(connection.offering(folders))
-            return await self._send(wire, told, artifact, inputs)
+            return await self._send(connection, wire, told, artifact, inputs)
+
+    async def _on_view(
+        self,
+        connection: _Connection,
+        folders: list[str],
+        wire: dict[str, Any],
+        artifact: Any,
+        inputs: Mapping[str, Any] | None,
+    ) -> Outcome:
+        """Call a server whose folder is fixed: started for this call where its folder
+        shows the call's (a mount of its own), with the path arguments naming its folder.
+        A server that cannot take roots judges the change this way, not the real folder."""
+        server = connection.server
+        fixed = server.folder
+        assert server.command is not None and fixed is not None
+        if len(set(folders)) > 1:
+            return self._failed(
+                MISCONFIGURED,
+                f"{self.label}: its server's folder is fixed ({fixed}), and this call gives it "
+                f"{len(set(folders))} folders: give the tool one folder slot",
+            )
+        [folder] = set(folders)
+        for slot, value in list(wire.items()):
+            if isinstance(value, str) and (value == folder or value.startswith(folder + os.sep)):
+                wire[slot] = fixed + value[len(folder) :]
+        view = server.model_copy(
+            update={
+                "command": sys.executable,
+                "args": ("-m", _VIEW, folder, fixed, "--", server.command, *server.args),
+            }
+        )
+        own = _Connection(view)
+        own.roots[fixed] = 1  # a server that asks for its roots anyway is given its folder
+        async with anyio.create_task_group() as group:
+            group.start_soon(_own, own, name=f"MCP server {server.name} on {folder}")
+            try:
+                await own.ready.wait()
+                if own.failure is not None:
+                    outcome = self._failed(own.failure_kind, own.failure)
+                else:
+                    outcome = await self._send(own, wire, False, artifact, inputs)
+            finally:
+                own.stop.set()  # the server's process ends with the call
+        return outcome
 
     async def _send(
         self,
+        connection: _Connection,
         wire: dict[str, Any],
         told: bool,
         artifact: Any,
         inputs: Mapping[str, Any] | None,
     ) -> Outcome:
-        connection = self.connection
         info = self.info
-        assert connection is not None and info is not None
+        assert info is not None
         properties = info.properties
         if "artifact" in properties and "artifact" not in wire:
             wire["artifact"] = _json_value(artifact)
@@ -1514,6 +1568,8 @@ _REFUSAL: Final = re.compile(
     re.IGNORECASE,
 )
 
+# The launcher of a server whose folder is fixed (see McpCall._on_view).
+_VIEW: Final = "gategraph.runtime._calls._mcp_view"
 # How long a server that was just given new roots may take to apply them (the
 # filesystem server checks each folder first) before a refused call is asked again.
 _ROOTS_SETTLE: Final = 0.25

@@ -28,6 +28,7 @@ _OPTION_OF: Final = {
     "args": "--arg",
     "env": "--env",
     "cwd": "--cwd",
+    "folder": "--folder",
     "url": "--url",
     "headers": "--header",
     "timeout": "--timeout",
@@ -92,6 +93,12 @@ _FIELD_IN_TEXT: Final = re.compile(r"`([a-z_]+)`")
     type=click.Path(path_type=Path),
     help="The folder the server runs in (default: the one of the plan that starts it).",
 )
+@click.option(
+    "--folder",
+    type=click.Path(path_type=Path),
+    help="The folder the server was started on, when its folders are fixed (mcp-server-git "
+    "--repository DIR): each call starts it where that folder shows the plan's copy.",
+)
 @click.option("--url", metavar="URL", help="Reach a streamable-HTTP server at this URL.")
 @click.option(
     "--header",
@@ -114,6 +121,7 @@ def mcp_add(
     args: tuple[str, ...],
     env: tuple[str, ...],
     cwd: Path | None,
+    folder: Path | None,
     url: str | None,
     headers: tuple[str, ...],
     timeout: float | None,
@@ -145,11 +153,12 @@ def mcp_add(
         config["args"] = list(args)
     if env:
         config["env"] = _pairs(env, "--env")
-    if cwd is not None:
-        folder = cwd.absolute()
-        if not folder.is_dir():
-            _fail(f"--cwd: no such directory: {folder}")
-        config["cwd"] = str(folder)
+    for option, given in (("cwd", cwd), ("folder", folder)):
+        if given is not None:
+            found = given.absolute()
+            if not found.is_dir():
+                _fail(f"--{option}: no such directory: {found}")
+            config[option] = str(found)
     if url is not None:
         config["url"] = url
     if headers:

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _helpers import git, write_tree
+from _helpers import git, run_gategraph, write_tree
 
 pytest.importorskip("mcp")
 
@@ -36,6 +36,7 @@ def plan(
     steps: list[dict[str, str]],
     *,
     tools: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    server: dict[str, Any] | None = None,
 ) -> Any:
     """A plan over ``project`` whose scripted executor writes ``steps``, with the test
     server's tools as ``t.read``, ``t.scribble``."""
@@ -44,7 +45,9 @@ def plan(
             "version": 1,
             "name": "roots",
             "resources": {"repo": {"kind": "directory", "path": str(project)}},
-            "mcp_servers": {"t": {"command": sys.executable, "args": [str(SERVER), "stdio"]}},
+            "mcp_servers": {
+                "t": server or {"command": sys.executable, "args": [str(SERVER), "stdio"]}
+            },
             "tools": [
                 {
                     "name": "t.read",
@@ -454,3 +457,100 @@ async def test_a_connection_lost_while_telling_the_server_is_left_to_the_call() 
     async with connection.offering(["/box/a"]) as told:
         assert not told
     assert connection.roots == {} and connection._telling == set()
+
+
+# -- a server whose folder is fixed ------------------------------------------------------
+
+
+def fixed_server(project: Path, **extra: Any) -> dict[str, Any]:
+    """The test server started on ``project`` alone (it never asks for roots)."""
+    return {"command": sys.executable, "args": [str(SERVER), "fixed", str(project)], **extra}
+
+
+@pytest.mark.anyio
+async def test_a_server_whose_folder_is_fixed_judges_the_plans_copy_there(
+    tmp_path: Path,
+) -> None:
+    """`folder:` names the folder the server was started on: each call starts it where that
+    folder shows the plan's copy, so it judges the change. A bad change is rejected; a good
+    one applied; the real folder is never shown to the server while a change is judged."""
+    project = write_tree(tmp_path / "project", {"notes.md": "to do\n"})
+    node = [{"id": "notes", "validation": "notes-done", "arguments": {"path": "notes.md"}}]
+    server = fixed_server(project, folder=str(project))
+    bad = plan(project, [NOTES_SAY_DONE], node, [{"notes.md": "to do, still\n"}] * 2, server=server)
+    rejected = await Supervisor(bad).run()
+    assert rejected.status is PlanStatus.AWAITING_DECISION, rejected.message
+    assert "to do, still" in str(rejected.verdict["findings"])  # what the copy holds
+    assert (project / "notes.md").read_text() == "to do\n"
+    good = plan(project, [NOTES_SAY_DONE], node, [{"notes.md": "done\n"}], server=server)
+    outcome = await Supervisor(good).run()
+    assert outcome.status is PlanStatus.APPLIED, outcome.message
+    assert (project / "notes.md").read_text() == "done\n"
+
+
+@pytest.mark.anyio
+async def test_without_folder_a_fixed_server_refuses_the_copy_as_a_misconfiguration(
+    tmp_path: Path,
+) -> None:
+    project = write_tree(tmp_path / "project", {"notes.md": "to do\n"})
+    node = [{"id": "notes", "validation": "notes-done", "arguments": {"path": "notes.md"}}]
+    graph = plan(
+        project, [NOTES_SAY_DONE], node, [{"notes.md": "done\n"}], server=fixed_server(project)
+    )
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.AWAITING_DECISION
+    assert [a["faultKind"] for a in outcome.attempts] == ["misconfigured"]
+    assert "path outside allowed directories" in str(outcome.verdict["findings"])
+
+
+def test_folder_is_for_a_server_run_by_command_and_relative_to_the_graph(tmp_path: Path) -> None:
+    from gategraph.runtime import ConfigError
+    from gategraph.runtime._calls._mcp import McpServer
+
+    found = McpServer.from_config({"command": "x", "folder": "repo"}, name="s", base_dir=tmp_path)
+    assert found.folder == str(tmp_path / "repo")
+    with pytest.raises(ConfigError, match="`folder` is only for a server run by `command`"):
+        McpServer.from_config({"url": "http://127.0.0.1:1/mcp", "folder": "/x"}, name="s")
+
+
+def test_the_launcher_shows_the_copy_at_the_folder_and_says_why_it_cannot(tmp_path: Path) -> None:
+    """What the server started through the launcher reads at its folder is the copy; a
+    folder that is not there is one line on its stderr."""
+    import subprocess
+
+    real = write_tree(tmp_path / "real", {"f": "real\n"})
+    copy = write_tree(tmp_path / "copy", {"f": "copy\n"})
+    launcher = [sys.executable, "-m", "gategraph.runtime._calls._mcp_view"]
+    shown = subprocess.run(
+        [*launcher, str(copy), str(real), "--", "cat", str(real / "f")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (shown.returncode, shown.stdout) == (0, "copy\n"), shown.stderr
+    assert (real / "f").read_text() == "real\n"
+    missing = subprocess.run(
+        [*launcher, str(copy), str(tmp_path / "gone"), "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1
+    assert missing.stderr == f"the MCP server's folder {tmp_path / 'gone'} is not a folder\n"
+
+
+def test_mcp_add_takes_the_servers_folder(tmp_path: Path) -> None:
+    """`mcp add --folder DIR` registers it, absolute; a folder that is not there is one
+    line, and nothing is registered."""
+    import json
+
+    project = write_tree(tmp_path / "project", {"notes.md": "x\n"})
+    home = tmp_path / "home"
+    server = ["--", sys.executable, str(SERVER), "fixed", str(project)]
+    added = run_gategraph(home, "mcp", "add", "t", "--folder", "project", *server, cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    [listed] = json.loads(run_gategraph(home, "mcp", "list", "--json", cwd=tmp_path).stdout)
+    assert listed["folder"] == str(project)
+    gone = run_gategraph(home, "mcp", "add", "u", "--folder", "nowhere", *server, cwd=tmp_path)
+    assert gone.returncode == 2
+    assert gone.stderr == f"error: --folder: no such directory: {tmp_path / 'nowhere'}\n"

@@ -4,7 +4,9 @@ the official filesystem server (npm, ``@modelcontextprotocol/server-filesystem``
 
 The filesystem server is allowed the project folder only; it reads the plan's copy because
 gategraph offers that copy as its MCP root. The git server diffs the change against the
-repository's history on a disposable copy, so its index refresh never touches the plan.
+repository's history on a disposable copy, so its index refresh never touches the plan;
+started on the project itself (``--repository``, its folder fixed), it is shown the copy
+there.
 
 Where they are: ``GATEGRAPH_TEST_FILESYSTEM_SERVER`` (the server's program) and
 ``GATEGRAPH_TEST_GIT_SERVER`` (a Python that has ``mcp_server_git``). Without them the
@@ -35,9 +37,11 @@ if not (FILESYSTEM and GIT):
     pytest.skip("the real MCP servers are not installed here", allow_module_level=True)
 
 
-def plan_file(folder: Path, steps: list[dict[str, str]]) -> Path:
+def plan_file(folder: Path, steps: list[dict[str, str]], *, fixed: bool = False) -> Path:
     """A project under git, and a plan beside it whose validations are the real servers'
-    tools: the notes have no TODO left (filesystem), the diff adds no password (git)."""
+    tools: the notes have no TODO left (filesystem), the diff adds no password (git).
+    ``fixed``: the git server is started on the project (``--repository``), as its README
+    shows, and declared with that `folder`."""
     project = folder / "project"
     project.mkdir()
     (project / "README.md").write_text("# Project\n")
@@ -52,7 +56,15 @@ def plan_file(folder: Path, steps: list[dict[str, str]]) -> Path:
         "mcp_servers": {
             # As the server's README has it: allowed the project folder.
             "files": {"command": FILESYSTEM, "args": [str(project)]},
-            "git": {"command": GIT, "args": ["-m", "mcp_server_git"]},
+            "git": (
+                {
+                    "command": GIT,
+                    "args": ["-m", "mcp_server_git", "--repository", str(project)],
+                    "folder": str(project),
+                }
+                if fixed
+                else {"command": GIT, "args": ["-m", "mcp_server_git"]}
+            ),
         },
         "tools": [
             {
@@ -119,10 +131,12 @@ def run(plan: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_real_servers_pass_a_good_change_which_is_applied(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fixed", [False, True], ids=["roots", "fixed-folder"])
+def test_the_real_servers_pass_a_good_change_which_is_applied(tmp_path: Path, fixed: bool) -> None:
     plan = plan_file(
         tmp_path,
         [{"NOTES.md": "The notes, written.\n", "README.md": "# Project\n\nUse it.\n"}],
+        fixed=fixed,
     )
     done = run(plan)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -134,10 +148,13 @@ def test_the_real_servers_pass_a_good_change_which_is_applied(tmp_path: Path) ->
     assert git(project, "log", "--format=%s").split() == ["first"]
 
 
-def test_the_real_servers_reject_a_bad_change_which_is_not_applied(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fixed", [False, True], ids=["roots", "fixed-folder"])
+def test_the_real_servers_reject_a_bad_change_which_is_not_applied(
+    tmp_path: Path, fixed: bool
+) -> None:
     # git diffs what it tracks: the password is in a file it has.
     bad = {"NOTES.md": "TODO: still\n", "README.md": "# Project\n\npassword = 'hunter2'\n"}
-    plan = plan_file(tmp_path, [bad, bad])
+    plan = plan_file(tmp_path, [bad, bad], fixed=fixed)
     done = run(plan)
     assert ": awaiting_decision" in done.stdout, done.stdout + done.stderr
     assert "FAIL notes" in done.stdout and "FAIL diff" in done.stdout
