@@ -537,6 +537,52 @@ def test_the_launcher_shows_the_copy_at_the_folder_and_says_why_it_cannot(tmp_pa
     )
     assert missing.returncode == 1
     assert missing.stderr == f"the MCP server's folder {tmp_path / 'gone'} is not a folder\n"
+    unknown = subprocess.run(
+        [*launcher, str(copy), str(real), "--", str(tmp_path / "no-such-server")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert unknown.returncode == 1 and "cannot start the MCP server" in unknown.stderr
+    usage = subprocess.run([*launcher, str(copy)], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: ")
+
+
+def test_a_disposable_copy_shown_at_the_folder_reads_the_real_history_read_only(
+    tmp_path: Path,
+) -> None:
+    """A disposable copy reads its git objects where they are (alternates naming the real
+    folder's): shown at the real folder, it still finds them, and cannot write them."""
+    import subprocess
+
+    real = write_tree(tmp_path / "real", {"a.txt": "one\n"})
+    git(real, "init", "-q")
+    git(real, "add", ".")
+    git(real, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    plan_copy = write_tree(tmp_path / "copy", {"a.txt": "two\n"})  # a plan's copy: no .git
+    disposable = tmp_path / "disposable"
+    _copy_with_git(str(plan_copy), str(disposable), str(real))
+    script = "git diff --stat && git log --format=%s && touch .git/objects/x"
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gategraph.runtime._calls._mcp_view",
+            str(disposable),
+            str(real),
+            "--",
+            "sh",
+            "-c",
+            f"cd {real} && {script}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "a.txt | 2 +-" in shown.stdout and "first" in shown.stdout, shown.stderr
+    assert "Read-only file system" in shown.stderr and shown.returncode != 0
+    assert not (real / ".git" / "objects" / "x").exists()
+    assert (real / "a.txt").read_text() == "one\n"
 
 
 def test_mcp_add_takes_the_servers_folder(tmp_path: Path) -> None:
