@@ -831,7 +831,9 @@ def show_folder_at(folder: str, at: str) -> None:
     except OSError:
         shared = []
     real = os.path.join(at, ".git", "objects")
-    if shared == [real]:
+    if [os.path.realpath(path) for path in shared] == [os.path.realpath(real)]:
+        # Read-only keeps git's own writes (a repack, a gc) out of the real repository;
+        # it is no boundary for a hostile server, which runs with the user's rights.
         _bind(real, objects, read_only=True)
     _bind(folder, at)
 

@@ -54,6 +54,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from ._call import Outcome, _describe
 from ._context import STANDS_FOR
+from ._mcp_view import NOT_SHOWN
 from ._readonly import unguarded
 
 if TYPE_CHECKING:
@@ -210,8 +211,10 @@ class McpServer(_Model):
     @field_validator("cwd", "folder")
     @classmethod
     def _absolute(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None or os.path.isabs(value):
+        if value is None:
             return value
+        if os.path.isabs(value):
+            return os.path.normpath(value)
         context = info.context
         base = context.get("base_dir") if isinstance(context, Mapping) else None
         return os.path.normpath(os.path.join(base or os.getcwd(), value))
@@ -1223,6 +1226,7 @@ class McpCall:
         "record",
         "refusal",
         "server",
+        "slots",
         "tool",
         "trusted",
         "validation",
@@ -1238,6 +1242,7 @@ class McpCall:
         self.validation = isinstance(tool, Validation)
         self.trusted = isinstance(tool, Validation) and tool.trust_read_only
         self.connection: _Connection | None = None
+        self.slots = tuple(slot.name for slot in tool.resource_slots)
         self.disposable = frozenset(slot.name for slot in tool.resource_slots if slot.disposable)
         """The slots whose folder each call gets a disposable copy of."""
         self.info: McpToolInfo | None = None
@@ -1270,6 +1275,13 @@ class McpCall:
             if connection.failure_kind == MISCONFIGURED:
                 return connection.failure  # its declaration cannot work: no retry helps
             return None  # unavailable: each call says so
+        if server.folder is not None and not self.slots:
+            # It would read the real folder, where the change is not.
+            return (
+                f"{self.label}: its server's folder is fixed ({server.folder}), and the tool "
+                "has no resource slot to give it the plan's copy: declare the argument that "
+                "names the folder in `resource_slots`"
+            )
         info = connection.tools.get(self.tool)
         if info is None:
             names = ", ".join(sorted(connection.tools)) or "none"
@@ -1435,7 +1447,8 @@ class McpCall:
         view = server.model_copy(
             update={
                 "command": sys.executable,
-                "args": ("-m", _VIEW, folder, fixed, "--", server.command, *server.args),
+                # -P: a module in the server's working directory cannot stand in for it.
+                "args": ("-P", "-m", _VIEW, folder, fixed, "--", server.command, *server.args),
             }
         )
         own = _Connection(view)
@@ -1445,7 +1458,10 @@ class McpCall:
             try:
                 await own.ready.wait()
                 if own.failure is not None:
-                    outcome = self._failed(own.failure_kind, own.failure)
+                    # The launcher's own refusal (no namespace, no folder, no program) is
+                    # the declaration's: the next call would meet it again.
+                    kind = MISCONFIGURED if NOT_SHOWN in own.failure else own.failure_kind
+                    outcome = self._failed(kind, own.failure)
                 else:
                     outcome = await self._send(own, wire, False, artifact, inputs)
             finally:
@@ -1633,9 +1649,18 @@ def _copy_with_git(folder: str, copy: str, real: str | None) -> None:
     from ._context import copy_tree, special_files
 
     copy_tree(Path(folder), Path(copy))
-    git = os.path.join(real, ".git") if real is not None else None
-    if git is None or os.path.lexists(os.path.join(copy, ".git")) or not os.path.isdir(git):
-        return  # the copy has its own, or there is none to give (a worktree's is a file)
+    if real is None:
+        return  # a real folder (a run in place): its own `.git` came with it
+    # A plan's copy leaves the real `.git` out, so one there is the plan's own writing: its
+    # config could have git run a program of the plan's (core.fsmonitor) for the server.
+    planted = os.path.join(copy, ".git")
+    if os.path.isdir(planted) and not os.path.islink(planted):
+        shutil.rmtree(planted)
+    elif os.path.lexists(planted):
+        os.unlink(planted)
+    git = os.path.join(real, ".git")
+    if not os.path.isdir(git):
+        return  # there is none to give (a worktree's or a submodule's `.git` is a file)
     # The repository's state without its objects, which are read where they are (git's
     # alternates, as `git clone --shared` does): a large history costs no copy, and
     # nothing written in the copy reaches the real repository.

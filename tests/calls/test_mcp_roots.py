@@ -398,6 +398,25 @@ async def test_concurrent_validations_on_one_new_folder_all_read_it(tmp_path: Pa
     assert outcome.attempts == [] or all(a["faultKind"] is None for a in outcome.attempts)
 
 
+def test_a_git_folder_the_plan_wrote_never_reaches_a_git_server(tmp_path: Path) -> None:
+    """The plan's copy leaves the real `.git` out: one in it is the plan's writing, whose
+    config could make git run the plan's program for the server (core.fsmonitor). The
+    disposable copy has the real repository's state instead."""
+    real = write_tree(tmp_path / "real", {"a.txt": "one\n"})
+    git(real, "init", "-q")
+    git(real, "add", ".")
+    git(real, "commit", "-qm", "first")
+    box = write_tree(
+        tmp_path / "box",
+        {"a.txt": "two\n", ".git/config": "[core]\n\tfsmonitor = touch PWNED\n"},
+    )
+    copy = tmp_path / "copy"
+    _copy_with_git(str(box), str(copy), str(real))
+    assert "fsmonitor" not in (copy / ".git" / "config").read_text()
+    assert "+two" in git(copy, "diff")
+    assert not list(tmp_path.rglob("PWNED"))
+
+
 def test_a_disposable_copy_shows_git_the_copy_whatever_the_config_says(tmp_path: Path) -> None:
     """core.worktree pointing at the real folder would diff it, not the change; a FIFO in
     .git (which a copy would wait on forever) is left out."""
@@ -503,6 +522,42 @@ async def test_without_folder_a_fixed_server_refuses_the_copy_as_a_misconfigurat
     assert "path outside allowed directories" in str(outcome.verdict["findings"])
 
 
+@pytest.mark.anyio
+async def test_a_fixed_server_that_cannot_be_shown_the_copy_is_a_misconfiguration(
+    tmp_path: Path,
+) -> None:
+    """Its folder is not there: the launcher says so, and the call is a configuration
+    fault (no retry would change it), with that line."""
+    project = write_tree(tmp_path / "project", {"notes.md": "to do\n"})
+    node = [{"id": "notes", "validation": "notes-done", "arguments": {"path": "notes.md"}}]
+    server = fixed_server(project, folder=str(tmp_path / "gone"))
+    graph = plan(project, [NOTES_SAY_DONE], node, [{"notes.md": "done\n"}], server=server)
+    outcome = await Supervisor(graph).run()
+    assert outcome.status is PlanStatus.AWAITING_DECISION
+    assert [a["faultKind"] for a in outcome.attempts] == ["misconfigured"]
+    assert "is not a folder" in str(outcome.verdict["findings"])
+
+
+@pytest.mark.anyio
+async def test_a_tool_of_a_fixed_server_needs_a_folder_slot(tmp_path: Path) -> None:
+    """Without one it would read the real folder, where the change is not: refused before
+    anything runs."""
+    from gategraph.runtime import ConfigError
+
+    project = write_tree(tmp_path / "project", {"notes.md": "to do\n"})
+    blind = {"name": "t.blind", "mcp_server": "t", "mcp_tool_name": "shout", "read_only": True}
+    graph = plan(
+        project,
+        [],
+        [{"id": "shout", "tool": "t.blind", "arguments": {"text": "hi"}}],
+        [{"notes.md": "done\n"}],
+        tools=[blind],
+        server=fixed_server(project, folder=str(project)),
+    )
+    with pytest.raises(ConfigError, match="has no resource slot to give it the plan's copy"):
+        await Supervisor(graph).run()
+
+
 def test_folder_is_for_a_server_run_by_command_and_relative_to_the_graph(tmp_path: Path) -> None:
     from gategraph.runtime import ConfigError
     from gategraph.runtime._calls._mcp import McpServer
@@ -536,14 +591,17 @@ def test_the_launcher_shows_the_copy_at_the_folder_and_says_why_it_cannot(tmp_pa
         timeout=60,
     )
     assert missing.returncode == 1
-    assert missing.stderr == f"the MCP server's folder {tmp_path / 'gone'} is not a folder\n"
+    assert missing.stderr == (
+        "gategraph cannot show the plan's copy to this MCP server: its folder "
+        f"{tmp_path / 'gone'} is not a folder\n"
+    )
     unknown = subprocess.run(
         [*launcher, str(copy), str(real), "--", str(tmp_path / "no-such-server")],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert unknown.returncode == 1 and "cannot start the MCP server" in unknown.stderr
+    assert unknown.returncode == 1 and "cannot start" in unknown.stderr
     usage = subprocess.run([*launcher, str(copy)], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and usage.stderr.startswith("usage: ")
 

@@ -13,7 +13,8 @@ own (with a copy of graphs/, which the pages name) and a ``GATEGRAPH_HOME`` of i
   configuration is registered with ``gategraph tool add --config`` / ``skill add --config``.
 - ``json`` and ``toml`` parse.
 - A block whose first line names a file (``# notes_server.py``) is that file: it is written
-  into the scratch folder, where the page's later commands use it.
+  into the scratch folder, where the page's commands use it (a plan graph is checked, unless
+  the page runs ``gategraph check`` on it itself: a broken example).
 
 A block says otherwise in an HTML comment right above it (invisible where the page is
 rendered); an unmarked block of another kind fails:
@@ -192,6 +193,7 @@ class Session:
         scratch = tmp / "tmp"
         scratch.mkdir()
         monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+        monkeypatch.setenv("TMPDIR", str(scratch))
         if graphs:  # the page names the example graphs, which a checkout has
             shutil.copytree(
                 ROOT / "graphs", self.work / "graphs", ignore=shutil.ignore_patterns("__pycache__")
@@ -275,6 +277,7 @@ class Session:
 
     def write(self, path: str, text: str) -> Path:
         target = self.work / path
+        assert not Path(path).is_absolute() and ".." not in Path(path).parts, path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
         return target
@@ -309,15 +312,26 @@ def console(session: Session, block: Block) -> list[str]:
                 problems.append(f"{block.where}: `{command}` printed otherwise:\n{diff}")
             continue
         done = session.shell(command)
-        if output:
-            diff = same_output("\n".join(output), done.stdout)
-            if diff:
-                problems.append(f"{block.where}: `{command}` printed otherwise:\n{diff}")
-        elif done.returncode != 0:
-            problems.append(
-                f"{block.where}: `{command}` failed ({done.returncode}):\n{done.stdout}"
-            )
+        quoted = "\n".join(output)
+        diff = same_output(quoted, done.stdout) if output else None
+        if diff:
+            problems.append(f"{block.where}: `{command}` printed otherwise:\n{diff}")
+        problems += exit_problem(block, command, quoted, done)
     return problems
+
+
+def exit_problem(
+    block: Block, command: str, quoted: str, done: subprocess.CompletedProcess[str]
+) -> list[str]:
+    """A command whose quoted output is an error must fail; any other must succeed."""
+    error = any(line.startswith("error:") for line in quoted.splitlines())
+    if error == (done.returncode != 0):
+        return []
+    said = "fails" if error else "succeeds"
+    return [
+        f"{block.where}: the page says `{command}` {said}; it exited {done.returncode}:\n"
+        f"{done.stdout}"
+    ]
 
 
 def yaml_block(session: Session, block: Block) -> list[str]:
@@ -356,8 +370,10 @@ def check_syntax(block: Block, text: str) -> list[str]:
     return []
 
 
-def print_comments(code: str) -> list[str]:
-    """The comments after the one-line ``print(...)`` calls of a block, in order."""
+def print_comments(code: str) -> list[tuple[str, bool]]:
+    """What the one-line ``print(...)`` calls of a block say they print, in order: the
+    comment after the call, or else the comment on the line below it; each with whether
+    that comment goes on over the next line (the printed line then starts with it)."""
     calls = {
         node.lineno
         for node in ast.walk(ast.parse(code))
@@ -366,20 +382,44 @@ def print_comments(code: str) -> list[str]:
         and node.func.id == "print"
         and node.lineno == node.end_lineno
     }
-    return [
-        token.string.removeprefix("#").strip()
+    comments = {
+        token.start[0]: (
+            token.string.removeprefix("#").strip(),
+            token.line.lstrip().startswith("#"),
+        )
         for token in tokenize.generate_tokens(io.StringIO(code).readline)
-        if token.type == tokenize.COMMENT and token.start[0] in calls
-    ]
+        if token.type == tokenize.COMMENT
+    }
+    found = []
+    for line in sorted(calls):
+        trailing = comments.get(line)
+        if trailing is not None and not trailing[1]:
+            found.append((trailing[0], False))
+            continue
+        below = comments.get(line + 1)
+        if below is not None and below[1]:  # a comment on a line of its own
+            after = comments.get(line + 2)
+            found.append((below[0], after is not None and after[1]))
+    return found
 
 
 def printed_as_commented(block: Block, printed: str) -> list[str]:
-    """``print(x)  # what it prints``: each such comment matches a line the block printed,
-    in order; what follows a ": " may explain it (``# fix: the folder is untouched``)."""
+    """``print(x)  # what it prints`` (or that comment on the line below): each matches a
+    line the block printed, in order; what follows a ": " may explain it
+    (``# fix: the folder is untouched``); a comment that goes on over more lines is the
+    start of its line."""
     lines = iter(line.rstrip() for line in printed.split("\n"))
-    for comment in print_comments(block.text):
+    for comment, continued in print_comments(block.text):
         said = [comment, *([comment.split(": ", 1)[0]] if ": " in comment else [])]
-        if not any(any(same_output(s, line) is None for s in said) for line in lines):
+
+        def matches(
+            line: str, said: list[str] = said, comment: str = comment, continued: bool = continued
+        ) -> bool:
+            if continued:
+                return normalise(line).startswith(normalise(comment))
+            return any(same_output(s, line) is None for s in said)
+
+        if not any(matches(line) for line in lines):
             return [f"{block.where}: no line printed after the others is `{comment}`:\n{printed}"]
     return []
 
@@ -421,11 +461,14 @@ def run_block(session: Session, block: Block) -> list[str]:
     if kind == "output-of":
         done = session.shell(argument)
         diff = same_output(block.text, done.stdout)
-        return [f"{block.where}: `{argument}` printed otherwise:\n{diff}"] if diff else []
+        found = [f"{block.where}: `{argument}` printed otherwise:\n{diff}"] if diff else []
+        return found + exit_problem(block, argument, block.text, done)
     path = file_path(block)
     if path is not None:
         data = yaml.safe_load(block.text) if block.lang == "yaml" else None
-        if isinstance(data, dict) and "nodes" in data and "version" in data:
+        # A plan graph is checked, unless the page checks it itself (a broken example).
+        checked_by_page = f"gategraph check {path}" in block.page.read_text(encoding="utf-8")
+        if isinstance(data, dict) and "nodes" in data and "version" in data and not checked_by_page:
             done = session.shell(f"gategraph check {path}")
             return (
                 [] if done.returncode == 0 else [f"{block.where}: gategraph check:\n{done.stdout}"]
@@ -463,11 +506,11 @@ def test_every_block_runs_as_written(
 ) -> None:
     found = blocks(page)
     # Every fence is a block this test sees: an indented or unclosed one would escape it.
-    fences = sum(
-        1
-        for line in page.read_text(encoding="utf-8").split("\n")
-        if line.lstrip().startswith("```")
-    )
+    lines = page.read_text(encoding="utf-8").split("\n")
+    fences = sum(1 for line in lines if line.lstrip().startswith("```"))
+    # Fences of another kind, or in a quote, would escape it: the pages use none.
+    other = [n for n, line in enumerate(lines, 1) if re.match(r"\s*(~~~|>\s*```)", line)]
+    assert not other, f"{page_id(page)}: lines {other}: use ``` fences outside quotes"
     assert fences == 2 * len(found), (
         f"{page_id(page)}: a fence not at the line's start, or unclosed"
     )
@@ -542,6 +585,9 @@ def test_a_page_s_blocks_and_their_directives(tmp_path: Path) -> None:
         ("<!-- doc: fragment -->\n```yaml\n- id: a\n  validaton: x\n```\n", "validaton"),
         ("```console\n$ echo one\ntwo\n```\n", "printed otherwise"),
         ("```bash\nfalse\n```\n", "failed (1)"),
+        ("```console\n$ echo 'error: boom'\nerror: boom\n```\n", "says `echo 'error: boom'` fails"),
+        ("```console\n$ echo hi; exit 3\nhi\n```\n", "succeeds; it exited 3"),
+        ("```python\nprint('a')\n# b\n```\n", "is `b`"),
         ("```python\nprint('fix')  # fix: explained\nprint(1)  # 2\n```\n", "is `2`"),
         ("<!-- doc: tested-by tests/conftest.py -->\n```\nx\n```\n", "does not read"),
     ],
