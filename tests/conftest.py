@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -98,6 +98,40 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cores = cores or 1
     return cores + min(cores, 4)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A real PostgreSQL server (see tests/_postgres.py): its superuser's URL."""
+    if os.environ.get("GATEGRAPH_REQUIRE_POSTGRES") != "1":
+        pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    from _postgres import private_server
+
+    given = os.environ.get("GATEGRAPH_TEST_POSTGRES")
+    if given:
+        yield given
+        return
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    # Not under pytest's own temporary folder: the server's user must be able to enter it.
+    folder = Path(tempfile.mkdtemp(prefix="gategraph-postgres-"))
+    folder.chmod(0o755)
+    try:
+        with private_server(folder / "server") as url:
+            yield url
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh database on the tests' PostgreSQL server, dropped after the test."""
+    from _postgres import fresh_database
+
+    with fresh_database(postgres_server) as url:
+        yield url
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -15,7 +15,7 @@ import os
 import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 __all__ = [
+    "BatchedEventLog",
     "EventLog",
     "MemoryEventLog",
     "SQLiteEventLog",
@@ -189,20 +190,17 @@ _Pending = EventBase | tuple[Sequence[EventBase], anyio.Event]
 per validation: nothing wraps it), or events an appender waits for, with its event."""
 
 
-class SQLiteEventLog:
-    """A durable event log in one SQLite file (WAL), written by one batching writer task.
+class BatchedEventLog:
+    """A durable event log written by one batching writer task (group commit); a backend
+    says how a batch is stored (:meth:`_store_open`, :meth:`_store_close`,
+    :meth:`_last_seq_stored`, :meth:`_store`), in a worker thread.
 
-    Use it as an async context manager; the writer runs inside it, so nothing outlives it::
-
-        async with SQLiteEventLog(path) as log:
-            await execute_graph(graph, event_log=log)
+    Use it as an async context manager; the writer runs inside it, so nothing outlives it.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, max_batch: int = 4096):
-        self._path = Path(path) if path is not None else default_event_log_path()
+    def __init__(self, *, max_batch: int = 4096) -> None:
         self._max_batch = max_batch
         self._last_seq: dict[str, int] = {}
-        self._db: sqlite3.Connection | None = None
         # A deque and an event rather than a memory object stream: a fan-out queues two
         # events per validation, and a stream's send and receive cost ten times an append.
         self._queue: deque[_Pending] = deque()
@@ -211,26 +209,46 @@ class SQLiteEventLog:
         self._task_group: TaskGroup | None = None
         self._failures: dict[str, Exception] = {}
 
-    @property
-    def path(self) -> Path:
-        """The log's file."""
-        return self._path
+    # -- the backend -------------------------------------------------------------------
 
-    @property
-    def _leases(self) -> Path:
-        """The folder of its plans' lease files (see :meth:`lease`)."""
-        return Path(f"{self._path}.locks")
+    def _store_open(self) -> None:
+        """Connect and make the tables (in a worker thread); ConfigError if it cannot."""
+        raise NotImplementedError
+
+    def _store_close(self) -> None:
+        """Close what :meth:`_store_open` opened."""
+        raise NotImplementedError
+
+    def _last_seq_stored(self, plan_id: str) -> int:
+        """The plan's last stored seq (0 for none), within the batch's transaction."""
+        raise NotImplementedError
+
+    def _store(self, rows: list[tuple[Any, ...]]) -> AbstractContextManager[None]:
+        """A transaction that stores ``rows`` (plan_id, first_seq, last_seq, first_id,
+        count, body) when its block ends without an error, and stores nothing otherwise."""
+        raise NotImplementedError
+
+    def _not_open(self) -> RuntimeFault:
+        return RuntimeFault(f"the {self._kind} event log is not open: use `async with` on it")
+
+    _kind: ClassVar[str] = "durable"
+
+    # -- the writer --------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        self._db = await anyio.to_thread.run_sync(_connect, self._path)
-        # No sandboxed call may lock it (and stall the writer), or a plan's lease.
-        keep_out(self._path)
-        keep_out(self._leases)
+        await anyio.to_thread.run_sync(self._store_open)
+        self._entered()
         self._open = True
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._writer)
         return self
+
+    def _entered(self) -> None:
+        """Once the store is open, before the writer starts."""
+
+    def _left(self) -> None:
+        """Once the store is closed."""
 
     async def __aexit__(
         self,
@@ -252,15 +270,14 @@ class SQLiteEventLog:
                 raise exc from None
             raise
         finally:
-            db, self._db = self._db, None
-            if db is not None:
-                db.close()
-                let_in(self._path)
-                let_in(self._leases)
+            try:
+                await anyio.to_thread.run_sync(self._store_close)
+            finally:
+                self._left()
 
     def _put(self, item: _Pending) -> None:
         if not self._open:
-            raise _not_open()
+            raise self._not_open()
         self._queue.append(item)
         self._signal()
 
@@ -317,11 +334,10 @@ class SQLiteEventLog:
     def _commit(self, by_plan: dict[str, list[EventBase]]) -> dict[str, Exception]:
         """Commit each plan's events as one segment; a plan whose seq does not follow on is
         refused alone, without costing the other plans of the batch their events."""
-        assert self._db is not None
         refused: dict[str, Exception] = {}
         rows: list[tuple[Any, ...]] = []
         committed: dict[str, int] = {}
-        with self._db:
+        with self._store(rows):
             for plan_id, events in by_plan.items():
                 if plan_id in self._failures:
                     refused[plan_id] = self._failures[plan_id]
@@ -330,10 +346,7 @@ class SQLiteEventLog:
                 if previous is None:
                     # Asked once per plan: after that this writer knows (the plan's lease
                     # keeps other writers out), and every query is a trip for the GIL.
-                    last = self._db.execute(
-                        "SELECT max(last_seq) FROM event_segments WHERE plan_id = ?", (plan_id,)
-                    ).fetchone()[0]
-                    previous = last if last is not None else 0
+                    previous = self._last_seq_stored(plan_id)
                 # Concurrent appenders may queue a plan's events out of order within a
                 # batch; a segment keeps them sorted. Across batches, seq must only grow.
                 # (Loops in C: this thread holds the GIL the event loop's thread wants.)
@@ -360,13 +373,6 @@ class SQLiteEventLog:
                     )
                 )
                 committed[plan_id] = events[-1].seq
-            # One statement for the batch: each call into SQLite gives the GIL up and must
-            # win it back from the event loop's thread, which holds it while the engine runs.
-            self._db.executemany(
-                "INSERT INTO event_segments (plan_id, first_seq, last_seq, first_id, count,"
-                " body) VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
         # Known only once the transaction committed: a failed one leaves the cache as it was.
         self._last_seq.update(committed)
         return refused
@@ -403,12 +409,76 @@ class SQLiteEventLog:
         """Queue one event; it is committed with (or before) the next awaited append."""
         # `_put`, inline: a fan-out queues two events per validation.
         if not self._open:
-            raise _not_open()
+            raise self._not_open()
         self._queue.append(event)
         wakeup = self._wakeup
         if wakeup is not None:
             self._wakeup = None
             wakeup.set()
+
+
+class SQLiteEventLog(BatchedEventLog):
+    """A durable event log in one SQLite file (WAL), written by one batching writer task.
+
+    Use it as an async context manager; the writer runs inside it, so nothing outlives it::
+
+        async with SQLiteEventLog(path) as log:
+            await execute_graph(graph, event_log=log)
+    """
+
+    _kind: ClassVar[str] = "SQLite"
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, max_batch: int = 4096):
+        super().__init__(max_batch=max_batch)
+        self._path = Path(path) if path is not None else default_event_log_path()
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def path(self) -> Path:
+        """The log's file."""
+        return self._path
+
+    @property
+    def _leases(self) -> Path:
+        """The folder of its plans' lease files (see :meth:`lease`)."""
+        return Path(f"{self._path}.locks")
+
+    def _store_open(self) -> None:
+        self._db = _connect(self._path)
+
+    def _entered(self) -> None:
+        # No sandboxed call may lock it (and stall the writer), or a plan's lease.
+        keep_out(self._path)
+        keep_out(self._leases)
+
+    def _store_close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+    def _left(self) -> None:
+        let_in(self._path)
+        let_in(self._leases)
+
+    def _last_seq_stored(self, plan_id: str) -> int:
+        assert self._db is not None
+        last = self._db.execute(
+            "SELECT max(last_seq) FROM event_segments WHERE plan_id = ?", (plan_id,)
+        ).fetchone()[0]
+        return int(last) if last is not None else 0
+
+    @contextmanager
+    def _store(self, rows: list[tuple[Any, ...]]) -> Iterator[None]:
+        assert self._db is not None
+        with self._db:
+            yield
+            # One statement for the batch: each call into SQLite gives the GIL up and must
+            # win it back from the event loop's thread, which holds it while the engine runs.
+            self._db.executemany(
+                "INSERT INTO event_segments (plan_id, first_seq, last_seq, first_id, count,"
+                " body) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
 
     @contextmanager
     def lease(self, plan_id: str) -> Iterator[None]:
@@ -457,10 +527,6 @@ def _out_of_order(seqs: list[int], previous: int) -> tuple[int, int] | None:
     if len(set(seqs)) == len(seqs):
         return None
     return next((b, a) for a, b in itertools.pairwise(seqs) if b <= a)
-
-
-def _not_open() -> RuntimeFault:
-    return RuntimeFault("the SQLite event log is not open: use `async with` on it")
 
 
 def _reader(path: Path) -> sqlite3.Connection | None:

@@ -1,0 +1,204 @@
+"""The event log on PostgreSQL: a plan's events where every host can read them.
+
+The same segments as the SQLite log (one row per committed batch of one plan, its events a
+JSON array), written by the same batching writer; a plan's lease is a PostgreSQL advisory
+lock, which the server frees when its holder's connection ends, however it ends.
+
+The driver is psycopg 3, used synchronously in worker threads as the SQLite log uses
+``sqlite3``: it runs under any anyio backend (asyncpg and psycopg's async connections need
+asyncio's loop, and the runtime runs on trio too), and ``executemany`` sends a batch's rows
+in one pipeline. It is the ``postgres`` extra, imported only when a PostgreSQL log opens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio.to_thread
+from gategraph.runtime._base._exceptions import ConfigError, PlanBusyError
+
+from ._eventlog import BatchedEventLog, _busy, _segment_decoder
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import psycopg
+    from gategraph.runtime._data._events import Event
+
+__all__ = ["PostgresEventLog", "is_postgres_url", "shown_url"]
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS event_segments (
+    plan_id   TEXT NOT NULL,
+    first_seq BIGINT NOT NULL,
+    last_seq  BIGINT NOT NULL,
+    first_id  TEXT NOT NULL,
+    count     INTEGER NOT NULL,
+    body      BYTEA NOT NULL,
+    PRIMARY KEY (plan_id, first_seq)
+)
+"""
+# Taken while the schema is made: two processes opening a new database at once would
+# otherwise race in CREATE TABLE IF NOT EXISTS (it is not atomic in PostgreSQL).
+_SCHEMA_LOCK: Final = 0x6761_7465_6772_6170  # "gategrap"
+_INSERT: Final = (
+    "INSERT INTO event_segments (plan_id, first_seq, last_seq, first_id, count, body)"
+    " VALUES (%s, %s, %s, %s, %s, %s)"
+)
+
+
+def is_postgres_url(value: object) -> bool:
+    """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    user = f"{parts.username}:***@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
+
+
+def _driver() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise ConfigError(
+            "a PostgreSQL database needs the postgres extra: pip install 'gategraph[postgres]'"
+        ) from None
+    return psycopg
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    psycopg = _driver()
+    try:
+        return psycopg.connect(url, connect_timeout=10)  # type: ignore[no-any-return]
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(
+            f"cannot open the PostgreSQL event log: {reason}", source=shown_url(url)
+        ) from None
+
+
+def _lock_key(plan_id: str) -> int:
+    """A plan's advisory lock: 64 bits of a digest of its id (any id, any length)."""
+    return int.from_bytes(hashlib.sha256(plan_id.encode()).digest()[:8], "big", signed=True)
+
+
+class PostgresEventLog(BatchedEventLog):
+    """A durable event log in a PostgreSQL database, written by one batching writer task.
+
+    Use it as an async context manager, as :class:`SQLiteEventLog`::
+
+        async with PostgresEventLog("postgresql://gategraph@db.internal/gategraph") as log:
+            await run_plan(graph, event_log=log)
+    """
+
+    _kind: ClassVar[str] = "PostgreSQL"
+
+    def __init__(self, url: str, *, max_batch: int = 4096) -> None:
+        if not is_postgres_url(url):
+            raise ConfigError(
+                f"{url!r} is not a PostgreSQL URL: write postgresql://USER@HOST:PORT/DATABASE"
+            )
+        super().__init__(max_batch=max_batch)
+        self._url = url
+        self._db: psycopg.Connection[Any] | None = None
+        self._reader: psycopg.Connection[Any] | None = None
+        self._reader_lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        """The database, without its password."""
+        return shown_url(self._url)
+
+    def _store_open(self) -> None:
+        db = _connect(self._url)
+        try:
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                db.execute(_SCHEMA)
+        except Exception as exc:
+            db.close()
+            reason = " ".join(str(exc).split())
+            raise ConfigError(f"not a gategraph event log ({reason})", source=self.url) from None
+        self._db = db
+
+    def _store_close(self) -> None:
+        for name in ("_db", "_reader"):
+            db = getattr(self, name)
+            setattr(self, name, None)
+            if db is not None:
+                db.close()
+
+    def _last_seq_stored(self, plan_id: str) -> int:
+        assert self._db is not None
+        row = self._db.execute(
+            "SELECT max(last_seq) FROM event_segments WHERE plan_id = %s", (plan_id,)
+        ).fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    @contextmanager
+    def _store(self, rows: list[tuple[Any, ...]]) -> Iterator[None]:
+        assert self._db is not None
+        with self._db.transaction():
+            yield
+            if rows:
+                # One pipeline for the batch's rows: a round trip per batch, not per row.
+                with self._db.cursor() as cursor:
+                    cursor.executemany(_INSERT, rows)
+
+    @contextmanager
+    def lease(self, plan_id: str) -> Iterator[None]:
+        """Hold the plan's one writer slot, across processes and hosts: a second
+        supervisor of the same plan gets :class:`PlanBusyError`.
+
+        A session advisory lock on a connection of its own: the server frees it when that
+        connection ends, so a holder that dies (or loses the network) never blocks the
+        plan's resumption elsewhere.
+        """
+        holder = _connect(self._url)
+        try:
+            holder.autocommit = True
+            row = holder.execute(
+                "SELECT pg_try_advisory_lock(%s)", (_lock_key(plan_id),)
+            ).fetchone()
+            if row is None or not row[0]:
+                raise PlanBusyError(_busy(plan_id))
+            yield
+        finally:
+            holder.close()
+
+    def _read(self, query: str, arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = _connect(self._url)
+                self._reader.autocommit = True
+            return self._reader.execute(query, arguments).fetchall()
+
+    async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
+        """Return the plan's committed events with ``seq > after``."""
+        rows = await anyio.to_thread.run_sync(
+            self._read,
+            "SELECT body FROM event_segments WHERE plan_id = %s AND last_seq > %s"
+            " ORDER BY first_seq",
+            (plan_id, after),
+        )
+        return [e for row in rows for e in _segment_decoder.decode(bytes(row[0])) if e.seq > after]
+
+    async def plans(self) -> list[str]:
+        """Return the ids of every plan in the log, oldest first."""
+        rows = await anyio.to_thread.run_sync(
+            self._read,
+            "SELECT plan_id FROM event_segments GROUP BY plan_id ORDER BY min(first_id)",
+            (),
+        )
+        return [row[0] for row in rows]

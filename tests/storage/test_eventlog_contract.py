@@ -1,0 +1,209 @@
+"""One contract, every durable event log: SQLite (a file) and PostgreSQL (a real server, see
+tests/_postgres.py), with the same results. What a plan relies on: an append returns once
+it is durable and readable by anyone, a plan whose seq does not follow on is refused alone,
+one supervisor per plan across processes, and a lease whose holder dies is free again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from _helpers import validation_completed as event
+from gategraph.runtime import ConfigError, PlanStatus, RuntimeFault, load_graph, run_plan
+from gategraph.runtime._base._exceptions import PlanBusyError
+from gategraph.runtime._storage._eventlog import BatchedEventLog, SQLiteEventLog
+
+pytestmark = pytest.mark.timeout(120)
+
+Opener = Callable[[], BatchedEventLog]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Opener]:
+    """The backend's name, and how to open (another instance of) one log on it."""
+    if request.param == "sqlite":
+        path = tmp_path / "events.db"
+        return str(path), lambda: SQLiteEventLog(path)
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    url: str = request.getfixturevalue("postgres_url")
+    return url, lambda: PostgresEventLog(url)
+
+
+@pytest.mark.anyio
+async def test_appends_are_durable_ordered_and_readable_by_another_log(
+    backend: tuple[str, Opener],
+) -> None:
+    _, open_log = backend
+    async with open_log() as log:
+        async with anyio.create_task_group() as group:
+            for seq in range(1, 201):
+                group.start_soon(log.append, event("p", seq))
+        log.append_nowait(event("q", 1))
+        await log.flush()
+        # Another connection (another process, another host) sees them all now.
+        async with open_log() as other:
+            assert [e.seq for e in await other.read("p")] == list(range(1, 201))
+            assert [e.seq for e in await other.read("p", after=198)] == [199, 200]
+            assert await other.plans() == ["p", "q"]
+    async with open_log() as reopened:
+        events = await reopened.read("p")
+        assert events[0].result.passed is True and len(events) == 200
+
+
+@pytest.mark.anyio
+async def test_a_plan_whose_seq_does_not_follow_is_refused_alone(
+    backend: tuple[str, Opener],
+) -> None:
+    _, open_log = backend
+    async with open_log() as log:
+        await log.append(event("a", 1))
+        with pytest.raises(RuntimeFault, match="event seq 1 does not follow 1"):
+            await log.append(event("a", 1))
+        await log.append(event("b", 1))
+        await log.append(event("b", 2))
+        with pytest.raises(RuntimeFault, match="does not follow"):
+            await log.flush("a")
+        assert [e.seq for e in await log.read("b")] == [1, 2]
+
+
+@pytest.mark.anyio
+async def test_a_second_writer_continues_where_the_first_stopped(
+    backend: tuple[str, Opener],
+) -> None:
+    """A resumed plan (another process) appends after what is stored, and a seq that is
+    stored already is refused: the log is never doubled."""
+    _, open_log = backend
+    async with open_log() as first:
+        await first.append_many([event("p", 1), event("p", 2)])
+    async with open_log() as second:
+        await second.append(event("p", 3))
+        with pytest.raises(RuntimeFault, match="does not follow 3"):
+            await second.append(event("p", 2))
+        assert [e.seq for e in await second.read("p")] == [1, 2, 3]
+
+
+@pytest.mark.anyio
+async def test_a_log_must_be_opened(backend: tuple[str, Opener]) -> None:
+    _, open_log = backend
+    with pytest.raises(RuntimeFault, match="event log is not open: use `async with`"):
+        await open_log().append(event("p", 1))
+
+
+def test_one_lease_per_plan_across_logs(backend: tuple[str, Opener]) -> None:
+    _, open_log = backend
+    one, two = open_log(), open_log()
+    with one.lease("p1"):  # type: ignore[attr-defined]
+        with pytest.raises(PlanBusyError, match="plan p1 is being run by another process"):
+            with two.lease("p1"):  # type: ignore[attr-defined]
+                pass
+        with two.lease("p2"):  # type: ignore[attr-defined]
+            pass
+    with two.lease("p1"):  # type: ignore[attr-defined]
+        pass
+
+
+def test_a_lease_whose_holder_is_killed_is_free_again(
+    backend: tuple[str, Opener], tmp_path: Path
+) -> None:
+    """The holder is SIGKILLed with the lease held: the next one takes it at once."""
+    where, open_log = backend
+    opener = (
+        f"SQLiteEventLog({where!r})"
+        if not where.startswith("postgresql")
+        else f"PostgresEventLog({where!r})"
+    )
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                import sys, time
+                from gategraph.runtime._storage._eventlog import SQLiteEventLog
+                from gategraph.runtime._storage._postgres import PostgresEventLog
+                with {opener}.lease("p"):
+                    print("held", flush=True)
+                    time.sleep(600)
+            """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(PlanBusyError):
+            with open_log().lease("p"):  # type: ignore[attr-defined]
+                pass
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(30)
+        for _ in range(100):  # the server notices the dropped connection within moments
+            try:
+                with open_log().lease("p"):  # type: ignore[attr-defined]
+                    break
+            except PlanBusyError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the lease stayed held after its holder was killed")
+    finally:
+        holder.kill()
+        holder.wait(30)
+        assert holder.stdout is not None
+        holder.stdout.close()
+
+
+@pytest.mark.anyio
+async def test_a_plan_runs_on_the_log_and_its_events_read_back(
+    backend: tuple[str, Opener], tmp_path: Path
+) -> None:
+    _, open_log = backend
+    (tmp_path / "repo").mkdir()
+    graph = load_graph(
+        {
+            "version": 1,
+            "name": "on-the-log",
+            "resources": {"repo": {"kind": "directory", "path": str(tmp_path / "repo")}},
+            "nodes": [{"id": "syntax", "validation": "python_syntax"}],
+            "lifecycle": {
+                "executor": {
+                    "uses": "gategraph.runtime.testing:ScriptedExecutor",
+                    "arguments": {"steps": [{"files": {"a.py": "x = 1\n"}}]},
+                }
+            },
+        }
+    )
+    async with open_log() as log:
+        outcome = await run_plan(graph, event_log=log)
+    assert outcome.status is PlanStatus.APPLIED, outcome.message
+    async with open_log() as log:
+        tags = [type(e).__name__ for e in await log.read(outcome.plan_id)]
+        assert await log.plans() == [outcome.plan_id]
+    assert tags[0] == "PlanStarted" and tags[-1] == "PlanFinished"
+    assert (tmp_path / "repo" / "a.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.anyio
+async def test_a_server_that_cannot_be_reached_is_one_line(postgres_server: str) -> None:
+    import socket
+
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"postgresql://gategraph:secret@127.0.0.1:{port}/nowhere"
+    with pytest.raises(ConfigError, match="cannot open the PostgreSQL event log") as caught:
+        async with PostgresEventLog(url):
+            pass
+    shown = str(caught.value)
+    assert "secret" not in shown and "\n" not in shown.strip()
+    assert f"postgresql://gategraph:***@127.0.0.1:{port}/nowhere" in shown
+    with pytest.raises(ConfigError, match="is not a PostgreSQL URL"):
+        PostgresEventLog("mysql://x")
