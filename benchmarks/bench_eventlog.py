@@ -4,13 +4,17 @@
 
 ``gategraph`` runs with a fresh ``SQLiteEventLog`` file per run (synchronous=FULL, group
 commit) and its clock stops only once the log is closed, i.e. every event is committed;
-``gategraph_memory`` is the same graph with a ``MemoryEventLog``. The baselines keep no log
-at all (they are the no-op floors). Target (issue 5): SQLite at least 50% of the in-memory
-throughput (``extra.sqlite_share_of_memory``).
+``gategraph_memory`` is the same graph with a ``MemoryEventLog``; ``gategraph_postgres``,
+where ``GATEGRAPH_BENCH_POSTGRES`` names a server the bench may write to, a
+``PostgresEventLog`` on an emptied table per run. The baselines keep no log at all (they
+are the no-op floors). Targets: SQLite at least 50% of the in-memory throughput
+(``extra.sqlite_share_of_memory``), PostgreSQL at least 50% of SQLite's
+(``extra.postgres_share_of_sqlite``).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 from itertools import count
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 
     from gategraph.benchmarks.harness import Case, Contender, Sample
     from gategraph.runtime import SQLiteEventLog
+    from gategraph.runtime._storage._postgres import PostgresEventLog
 
 __all__ = ["SCENARIOS", "build"]
 
@@ -39,7 +44,9 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
     n, c = case.n, case.concurrency
     built: dict[str, Contender] = {}
     graph = (
-        fanout_graph(n, concurrency=c) if {"gategraph", "gategraph_memory"} & set(names) else None
+        fanout_graph(n, concurrency=c)
+        if {"gategraph", "gategraph_memory", "gategraph_postgres"} & set(names)
+        else None
     )
     if "gategraph" in names:
         assert graph is not None
@@ -53,6 +60,11 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
             return SQLiteEventLog(folder / f"events-{next(numbers)}.db")
 
         built["gategraph"] = engine(graph, n=n, concurrency=c, open_log=open_log)
+    if "gategraph_postgres" in names:
+        assert graph is not None
+        built["gategraph_postgres"] = engine(
+            graph, n=n, concurrency=c, open_log=_postgres_log, name="gategraph_postgres"
+        )
     if "gategraph_memory" in names:
         assert graph is not None
         built["gategraph_memory"] = engine(graph, n=n, concurrency=c, name="gategraph_memory")
@@ -63,13 +75,29 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
     return built
 
 
-def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
-    sqlite = [s.wall for s in samples.get("gategraph", ())]
-    memory = [s.wall for s in samples.get("gategraph_memory", ())]
-    if not sqlite or not memory:
-        return {"sqlite_share_of_memory": None}
+def _postgres_log() -> PostgresEventLog:
+    """A log on the bench's server, its table emptied first (before the clock starts)."""
+    import psycopg
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    url = os.environ["GATEGRAPH_BENCH_POSTGRES"]
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS event_segments")
+    return PostgresEventLog(url)
+
+
+def _share(samples: Mapping[str, Sequence[Sample]], of: str, against: str) -> float | None:
     # Throughput is N / wall: the share is the inverse ratio of the median walls.
-    return {"sqlite_share_of_memory": statistics.median(memory) / statistics.median(sqlite)}
+    one = [s.wall for s in samples.get(of, ())]
+    other = [s.wall for s in samples.get(against, ())]
+    return statistics.median(other) / statistics.median(one) if one and other else None
+
+
+def _extra(case: Case, samples: Mapping[str, Sequence[Sample]]) -> dict[str, Any]:
+    return {
+        "sqlite_share_of_memory": _share(samples, "gategraph", "gategraph_memory"),
+        "postgres_share_of_sqlite": _share(samples, "gategraph_postgres", "gategraph"),
+    }
 
 
 SCENARIOS = (
@@ -77,7 +105,13 @@ SCENARIOS = (
         name="eventlog",
         title="SQLite event log (gategraph) against the in-memory log, no-op validations",
         build=build,
-        contenders=("gategraph", "gategraph_memory", "asyncio_gather", "anyio_taskgroup"),
+        contenders=(
+            "gategraph",
+            "gategraph_memory",
+            "gategraph_postgres",
+            "asyncio_gather",
+            "anyio_taskgroup",
+        ),
         sizes=(1_000, 10_000),
         quick_sizes=(10_000,),
         extra=_extra,

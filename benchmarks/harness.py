@@ -82,6 +82,16 @@ def run_on(backend: Backend, function: Callable[..., Awaitable[Any]], *args: Any
     return anyio.run(function, *args, backend=backend)
 
 
+def postgres_missing() -> str | None:
+    """Why no PostgreSQL contender runs (``None`` when one can): it needs a server the
+    bench may write to, named by ``GATEGRAPH_BENCH_POSTGRES``, and psycopg."""
+    if not os.environ.get("GATEGRAPH_BENCH_POSTGRES"):
+        return "no PostgreSQL server: set GATEGRAPH_BENCH_POSTGRES=postgresql://... to one"
+    if importlib.util.find_spec("psycopg") is None:
+        return "psycopg is not installed (pip install 'gategraph[postgres]')"
+    return None
+
+
 def uvloop_missing() -> str | None:
     """Why the ``*_uvloop`` contenders cannot run here, or ``None``."""
     if importlib.util.find_spec("uvloop") is None:
@@ -318,6 +328,11 @@ def _skipped(scenario: Scenario, case: Case, settings: Settings) -> dict[str, st
         for name in scenario.contenders:
             if name.endswith("_uvloop"):
                 skipped[name] = no_uvloop
+    no_postgres = postgres_missing()
+    if no_postgres is not None:
+        for name in scenario.contenders:
+            if name.endswith("_postgres"):
+                skipped[name] = no_postgres
     if "langgraph" not in scenario.contenders:
         skipped["langgraph"] = _NO_COUNTERPART
     elif not _langgraph_installed():
@@ -792,6 +807,15 @@ TARGETS: Final = (
         "scenario eventlog at N=10,000",
     ),
     Target(
+        "postgres-share",
+        "PostgreSQL event log: ≥ 50% of the SQLite log's throughput (N=10,000)",
+        _figure("eventlog", 10_000, lambda c: c["extra"]["postgres_share_of_sqlite"] * 100),
+        50.0,
+        "higher",
+        "%",
+        "scenario eventlog at N=10,000, with GATEGRAPH_BENCH_POSTGRES naming a server",
+    ),
+    Target(
         "rss-100k",
         "100,000 no-op validations: peak RSS < 150 MiB (fresh process, VmHWM)",
         _figure("noop", 100_000, lambda c: c["peak_rss_mib"]["gategraph"]),
@@ -987,6 +1011,7 @@ _LABELS: Final = {
     "anyio_taskgroup": "anyio tasks",
     "langgraph": "LangGraph Send",
     "gategraph_memory": "gategraph, memory log",
+    "gategraph_postgres": "gategraph, PostgreSQL log",
     "gategraph_trio": "gategraph on trio",
     "anyio_taskgroup_trio": "anyio tasks on trio",
     "one_core": "one core, serial",

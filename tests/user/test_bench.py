@@ -242,6 +242,24 @@ def test_embed_alone_with_tiny_samples(tmp_path: Path) -> None:
     assert json.loads(out.read_text(encoding="utf-8"))["embed"] == report["embed"]
 
 
+def test_the_eventlog_scenario_measures_postgres_beside_sqlite(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a server named, the PostgreSQL log is a contender of its own, and its share of
+    the SQLite log's throughput is a target; without one, it is skipped, saying why."""
+    settings = harness.Settings(quick=True, repeats=2, sizes=(200,), rss=False)
+    monkeypatch.setenv("GATEGRAPH_BENCH_POSTGRES", postgres_url)
+    [case] = harness.run_benchmarks(["eventlog"], settings)["scenarios"]["eventlog"]["cases"]
+    assert case["per_node_us"]["gategraph_postgres"] > 0
+    assert case["extra"]["postgres_share_of_sqlite"] > 0
+    monkeypatch.delenv("GATEGRAPH_BENCH_POSTGRES")
+    report = harness.run_benchmarks(["eventlog"], settings)
+    [case] = report["scenarios"]["eventlog"]["cases"]
+    assert "GATEGRAPH_BENCH_POSTGRES" in case["skipped"]["gategraph_postgres"]
+    assert case["extra"]["postgres_share_of_sqlite"] is None
+    assert "gategraph, PostgreSQL log" not in harness.render_table(report).split("### targets")[0]
+
+
 @pytest.mark.parametrize(("overhead", "met"), [(0.4, True), (1.0, True), (1.6, False)])
 def test_validate_overhead_target_reads_the_embed_figure(overhead: float, met: bool) -> None:
     """The target is the embed overhead in ms, lower is better, bound 1 ms; without the
