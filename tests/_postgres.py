@@ -71,6 +71,7 @@ def private_server(folder: Path) -> Iterator[str]:
         timeout=120,
     )
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c max_connections=200"
+    (folder / "options").write_text(options)  # for start_server
     subprocess.run(
         [
             *as_user,
@@ -96,6 +97,30 @@ def private_server(folder: Path) -> Iterator[str]:
             capture_output=True,
             timeout=120,
         )
+
+
+def stop_server(folder: Path) -> None:
+    """Stop the private server in ``folder`` as a crash of its host would look to a client
+    (its connections cut), keeping its data."""
+    _control(folder, "stop", "-m", "fast")
+
+
+def start_server(folder: Path) -> None:
+    """Start the private server in ``folder`` again, on the same port and data."""
+    options = (folder / "options").read_text()
+    _control(folder, "start", "-o", options, "-l", str(folder / "log"))
+
+
+def _control(folder: Path, action: str, *arguments: str) -> None:
+    pg_ctl = _binary("pg_ctl")
+    assert pg_ctl is not None
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run(
+        [*as_user, pg_ctl, action, "-D", str(folder / "data"), "-w", *arguments],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 @contextmanager

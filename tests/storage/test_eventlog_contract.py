@@ -6,12 +6,14 @@ one supervisor per plan across processes, and a lease whose holder dies is free 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -207,3 +209,74 @@ async def test_a_server_that_cannot_be_reached_is_one_line(postgres_server: str)
     assert f"postgresql://gategraph:***@127.0.0.1:{port}/nowhere" in shown
     with pytest.raises(ConfigError, match="is not a PostgreSQL URL"):
         PostgresEventLog("mysql://x")
+
+
+@pytest.fixture
+def own_server(postgres_server: str) -> Iterator[tuple[str, Path]]:
+    """A PostgreSQL server of the test's own (stopping it cuts no other test's
+    connections): its URL and its folder."""
+    from _postgres import private_server
+
+    # Not under pytest's own temporary folder: the server's user must be able to enter it.
+    folder = Path(tempfile.mkdtemp(prefix="gategraph-postgres-"))
+    folder.chmod(0o755)
+    try:
+        with private_server(folder / "server") as url:
+            yield url, folder / "server"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.anyio
+async def test_a_server_lost_mid_plan_loses_no_event_and_resume_finishes_the_plan(
+    own_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    """The server stops while a validation runs (its connections cut): the run stops with
+    the log's error, what was committed is a whole prefix of the plan's events, and a
+    resume once the server is back continues the plan to its end, doubling nothing."""
+    from _postgres import start_server, stop_server
+    from gategraph.runtime import resume_plan
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    url, server = own_server
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    graph = load_graph(
+        {
+            "version": 1,
+            "name": "cut",
+            "resources": {"repo": {"kind": "directory", "path": str(repo)}},
+            "validations": [{"name": "slow", "entrypoint": "gategraph.runtime.testing:sleeping"}],
+            "nodes": [{"id": "s", "validation": "slow", "arguments": {"seconds": 2}}],
+            "lifecycle": {
+                "executor": {
+                    "uses": "gategraph.runtime.testing:ScriptedExecutor",
+                    "arguments": {"steps": [{"files": {"a.py": "x = 1\n"}}]},
+                }
+            },
+        }
+    )
+
+    async def cut_after_a_second() -> None:
+        await anyio.sleep(1)
+        await anyio.to_thread.run_sync(stop_server, server)
+
+    failed: list[Exception] = []
+    async with PostgresEventLog(url) as log:
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(cut_after_a_second)
+                await run_plan(graph, event_log=log)
+        except Exception as exc:  # the run's error, as it comes (in the task group's group)
+            failed.append(exc)
+    assert failed and "the event log could not be written" in repr(failed[0])
+    await anyio.to_thread.run_sync(start_server, server)
+    async with PostgresEventLog(url) as log:
+        [plan_id] = await log.plans()
+        before = [e.seq for e in await log.read(plan_id)]
+        assert before == list(range(1, len(before) + 1))
+        outcome = await resume_plan(plan_id, graph, event_log=log)
+        assert outcome.status is PlanStatus.APPLIED, outcome.message
+        after = [e.seq for e in await log.read(plan_id)]
+    assert after == list(range(1, len(after) + 1)) and len(after) > len(before)
+    assert (repo / "a.py").read_text() == "x = 1\n"
