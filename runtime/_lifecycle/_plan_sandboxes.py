@@ -56,7 +56,7 @@ def changed_files(
     does not hold (an in-memory store keeps none, a swept one lost them) is left out: its
     validations judge it whole."""
     found: dict[str, frozenset[str]] = {}
-    if store.root is None or not bases or not inputs:
+    if not store.keeps_copies or not bases or not inputs:
         return found
     for name in folders:
         if name not in bases or name not in inputs:
@@ -218,7 +218,7 @@ class PlanSandboxes:
             return self._snapshots(self.plan_id if pin else None)
         except OSError as exc:
             raise StoreError(
-                os.fspath(self.store.root) if self.store.root else "in memory",
+                self.store.where,
                 f"cannot keep the round's inputs: {exc.strerror or exc}"
                 + (f": {exc.filename}" if exc.filename else ""),
             ) from None
@@ -232,7 +232,7 @@ class PlanSandboxes:
             # digest alone, which is all Apply's check needs.
             return (
                 self.store.snapshot_folder(sandbox.root, plan_id=plan, exclusion=sandbox.exclusion)
-                if self.store.root is not None
+                if self.store.keeps_copies
                 else folder_digest(sandbox.root, sandbox.exclusion)
             )
         if isinstance(sandbox, MemorySandbox):
@@ -248,7 +248,7 @@ class PlanSandboxes:
         sandbox copied it, before any work): with a round's inputs, the change that round
         validated, which Apply commits. Written beside the sandbox too, so a reopened one
         (a resumed plan) knows it. None where the store keeps no copies (in memory)."""
-        if self.store.root is None or not isinstance(sandbox, DirectorySandbox | MemorySandbox):
+        if not self.store.keeps_copies or not isinstance(sandbox, DirectorySandbox | MemorySandbox):
             return None
         marker = self.folder(name).with_name(f"{name}.manifest")
         if reopened:
@@ -274,7 +274,7 @@ class PlanSandboxes:
         sandbox's changeset against what it started from. A folder neither tells is left
         out: its validations judge it whole."""
         folders = [n for n, r in self.resources.items() if r.kind == "directory"]
-        if self.store.root is not None:
+        if self.store.keeps_copies:
             return changed_files(self.store, folders, bases, inputs)
         # An in-memory store keeps no manifests: each open sandbox's own diff against what
         # it started from (what Apply would write), read now.

@@ -282,7 +282,7 @@ def _cannot_rebuild(current: _Round, graph: PlanGraph, store: ContentStore) -> s
     folders = [
         n for n in current.inputs if n in graph.resources and graph.resources[n].kind != "memory"
     ]
-    if store.root is None and folders:
+    if not store.keeps_copies and folders:
         return (
             f"resource {folders[0]!r} is a folder, and an in-memory store keeps only its "
             "digest (run the plan with a file event log, or a store on disk, to re-run it)"

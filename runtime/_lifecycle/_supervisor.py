@@ -270,7 +270,10 @@ class Supervisor:
                 else InMemoryAuditLog()
             )
         self.audit: AuditRecorder = audit
-        self.store = store or ContentStore(log_folder / "store" if log_folder else None)
+        # A log in a database keeps the store in the same database (store_location), so
+        # every host that reaches the log reaches the round's inputs too.
+        beside = getattr(self.log, "store_location", None)
+        self.store = store or ContentStore(log_folder / "store" if log_folder else beside)
         """Where each round's inputs are kept (beside the event log), so a round can be
         rebuilt and its validations run again."""
         self.store_retention = store_retention or StoreRetention()

@@ -367,12 +367,14 @@ class _Batch:
     together (one ``syncfs`` for all of them where Linux has it, not one ``fsync`` each),
     then names them: a name in the store is always a whole, durable object."""
 
-    __slots__ = ("folders", "pending")
+    __slots__ = ("folders", "pending", "rows")
 
     def __init__(self) -> None:
         self.folders: set[str] = set()
         self.pending: dict[str, Path] = {}
         """Digest to the temporary file that holds it, written but not durable."""
+        self.rows: dict[str, bytes] = {}
+        """Digest to the bytes a database store writes with the batch."""
 
 
 class _Backend(Protocol):
@@ -807,12 +809,42 @@ class ContentStore:
     """
 
     def __init__(self, root: str | os.PathLike[str] | None) -> None:
-        self.root: Path | None = None if root is None else Path(os.path.abspath(root))
-        """The store's folder; ``None`` for a store held in memory."""
-        self._backend: _Backend = _MemoryBackend() if self.root is None else _DiskBackend(self.root)
+        from ._postgres import PostgresStoreBackend, is_postgres_url
+
+        self.root: Path | None = None
+        """The store's folder; ``None`` for a store held in memory or in a database."""
+        self._backend: _Backend
+        if is_postgres_url(root):
+            assert isinstance(root, str)
+            self._backend = PostgresStoreBackend(root)
+        elif root is None:
+            self._backend = _MemoryBackend()
+        else:
+            self.root = Path(os.path.abspath(root))
+            self._backend = _DiskBackend(self.root)
+
+    @property
+    def keeps_copies(self) -> bool:
+        """Whether it keeps the files themselves (a folder or a database), not only the
+        digests of folders (in memory): what a later look at a round, or a re-run, needs."""
+        return self._backend.where != _IN_MEMORY
+
+    @property
+    def where(self) -> str:
+        """The store's folder, database (without its password) or ``in memory``."""
+        return self._backend.where
+
+    def close(self) -> None:
+        """Let go of what the store holds open (a database's connections); it opens them
+        again if used after. A store on disk or in memory holds nothing open."""
+        close = getattr(self._backend, "close", None)
+        if close is not None:
+            close()
 
     def __repr__(self) -> str:
-        return f"ContentStore({None if self.root is None else os.fspath(self.root)!r})"
+        if isinstance(self._backend, _DiskBackend | _MemoryBackend):
+            return f"ContentStore({None if self.root is None else os.fspath(self.root)!r})"
+        return f"ContentStore({self.where!r})"
 
     def _error(self, reason: str, digest: str | None = None) -> StoreError:
         return StoreError(self._backend.where, reason, digest=digest)

@@ -337,7 +337,7 @@ def _changes(
     last = next((e for e in reversed(events) if isinstance(e, ArtifactValidationStarted)), None)
     if last is None:
         return None, "no round ran yet: nothing was changed"
-    if store is None or store.root is None:
+    if store is None or not store.keeps_copies:
         return None, "the change is not kept: the plan's content store is in memory"
     if not last.bases or not last.inputs:
         return None, "the change is not recorded for this plan (its log predates it)"

@@ -165,7 +165,7 @@ def test_a_lease_whose_holder_is_killed_is_free_again(
 async def test_a_plan_runs_on_the_log_and_its_events_read_back(
     backend: tuple[str, Opener], tmp_path: Path
 ) -> None:
-    _, open_log = backend
+    where, open_log = backend
     (tmp_path / "repo").mkdir()
     graph = load_graph(
         {
@@ -189,6 +189,15 @@ async def test_a_plan_runs_on_the_log_and_its_events_read_back(
         assert await log.plans() == [outcome.plan_id]
     assert tags[0] == "PlanStarted" and tags[-1] == "PlanFinished"
     assert (tmp_path / "repo" / "a.py").read_text() == "x = 1\n"
+    if where.startswith("postgresql"):
+        # The round's inputs are kept in the same database: any host can read them back.
+        from gategraph.runtime import ContentStore
+
+        store = ContentStore(where)
+        try:
+            assert store.keeps_copies and store.pinned(outcome.plan_id)
+        finally:
+            store.close()
 
 
 @pytest.mark.anyio

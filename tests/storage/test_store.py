@@ -46,14 +46,35 @@ def ulid_at(seconds: float) -> str:
     return str(ULID.from_timestamp(seconds))
 
 
-@pytest.fixture(params=["disk", "memory"])
+@pytest.fixture(params=["disk", "memory", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ContentStore:
-    """A store on disk and one in memory: the same behaviour is pinned for both."""
+    """A store on disk, one in memory and one in a PostgreSQL database (a real server, see
+    tests/_postgres.py): the same behaviour is pinned for all three."""
+    if request.param == "postgres":
+        opened = ContentStore(request.getfixturevalue("postgres_url"))
+        request.addfinalizer(opened.close)  # before its database is dropped
+        return opened
     return ContentStore(tmp_path / "store" if request.param == "disk" else None)
+
+
+def in_database(store: ContentStore, query: str, *arguments: Any) -> list[Any]:
+    """Run ``query`` on a PostgreSQL store's database, behind the store's back."""
+    import psycopg
+
+    with psycopg.connect(store._backend.url, autocommit=True) as db:  # type: ignore[attr-defined]
+        cursor = db.execute(query, arguments)
+        return cursor.fetchall() if cursor.description else []
+
+
+def where(store: ContentStore) -> str:
+    """How the store's messages name it."""
+    return store.where
 
 
 def stored(store: ContentStore) -> set[str]:
     """The objects the store holds, read from its folder (or its dict) directly."""
+    if store.where.startswith("postgresql"):
+        return {row[0] for row in in_database(store, "SELECT digest FROM store_objects")}
     if store.root is None:
         return set(store._backend._objects)  # type: ignore[attr-defined]
     return {
@@ -70,6 +91,9 @@ def files_below(root: Path) -> list[Path]:
 
 def corrupt(store: ContentStore, digest: str, data: bytes) -> None:
     """Replace the bytes of an object behind the store's back."""
+    if store.where.startswith("postgresql"):
+        in_database(store, "UPDATE store_objects SET data = %s WHERE digest = %s", data, digest)
+        return
     if store.root is None:
         store._backend._objects[digest] = data  # type: ignore[attr-defined]
         return
@@ -80,6 +104,9 @@ def corrupt(store: ContentStore, digest: str, data: bytes) -> None:
 
 def remove(store: ContentStore, digest: str) -> None:
     """Lose an object behind the store's back."""
+    if store.where.startswith("postgresql"):
+        in_database(store, "DELETE FROM store_objects WHERE digest = %s", digest)
+        return
     if store.root is None:
         del store._backend._objects[digest]  # type: ignore[attr-defined]
     else:
@@ -203,7 +230,7 @@ def test_without_hard_links_objects_are_renamed_into_place(
 @pytest.mark.parametrize("bad", ["abc", "A" * 64, "g" * 64, "../" + "a" * 61, 42])
 def test_a_digest_must_be_a_sha256(store: ContentStore, bad: Any) -> None:
     """A malformed digest is refused by name, before any file is touched."""
-    where = "in memory" if store.root is None else os.fspath(store.root)
+    where = store.where
     message = f"content store {where}: {bad!r} is not a sha256 digest (64 lowercase hex digits)"
     for call in (store.has, store.get, store.manifest, store.texts):
         with pytest.raises(StoreError) as caught:
@@ -232,7 +259,7 @@ def test_corruption_is_detected(store: ContentStore) -> None:
     """Bytes that no longer hash to their object's name are an error naming both digests."""
     digest = store.put(b"original")
     corrupt(store, digest, b"tampered")
-    where = "in memory" if store.root is None else os.fspath(store.root)
+    where = store.where
     with pytest.raises(StoreError) as caught:
         store.get(digest)
     assert str(caught.value) == (
@@ -512,7 +539,7 @@ def test_restore_refuses_a_folder_that_is_not_empty(store: ContentStore, tmp_pat
     target = tmp_path / "busy"
     target.mkdir()
     (target / "already").write_bytes(b"")
-    where = "in memory" if store.root is None else os.fspath(store.root)
+    where = store.where
     with pytest.raises(StoreError) as caught:
         store.restore(digest, target)
     assert str(caught.value) == (
@@ -749,7 +776,7 @@ def test_collect_refuses_a_kept_pin_it_cannot_read(store: ContentStore) -> None:
     digest = store.snapshot_texts({"a": "a"}, plan_id=plan)
     garbage = store.put(b"garbage")
     remove(store, digest)
-    where = "in memory" if store.root is None else os.fspath(store.root)
+    where = store.where
     with pytest.raises(StoreError) as caught:
         store.collect(KEEP_ALL)
     assert str(caught.value) == (
@@ -969,6 +996,15 @@ def test_writers_in_many_threads_agree(store: ContentStore) -> None:
 @pytest.fixture
 def held(store: ContentStore, tmp_path: Path) -> Iterator[ContentStore]:
     """The store, its lock held exclusively by someone else (another process's collect)."""
+    if store.where.startswith("postgresql"):
+        import psycopg
+        from gategraph.runtime._storage._postgres import _STORE_LOCK
+
+        store.put(b"make the tables")
+        with psycopg.connect(store._backend.url, autocommit=True) as other:  # type: ignore[attr-defined]
+            other.execute("SELECT pg_advisory_lock(%s)", (_STORE_LOCK,))
+            yield store
+        return
     if store.root is None:
         with store._backend.locked(exclusive=True):  # type: ignore[attr-defined]
             yield store
@@ -987,7 +1023,7 @@ def test_a_lock_held_too_long_is_an_error(
 ) -> None:
     """A writer gives up on a lock that stays taken, with a one-line error."""
     monkeypatch.setattr(store_module, "_LOCK_WAIT", 0.05)
-    where = "in memory" if held.root is None else os.fspath(held.root)
+    where = held.where
     with pytest.raises(StoreError) as caught:
         held.put(b"waits")
     assert str(caught.value) == (
