@@ -6,7 +6,8 @@
 commit) and its clock stops only once the log is closed, i.e. every event is committed;
 ``gategraph_memory`` is the same graph with a ``MemoryEventLog``; ``gategraph_postgres``,
 where ``GATEGRAPH_BENCH_POSTGRES`` names a server the bench may write to, a
-``PostgresEventLog`` on an emptied table per run. The baselines keep no log at all (they
+``PostgresEventLog`` in a schema of the bench's own (``gategraph_bench``), made afresh per
+run. The baselines keep no log at all (they
 are the no-op floors). Targets: SQLite at least 50% of the in-memory throughput
 (``extra.sqlite_share_of_memory``), PostgreSQL at least 50% of SQLite's
 (``extra.postgres_share_of_sqlite``).
@@ -75,15 +76,21 @@ def build(case: Case, stack: contextlib.ExitStack, names: Collection[str]) -> di
     return built
 
 
+_BENCH_SCHEMA = "gategraph_bench"
+
+
 def _postgres_log() -> PostgresEventLog:
-    """A log on the bench's server, its table emptied first (before the clock starts)."""
+    """A log on the bench's server in a schema of the bench's own (``gategraph_bench``),
+    made afresh before the clock starts: the database's own tables are never touched."""
     import psycopg
     from gategraph.runtime._storage._postgres import PostgresEventLog
 
     url = os.environ["GATEGRAPH_BENCH_POSTGRES"]
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute("DROP TABLE IF EXISTS event_segments")
-    return PostgresEventLog(url)
+        db.execute(f"DROP SCHEMA IF EXISTS {_BENCH_SCHEMA} CASCADE")
+        db.execute(f"CREATE SCHEMA {_BENCH_SCHEMA}")
+    joined = "&" if "?" in url else "?"
+    return PostgresEventLog(f"{url}{joined}options=-csearch_path%3D{_BENCH_SCHEMA}")
 
 
 def _share(samples: Mapping[str, Sequence[Sample]], of: str, against: str) -> float | None:

@@ -29,11 +29,20 @@ def _binary(name: str) -> str | None:
     found = shutil.which(name)
     if found is not None:
         return found
-    for version in ("17", "16", "15", "14"):
-        candidate = Path(f"/usr/lib/postgresql/{version}/bin/{name}")
-        if candidate.exists():
-            return str(candidate)
-    return None
+    # Debian's packages, any version, the newest first.
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob(f"*/bin/{name}"),
+        key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0,
+        reverse=True,
+    )
+    return str(versions[0]) if versions else None
+
+
+def _run(command: list[str]) -> None:
+    """Run a server program; its own error text when it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {done.stderr or done.stdout}")
 
 
 @contextmanager
@@ -45,6 +54,15 @@ def private_server(folder: Path) -> Iterator[str]:
     assert initdb is not None and pg_ctl is not None
     as_user: list[str] = []
     if os.geteuid() == 0:
+        # PostgreSQL refuses to run as root: as the user its package makes.
+        import pwd
+
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            unavailable("running as root, and there is no postgres user to run the server as")
+        if shutil.which("runuser") is None:
+            unavailable("running as root, and there is no runuser to run the server as postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
         folder.mkdir(parents=True, exist_ok=True)
         shutil.chown(folder, "postgres")
@@ -52,7 +70,7 @@ def private_server(folder: Path) -> Iterator[str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     data = folder / "data"
-    subprocess.run(
+    _run(
         [
             *as_user,
             initdb,
@@ -65,29 +83,12 @@ def private_server(folder: Path) -> Iterator[str]:
             "-E",
             "UTF8",
             "--no-sync",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
+        ]
     )
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c max_connections=200"
     (folder / "options").write_text(options)  # for start_server
-    subprocess.run(
-        [
-            *as_user,
-            pg_ctl,
-            "-D",
-            str(data),
-            "-o",
-            options,
-            "-l",
-            str(folder / "log"),
-            "-w",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
+    _run(
+        [*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"]
     )
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
@@ -115,12 +116,7 @@ def _control(folder: Path, action: str, *arguments: str) -> None:
     pg_ctl = _binary("pg_ctl")
     assert pg_ctl is not None
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    subprocess.run(
-        [*as_user, pg_ctl, action, "-D", str(folder / "data"), "-w", *arguments],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    _run([*as_user, pg_ctl, action, "-D", str(folder / "data"), "-w", *arguments])
 
 
 @contextmanager

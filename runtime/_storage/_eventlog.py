@@ -271,7 +271,10 @@ class BatchedEventLog:
             raise
         finally:
             try:
-                await anyio.to_thread.run_sync(self._store_close)
+                # Closed even when the block was cancelled: a cancelled close would leave
+                # the connection open.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._store_close)
             finally:
                 self._left()
 

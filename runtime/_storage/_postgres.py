@@ -13,6 +13,7 @@ in one pipeline. It is the ``postgres`` extra, imported only when a PostgreSQL l
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 import weakref
@@ -59,14 +60,33 @@ def is_postgres_url(value: object) -> bool:
 
 
 def shown_url(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = f"{parts.username}:***@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
+    """``url`` without its password (in the address or as a ``password=`` parameter), for
+    messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, hosts = netloc.rpartition("@")
+        if ":" in user:
+            user = user.split(":", 1)[0] + ":***"
+        netloc = f"{user}@{hosts}"
+    query = re.sub(r"(?i)(^|&)(password)=[^&]*", r"\1\2=***", parts.query)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _secret_free(text: str, url: str) -> str:
+    """``text`` (a driver's message) without the password ``url`` carries, if it echoes it."""
+    try:
+        parts = urlsplit(url)
+        secrets = [parts.password or ""]
+        secrets += re.findall(r"(?i)(?:^|&)password=([^&]*)", parts.query)
+    except ValueError:
+        return "the URL cannot be read"
+    for secret in filter(None, secrets):
+        text = text.replace(secret, "***")
+    return text
 
 
 def _driver() -> Any:
@@ -83,16 +103,39 @@ def _connect(url: str, what: str = "event log") -> psycopg.Connection[Any]:
     psycopg = _driver()
     try:
         return psycopg.connect(url, connect_timeout=10)  # type: ignore[no-any-return]
-    except psycopg.Error as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+    except (psycopg.Error, ValueError) as exc:
+        reason = _secret_free(" ".join(str(exc).split()) or type(exc).__name__, url)
         raise ConfigError(
             f"cannot open the PostgreSQL {what}: {reason}", source=shown_url(url)
         ) from None
 
 
+def _make_tables(db: psycopg.Connection[Any], table: str, schema: str) -> None:
+    """Make the tables unless ``table`` is there: a role that may only read and write the
+    tables (no CREATE on the schema) uses them as they are."""
+    with db.transaction():
+        row = db.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+        if row is not None and row[0]:
+            return
+        db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        db.execute(schema)
+
+
 def _lock_key(plan_id: str) -> int:
     """A plan's advisory lock: 64 bits of a digest of its id (any id, any length)."""
     return int.from_bytes(hashlib.sha256(plan_id.encode()).digest()[:8], "big", signed=True)
+
+
+def _rows(
+    db: psycopg.Connection[Any], query: str, arguments: tuple[Any, ...], psycopg: Any
+) -> list[tuple[Any, ...]]:
+    try:
+        return db.execute(query, arguments).fetchall()
+    except psycopg.errors.UndefinedTable:
+        # A database no plan has written to yet: no events, as for a new SQLite file.
+        if not db.autocommit:
+            db.rollback()
+        return []
 
 
 class PostgresEventLog(BatchedEventLog):
@@ -108,8 +151,10 @@ class PostgresEventLog(BatchedEventLog):
 
     def __init__(self, url: str, *, max_batch: int = 4096) -> None:
         if not is_postgres_url(url):
+            # Not echoed: a connection string may hold a password.
             raise ConfigError(
-                f"{url!r} is not a PostgreSQL URL: write postgresql://USER@HOST:PORT/DATABASE"
+                "the event log's database is not a PostgreSQL URL: write "
+                "postgresql://USER@HOST:PORT/DATABASE"
             )
         super().__init__(max_batch=max_batch)
         self._url = url
@@ -130,21 +175,22 @@ class PostgresEventLog(BatchedEventLog):
     def _store_open(self) -> None:
         db = _connect(self._url)
         try:
-            with db.transaction():
-                db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                db.execute(_SCHEMA)
+            _make_tables(db, "event_segments", _SCHEMA)
         except Exception as exc:
             db.close()
-            reason = " ".join(str(exc).split())
-            raise ConfigError(f"not a gategraph event log ({reason})", source=self.url) from None
+            reason = _secret_free(" ".join(str(exc).split()), self._url)
+            raise ConfigError(
+                f"cannot use the event log's table: {reason}", source=self.url
+            ) from None
         self._db = db
 
     def _store_close(self) -> None:
-        for name in ("_db", "_reader"):
-            db = getattr(self, name)
-            setattr(self, name, None)
-            if db is not None:
-                db.close()
+        with self._reader_lock:
+            for name in ("_db", "_reader"):
+                db = getattr(self, name)
+                setattr(self, name, None)
+                if db is not None:
+                    db.close()
 
     def _last_seq_stored(self, plan_id: str) -> int:
         assert self._db is not None
@@ -185,11 +231,17 @@ class PostgresEventLog(BatchedEventLog):
             holder.close()
 
     def _read(self, query: str, arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Rows of ``query``: on the log's reader connection while it is open, else on one
+        of the call's own (nothing would close a connection kept for a closed log)."""
+        psycopg = _driver()
         with self._reader_lock:
+            if not self._open:
+                with _connect(self._url) as db:
+                    return _rows(db, query, arguments, psycopg)
             if self._reader is None:
                 self._reader = _connect(self._url)
                 self._reader.autocommit = True
-            return self._reader.execute(query, arguments).fetchall()
+            return _rows(self._reader, query, arguments, psycopg)
 
     async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
         """Return the plan's committed events with ``seq > after``."""
@@ -270,9 +322,7 @@ class PostgresStoreBackend:
             with self._making:
                 self._opened.append(db)
                 if not self._made:
-                    with db.transaction():
-                        db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                        db.execute(_STORE_SCHEMA)
+                    _make_tables(db, "store_pins", _STORE_SCHEMA)
                     self._made = True
             self._local.db = db
         return db

@@ -94,6 +94,44 @@ async def test_a_second_writer_continues_where_the_first_stopped(
 
 
 @pytest.mark.anyio
+async def test_a_new_writer_asks_the_store_where_the_plan_stands(
+    backend: tuple[str, Opener],
+) -> None:
+    """A log that never wrote the plan (another process, another host) refuses a seq the
+    store already holds, from its first append."""
+    _, open_log = backend
+    async with open_log() as first:
+        await first.append_many([event("p", 1), event("p", 2)])
+    async with open_log() as fresh:
+        with pytest.raises(RuntimeFault, match="event seq 2 does not follow 2"):
+            await fresh.append(event("p", 2))
+
+
+@pytest.mark.anyio
+async def test_an_empty_log_reads_as_no_plans(backend: tuple[str, Opener]) -> None:
+    """Read before anything was written (no table yet, for PostgreSQL): nothing, not an
+    error; a closed log reads too, holding nothing open."""
+    _, open_log = backend
+    log = open_log()
+    if isinstance(log, SQLiteEventLog):
+        async with log:
+            pass  # the file, with its table
+    assert await log.plans() == []
+    assert await log.read("p") == []
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_log_still_closes_its_connection(backend: tuple[str, Opener]) -> None:
+    _, open_log = backend
+    log = open_log()
+    with anyio.move_on_after(0.2):
+        async with log:
+            await log.append(event("p", 1))
+            await anyio.sleep(5)
+    assert log._db is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
 async def test_a_log_must_be_opened(backend: tuple[str, Opener]) -> None:
     _, open_log = backend
     with pytest.raises(RuntimeFault, match="event log is not open: use `async with`"):
@@ -216,8 +254,53 @@ async def test_a_server_that_cannot_be_reached_is_one_line(postgres_server: str)
     shown = str(caught.value)
     assert "secret" not in shown and "\n" not in shown.strip()
     assert f"postgresql://gategraph:***@127.0.0.1:{port}/nowhere" in shown
-    with pytest.raises(ConfigError, match="is not a PostgreSQL URL"):
-        PostgresEventLog("mysql://x")
+    with pytest.raises(ConfigError, match="is not a PostgreSQL URL") as caught:
+        PostgresEventLog("host=db password=hunter2")
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:pw@h:5/db", "postgresql://u:***@h:5/db"),
+        (
+            "postgresql://u@h/db?password=pw&sslmode=require",
+            "postgresql://u@h/db?password=***&sslmode=require",
+        ),
+        ("postgresql://u:pw@[::1]:5/db", "postgresql://u:***@[::1]:5/db"),
+        ("postgresql://u:pw@h1:1,h2:2/db", "postgresql://u:***@h1:1,h2:2/db"),
+        ("postgresql://h/db", "postgresql://h/db"),
+    ],
+)
+def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    from gategraph.runtime._storage._postgres import shown_url
+
+    assert shown_url(url) == shown
+
+
+@pytest.mark.anyio
+async def test_a_role_that_may_not_create_tables_uses_those_there(postgres_url: str) -> None:
+    """The tables made once by an owner; a role that may only read and write them (no
+    CREATE on the schema, PostgreSQL 15's default) opens the log and writes."""
+    import psycopg
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    async with PostgresEventLog(postgres_url) as owner:
+        await owner.append(event("p", 1))
+    role = f"writer_{os.urandom(4).hex()}"
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f"CREATE ROLE {role} LOGIN")
+        db.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        db.execute(f"GRANT SELECT, INSERT ON event_segments TO {role}")
+    try:
+        limited = postgres_url.replace("postgres@", f"{role}@", 1)
+        async with PostgresEventLog(limited) as log:
+            await log.append(event("p", 2))
+            assert [e.seq for e in await log.read("p")] == [1, 2]
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            db.execute(f"DROP OWNED BY {role}")
+            db.execute(f"DROP ROLE {role}")
 
 
 @pytest.fixture
