@@ -25,6 +25,7 @@ import anyio.to_thread
 from gategraph.runtime._base._exceptions import ConfigError, PlanBusyError
 
 from ._eventlog import BatchedEventLog, _busy, _segment_decoder
+from ._store import _Batch, _WholeObjects
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -291,7 +292,7 @@ def _close_all(opened: list[psycopg.Connection[Any]], lock: threading.Lock) -> N
         db.close()
 
 
-class PostgresStoreBackend:
+class PostgresStoreBackend(_WholeObjects):
     """A content store's objects and pins in a PostgreSQL database (the ``_Backend`` of
     :class:`~._store.ContentStore`): every host that reaches the database reads the same
     snapshots. Objects are rows named by their digest, written once (a conflict keeps the
@@ -332,18 +333,19 @@ class PostgresStoreBackend:
 
     @contextmanager
     def locked(self, *, exclusive: bool) -> Iterator[None]:
-        from ._store import _LOCK_WAIT, _busy
+        from . import _store
 
         db = self._db()
         take = "pg_try_advisory_lock" if exclusive else "pg_try_advisory_lock_shared"
         give = "pg_advisory_unlock" if exclusive else "pg_advisory_unlock_shared"
-        deadline = time.monotonic() + _LOCK_WAIT
+        # Read when asked (not at import): the store's wait, as a test may shorten it.
+        deadline = time.monotonic() + _store._LOCK_WAIT
         while True:
             row = db.execute(f"SELECT {take}(%s)", (_STORE_LOCK,)).fetchone()
             if row is not None and row[0]:
                 break
             if time.monotonic() > deadline:
-                raise _busy(self.where)
+                raise _store._busy(self.where)
             time.sleep(_LOCK_POLL)
         try:
             yield
@@ -366,32 +368,12 @@ class PostgresStoreBackend:
         )
         return None if row is None else bytes(row[0])
 
-    def copy_out(self, digest: str, fd: int) -> Any:
-        from ._resources import _Digest, _write_all
-
-        data = self.read(digest)
-        if data is None:
-            return None
-        _write_all(fd, data)
-        return _Digest(hashlib.sha256(data).hexdigest(), len(data))
-
-    def store(self, data: bytes, batch: Any) -> str:
+    def store(self, data: bytes, batch: _Batch) -> str:
         digest = hashlib.sha256(data).hexdigest()
         batch.rows.setdefault(digest, bytes(data))
         return digest
 
-    def ingest(self, fd: int, batch: Any) -> Any:
-        import os
-
-        from ._resources import _CHUNK, _Digest
-
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, _CHUNK):
-            chunks.append(chunk)
-        data = b"".join(chunks)
-        return _Digest(self.store(data, batch), len(data))
-
-    def flush(self, batch: Any) -> None:
+    def flush(self, batch: _Batch) -> None:
         batch.folders.clear()
         if not batch.rows:
             return

@@ -665,7 +665,33 @@ class _DiskBackend:
             _fsync_folder(self._refs)
 
 
-class _MemoryBackend:
+class _WholeObjects:
+    """What a backend that holds each object's bytes whole (in memory, in a database row)
+    does alike: copying an object out, and taking a file in, through its own ``read`` and
+    ``store``."""
+
+    def read(self, digest: str) -> bytes | None:
+        raise NotImplementedError
+
+    def store(self, data: bytes, batch: _Batch) -> str:
+        raise NotImplementedError
+
+    def copy_out(self, digest: str, fd: int) -> _Digest | None:
+        data = self.read(digest)
+        if data is None:
+            return None
+        _write_all(fd, data)
+        return _Digest(hashlib.sha256(data).hexdigest(), len(data))
+
+    def ingest(self, fd: int, batch: _Batch) -> _Digest:
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        return _Digest(self.store(data, batch), len(data))
+
+
+class _MemoryBackend(_WholeObjects):
     """Objects and refs in dicts, for in-memory event logs."""
 
     where = _IN_MEMORY
@@ -689,25 +715,11 @@ class _MemoryBackend:
     def read(self, digest: str) -> bytes | None:
         return self._objects.get(digest)
 
-    def copy_out(self, digest: str, fd: int) -> _Digest | None:
-        data = self._objects.get(digest)
-        if data is None:
-            return None
-        _write_all(fd, data)
-        return _Digest(hashlib.sha256(data).hexdigest(), len(data))
-
     def store(self, data: bytes, batch: _Batch) -> str:
         digest = hashlib.sha256(data).hexdigest()
         with self._data:
             self._objects.setdefault(digest, bytes(data))
         return digest
-
-    def ingest(self, fd: int, batch: _Batch) -> _Digest:
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, _CHUNK):
-            chunks.append(chunk)
-        data = b"".join(chunks)
-        return _Digest(self.store(data, batch), len(data))
 
     def flush(self, batch: _Batch) -> None:
         batch.folders.clear()
