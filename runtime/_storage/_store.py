@@ -73,9 +73,10 @@ import secrets
 import sys
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Protocol
 
 import msgspec
 from gategraph.runtime._base._exceptions import GategraphError
@@ -83,6 +84,7 @@ from gategraph.runtime._base._ids import PLAN_ID_PATTERN, check_plan_id
 from gategraph.runtime._data._maxn import _Frozen
 from pydantic import Field, field_validator
 
+from ._postgres import _connect, _make_tables, is_postgres_url, shown_url
 from ._resources import (
     _CHUNK,
     _CLOEXEC,
@@ -754,6 +756,184 @@ class _MemoryBackend(_WholeObjects):
                 del self._pins[plan_id]
 
 
+# --- a backend in PostgreSQL --------------------------------------------------------------
+
+_STORE_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS store_objects (
+    digest TEXT PRIMARY KEY,
+    data   BYTEA NOT NULL
+);
+CREATE TABLE IF NOT EXISTS store_pins (
+    plan_id   TEXT NOT NULL,
+    digest    TEXT NOT NULL,
+    pinned_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (plan_id, digest)
+)
+"""
+# The store's own lock (shared while storing, exclusive for collect), as the disk store's
+# flock: an advisory lock, held on the connection of the thread that stores.
+_STORE_LOCK: Final = 0x6761_7465_7374_6F72  # "gatestor"
+_LOCK_POLL: Final = 0.05
+
+
+def _close_all(opened: list[Any], lock: threading.Lock) -> None:
+    with lock:
+        connections = list(opened)
+        opened.clear()
+    for db in connections:
+        db.close()
+
+
+class _PostgresBackend(_WholeObjects):
+    """A content store's objects and pins in a PostgreSQL database (the ``_Backend`` of
+    :class:`~._store.ContentStore`): every host that reaches the database reads the same
+    snapshots. Objects are rows named by their digest, written once (a conflict keeps the
+    first), each batch in one transaction; pins are rows too."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.where = shown_url(url)
+        self._local = threading.local()
+        self._made = False
+        self._making = threading.Lock()
+        self._opened: list[Any] = []
+        # The store has no `close` its callers must remember: its connections close with
+        # it (or at `close`), whichever thread opened them.
+        self._finalizer = weakref.finalize(self, _close_all, self._opened, self._making)
+
+    def close(self) -> None:
+        """Close every connection the store opened (it opens new ones if used again)."""
+        _close_all(self._opened, self._making)
+        self._local = threading.local()
+
+    def _db(self) -> Any:
+        """This thread's connection (a psycopg connection is for one thread at a time)."""
+        db: Any = getattr(self._local, "db", None)
+        if db is None or db.closed:
+            db = _connect(self.url, "content store")
+            db.autocommit = True
+            with self._making:
+                self._opened.append(db)
+                if not self._made:
+                    _make_tables(db, "store_pins", _STORE_SCHEMA)
+                    self._made = True
+            self._local.db = db
+        return db
+
+    def exists(self) -> bool:
+        return True
+
+    @contextmanager
+    def locked(self, *, exclusive: bool) -> Iterator[None]:
+        db = self._db()
+        take = "pg_try_advisory_lock" if exclusive else "pg_try_advisory_lock_shared"
+        give = "pg_advisory_unlock" if exclusive else "pg_advisory_unlock_shared"
+        deadline = time.monotonic() + _LOCK_WAIT
+        while True:
+            row = db.execute(f"SELECT {take}(%s)", (_STORE_LOCK,)).fetchone()
+            if row is not None and row[0]:
+                break
+            if time.monotonic() > deadline:
+                raise _busy(self.where)
+            time.sleep(_LOCK_POLL)
+        try:
+            yield
+        finally:
+            db.execute(f"SELECT {give}(%s)", (_STORE_LOCK,))
+
+    def size(self, digest: str) -> int | None:
+        row = (
+            self._db()
+            .execute("SELECT length(data) FROM store_objects WHERE digest = %s", (digest,))
+            .fetchone()
+        )
+        return None if row is None else int(row[0])
+
+    def read(self, digest: str) -> bytes | None:
+        row = (
+            self._db()
+            .execute("SELECT data FROM store_objects WHERE digest = %s", (digest,))
+            .fetchone()
+        )
+        return None if row is None else bytes(row[0])
+
+    def store(self, data: bytes, batch: _Batch) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        batch.rows.setdefault(digest, bytes(data))
+        return digest
+
+    def flush(self, batch: _Batch) -> None:
+        batch.folders.clear()
+        if not batch.rows:
+            return
+        rows = sorted(batch.rows.items())
+        batch.rows.clear()
+        db = self._db()
+        # One transaction, one pipeline: durable together, before any manifest names them.
+        with db.transaction(), db.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO store_objects (digest, data) VALUES (%s, %s)"
+                " ON CONFLICT (digest) DO NOTHING",
+                rows,
+            )
+
+    def census(self) -> tuple[int, int]:
+        row = (
+            self._db()
+            .execute("SELECT count(*), coalesce(sum(length(data)), 0) FROM store_objects")
+            .fetchone()
+        )
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    def sweep(self, keep: set[str]) -> tuple[int, int, int]:
+        db = self._db()
+        with db.transaction():
+            row = db.execute(
+                "WITH gone AS (DELETE FROM store_objects WHERE NOT (digest = ANY(%s))"
+                " RETURNING length(data) AS size) SELECT count(*), coalesce(sum(size), 0)"
+                " FROM gone",
+                (sorted(keep),),
+            ).fetchone()
+            kept = db.execute("SELECT count(*) FROM store_objects").fetchone()
+        assert row is not None and kept is not None
+        return int(kept[0]), int(row[0]), int(row[1])
+
+    def pins(self) -> dict[str, tuple[set[str], float]]:
+        found: dict[str, tuple[set[str], float]] = {}
+        rows = (
+            self._db()
+            .execute(
+                "SELECT plan_id, array_agg(digest), max(pinned_at) FROM store_pins GROUP BY plan_id"
+            )
+            .fetchall()
+        )
+        for plan_id, digests, at in rows:
+            found[plan_id] = (set(digests), float(at))
+        return found
+
+    def pinned(self, plan_id: str) -> set[str]:
+        rows = (
+            self._db()
+            .execute("SELECT digest FROM store_pins WHERE plan_id = %s", (plan_id,))
+            .fetchall()
+        )
+        return {row[0] for row in rows}
+
+    def add_pins(self, plan_id: str, digests: list[str]) -> None:
+        db = self._db()
+        with db.transaction(), db.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO store_pins (plan_id, digest, pinned_at) VALUES (%s, %s, %s)"
+                " ON CONFLICT (plan_id, digest) DO NOTHING",
+                [(plan_id, digest, time.time()) for digest in dict.fromkeys(digests)],
+            )
+
+    def drop_pins(self, plan_ids: list[str]) -> None:
+        if plan_ids:
+            self._db().execute("DELETE FROM store_pins WHERE plan_id = ANY(%s)", (plan_ids,))
+
+
 # --- the store ---------------------------------------------------------------------------
 
 
@@ -821,14 +1001,13 @@ class ContentStore:
     """
 
     def __init__(self, root: str | os.PathLike[str] | None) -> None:
-        from ._postgres import PostgresStoreBackend, is_postgres_url
 
         self.root: Path | None = None
         """The store's folder; ``None`` for a store held in memory or in a database."""
         self._backend: _Backend
         if is_postgres_url(root):
             assert isinstance(root, str)
-            self._backend = PostgresStoreBackend(root)
+            self._backend = _PostgresBackend(root)
         elif root is None:
             self._backend = _MemoryBackend()
         else:

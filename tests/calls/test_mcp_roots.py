@@ -604,6 +604,15 @@ def test_the_launcher_shows_the_copy_at_the_folder_and_says_why_it_cannot(tmp_pa
     assert unknown.returncode == 1 and "cannot start" in unknown.stderr
     usage = subprocess.run([*launcher, str(copy)], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and usage.stderr.startswith("usage: ")
+    # A copy reached through a link could lead anywhere: refused, saying so.
+    (tmp_path / "link").symlink_to(copy)
+    linked = subprocess.run(
+        [*launcher, str(tmp_path / "link"), str(real), "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert linked.returncode == 1 and "it is a link" in linked.stderr, linked.stderr
 
 
 def test_a_disposable_copy_shown_at_the_folder_reads_the_real_history_read_only(

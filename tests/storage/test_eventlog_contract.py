@@ -278,6 +278,48 @@ def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
     assert shown_url(url) == shown
 
 
+def test_a_url_that_cannot_be_read_shows_nothing_of_itself() -> None:
+    from gategraph.runtime._storage._postgres import _secret_free, shown_url
+
+    assert shown_url("postgresql://u:pw@[bad/db") == "postgresql://***"
+    assert _secret_free("pw", "postgresql://u:pw@[bad/db") == "the URL cannot be read"
+    assert _secret_free("no pw: pw", "postgresql://u:pw@h/db") == "no ***: ***"
+
+
+@pytest.mark.anyio
+async def test_without_the_driver_the_extra_is_named(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    log = PostgresEventLog(postgres_url)
+    assert log.url == postgres_url  # no password to hide
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what a base install looks like
+    with pytest.raises(ConfigError, match=r"pip install 'gategraph\[postgres\]'"):
+        async with log:
+            pass
+
+
+@pytest.mark.anyio
+async def test_a_role_that_may_not_make_the_tables_is_told_so(postgres_url: str) -> None:
+    """No table yet, and no CREATE on the schema: one line naming the reason."""
+    import psycopg
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    role = f"reader_{os.urandom(4).hex()}"
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f"CREATE ROLE {role} LOGIN")
+        db.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    try:
+        limited = postgres_url.replace("postgres@", f"{role}@", 1)
+        with pytest.raises(ConfigError, match=r"cannot use the event log's table: .*permission"):
+            async with PostgresEventLog(limited):
+                pass
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            db.execute(f"DROP ROLE {role}")
+
+
 @pytest.mark.anyio
 async def test_a_role_that_may_not_create_tables_uses_those_there(postgres_url: str) -> None:
     """The tables made once by an owner; a role that may only read and write them (no

@@ -998,7 +998,7 @@ def held(store: ContentStore, tmp_path: Path) -> Iterator[ContentStore]:
     """The store, its lock held exclusively by someone else (another process's collect)."""
     if store.where.startswith("postgresql"):
         import psycopg
-        from gategraph.runtime._storage._postgres import _STORE_LOCK
+        from gategraph.runtime._storage._store import _STORE_LOCK
 
         store.put(b"make the tables")
         with psycopg.connect(store._backend.url, autocommit=True) as other:  # type: ignore[attr-defined]
@@ -1016,6 +1016,24 @@ def held(store: ContentStore, tmp_path: Path) -> Iterator[ContentStore]:
         yield store
     finally:
         os.close(fd)
+
+
+def test_what_a_store_keeps_and_where(tmp_path: Path, postgres_url: str) -> None:
+    """On disk and in a database it keeps the files; in memory only folders' digests. A
+    database is named without its password; closing holds nothing open after."""
+    memory, disk = ContentStore(None), ContentStore(tmp_path / "s")
+    assert not memory.keeps_copies and memory.where == "in memory"
+    assert disk.keeps_copies and disk.where == os.fspath(tmp_path / "s")
+    disk.close()  # nothing to let go of
+    secret = postgres_url.replace("postgres@", "postgres:hunter2@", 1)
+    database = ContentStore(secret)
+    assert database.keeps_copies and "hunter2" not in repr(database) + database.where
+    database.close()
+    digest = database.put(b"after a close, it opens again")
+    database.close()
+    reopened = ContentStore(postgres_url)
+    assert reopened.get(digest) == b"after a close, it opens again"
+    reopened.close()
 
 
 def test_a_lock_held_too_long_is_an_error(
