@@ -558,6 +558,68 @@ async def test_a_tool_of_a_fixed_server_needs_a_folder_slot(tmp_path: Path) -> N
         await Supervisor(graph).run()
 
 
+@pytest.mark.anyio
+async def test_a_fixed_server_is_given_one_folder_per_call(tmp_path: Path) -> None:
+    """Its one folder can show one copy: a call that would give it two (a tool with two
+    folder slots) is a configuration fault, and the other arguments pass as they are."""
+    from gategraph.runtime import execute_graph
+
+    one = write_tree(tmp_path / "one", {"notes.md": "done\n"})
+    two = write_tree(tmp_path / "two", {"notes.md": "done\n"})
+    graph = load_graph(
+        {
+            "version": 1,
+            "name": "two-folders",
+            "resources": {
+                "root": {"kind": "directory", "path": str(one)},
+                "suffix": {"kind": "directory", "path": str(two)},
+            },
+            "mcp_servers": {"t": fixed_server(one, folder=str(one))},
+            "tools": [
+                {
+                    "name": "t.count",
+                    "mcp_server": "t",
+                    "mcp_tool_name": "count_files",
+                    "read_only": True,
+                    "resource_slots": ["root", "suffix"],
+                }
+            ],
+            "validations": [
+                {"name": "counted", "wraps": "t.count", "transform": "{'passed': True}"}
+            ],
+            "nodes": [{"id": "c", "validation": "counted"}],
+        }
+    )
+    run = await execute_graph(graph)
+    [record] = run.validations
+    assert record.result.data["error"] == "misconfigured"
+    assert "this call gives it 2 folders: give the tool one folder slot" in record.result.message
+
+
+def test_the_launcher_says_when_this_machine_gives_no_mounts_of_ones_own(tmp_path: Path) -> None:
+    """Where unshare is refused (user namespaces off), one line says what it needs."""
+    import subprocess
+
+    real = write_tree(tmp_path / "real", {"f": "real\n"})
+    copy = write_tree(tmp_path / "copy", {"f": "copy\n"})
+    code = (
+        "import sys\n"
+        "import gategraph.runtime._calls._mcp_view as view\n"
+        "def refused(copy, at):\n"
+        "    raise PermissionError(1, 'unshare: Operation not permitted')\n"
+        "view.show_folder_at = refused\n"
+        "sys.exit(view.main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(copy), str(real), "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "unprivileged user namespaces turned on" in done.stderr, done.stderr
+
+
 def test_folder_is_for_a_server_run_by_command_and_relative_to_the_graph(tmp_path: Path) -> None:
     from gategraph.runtime import ConfigError
     from gategraph.runtime._calls._mcp import McpServer
