@@ -1033,7 +1033,6 @@ def execute(
     configuration error. This runs the nodes only: the plan lifecycle (fix, revalidate,
     apply) is `gategraph run`.
     """
-    import msgspec
     from gategraph.runtime._definitions._graph import load_graph
     from gategraph.runtime._running._engine import execute_graph
     from gategraph.runtime._storage._eventlog import SQLiteEventLog
@@ -1075,6 +1074,21 @@ def execute(
                 finally:
                     _sweep_scratch()
             changes = {name: box.changeset() for name, box in boxes.items()}
+    _execution_told(run, changes, as_json=as_json, in_place=in_place, report=report, name=plan.name)
+
+
+def _execution_told(
+    run: Any,
+    changes: dict[str, Any],
+    *,
+    as_json: bool,
+    in_place: bool,
+    report: tuple[str, Path] | None,
+    name: str,
+) -> None:
+    """What ``execute`` prints and writes once its run is over; the exit code it ends with."""
+    import msgspec
+
     failures = run.required_failures
     warnings = [v for v in run.validations if not v.result.passed and not v.blocking]
     if as_json:
@@ -1110,7 +1124,7 @@ def execute(
                 + "; ".join(changed)
             )
     if report is not None:
-        _write_run_report(run, report, plan.name)
+        _write_run_report(run, report, name)
     if not run.passed:
         click.get_current_context().exit(EXIT_REFUSED)
 
