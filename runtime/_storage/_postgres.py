@@ -108,15 +108,24 @@ def _connect(url: str, what: str = "event log") -> psycopg.Connection[Any]:
         ) from None
 
 
-def _make_tables(db: psycopg.Connection[Any], table: str, schema: str) -> None:
-    """Make the tables unless ``table`` is there: a role that may only read and write the
-    tables (no CREATE on the schema) uses them as they are."""
-    with db.transaction():
-        row = db.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
-        if row is not None and row[0]:
-            return
-        db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        db.execute(schema)
+def _with_tables(url: str, what: str, table: str, schema: str) -> psycopg.Connection[Any]:
+    """A connection to ``url`` once its tables are there: made unless ``table`` is (a role
+    that may only read and write the tables, with no CREATE on the schema, uses them as
+    they are). ConfigError, one line, when it cannot connect or make them."""
+    db = _connect(url, what)
+    try:
+        with db.transaction():
+            row = db.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+            if row is None or not row[0]:
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                db.execute(schema)
+    except Exception as exc:
+        db.close()
+        reason = _secret_free(" ".join(str(exc).split()), url)
+        raise ConfigError(
+            f"cannot use the {what}'s table: {reason}", source=shown_url(url)
+        ) from None
+    return db
 
 
 def _lock_key(plan_id: str) -> int:
@@ -124,12 +133,10 @@ def _lock_key(plan_id: str) -> int:
     return int.from_bytes(hashlib.sha256(plan_id.encode()).digest()[:8], "big", signed=True)
 
 
-def _rows(
-    db: psycopg.Connection[Any], query: str, arguments: tuple[Any, ...], psycopg: Any
-) -> list[tuple[Any, ...]]:
+def _rows(db: psycopg.Connection[Any], query: str, arguments: tuple[Any, ...]) -> list[Any]:
     try:
         return db.execute(query, arguments).fetchall()
-    except psycopg.errors.UndefinedTable:
+    except _driver().errors.UndefinedTable:
         # A database no plan has written to yet: no events, as for a new SQLite file.
         if not db.autocommit:
             db.rollback()
@@ -171,16 +178,7 @@ class PostgresEventLog(BatchedEventLog):
         return self._url
 
     def _store_open(self) -> None:
-        db = _connect(self._url)
-        try:
-            _make_tables(db, "event_segments", _SCHEMA)
-        except Exception as exc:
-            db.close()
-            reason = _secret_free(" ".join(str(exc).split()), self._url)
-            raise ConfigError(
-                f"cannot use the event log's table: {reason}", source=self.url
-            ) from None
-        self._db = db
+        self._db = _with_tables(self._url, "event log", "event_segments", _SCHEMA)
 
     def _store_close(self) -> None:
         with self._reader_lock:
@@ -231,15 +229,14 @@ class PostgresEventLog(BatchedEventLog):
     def _read(self, query: str, arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Rows of ``query``: on the log's reader connection while it is open, else on one
         of the call's own (nothing would close a connection kept for a closed log)."""
-        psycopg = _driver()
         with self._reader_lock:
             if not self._open:
                 with _connect(self._url) as db:
-                    return _rows(db, query, arguments, psycopg)
+                    return _rows(db, query, arguments)
             if self._reader is None:
                 self._reader = _connect(self._url)
                 self._reader.autocommit = True
-            return _rows(self._reader, query, arguments, psycopg)
+            return _rows(self._reader, query, arguments)
 
     async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
         """Return the plan's committed events with ``seq > after``."""

@@ -84,7 +84,7 @@ from gategraph.runtime._base._ids import PLAN_ID_PATTERN, check_plan_id
 from gategraph.runtime._data._maxn import _Frozen
 from pydantic import Field, field_validator
 
-from ._postgres import _connect, _make_tables, is_postgres_url, shown_url
+from ._postgres import _with_tables, is_postgres_url, shown_url
 from ._resources import (
     _CHUNK,
     _CLOEXEC,
@@ -369,7 +369,7 @@ class _Batch:
     together (one ``syncfs`` for all of them where Linux has it, not one ``fsync`` each),
     then names them: a name in the store is always a whole, durable object."""
 
-    __slots__ = ("folders", "pending", "rows")
+    __slots__ = ("folders", "pending", "row_bytes", "rows")
 
     def __init__(self) -> None:
         self.folders: set[str] = set()
@@ -377,6 +377,8 @@ class _Batch:
         """Digest to the temporary file that holds it, written but not durable."""
         self.rows: dict[str, bytes] = {}
         """Digest to the bytes a database store writes with the batch."""
+        self.row_bytes = 0
+        """How many bytes ``rows`` holds."""
 
 
 class _Backend(Protocol):
@@ -774,6 +776,8 @@ CREATE TABLE IF NOT EXISTS store_pins (
 # flock: an advisory lock, held on the connection of the thread that stores.
 _STORE_LOCK: Final = 0x6761_7465_7374_6F72  # "gatestor"
 _LOCK_POLL: Final = 0.05
+# Bytes of new objects a snapshot holds in memory before it writes them to the database.
+_ROWS_HELD: Final = 32 << 20
 
 
 def _close_all(opened: list[Any], lock: threading.Lock) -> None:
@@ -794,7 +798,6 @@ class _PostgresBackend(_WholeObjects):
         self.url = url
         self.where = shown_url(url)
         self._local = threading.local()
-        self._made = False
         self._making = threading.Lock()
         self._opened: list[Any] = []
         # The store has no `close` its callers must remember: its connections close with
@@ -810,13 +813,10 @@ class _PostgresBackend(_WholeObjects):
         """This thread's connection (a psycopg connection is for one thread at a time)."""
         db: Any = getattr(self._local, "db", None)
         if db is None or db.closed:
-            db = _connect(self.url, "content store")
+            db = _with_tables(self.url, "content store", "store_pins", _STORE_SCHEMA)
             db.autocommit = True
             with self._making:
                 self._opened.append(db)
-                if not self._made:
-                    _make_tables(db, "store_pins", _STORE_SCHEMA)
-                    self._made = True
             self._local.db = db
         return db
 
@@ -859,15 +859,25 @@ class _PostgresBackend(_WholeObjects):
 
     def store(self, data: bytes, batch: _Batch) -> str:
         digest = hashlib.sha256(data).hexdigest()
-        batch.rows.setdefault(digest, bytes(data))
+        if digest not in batch.rows:
+            batch.rows[digest] = bytes(data)
+            batch.row_bytes += len(data)
+            if batch.row_bytes > _ROWS_HELD:
+                # A large snapshot is written as it goes, not held in memory whole: an
+                # object may be stored before the manifest that names it, never after.
+                self._write(batch)
         return digest
 
     def flush(self, batch: _Batch) -> None:
         batch.folders.clear()
+        self._write(batch)
+
+    def _write(self, batch: _Batch) -> None:
         if not batch.rows:
             return
         rows = sorted(batch.rows.items())
         batch.rows.clear()
+        batch.row_bytes = 0
         db = self._db()
         # One transaction, one pipeline: durable together, before any manifest names them.
         with db.transaction(), db.cursor() as cursor:
@@ -1001,7 +1011,6 @@ class ContentStore:
     """
 
     def __init__(self, root: str | os.PathLike[str] | None) -> None:
-
         self.root: Path | None = None
         """The store's folder; ``None`` for a store held in memory or in a database."""
         self._backend: _Backend

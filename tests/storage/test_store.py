@@ -1036,6 +1036,55 @@ def test_what_a_store_keeps_and_where(tmp_path: Path, postgres_url: str) -> None
     reopened.close()
 
 
+def test_a_database_whose_tables_cannot_be_made_is_one_line(postgres_url: str) -> None:
+    """A role with no CREATE on the schema, and no tables yet: one ConfigError naming the
+    database (without its password) and the reason; nothing half made."""
+    import psycopg
+    from gategraph.runtime import ConfigError
+
+    role = f"reader_{os.urandom(4).hex()}"
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'hunter2'")
+        db.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    try:
+        store = ContentStore(postgres_url.replace("postgres@", f"{role}:hunter2@", 1))
+        with pytest.raises(
+            ConfigError, match=r"cannot use the content store's table: .*permission"
+        ) as caught:
+            store.put(b"x")
+        assert "hunter2" not in str(caught.value) and "\n" not in str(caught.value)
+        store.close()
+        assert in_database(ContentStore(postgres_url), "SELECT to_regclass('store_pins')") == [
+            (None,)
+        ]
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            db.execute(f"DROP ROLE {role}")
+
+
+def test_a_large_snapshot_is_written_as_it_goes(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bytes a database store holds in memory, new objects are written before the
+    snapshot ends; the snapshot is whole either way."""
+    monkeypatch.setattr(store_module, "_ROWS_HELD", 10)
+    store = ContentStore(postgres_url)
+    source = tmp_path / "source"
+    source.mkdir()
+    for number in range(5):
+        (source / f"f{number}").write_bytes(b"content %d, more than ten bytes" % number)
+    written: list[int] = []
+    real = store._backend._write  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        store._backend, "_write", lambda batch: (written.append(len(batch.rows)), real(batch))
+    )
+    digest = store.snapshot_folder(source)
+    assert len([n for n in written if n]) >= 5  # one object at a time, then the manifest
+    store.restore(digest, tmp_path / "out")
+    assert tree(tmp_path / "out") == tree(source)
+    store.close()
+
+
 def test_a_lock_held_too_long_is_an_error(
     held: ContentStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
