@@ -252,6 +252,12 @@ class ArtifactValidationStarted(
     it): the digest of its manifest in the content store. With ``inputs``, the change the
     round validated, which Apply commits. None where the store keeps no copies (in memory),
     and in logs written before it was recorded."""
+    exclusions: dict[str, str] | None = None
+    """What each folder sandbox leaves out, by resource (the rules it read as it was
+    copied): the digest of a manifest in the content store holding them. With ``inputs``
+    and ``bases``, what a host that lacks the sandbox needs to make it again (a plan resumed
+    elsewhere). None where the store keeps no copies, and in logs written before it was
+    recorded."""
 
 
 class ArtifactValidated(EventBase, tag="artifact_validated", kw_only=True, frozen=True, gc=False):

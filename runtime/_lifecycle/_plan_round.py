@@ -165,13 +165,14 @@ class RoundPipeline:
         # What the round validates; Apply commits only that (see PlanApply.refusal).
         recorded = journal.peek()
         bases: dict[str, str] | None = None
+        exclusions: dict[str, str] | None = None
         if isinstance(recorded, ArtifactValidationStarted):
             inputs = recorded.inputs  # what the round saw when it ran (resuming or replaying)
-            bases = recorded.bases
+            bases, exclusions = recorded.bases, recorded.exclusions
         elif recorded is None and not journal.offline:
             await context.boxes.ensure()  # resuming, the round may be the first live step
             inputs = await context.boxes.inputs(pin=True)
-            bases = context.boxes.bases()
+            bases, exclusions = context.boxes.bases(), context.boxes.left_out()
         else:
             inputs = None  # the log holds something else here: the emit below says what
         if self._retry_only is not None and inputs != self.validated:
@@ -194,6 +195,7 @@ class RoundPipeline:
             revision=context.revision,
             inputs=inputs,
             bases=bases,
+            exclusions=exclusions,
         )
         layers = {
             "routing": self.routing,

@@ -21,6 +21,7 @@ import msgspec
 from gategraph.runtime._base._exceptions import ResumeError
 from gategraph.runtime._data._events import (
     ApplyCompleted,
+    ArtifactValidationStarted,
     StrategyProduced,
     StrategyRevisionRequested,
     WorkFinished,
@@ -28,6 +29,7 @@ from gategraph.runtime._data._events import (
 from gategraph.runtime._storage._resources import (
     DirectoryResource,
     DirectorySandbox,
+    Exclusion,
     MemorySandbox,
 )
 from gategraph.runtime._storage._store import StoreError, folder_digest
@@ -41,6 +43,19 @@ if TYPE_CHECKING:
     from gategraph.runtime._storage._store import ContentStore
 
 __all__ = ["PlanSandboxes", "changed_files"]
+
+_EXCLUSION_FILE = "exclusion.json"
+"""The one text of the manifest that keeps a folder sandbox's exclusion in the store."""
+
+
+class _Kept(msgspec.Struct, frozen=True):
+    """What the content store keeps of a folder sandbox that is gone: a round's inputs,
+    what it started from and what it left out (manifest digests, from the round's event),
+    enough to make it again."""
+
+    inputs: str
+    base: str
+    exclusion: str
 
 
 def changed_files(
@@ -100,6 +115,12 @@ class PlanSandboxes:
         again."""
         self.started: dict[str, str | None] = {}
         """What each sandbox started from, by resource: its base's digest in the store."""
+        self.exclusions: dict[str, str] = {}
+        """What each folder sandbox leaves out, by resource: the digest of the manifest
+        that keeps its rules in the store."""
+        self._remake: dict[str, _Kept] = {}
+        """The sandboxes :meth:`check_kept` found gone but kept in the store, by resource:
+        made again from it when the plan goes live (a plan resumed on another host)."""
 
     def folder(self, name: str, revision: int | None = None) -> Path:
         number = self.revision if revision is None else revision
@@ -122,6 +143,7 @@ class PlanSandboxes:
         away what a crashed first Execute left in them: Execute starts on a clean copy."""
         if self.ready:
             return
+        self.exclusions.clear()
         for name, resource in self.resources.items():
             folder = self.folder(name)
             sandbox: Sandbox | None = None
@@ -129,6 +151,9 @@ class PlanSandboxes:
                 reopen = getattr(resource, "reopen_sandbox", None)
                 if reopen is not None:
                     sandbox = await anyio.to_thread.run_sync(reopen, folder)
+                kept = self._remake.get(name)
+                if sandbox is None and kept is not None and isinstance(resource, DirectoryResource):
+                    sandbox = await anyio.to_thread.run_sync(self._made_again, resource, kept)
                 if sandbox is None and self.work_from_log:
                     raise ResumeError(
                         f"cannot resume plan {self.plan_id}: the sandbox of resource {name!r} "
@@ -156,6 +181,23 @@ class PlanSandboxes:
             self.started[name] = await anyio.to_thread.run_sync(self._base, name, sandbox, reopened)
         self.ready = True
         await anyio.to_thread.run_sync(self._drop_other_revisions)
+
+    def _made_again(self, resource: DirectoryResource, kept: _Kept) -> DirectorySandbox:
+        """The sandbox of ``resource`` made again from what the store keeps of it, in its
+        folder (where an earlier attempt may have left part of it)."""
+        folder = self.folder(resource.name)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.with_name(f"{resource.name}.base").unlink(missing_ok=True)
+        base = {e.path: (e.sha256, e.size) for e in self.store.manifest(kept.base)}
+        rules = self.store.texts(kept.exclusion)[_EXCLUSION_FILE]
+        exclusion = Exclusion.decode(rules.encode("utf-8", "surrogatepass"))
+        sandbox = resource.remake_sandbox(
+            folder, functools.partial(self.store.restore, kept.inputs), base, exclusion
+        )
+        self.folder(resource.name).with_name(f"{resource.name}.manifest").write_text(
+            kept.base + "\n", encoding="ascii"
+        )
+        return sandbox
 
     def _drop_other_revisions(self) -> None:
         plan_dir = self._home() / "sandboxes" / self.plan_id
@@ -190,21 +232,60 @@ class PlanSandboxes:
             isinstance(e, WorkFinished) for e in since
         ):
             return  # nothing worked in them yet, or nothing is left to do with them
+        # The last round since the work, if no work followed it: what the store keeps of
+        # the sandboxes then is what they hold now.
+        last: ArtifactValidationStarted | None = None
+        for event in since:
+            if isinstance(event, ArtifactValidationStarted):
+                last = event
+            elif isinstance(event, WorkFinished):
+                last = None
         for name, resource in self.resources.items():
             folder = self.folder(name, revision)
             reopen = getattr(resource, "reopen_sandbox", None)
             found = await anyio.to_thread.run_sync(reopen, folder) if reopen is not None else None
-            if found is None:
-                lost = (
-                    "a memory resource's sandbox lives only as long as its process"
-                    if resource.kind == "memory"
-                    else f"no sandbox at {folder}"
-                )
-                raise ResumeError(
-                    f"cannot resume plan {self.plan_id}: the log shows work done in the "
-                    f"sandbox of resource {name!r} (revision {revision}), and it is gone "
-                    f"({lost}); nothing was changed"
-                )
+            if found is not None:
+                continue
+            kept, lost = await anyio.to_thread.run_sync(self._kept, name, resource, last)
+            if kept is not None:
+                self._remake[name] = kept
+                continue
+            raise ResumeError(
+                f"cannot resume plan {self.plan_id}: the log shows work done in the "
+                f"sandbox of resource {name!r} (revision {revision}), and it is gone "
+                f"({lost}); nothing was changed"
+            )
+
+    def _kept(
+        self, name: str, resource: Resource, last: ArtifactValidationStarted | None
+    ) -> tuple[_Kept | None, str]:
+        """What the store keeps of the gone sandbox of ``name`` to make it again from the
+        round ``last``, or None and why it cannot be made again."""
+        if resource.kind == "memory":
+            return None, "a memory resource's sandbox lives only as long as its process"
+        lost = f"no sandbox at {self.folder(name)}"
+        if not isinstance(resource, DirectoryResource):
+            return None, lost
+        if not self.store.keeps_copies:
+            return None, f"{lost}, and the content store keeps no copies to make it again"
+        if last is None:
+            return None, f"{lost}, and the work done since its last validation round was only there"
+        digests = [
+            (last.inputs or {}).get(name),
+            (last.bases or {}).get(name),
+            (last.exclusions or {}).get(name),
+        ]
+        inputs, base, exclusion = digests
+        if inputs is None or base is None or exclusion is None:
+            return None, f"{lost}, and its last round did not record how to make it again"
+        try:
+            for digest in (inputs, base):
+                self.store.manifest(digest)
+            if _EXCLUSION_FILE not in self.store.texts(exclusion):
+                raise KeyError(_EXCLUSION_FILE)
+        except (StoreError, KeyError):
+            return None, f"{lost}, and the content store no longer holds its last round's inputs"
+        return _Kept(inputs, base, exclusion), ""
 
     async def inputs(self, *, pin: bool) -> dict[str, str] | None:
         """What each sandbox holds now, by resource: the digest of its manifest in the
@@ -250,6 +331,12 @@ class PlanSandboxes:
         (a resumed plan) knows it. None where the store keeps no copies (in memory)."""
         if not self.store.keeps_copies or not isinstance(sandbox, DirectorySandbox | MemorySandbox):
             return None
+        if isinstance(sandbox, DirectorySandbox) and sandbox.exclusion is not None:
+            rules = sandbox.exclusion.encode().decode("utf-8", "surrogatepass")
+            with contextlib.suppress(StoreError, OSError):
+                self.exclusions[name] = self.store.snapshot_texts(
+                    {_EXCLUSION_FILE: rules}, plan_id=self.plan_id
+                )
         marker = self.folder(name).with_name(f"{name}.manifest")
         if reopened:
             try:
@@ -308,6 +395,11 @@ class PlanSandboxes:
         when none is known."""
         found = {name: digest for name, digest in sorted(self.started.items()) if digest}
         return found or None
+
+    def left_out(self) -> dict[str, str] | None:
+        """What each open folder sandbox leaves out, by resource (see :meth:`_base`), or
+        None when none is known."""
+        return dict(sorted(self.exclusions.items())) or None
 
 
 def _listing_digest(root: str) -> str:

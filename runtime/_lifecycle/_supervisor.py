@@ -955,6 +955,7 @@ async def run_plan(
     store: ContentStore | None = None,
     store_retention: StoreRetention | None = None,
     evidence: EvidenceStore | None = None,
+    home: Path | None = None,
 ) -> PlanOutcome:
     """Run ``graph`` as a plan: Strategize → Execute (validated) → Apply.
 
@@ -978,6 +979,10 @@ async def run_plan(
     ``validator.ac-pull`` and ``validator.attest``), else a :class:`MemoryEvidence`. A
     plan whose ``policy.outside_validators`` is above 0 waits there for their attestations
     (``awaiting_attestation``) and is applied when resumed after they arrived.
+
+    ``home`` is the folder its sandboxes are kept below: by default beside a file event
+    log, else a private temporary folder of this process. A plan resumed where they are
+    not (another host, the same log) makes them again from the store.
     """
     supervisor = Supervisor(
         graph,
@@ -994,6 +999,7 @@ async def run_plan(
         store=store,
         store_retention=store_retention,
         evidence=evidence,
+        home=home,
     )
     return await supervisor.run()
 

@@ -951,23 +951,7 @@ class DirectoryResource:
         and so is what :attr:`exclusion` leaves out (with the rules it read then, kept for
         the sandbox's changesets).
         """
-        target = Path(os.path.abspath(folder))
-        real_root = os.path.realpath(self.root)
-        real_target = os.path.realpath(target)
-        if os.path.commonpath([real_root, real_target]) == real_root:
-            raise ValueError(
-                f"the sandbox folder {os.fspath(target)!r} is inside resource {self.name!r}"
-            )
-        if not self.root.is_dir():
-            raise NotADirectoryError(
-                errno.ENOTDIR, f"resource {self.name!r} is not a folder", os.fspath(self.root)
-            )
-        target.mkdir(parents=True, exist_ok=True)
-        if any(target.iterdir()):
-            raise ValueError(f"the sandbox folder {os.fspath(target)!r} is not empty")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(_base_path(target))
-
+        target = self._empty_sandbox_folder(folder)
         source = os.fspath(self.root)
         base: dict[str, _Digest] = {}
         reading = Exclusion(self.exclusion.patterns, gitignore=self.exclusion.gitignore)
@@ -1015,6 +999,53 @@ class DirectoryResource:
         # a plan resumed after a crash can reopen it (and never one half copied).
         _write_durably(_base_path(target), msgspec.json.encode(base))
         return DirectorySandbox(self, target, base, exclusion)
+
+    def _empty_sandbox_folder(self, folder: str | os.PathLike[str]) -> Path:
+        """``folder``, made if missing, once it is known to be empty and outside the root,
+        with no snapshot of an earlier sandbox beside it."""
+        target = Path(os.path.abspath(folder))
+        real_root = os.path.realpath(self.root)
+        real_target = os.path.realpath(target)
+        if os.path.commonpath([real_root, real_target]) == real_root:
+            raise ValueError(
+                f"the sandbox folder {os.fspath(target)!r} is inside resource {self.name!r}"
+            )
+        if not self.root.is_dir():
+            raise NotADirectoryError(
+                errno.ENOTDIR, f"resource {self.name!r} is not a folder", os.fspath(self.root)
+            )
+        target.mkdir(parents=True, exist_ok=True)
+        if any(target.iterdir()):
+            raise ValueError(f"the sandbox folder {os.fspath(target)!r} is not empty")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_base_path(target))
+        return target
+
+    def remake_sandbox(
+        self,
+        folder: str | os.PathLike[str],
+        fill: Callable[[Path], None],
+        base: Mapping[str, tuple[str, int]],
+        exclusion: Exclusion,
+    ) -> DirectorySandbox:
+        """A sandbox made again in ``folder`` where the one a plan worked in is gone (the
+        plan resumes on another host): ``fill`` writes into the empty folder what the
+        sandbox held (a round's inputs, from the content store), ``base`` is what it had
+        started from (path to sha256 and size, as its base snapshot) and ``exclusion`` what
+        it left out. Its changesets are then the ones the lost sandbox would have given,
+        and a plan resumed after a crash here reopens it as any other."""
+        target = self._empty_sandbox_folder(folder)
+        try:
+            fill(target)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        fixed = exclusion.fixed()
+        kept = {path: _Digest(*digest) for path, digest in base.items()}
+        _write_durably(_exclusion_path(target), fixed.encode())
+        # Last, as open_sandbox: a snapshot on disk means the folder beside it is complete.
+        _write_durably(_base_path(target), msgspec.json.encode(kept))
+        return DirectorySandbox(self, target, kept, fixed)
 
     def reopen_sandbox(self, folder: str | os.PathLike[str]) -> DirectorySandbox | None:
         """The sandbox :meth:`open_sandbox` made in ``folder``, as the work left it, or

@@ -7,10 +7,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from gategraph.runtime import ContentStore, DirectoryResource, MemoryResource, ResumeError
 from gategraph.runtime._base._ids import new_ulid
-from gategraph.runtime._data._events import StrategyProduced, WorkFinished
+from gategraph.runtime._data._events import (
+    ArtifactValidationStarted,
+    StrategyProduced,
+    WorkFinished,
+)
 from gategraph.runtime._lifecycle._plan_sandboxes import PlanSandboxes
 
 
@@ -41,7 +46,8 @@ async def test_open_snapshot_and_discard(tmp_path: Path) -> None:
     assert (views["repo"] / "a.txt").read_text() == "one\n" and views["notes"] == {"n.md": "hi"}
     first = await plan.inputs(pin=True)
     assert first is not None and set(first) == {"repo", "notes"}
-    assert plan.store.pinned(plan.plan_id) == set(first.values())
+    kept = set(first.values()) | set((plan.left_out() or {}).values())
+    assert plan.store.pinned(plan.plan_id) == kept  # and what each folder leaves out
     views["notes"]["n.md"] = "changed"
     second = await plan.inputs(pin=False)
     assert second is not None and second["notes"] != first["notes"]
@@ -97,6 +103,90 @@ async def test_a_resumed_plan_reopens_its_sandboxes_or_says_they_are_gone(
         ResumeError, match="the sandbox of resource 'repo' \\(revision 0\\) is gone"
     ):
         await gone.ensure()
+
+
+def _step(plan_id: str, seq: int, kind: type[Any], **fields: Any) -> Any:
+    return kind(id=new_ulid(), plan_id=plan_id, seq=seq, at=time.time(), **fields)
+
+
+@pytest.mark.anyio
+async def test_a_sandbox_gone_with_its_host_is_made_again_from_the_store(
+    tmp_path: Path,
+) -> None:
+    """Resumed where the sandbox is not (another host, the same store): made again from
+    the last round's inputs, with the base and the exclusion it had, so its changeset,
+    its snapshot and what it leaves out are the lost one's; work after that round, a
+    store that keeps no copies or lost the round, and a log without the record refuse."""
+    import shutil
+
+    plan_id = new_ulid()
+    real = tmp_path / "repo"
+    real.mkdir()
+    (real / ".gitignore").write_text("*.log\n")
+    (real / "x.log").write_text("left out\n")
+    earlier = boxes(tmp_path, plan_id, memory=False)
+    await earlier.open(0, replaying=False)
+    work = (await earlier.views())["repo"]
+    (work / "a.txt").write_text("worked\n")
+    (work / "new.py").write_text("x = 1\n")
+    inputs = await earlier.inputs(pin=True)
+    bases, left_out = earlier.bases(), earlier.left_out()
+    assert inputs and bases and left_out and set(left_out) == {"repo"}
+    before = earlier.held["repo"].changeset()
+    steps = [
+        _step(plan_id, 2, StrategyProduced, revision=0),
+        _step(plan_id, 3, WorkFinished, attempt=1),
+        _step(
+            plan_id,
+            4,
+            ArtifactValidationStarted,
+            round=1,
+            attempt=1,
+            revision=0,
+            inputs=inputs,
+            bases=bases,
+            exclusions=left_out,
+        ),
+    ]
+    shutil.rmtree(tmp_path / "home")  # the host that worked in it is gone
+    (real / ".gitignore").write_text("")  # the real folder changed since: not what counts
+
+    later = boxes(tmp_path, plan_id, memory=False)
+    later.resumed = True
+    await later.check_kept(steps)
+    await later.open(0, replaying=True)
+    later.work_from_log = True
+    again = (await later.views())["repo"]
+    assert (again / "a.txt").read_text() == "worked\n" and not (again / "x.log").exists()
+    assert later.held["repo"].changeset() == before
+    assert await later.inputs(pin=False) == inputs  # what Apply checks: the validated change
+    assert later.bases() == bases and later.left_out() == left_out
+    (again / "build.log").write_text("made by a fix\n")  # still left out
+    assert later.held["repo"].changeset() == before
+    # Made again, it is a sandbox like any other: a later resume here reopens it.
+    reopened = boxes(tmp_path, plan_id, memory=False)
+    await reopened.check_kept(steps)
+    assert reopened._remake == {}
+
+    async def refused(steps: list[Any], store: ContentStore | None = None) -> str:
+        shutil.rmtree(tmp_path / "home", ignore_errors=True)
+        other = boxes(tmp_path, plan_id, memory=False)
+        if store is not None:
+            other.store = store
+        with pytest.raises(ResumeError) as caught:
+            await other.check_kept(steps)
+        return str(caught.value)
+
+    fix = _step(plan_id, 5, WorkFinished, attempt=2)
+    assert "the work done since its last validation round was only there" in await refused(
+        [*steps, fix]
+    )
+    assert "keeps no copies" in await refused(steps, ContentStore(None))
+    assert "no longer holds its last round's inputs" in await refused(
+        steps, ContentStore(tmp_path / "other-store")
+    )
+    old_log = [*steps[:2], msgspec.structs.replace(steps[2], exclusions=None)]
+    assert "did not record how to make it again" in await refused(old_log)
 
 
 @pytest.mark.anyio

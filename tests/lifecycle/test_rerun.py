@@ -59,13 +59,17 @@ async def test_each_round_keeps_its_inputs_beside_the_log(tmp_path: Path) -> Non
     fixed = {e.path: e.sha256 for e in kept.manifest(second["repo"])}
     assert files["src/app.py"] == fixed["src/app.py"]
     assert kept.get(files["src/greet.py"]) == b"def greet(name:\n"
-    # Objects: app.py, both greet.py texts, two manifests, and the manifest of what the
-    # sandbox started from (its files are among those); nothing stored twice.
+    # Objects: app.py, both greet.py texts, two manifests, the manifest of what the
+    # sandbox started from (its files are among those), and what the sandbox leaves out
+    # (its rules and their manifest); nothing stored twice.
     (base,) = {json.dumps(e.bases) for e in started(events)}
     base_digest = json.loads(base)["repo"]
     assert {e.path for e in kept.manifest(base_digest)} == {"src/app.py"}  # before the work
-    assert len(objects(store)) == 6
-    assert kept.pinned(outcome.plan_id) == {first["repo"], second["repo"], base_digest}
+    (left_out,) = {json.dumps(e.exclusions) for e in started(events)}
+    rules = json.loads(left_out)["repo"]
+    assert json.loads(kept.texts(rules)["exclusion.json"])["gitignore"] is True
+    assert len(objects(store)) == 8
+    assert kept.pinned(outcome.plan_id) == {first["repo"], second["repo"], base_digest, rules}
 
 
 @pytest.mark.anyio

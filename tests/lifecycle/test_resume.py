@@ -574,3 +574,52 @@ async def test_resume_checks_the_options_it_ran_with(tmp_path: Path) -> None:
         )
     still = await resume_plan(outcome.plan_id, load_graph(text), event_log=log)
     assert still.status is PlanStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_plan_paused_on_one_host_is_approved_and_applied_on_another(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Host A runs the plan until it waits for approval; host B (another home: none of
+    A's sandboxes) approves it on the same log: B makes A's sandbox again from the store
+    (the round's inputs, what it started from, what it left out) and applies exactly the
+    change the round validated."""
+    import shutil
+
+    from gategraph.runtime._storage._eventlog import SQLiteEventLog
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    root = repo(tmp_path)
+    (root / ".gitignore").write_text("*.log\n")
+    text = approval_plan(root)
+
+    def opened() -> Any:
+        if backend == "postgres":
+            return PostgresEventLog(request.getfixturevalue("postgres_url"))
+        return SQLiteEventLog(tmp_path / "shared" / "events.db")
+
+    async with opened() as log:
+        paused = await run_plan(
+            load_graph(text), event_log=log, home=tmp_path / "host-a", audit=InMemoryAuditLog()
+        )
+    assert paused.status is PlanStatus.AWAITING_APPROVAL
+    assert not (root / "src" / "greet.py").exists()
+    shutil.rmtree(tmp_path / "host-a")  # host A is gone, and its sandboxes with it
+    (root / "build.log").write_text("host B's own\n")
+    async with opened() as log:
+        done = await resume_plan(
+            paused.plan_id,
+            load_graph(text),
+            event_log=log,
+            home=tmp_path / "host-b",
+            audit=InMemoryAuditLog(),
+            decision=EscalationDecision(action="approve"),
+        )
+        events = await log.read(paused.plan_id)
+    assert done.status is PlanStatus.APPLIED, done.message
+    assert (
+        root / "src" / "greet.py"
+    ).read_text() == "def greet(name):\n    return 'hello ' + name\n"
+    assert (root / "build.log").read_text() == "host B's own\n"  # left out, as on host A
+    assert not (tmp_path / "host-b" / "sandboxes").exists()  # discarded once applied
+    assert replay_plan(events, load_graph(text)).matches
