@@ -18,7 +18,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, Self
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, Self
 
 import msgspec
 from gategraph.runtime._base._exceptions import (
@@ -42,6 +42,7 @@ from gategraph.runtime._data._models import (
     ToolType,
     Validation,
 )
+from gategraph.runtime._storage._postgres import CatalogConnection, is_postgres_url, shown_url
 from pydantic import ValidationError
 
 from ._evidence import COVERAGE, Coverage, PlanCriterion, Refusal, Verdicts, atom_id, binding_id
@@ -55,6 +56,18 @@ if TYPE_CHECKING:
     from ._evidence import PlanRoster
 
 __all__ = ["Catalog", "FlakeRecord"]
+
+
+class _Connection(Protocol):
+    """What the catalog uses of a database connection: ``sqlite3``'s, or a PostgreSQL one
+    that speaks it (:class:`CatalogConnection`)."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
+    def close(self) -> None: ...
+
 
 # Each entry upgrades the schema by one version; never edit a shipped entry, append one.
 _MIGRATIONS: Final[tuple[str, ...]] = (
@@ -212,9 +225,12 @@ class Catalog:
     synchronous and thread-safe; use the catalog as a context manager to close it.
     """
 
-    def __init__(self, connection: sqlite3.Connection, path: Path | None) -> None:
+    def __init__(
+        self, connection: _Connection, path: Path | None, *, url: str | None = None
+    ) -> None:
         self._db = connection
         self._path = path
+        self._url = url
         self._lock = threading.RLock()
         self._migrate()
         self._kept_out = path is not None
@@ -227,8 +243,15 @@ class Catalog:
     def open(cls, path: str | os.PathLike[str] | None = None) -> Self:
         """Open (creating if needed) the catalog at ``path``, by default :func:`default_catalog_path`.
 
+        ``path`` may be a PostgreSQL URL (``postgresql://USER@HOST/DATABASE``, with the
+        ``postgres`` extra): the catalog's tables are then made in that database, shared
+        by every host that reaches it.
+
         Raises :class:`ConfigError` if the file cannot be used as a catalog.
         """
+        if is_postgres_url(path):
+            assert isinstance(path, str)
+            return cls(CatalogConnection(path), None, url=path)
         file = Path(path) if path is not None else default_catalog_path()
         source = os.fspath(file)
         try:
@@ -271,8 +294,21 @@ class Catalog:
 
     @property
     def path(self) -> Path | None:
-        """The catalog's file, or ``None`` for an in-memory catalog."""
+        """The catalog's file, or ``None`` for an in-memory or PostgreSQL catalog."""
         return self._path
+
+    @property
+    def url(self) -> str | None:
+        """The PostgreSQL database the catalog is in (as it was given), or ``None``."""
+        return self._url
+
+    @property
+    def where(self) -> str:
+        """Where the catalog is, for messages: its file, its database (no password), or
+        ``:memory:``."""
+        if self._url is not None:
+            return shown_url(self._url)
+        return os.fspath(self._path) if self._path else ":memory:"
 
     def close(self) -> None:
         """Close the database connection. The catalog cannot be used afterwards."""
@@ -289,11 +325,10 @@ class Catalog:
         self.close()
 
     def __repr__(self) -> str:
-        where = os.fspath(self._path) if self._path else ":memory:"
-        return f"<Catalog {where}>"
+        return f"<Catalog {self.where}>"
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[_Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so a check-then-insert cannot
         # race another process (it waits on the busy timeout instead).
         with self._lock:
@@ -315,7 +350,7 @@ class Catalog:
                 raise ConfigError(
                     f"the catalog has schema version {version}, newer than this gategraph "
                     f"understands ({SCHEMA_VERSION}); upgrade gategraph",
-                    source=os.fspath(self._path) if self._path else None,
+                    source=None if self._path is None and self._url is None else self.where,
                 )
             for script in _MIGRATIONS[version:]:
                 for statement in script.split(";"):
@@ -334,13 +369,13 @@ class Catalog:
 
     # -- tools and validations -------------------------------------------------------------
 
-    def _load(self, db: sqlite3.Connection, name: str) -> Tool | None:
+    def _load(self, db: _Connection, name: str) -> Tool | None:
         row = db.execute("SELECT tool_type, config FROM tools WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
         return self._decode(name, row[0], row[1])
 
-    def _find(self, db: sqlite3.Connection, name: str) -> Tool | None:
+    def _find(self, db: _Connection, name: str) -> Tool | None:
         """A registered entry, else the built-in validation of that name, else ``None``."""
         found = self._load(db, name)
         return found if found is not None else shipped(name)
@@ -358,7 +393,7 @@ class Catalog:
             )
             raise CatalogError(problem) from None
 
-    def _resolved(self, db: sqlite3.Connection, tool: Tool) -> Tool:
+    def _resolved(self, db: _Connection, tool: Tool) -> Tool:
         """Apply wrapping inheritance along the ``wraps`` chain (seed 000, "Tool Wrapping")."""
         if not isinstance(tool, Validation) or tool.wraps is None:
             return tool
@@ -390,7 +425,7 @@ class Catalog:
         with self._write() as db:
             return [self._add(db, tool, update) for tool in tools]
 
-    def _add(self, db: sqlite3.Connection, tool: Tool, update: bool) -> Tool:
+    def _add(self, db: _Connection, tool: Tool, update: bool) -> Tool:
         from gategraph.runtime._data._validator_declarations import VALIDATOR_TOOLS
 
         if tool.name in VALIDATOR_TOOLS:
@@ -424,9 +459,7 @@ class Catalog:
             )
         return self._resolved(db, tool)
 
-    def _check_update(
-        self, db: sqlite3.Connection, existing: Tool, tool: Tool, update: bool
-    ) -> None:
+    def _check_update(self, db: _Connection, existing: Tool, tool: Tool, update: bool) -> None:
         kind = existing.tool_type.value
         if not update:
             raise DuplicateError(
@@ -458,7 +491,7 @@ class Catalog:
                     name=tool.name,
                 )
 
-    def _check_wraps(self, db: sqlite3.Connection, validation: Validation) -> None:
+    def _check_wraps(self, db: _Connection, validation: Validation) -> None:
         assert validation.wraps is not None
         target = self._find(db, validation.wraps)
         if target is None:
@@ -632,7 +665,7 @@ class Catalog:
             )
         return skill
 
-    def _skill(self, db: sqlite3.Connection, name: str) -> Skill | None:
+    def _skill(self, db: _Connection, name: str) -> Skill | None:
         row = db.execute("SELECT config FROM skills WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
@@ -684,13 +717,13 @@ class Catalog:
         with self._lock:
             return self._skills_with(self._db, name)
 
-    def _skills_with(self, db: sqlite3.Connection, name: str) -> builtins.list[str]:
+    def _skills_with(self, db: _Connection, name: str) -> builtins.list[str]:
         rows = db.execute(
             "SELECT skill FROM skill_members WHERE tool = ? ORDER BY skill", (name,)
         ).fetchall()
         return [row[0] for row in rows]
 
-    def _drop_member(self, db: sqlite3.Connection, skill_name: str, name: str) -> None:
+    def _drop_member(self, db: _Connection, skill_name: str, name: str) -> None:
         """Take ``name`` out of a skill (a forced removal of the tool); a skill left with
         nothing is removed."""
         db.execute("DELETE FROM skill_members WHERE skill = ? AND tool = ?", (skill_name, name))
@@ -724,7 +757,7 @@ class Catalog:
 
     # -- MCP servers -----------------------------------------------------------------------
 
-    def _server(self, db: sqlite3.Connection, name: str) -> McpServer | None:
+    def _server(self, db: _Connection, name: str) -> McpServer | None:
         row = db.execute("SELECT config FROM mcp_servers WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
@@ -752,10 +785,10 @@ class Catalog:
         error = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in error["loc"])
         why = f"{field}: {error['msg']}" if field else str(error["msg"])
-        where = os.fspath(self._path) if self._path else "the in-memory catalog"
+        where = "the in-memory catalog" if self.where == ":memory:" else self.where
         return f"{where}: {what} is unreadable ({' '.join(why.split())[:200]}): {repair}"
 
-    def _server_exists(self, db: sqlite3.Connection, name: str) -> bool:
+    def _server_exists(self, db: _Connection, name: str) -> bool:
         return (
             db.execute("SELECT 1 FROM mcp_servers WHERE name = ?", (name,)).fetchone() is not None
         )
@@ -816,7 +849,7 @@ class Catalog:
         with self._lock:
             return self._server_users(self._db, name)
 
-    def _server_users(self, db: sqlite3.Connection, name: str) -> builtins.list[str]:
+    def _server_users(self, db: _Connection, name: str) -> builtins.list[str]:
         rows = db.execute(
             "SELECT name FROM tools WHERE json_extract(config, '$.mcp_server') = ? ORDER BY name",
             (name,),
@@ -959,7 +992,7 @@ class Catalog:
         with self._lock:
             return self._attachment(self._db, attachment_id)
 
-    def _attachment(self, db: sqlite3.Connection, attachment_id: str) -> Attachment:
+    def _attachment(self, db: _Connection, attachment_id: str) -> Attachment:
         row = db.execute(
             f"SELECT {self._COLUMNS} FROM attachments WHERE id = ?", (attachment_id,)
         ).fetchone()
@@ -1177,7 +1210,7 @@ class Catalog:
                     "DELETE FROM validator_credentials WHERE validator_id = ? AND digest = ?",
                     (validator_id, digest),
                 )
-            return cursor.rowcount
+            return int(cursor.rowcount)
 
     def record_verdict(
         self, plan_id: str, validator_id: str, verdict: Literal["attest", "reject"]

@@ -62,10 +62,14 @@ def make_validation(name: str = "tests-pass", **fields: Any) -> Validation:
     return Validation(name=name, **fields)
 
 
-@pytest.fixture
-def catalog() -> Iterator[Catalog]:
-    """A fresh in-memory catalog."""
-    with Catalog.in_memory() as opened:
+@pytest.fixture(params=["sqlite", "postgres"])
+def catalog(request: pytest.FixtureRequest) -> Iterator[Catalog]:
+    """A fresh catalog: in memory (SQLite), and in a PostgreSQL database of its own."""
+    if request.param == "postgres":
+        opened = Catalog.open(request.getfixturevalue("postgres_url"))
+    else:
+        opened = Catalog.in_memory()
+    with opened:
         yield opened
 
 

@@ -41,10 +41,14 @@ FLAKES_VERSION = 1 + next(
 )
 
 
-@pytest.fixture
-def catalog() -> Iterator[Catalog]:
-    """A fresh in-memory catalog."""
-    with Catalog.in_memory() as opened:
+@pytest.fixture(params=["sqlite", "postgres"])
+def catalog(request: pytest.FixtureRequest) -> Iterator[Catalog]:
+    """A fresh catalog: in memory (SQLite), and in a PostgreSQL database of its own."""
+    if request.param == "postgres":
+        opened = Catalog.open(request.getfixturevalue("postgres_url"))
+    else:
+        opened = Catalog.in_memory()
+    with opened:
         yield opened
 
 

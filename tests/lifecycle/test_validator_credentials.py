@@ -5,6 +5,7 @@ rejection is not outweighed by another validator's attestation."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +73,17 @@ class Waiting:
         return validator_reject(VALIDATOR, envelope, evidence=self.store, **signed)
 
 
-@pytest.fixture(params=["memory", "catalog"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+@pytest.fixture(params=["memory", "catalog", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "memory":
-        return MemoryEvidence()
-    return Catalog.open(tmp_path / "gategraph.db")
+        yield MemoryEvidence()
+        return
+    if request.param == "postgres":
+        opened = Catalog.open(request.getfixturevalue("postgres_url"))
+    else:
+        opened = Catalog.open(tmp_path / "gategraph.db")
+    with opened:
+        yield opened
 
 
 @pytest.mark.anyio
