@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from gategraph.runtime._definitions._catalog import Catalog
+    from gategraph.runtime._storage._database import LogAt
 
 __all__ = [
     "DEBUG_ENV",
@@ -55,14 +56,53 @@ def _print_error(message: str) -> None:
         click.echo(f"error: {line}", err=True)
 
 
+class Where:
+    """Where the command keeps its state, from the root's options: the catalog file
+    (``--catalog``) and the PostgreSQL database (``--db``); both resolved when first
+    needed, so a command that touches neither never reads a setting."""
+
+    def __init__(self, catalog_path: Path | None, db: str | None) -> None:
+        self.catalog_path = catalog_path
+        self._db = db
+        self._database: str | None = None
+        self._resolved = False
+
+    @property
+    def database(self) -> str | None:
+        """The PostgreSQL database (``--db``, ``GATEGRAPH_DATABASE``, ``database:`` in
+        ``config.yaml``), or None for the SQLite files."""
+        if not self._resolved:
+            from gategraph.runtime._storage._database import configured_database
+
+            self._database = configured_database(self._db)
+            self._resolved = True
+            if self._database is not None and self.catalog_path is not None:
+                _fail(
+                    "--catalog names a catalog file, but a database is set (--db, "
+                    "GATEGRAPH_DATABASE or database: in config.yaml): the catalog is in "
+                    "the database; give one of them"
+                )
+        return self._database
+
+
+def _where() -> Where:
+    found = click.get_current_context().find_root().obj
+    return found if isinstance(found, Where) else Where(None, None)
+
+
 @contextmanager
 def _catalog(*, create: bool) -> Iterator[Catalog]:
-    """Open the catalog; without ``create``, a missing file reads as an empty catalog."""
+    """Open the catalog (in the database, when one is set); without ``create``, a missing
+    file reads as an empty catalog."""
     from gategraph.runtime._base._home import default_catalog_path
     from gategraph.runtime._definitions._catalog import Catalog
 
-    path = click.get_current_context().find_root().obj or default_catalog_path()
-    if not create and not Path(path).exists():
+    where = _where()
+    database = where.database
+    path = where.catalog_path or default_catalog_path()
+    if database is not None:
+        catalog = Catalog.open(database)
+    elif not create and not Path(path).exists():
         catalog = Catalog.in_memory()
     else:
         catalog = Catalog.open(path)
@@ -74,15 +114,25 @@ def _json_out(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def _event_log_path() -> Path:
-    """The SQLite event log: beside the catalog (``--catalog``'s folder, or the default)."""
-    return _log_beside(click.get_current_context().find_root().obj)
+def _event_log_at() -> LogAt:
+    """The event log: in the database when one is set, else the SQLite file beside the
+    catalog (``--catalog``'s folder, or the default)."""
+    from gategraph.runtime._storage._database import log_at
+
+    where = _where()
+    return log_at(where.database, where.catalog_path)
 
 
-def _log_beside(catalog_path: Path | None) -> Path:
-    from gategraph.runtime._storage._eventlog import EVENTS_FILE, default_event_log_path
+def _sandbox_home() -> Path | None:
+    """Where a plan's sandboxes are kept: beside a log file (None: the runtime's
+    default), else in gategraph's folder, so a plan in a database that this host drove
+    resumes here on them."""
+    from gategraph.runtime._base._home import default_catalog_path
 
-    return Path(catalog_path).with_name(EVENTS_FILE) if catalog_path else default_event_log_path()
+    where = _where()
+    if where.database is None:
+        return None
+    return (where.catalog_path or default_catalog_path()).parent
 
 
 def _table(rows: list[list[str]], header: list[str]) -> None:

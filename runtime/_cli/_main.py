@@ -28,13 +28,15 @@ from ._common import (
     EXIT_REFUSED,
     EXIT_USAGE,
     CommandError,
+    Where,
     _catalog,
-    _event_log_path,
+    _event_log_at,
     _fail,
     _json_out,
-    _log_beside,
     _print_error,
+    _sandbox_home,
     _table,
+    _where,
     held_by,
 )
 
@@ -209,10 +211,19 @@ class _RootGroup(_Group):
     envvar="GATEGRAPH_CATALOG",
     help="The catalog file. Default: $GATEGRAPH_HOME/gategraph.db, else ./.gategraph/gategraph.db.",
 )
+@click.option(
+    "--db",
+    "database",
+    metavar="URL",
+    help="Keep plans, the catalog and round inputs in this PostgreSQL database "
+    "(postgresql://USER@HOST:PORT/DATABASE), shared by every host that reaches it. "
+    "Default: $GATEGRAPH_DATABASE, else database: in config.yaml in gategraph's folder, "
+    "else SQLite files there.",
+)
 @click.pass_context
-def cli(ctx: click.Context, catalog_path: Path | None) -> None:
+def cli(ctx: click.Context, catalog_path: Path | None, database: str | None) -> None:
     """Run AI-agent plans as actor graphs; nothing is applied until its validations pass."""
-    ctx.obj = catalog_path
+    ctx.obj = Where(catalog_path, database)
     if ctx.invoked_subcommand in _PROBING:
         from gategraph.runtime._base._kernel import probe_ahead
 
@@ -320,12 +331,13 @@ def _complete_plan_id(
 ) -> list[CompletionItem]:
     """Shell completion of a PLAN_ID: the plans in the event log, newest first."""
     from click.shell_completion import CompletionItem
-    from gategraph.runtime._storage._eventlog import list_plans
+    from gategraph.runtime._storage._database import configured_database, log_at, plans_at
 
-    # While completing, the root's callback has not run: --catalog is only in its params.
-    path = _log_beside(ctx.find_root().params.get("catalog_path"))
+    # While completing, the root's callback has not run: its options are only in its params.
+    params = ctx.find_root().params
     try:
-        plans = list_plans(path) if path.is_file() else []
+        database = configured_database(params.get("database"))
+        plans = plans_at(log_at(database, params.get("catalog_path")))
     except Exception:
         # A completion prints candidates or nothing: an error here would garble the shell.
         return []
@@ -956,7 +968,7 @@ def _folders_text(plan: PlanGraph) -> str:
 def _check_new_plan_id(plan_id: str | None) -> None:
     """Refuse, before anything runs or prints, a --plan-id the event log holds already."""
     from gategraph.runtime._data._events import PlanStarted
-    from gategraph.runtime._storage._eventlog import read_events
+    from gategraph.runtime._storage._database import events_at, log_exists, shown
 
     if plan_id is None:
         return
@@ -969,17 +981,17 @@ def _check_new_plan_id(plan_id: str | None) -> None:
         check_plan_id(plan_id)
     except ConfigError as exc:
         _fail(f"--plan-id: {exc.issues[0].message}")
-    log_path = _event_log_path()
-    found = read_events(log_path, plan_id) if log_path.is_file() else []
+    log_path = _event_log_at()
+    found = events_at(log_path, plan_id) if log_exists(log_path) else []
     if not found:
         return
     if any(isinstance(e, PlanStarted) for e in found):
         _fail(
-            f"plan {plan_id} exists already in {log_path}: continue it with "
+            f"plan {plan_id} exists already in {shown(log_path)}: continue it with "
             f"`gategraph resume {plan_id}`, or pick another --plan-id"
         )
     _fail(
-        f"plan id {plan_id} is taken already in {log_path} (by a `gategraph execute` run): "
+        f"plan id {plan_id} is taken already in {shown(log_path)} (by a `gategraph execute` run): "
         "pick another --plan-id"
     )
 
@@ -1035,7 +1047,7 @@ def execute(
     """
     from gategraph.runtime._definitions._graph import load_graph
     from gategraph.runtime._running._engine import execute_graph
-    from gategraph.runtime._storage._eventlog import SQLiteEventLog
+    from gategraph.runtime._storage._database import open_event_log
 
     _sweep_scratch()  # what killed runs left, also when this run stops early
     _check_new_plan_id(plan_id)
@@ -1058,7 +1070,7 @@ def execute(
                 )
 
             async def go() -> Any:
-                async with SQLiteEventLog(_event_log_path()) as log:
+                async with open_event_log(_event_log_at()) as log:
                     return await execute_graph(
                         plan,
                         catalog=catalog,
@@ -1144,11 +1156,12 @@ def _write_run_report(run: Any, report: tuple[str, Path], name: str) -> None:
 def events(plan_id: str, as_json: bool) -> None:
     """Print the event log of the plan PLAN_ID, in order."""
     import msgspec
-    from gategraph.runtime._storage._eventlog import read_events
+    from gategraph.runtime._storage._database import events_at, shown
 
-    found = read_events(_event_log_path(), plan_id)
+    where = _event_log_at()
+    found = events_at(where, plan_id)
     if not found:
-        _fail(f"no events for plan {plan_id!r} in {_event_log_path()}")
+        _fail(f"no events for plan {plan_id!r} in {shown(where)}")
     if as_json:
         _json_out(msgspec.to_builtins(found))
         return
@@ -1240,7 +1253,7 @@ def _drive_plan(
     (:func:`_show_outcome`)."""
 
     from gategraph.runtime._running._observe import ObservedEventLog, progress_for
-    from gategraph.runtime._storage._eventlog import SQLiteEventLog
+    from gategraph.runtime._storage._database import open_event_log
 
     tracing: Any = None
     setup: Any = None
@@ -1267,7 +1280,7 @@ def _drive_plan(
     with _catalog(create=True) as catalog:
 
         async def go() -> Any:
-            async with SQLiteEventLog(_event_log_path()) as log:
+            async with open_event_log(_event_log_at()) as log:
                 return await start(catalog, ObservedEventLog(log, *observers))
 
         try:
@@ -1354,7 +1367,7 @@ def _show_outcome(
         kind, target = report
         if kind == "html":
             with _catalog(create=False) as catalog:
-                text = html_page(_event_log_path(), outcome.plan_id, catalog) or ""
+                text = html_page(_event_log_at(), outcome.plan_id, catalog) or ""
         else:
             text = render_report(outcome, kind, name=name)
         write_report(target, text, "--report")
@@ -1402,6 +1415,8 @@ def _run_plan_command(
         plan = load_graph(graph_path, catalog=catalog, require_sandbox=require_sandbox)
         informational = _informational(plan, catalog)
 
+    home = _sandbox_home()
+
     async def start(catalog: Any, log: Any) -> Any:
         return await run_plan(
             plan,
@@ -1413,6 +1428,7 @@ def _run_plan_command(
             executor=None
             if ray_address is None
             else RayExecutor(address=None if ray_address == "local" else ray_address),
+            home=home,
         )
 
     _drive_plan(
@@ -1441,13 +1457,13 @@ def _resume_command(
     from gategraph.runtime._data._events import PlanStarted
     from gategraph.runtime._definitions._graph import load_graph
     from gategraph.runtime._lifecycle._supervisor import resume_plan
-    from gategraph.runtime._storage._eventlog import read_events
+    from gategraph.runtime._storage._database import events_at, log_exists, shown
 
     _check_report(report)
-    log_path = _event_log_path()
-    found = read_events(log_path, plan_id) if log_path.exists() else []
+    log_path = _event_log_at()
+    found = events_at(log_path, plan_id) if log_exists(log_path) else []
     if not found:
-        _fail(f"no events for plan {plan_id!r} in {log_path}")
+        _fail(f"no events for plan {plan_id!r} in {shown(log_path)}")
     started = next((e for e in found if isinstance(e, PlanStarted)), None)
     if started is None:
         _fail(f"plan {plan_id}: its log has no plan_started event; it cannot be resumed")
@@ -1483,9 +1499,13 @@ def _resume_command(
             EXIT_REFUSED,
         )
 
+    home = _sandbox_home()
+
     async def start(catalog: Any, log: Any) -> Any:
         # The resource folders and auto-approval the plan ran with come from its log.
-        return await resume_plan(plan_id, plan, catalog=catalog, event_log=log, decision=decision)
+        return await resume_plan(
+            plan_id, plan, catalog=catalog, event_log=log, decision=decision, home=home
+        )
 
     _drive_plan(
         start,
@@ -1583,7 +1603,9 @@ def demo(folder: Path, as_json: bool) -> None:
     from importlib.resources import files
 
     source = Path(str(files("gategraph.graphs") / "demo"))
-    home = _event_log_path().parent
+    from gategraph.runtime._base._home import default_catalog_path
+
+    home = (_where().catalog_path or default_catalog_path()).parent
     if home.exists() and not home.is_dir():
         # Found before anything is copied: a demo that cannot log would leave a half-done folder.
         _fail(f"{home}: is not a folder, so the event log cannot be kept there (GATEGRAPH_HOME?)")
@@ -1640,14 +1662,14 @@ def replay(plan_id: str, graph: Path | None, rerun: str | None, as_json: bool) -
     import msgspec
     from gategraph.runtime._data._events import PlanStarted
     from gategraph.runtime._definitions._graph import load_graph
-    from gategraph.runtime._storage._eventlog import read_events
+    from gategraph.runtime._storage._database import events_at, shown
     from gategraph.runtime._views._replay import replay_plan
 
     rounds = _rounds_option(rerun)
-    log_path = _event_log_path()
-    found = read_events(log_path, plan_id)
+    log_path = _event_log_at()
+    found = events_at(log_path, plan_id)
     if not found:
-        _fail(f"no events for plan {plan_id!r} in {log_path}")
+        _fail(f"no events for plan {plan_id!r} in {shown(log_path)}")
     started = next((e for e in found if isinstance(e, PlanStarted)), None)
     ran = started.graph if started is not None else None
     if graph is None and started is not None and started.graph_path:
@@ -1991,7 +2013,7 @@ def mcp_serve(
             builtins=not no_builtins,
             plans=plans,
             validators=validators,
-            event_log_path=_event_log_path(),
+            event_log_path=_event_log_at(),
             root=served,
             skills=skills or None,
             require_sandbox=require_sandbox,

@@ -48,6 +48,7 @@ def _as_json(summary: PlanSummary) -> dict[str, Any]:
         "message": summary.message,
         "project": summary.project,
         "graph_path": summary.graph_path,
+        "host": summary.host,
     }
 
 
@@ -64,22 +65,25 @@ def _as_json(summary: PlanSummary) -> dict[str, Any]:
 def plans(statuses: tuple[str, ...], pattern: str | None, as_json: bool) -> None:
     """List the plans in the event log: those waiting for a person first, then the other
     paused and unfinished ones, then the rest, newest first in each."""
+    from gategraph.runtime._storage._database import shown as shown_log
     from gategraph.runtime._views._plan_views import plan_summaries, select
 
-    from ._common import _event_log_path, _json_out, _table
+    from ._common import _event_log_at, _json_out, _table
 
-    path = _event_log_path()
+    path = _event_log_at()
     found = plan_summaries(path)
     shown = select(found, status=statuses or None, name=pattern)
     if as_json:
         _json_out([_as_json(s) for s in shown])
         return
     if not found:
-        click.echo(f"no plans in {path} yet (run one with: gategraph run GRAPH)")
+        click.echo(f"no plans in {shown_log(path)} yet (run one with: gategraph run GRAPH)")
         return
     if not shown:
-        click.echo(f"no plan matches (of {len(found)} in {path})")
+        click.echo(f"no plan matches (of {len(found)} in {shown_log(path)})")
         return
+    # In a database, plans of several hosts: where each runs (or last ran) is shown.
+    hosts = not isinstance(path, Path)
     _table(
         [
             [
@@ -88,6 +92,7 @@ def plans(statuses: tuple[str, ...], pattern: str | None, as_json: bool) -> None
                 s.status,
                 str(s.rounds),
                 _when(s.last_at),
+                *([s.host or "-"] if hosts else []),
                 s.waiting_for
                 or (
                     f"resume it: gategraph resume {s.plan_id}" if s.status == "interrupted" else ""
@@ -95,7 +100,15 @@ def plans(statuses: tuple[str, ...], pattern: str | None, as_json: bool) -> None
             ]
             for s in shown
         ],
-        ["PLAN", "NAME", "STATUS", "ROUNDS", "LAST EVENT", "WAITING FOR"],
+        [
+            "PLAN",
+            "NAME",
+            "STATUS",
+            "ROUNDS",
+            "LAST EVENT",
+            *(["HOST"] if hosts else []),
+            "WAITING FOR",
+        ],
     )
     people = [s for s in shown if s.for_a_person]
     if people:
@@ -207,15 +220,16 @@ def show(plan_id: str, as_json: bool, no_diff: bool) -> None:
     criterion, the steps it went through, its statistics, and the change it validated (a
     unified diff of what Apply committed, or would commit)."""
     import msgspec
+    from gategraph.runtime._storage._database import shown as shown_log
     from gategraph.runtime._views._plan_show import plan_view
 
-    from ._common import _catalog, _event_log_path, _fail, _json_out
+    from ._common import _catalog, _event_log_at, _fail, _json_out
 
-    path = _event_log_path()
+    path = _event_log_at()
     with _catalog(create=False) as catalog:
         view = plan_view(path, plan_id, catalog=catalog, diffs=not no_diff)
     if view is None:
-        _fail(f"no plan {plan_id!r} in {path} (gategraph plans lists them)")
+        _fail(f"no plan {plan_id!r} in {shown_log(path)} (gategraph plans lists them)")
     if as_json:
         _json_out(
             {
@@ -328,14 +342,14 @@ def ask_person(outcome: Any) -> Any:
     from gategraph.runtime._lifecycle._plan import PlanStatus
     from gategraph.runtime._views._plan_show import plan_view
 
-    from ._common import _catalog, _event_log_path
+    from ._common import _catalog, _event_log_at
 
     if outcome.status not in (PlanStatus.AWAITING_APPROVAL, PlanStatus.AWAITING_DECISION):
         return None
     if not _interactive():
         return None
     with _catalog(create=False) as catalog:  # it names the criteria
-        view = plan_view(_event_log_path(), outcome.plan_id, catalog=catalog)
+        view = plan_view(_event_log_at(), outcome.plan_id, catalog=catalog)
     click.echo("")
     failing = [c for c in (view.criteria if view else ()) if c["status"] == "fail"]
     for criterion in failing:
@@ -396,18 +410,20 @@ def report(plan_id: str, target: Path) -> None:
     """Write plan PLAN_ID as one self-contained HTML page: the graph, a timeline of its
     rounds, the steps of its failure ladder, the findings per acceptance criterion, the
     change as a diff, and its statistics. It needs nothing else to open (no network)."""
-    from ._common import _catalog, _event_log_path, _fail
+    from gategraph.runtime._storage._database import shown as shown_log
 
-    path = _event_log_path()
+    from ._common import _catalog, _event_log_at, _fail
+
+    path = _event_log_at()
     with _catalog(create=False) as catalog:
         page = html_page(path, plan_id, catalog)
     if page is None:
-        _fail(f"no plan {plan_id!r} in {path} (gategraph plans lists them)")
+        _fail(f"no plan {plan_id!r} in {shown_log(path)} (gategraph plans lists them)")
     write_report(target, page, "--html")
     click.echo(f"wrote {target}", err=True)
 
 
-def html_page(log_path: Path, plan_id: str, catalog: Any) -> str | None:
+def html_page(log_path: Path | str, plan_id: str, catalog: Any) -> str | None:
     from gategraph.runtime._views._report_html import plan_report
 
     return plan_report(log_path, plan_id, catalog=catalog)

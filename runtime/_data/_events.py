@@ -183,6 +183,9 @@ class PlanStarted(EventBase, tag="plan_started", kw_only=True, frozen=True, gc=F
     """The ids of the validations that apply (graph nodes and attachments), in order."""
     options: dict[str, Any] = msgspec.field(default_factory=dict)
     """How the plan was run (auto-approve, resource folders): what resume runs it with."""
+    host: str | None = None
+    """The host whose process took the plan on (``socket.gethostname()``); None in logs
+    written before it was recorded."""
 
     def graph_unchanged(self, file: Path) -> bool:
         """Whether ``file`` still holds the graph the plan started with (True when the
@@ -204,6 +207,9 @@ class PlanResumed(EventBase, tag="plan_resumed", kw_only=True, frozen=True, gc=F
     """The seq of the last event before the resumption."""
     reason: str
     """``crashed``, ``decision`` or ``approval``."""
+    host: str | None = None
+    """The host whose process took the plan on this time (another than the one before,
+    for a plan in a shared database); None in logs written before it was recorded."""
 
 
 class StrategyProduced(EventBase, tag="strategy_produced", kw_only=True, frozen=True, gc=False):

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import socket
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -88,6 +89,7 @@ from gategraph.runtime._running._pipeline import (
 )
 from gategraph.runtime._running._skill_tools import SkillTools
 from gategraph.runtime._running._sync import run_sync
+from gategraph.runtime._storage._database import check_event_log, opened_log
 from gategraph.runtime._storage._eventlog import EventLog, MemoryEventLog
 from gategraph.runtime._storage._resources import DirectoryResource, Resource
 from gategraph.runtime._storage._store import ContentStore, StoreError, StoreRetention
@@ -636,7 +638,7 @@ class Supervisor:
 
     async def _started(self) -> dict[str, Any]:
         path, digest = await anyio.to_thread.run_sync(_graph_file, self.graph)
-        return self._started_fields(path, digest)
+        return {**self._started_fields(path, digest), "host": socket.gethostname()}
 
     def _started_fields(self, path: str | None, digest: str | None) -> dict[str, Any]:
         resources = {
@@ -943,7 +945,7 @@ async def run_plan(
     graph: PlanGraph,
     *,
     catalog: Catalog | None = None,
-    event_log: EventLog | None = None,
+    event_log: EventLog | str | os.PathLike[str] | None = None,
     resources: Mapping[str, Resource] | None = None,
     escalation: EscalationHandler | Escalator | None = None,
     executor: Executor | None = None,
@@ -980,35 +982,40 @@ async def run_plan(
     plan whose ``policy.outside_validators`` is above 0 waits there for their attestations
     (``awaiting_attestation``) and is applied when resumed after they arrived.
 
+    ``event_log`` may be the path of a SQLite log or a PostgreSQL URL
+    (``postgresql://USER@HOST/DATABASE``), opened for the call: with a URL, the plan's
+    events and its content store are in that database, where any host can resume it.
+
     ``home`` is the folder its sandboxes are kept below: by default beside a file event
     log, else a private temporary folder of this process. A plan resumed where they are
     not (another host, the same log) makes them again from the store.
     """
-    supervisor = Supervisor(
-        graph,
-        catalog=catalog,
-        event_log=event_log,
-        resources=resources,
-        escalation=escalation,
-        executor=executor,
-        plan_id=plan_id,
-        audit=audit,
-        auto_approve=auto_approve,
-        strategy_actor=strategy_actor,
-        execution_actor=execution_actor,
-        store=store,
-        store_retention=store_retention,
-        evidence=evidence,
-        home=home,
-    )
-    return await supervisor.run()
+    check_event_log(event_log, "event_log")
+    async with opened_log(event_log) as log:
+        return await Supervisor(
+            graph,
+            catalog=catalog,
+            event_log=log,
+            resources=resources,
+            escalation=escalation,
+            executor=executor,
+            plan_id=plan_id,
+            audit=audit,
+            auto_approve=auto_approve,
+            strategy_actor=strategy_actor,
+            execution_actor=execution_actor,
+            store=store,
+            store_retention=store_retention,
+            evidence=evidence,
+            home=home,
+        ).run()
 
 
 async def resume_plan(
     plan_id: str,
     graph: PlanGraph,
     *,
-    event_log: EventLog,
+    event_log: EventLog | str | os.PathLike[str],
     catalog: Catalog | None = None,
     resources: Mapping[str, Resource] | None = None,
     escalation: EscalationHandler | Escalator | None = None,
@@ -1036,7 +1043,41 @@ async def resume_plan(
     and ``catalog`` must be those the plan ran with; ``resources`` and ``auto_approve``
     default to what the log records (the folders of its directory resources). The log's
     decisions and options are checked against them: :class:`ResumeError` when they differ.
+    ``event_log`` may be a path or a PostgreSQL URL, as for :func:`run_plan`.
     """
+    check_event_log(event_log, "event_log")
+    async with opened_log(event_log) as log:
+        return await _resume_on(
+            plan_id,
+            graph,
+            log,
+            catalog=catalog,
+            resources=resources,
+            escalation=escalation,
+            executor=executor,
+            decision=decision,
+            audit=audit,
+            auto_approve=auto_approve,
+            home=home,
+            strategy_actor=strategy_actor,
+            execution_actor=execution_actor,
+            store=store,
+            store_retention=store_retention,
+            evidence=evidence,
+        )
+
+
+async def _resume_on(
+    plan_id: str,
+    graph: PlanGraph,
+    event_log: EventLog,
+    *,
+    decision: EscalationDecision | None,
+    resources: Mapping[str, Resource] | None,
+    auto_approve: bool | None,
+    executor: Executor | None,
+    **given: Any,
+) -> PlanOutcome:
     started = next((e for e in await event_log.read(plan_id) if isinstance(e, PlanStarted)), None)
     options = started.options if started is not None else {}
     if resources is None:
@@ -1049,20 +1090,12 @@ async def resume_plan(
             executor = RayExecutor(address=ran_on.get("address"))
     supervisor = Supervisor(
         graph,
-        catalog=catalog,
         event_log=event_log,
         resources=resources,
-        escalation=escalation,
         executor=executor,
         plan_id=plan_id,
-        audit=audit,
         auto_approve=auto_approve,
-        home=home,
-        strategy_actor=strategy_actor,
-        execution_actor=execution_actor,
-        store=store,
-        store_retention=store_retention,
-        evidence=evidence,
+        **given,
     )
     return await supervisor.resume(decision=decision)
 

@@ -230,28 +230,35 @@ def _site(
     event_log_path: str | os.PathLike[str] | None = None,
 ) -> tuple[Sequence[Event], ContentStore, Path | None]:
     """The plan's events, the store its rounds' inputs are in, and its sandboxes' home."""
-    from gategraph.runtime._base._home import DEFAULT_FOLDER
-    from gategraph.runtime._storage._eventlog import (
-        EVENTS_FILE,
-        default_event_log_path,
-        read_events,
-    )
+    from gategraph.runtime._base._home import DEFAULT_FOLDER, default_catalog_path
+    from gategraph.runtime._storage._database import events_at, log_exists, shown
+    from gategraph.runtime._storage._eventlog import EVENTS_FILE, default_event_log_path
+    from gategraph.runtime._storage._postgres import is_postgres_url
     from gategraph.runtime._storage._store import ContentStore
 
+    log_path: Path | str
     if event_log_path is not None:
-        log_path = Path(event_log_path)
+        found = str(event_log_path)
+        log_path = found if is_postgres_url(found) else Path(found)
     elif project_root is not None:
         log_path = Path(project_root) / DEFAULT_FOLDER / EVENTS_FILE
+    elif catalog is not None and catalog.url is not None:
+        log_path = catalog.url  # the plans are in the catalog's database
     elif catalog is not None and catalog.path is not None:
         log_path = catalog.path.with_name(EVENTS_FILE)
     else:
         log_path = default_event_log_path()
     if events is None:
-        if not log_path.is_file():
-            raise _Refused(E_NOT_FOUND, f"no event log at {log_path}: no plan is known there")
-        events = read_events(log_path, task_id)
+        if not log_exists(log_path):
+            raise _Refused(
+                E_NOT_FOUND, f"no event log at {shown(log_path)}: no plan is known there"
+            )
+        events = events_at(log_path, task_id)
     if not events:
         raise _Refused(E_NOT_FOUND, f"no plan {task_id} is known here")
+    if isinstance(log_path, str):
+        # In a database: the store is there too; sandboxes are in gategraph's folder here.
+        return events, store or ContentStore(log_path), default_catalog_path().parent
     if store is None:
         store = ContentStore(log_path.parent / "store")
     return events, store, log_path.parent

@@ -14,6 +14,7 @@ completed, and never applies twice (seed 002 §13: history decides, not re-execu
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
@@ -52,8 +53,22 @@ ENGINE_TAGS: Final = frozenset(
 # where the graph file was (its content is compared, by digest), and the digests of a
 # round's inputs (facts of the files, read again where the plan goes on).
 _VOLATILE: Final = frozenset(
-    {"id", "seq", "at", "causation_id", "verdict", "graph_path", "inputs", "bases", "seconds"}
+    {
+        "id",
+        "seq",
+        "at",
+        "causation_id",
+        "verdict",
+        "graph_path",
+        "inputs",
+        "bases",
+        "exclusions",
+        "seconds",
+        "host",
+    }
 )
+"""Fields that say where and when, not what was decided: a replay elsewhere, or a resume on
+another host, records other values for them."""
 PASSING_TAGS: Final = frozenset({"plan_resumed"})
 """Recorded events the journal steps over wherever they are: markers, not decisions."""
 _NOT_STEPS: Final = ENGINE_TAGS | PASSING_TAGS
@@ -210,7 +225,9 @@ class PlanJournal:
             self._advance(event)
         self._recorded.clear()
         self.replaying = False
-        await self._append(PlanResumed, after_seq=self.seq, reason=self.reason)
+        await self._append(
+            PlanResumed, after_seq=self.seq, reason=self.reason, host=socket.gethostname()
+        )
 
     # -- where a replay compares (identities for a plan that runs) -------------------------
 

@@ -908,7 +908,7 @@ def _validator_tool_listing() -> list[dict[str, Any]]:
 
 
 async def call_validator_tool(
-    name: str, arguments: Mapping[str, Any], catalog: Catalog, log_path: Path | None = None
+    name: str, arguments: Mapping[str, Any], catalog: Catalog, log_path: Path | str | None = None
 ) -> ToolReply:
     """Call validator tool ``name`` on the server's catalog; the seed's ``{ok: false}``
     answers are errors on MCP."""
@@ -957,8 +957,8 @@ async def call_validator_tool(
     return ToolReply(structured=answer, text=_json(answer), is_error=not answer["ok"])
 
 
-def plans_waiting(log_path: Path) -> list[dict[str, Any]]:
-    """The plans of the SQLite event log at ``log_path`` that wait (for a person, or for
+def plans_waiting(log_path: Path | str) -> list[dict[str, Any]]:
+    """The plans of the event log (a file or a database) at ``log_path`` that wait (for a person, or for
     outside validators), oldest first (none when there is no log yet)."""
     from gategraph.runtime._views._plan_views import plan_summaries
 
@@ -1047,7 +1047,7 @@ def _graph_problem(error: ConfigError, path: Path, root: Path) -> str:
 async def run_plan_file(
     arguments: Mapping[str, Any],
     catalog: Catalog,
-    log_path: Path,
+    log_path: Path | str,
     *,
     root: Path | None = None,
     require_sandbox: bool = False,
@@ -1057,11 +1057,11 @@ async def run_plan_file(
     be inside ``root`` (see :func:`served_root`; default: the working directory). With
     ``require_sandbox``, as if the graph's policy said ``require_sandbox: true``."""
     from gategraph.runtime._lifecycle._supervisor import run_plan
-    from gategraph.runtime._storage._eventlog import SQLiteEventLog
+    from gategraph.runtime._storage._database import open_event_log
 
     try:
         graph, resources = _plan_to_run(arguments, catalog, root or served_root(), require_sandbox)
-        async with SQLiteEventLog(log_path) as log:
+        async with open_event_log(log_path) as log:
             outcome = await run_plan(
                 graph, catalog=catalog, event_log=log, resources=resources or None
             )
@@ -1230,8 +1230,8 @@ def create_mcp_server(
     """Build an MCP server (the SDK's low-level ``Server``) that serves ``catalog``'s
     validations and read-only tools; with ``builtins``, the built-in validations the
     catalog does not shadow too. With ``plans``, also ``gategraph.run_plan`` and
-    ``gategraph.plans_waiting``, over the SQLite event log at ``event_log_path`` (default:
-    beside the catalog). With ``validators``, also the validator tools (``validator.ac-pull``,
+    ``gategraph.plans_waiting``, over the event log at ``event_log_path`` (a SQLite file or a
+    PostgreSQL URL; default: beside the catalog, or in its database). With ``validators``, also the validator tools (``validator.ac-pull``,
     ``validator.attest``, ``validator.reject``, ``spawn.validator``) on ``catalog``: an
     attestation lets a plan that waits for outside validators apply, so they are served
     only when asked for. With ``skills`` (names of the catalog's skills), only their tools
@@ -1247,6 +1247,7 @@ def create_mcp_server(
     """
     import mcp.types as types
     from gategraph.runtime._storage._eventlog import EVENTS_FILE, default_event_log_path
+    from gategraph.runtime._storage._postgres import is_postgres_url
     from mcp.server.lowlevel import Server
 
     def stderr(message: str) -> None:
@@ -1259,8 +1260,12 @@ def create_mcp_server(
     for skill in chosen or ():
         catalog.get_skill(skill)  # an unknown one is refused before anything is served
     tools = _Tools(catalog, builtins=builtins, plans=plans, warn=warn or stderr, skills=chosen)
+    log_path: Path | str
     if event_log_path is not None:
-        log_path = Path(event_log_path)
+        found = os.fspath(event_log_path)
+        log_path = found if is_postgres_url(found) else Path(found)
+    elif catalog.url is not None:
+        log_path = catalog.url  # the plans are in the catalog's database
     elif catalog.path is not None:
         log_path = catalog.path.with_name(EVENTS_FILE)
     else:

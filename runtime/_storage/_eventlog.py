@@ -14,8 +14,8 @@ import operator
 import os
 import sqlite3
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
@@ -38,9 +38,7 @@ __all__ = [
     "EventLog",
     "MemoryEventLog",
     "SQLiteEventLog",
-    "check_event_log",
     "default_event_log_path",
-    "opened_log",
     "read_events",
 ]
 
@@ -581,32 +579,3 @@ def list_plans(path: str | os.PathLike[str]) -> list[str]:
         return [row[0] for row in rows]
     finally:
         db.close()
-
-
-def check_event_log(value: Any, field: str, *, source: str | None = None) -> None:
-    """Refuse, as one :class:`ConfigError` line at ``field``, what is neither nothing, a
-    path (a SQLite log, opened per call by :func:`opened_log`) nor an event log."""
-    if value is None or isinstance(value, str | os.PathLike):
-        return
-    if callable(getattr(value, "append", None)) and callable(getattr(value, "read", None)):
-        return
-    from gategraph.runtime._base._exceptions import ConfigError
-
-    raise ConfigError.at(
-        field,
-        f"a {type(value).__name__} is not an event log: give a path (a SQLite log) or an "
-        "EventLog such as MemoryEventLog()",
-        source=source,
-    )
-
-
-@asynccontextmanager
-async def opened_log(value: Any) -> AsyncIterator[Any]:
-    """The event log of one call: a path is opened as a SQLite log for the call (an open log
-    belongs to the event loop that opened it, and a sync caller runs a loop per call); a
-    log object, or None, is used as it is."""
-    if not isinstance(value, str | os.PathLike):
-        yield value
-        return
-    async with SQLiteEventLog(value) as log:
-        yield log

@@ -13,7 +13,9 @@ in one pipeline. It is the ``postgres`` extra, imported only when a PostgreSQL l
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import socket
 import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Final
@@ -46,6 +48,7 @@ CREATE TABLE IF NOT EXISTS event_segments (
 # Taken while the schema is made: two processes opening a new database at once would
 # otherwise race in CREATE TABLE IF NOT EXISTS (it is not atomic in PostgreSQL).
 _SCHEMA_LOCK: Final = 0x6761_7465_6772_6170  # "gategrap"
+_PLANS: Final = "SELECT plan_id FROM event_segments GROUP BY plan_id ORDER BY min(first_id)"
 _INSERT: Final = (
     "INSERT INTO event_segments (plan_id, first_seq, last_seq, first_id, count, body)"
     " VALUES (%s, %s, %s, %s, %s, %s)"
@@ -97,10 +100,10 @@ def _driver() -> Any:
     return psycopg
 
 
-def _connect(url: str, what: str = "event log") -> psycopg.Connection[Any]:
+def _connect(url: str, what: str = "event log", **options: Any) -> psycopg.Connection[Any]:
     psycopg = _driver()
     try:
-        return psycopg.connect(url, connect_timeout=10)  # type: ignore[no-any-return]
+        return psycopg.connect(url, connect_timeout=10, **options)  # type: ignore[no-any-return]
     except (psycopg.Error, ValueError) as exc:
         reason = _secret_free(" ".join(str(exc).split()) or type(exc).__name__, url)
         raise ConfigError(
@@ -126,6 +129,54 @@ def _with_tables(url: str, what: str, table: str, schema: str) -> psycopg.Connec
             f"cannot use the {what}'s table: {reason}", source=shown_url(url)
         ) from None
     return db
+
+
+def _driver_name() -> str:
+    """How a lease's connection names itself (``application_name``, at most 63 bytes):
+    the host and process that drive the plan."""
+    return f"gategraph {socket.gethostname()} {os.getpid()}"[:63]
+
+
+def read_plan_events(url: str, plan_id: str, after: int = 0) -> list[Event]:
+    """A plan's committed events with ``seq > after``, read once from the database
+    ``url`` (synchronously, on a connection of the call's own)."""
+    with _connect(url) as db:
+        rows = _rows(
+            db,
+            "SELECT body FROM event_segments WHERE plan_id = %s AND last_seq > %s"
+            " ORDER BY first_seq",
+            (plan_id, after),
+        )
+    return [e for row in rows for e in _segment_decoder.decode(bytes(row[0])) if e.seq > after]
+
+
+def plan_ids(url: str) -> list[str]:
+    """The ids of every plan in the database ``url``'s event log, oldest first."""
+    with _connect(url) as db:
+        rows = _rows(db, _PLANS, ())
+    return [row[0] for row in rows]
+
+
+def plan_drivers(url: str, plans: Iterable[str]) -> dict[str, str]:
+    """Which of ``plans`` a process holds the lease of now, and where it runs (the host
+    and process its lease's connection names): read from the server's table of locks,
+    never by taking one (which could turn a supervisor away)."""
+    keys = {_lock_key(plan_id) & 0xFFFF_FFFF_FFFF_FFFF: plan_id for plan_id in plans}
+    if not keys:
+        return {}
+    with _connect(url) as db:
+        rows = db.execute(
+            "SELECT l.classid::bigint, l.objid::bigint, coalesce(a.application_name, '')"
+            " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).fetchall()
+    found: dict[str, str] = {}
+    for high, low, name in rows:
+        plan_id = keys.get((int(high) << 32) | int(low))
+        if plan_id is not None:
+            found[plan_id] = str(name).removeprefix("gategraph ") or "another process"
+    return found
 
 
 def _lock_key(plan_id: str) -> int:
@@ -214,7 +265,8 @@ class PostgresEventLog(BatchedEventLog):
         connection ends, so a holder that dies (or loses the network) never blocks the
         plan's resumption elsewhere.
         """
-        holder = _connect(self._url)
+        # Named for whoever lists the plans: the host and process that drive it.
+        holder = _connect(self._url, application_name=_driver_name())
         try:
             holder.autocommit = True
             row = holder.execute(
@@ -250,11 +302,7 @@ class PostgresEventLog(BatchedEventLog):
 
     async def plans(self) -> list[str]:
         """Return the ids of every plan in the log, oldest first."""
-        rows = await anyio.to_thread.run_sync(
-            self._read,
-            "SELECT plan_id FROM event_segments GROUP BY plan_id ORDER BY min(first_id)",
-            (),
-        )
+        rows = await anyio.to_thread.run_sync(self._read, _PLANS, ())
         return [row[0] for row in rows]
 
 

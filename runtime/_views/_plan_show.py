@@ -368,22 +368,32 @@ def plan_view(
     diffs: bool = True,
     events: Sequence[Event] | None = None,
 ) -> PlanView | None:
-    """The view of plan ``plan_id`` of the SQLite event log at ``log_path`` (None when the
-    log has no such plan). ``catalog`` names its acceptance criteria (the roster the plan
-    registered); ``store`` holds its rounds' files (default: the store beside the log).
-    Without ``diffs`` the changed files are listed, their diffs not worked out; ``events``
-    are the plan's, when the caller has read them already."""
-    from gategraph.runtime._storage._eventlog import read_events
+    """The view of plan ``plan_id`` of the event log at ``log_path`` (a SQLite file or a
+    PostgreSQL URL; None when the log has no such plan). ``catalog`` names its acceptance
+    criteria (the roster the plan registered); ``store`` holds its rounds' files (default:
+    the store beside the log, or in its database). Without ``diffs`` the changed files are
+    listed, their diffs not worked out; ``events`` are the plan's, when the caller has read
+    them already."""
+    from gategraph.runtime._storage._database import events_at, log_exists
+    from gategraph.runtime._storage._postgres import is_postgres_url
     from gategraph.runtime._storage._store import ContentStore
 
     from ._plan_views import held_lease, summarize
 
-    path = Path(log_path)
     if events is None:
-        events = read_events(path, plan_id) if path.is_file() else []
-    summary = summarize(plan_id, events, running=held_lease(path, plan_id))
+        events = events_at(log_path, plan_id) if log_exists(log_path) else []
+    summary = summarize(plan_id, events, running=held_lease(log_path, plan_id))
     if summary is None:
         return None
+    if store is None:
+        in_database = is_postgres_url(log_path)
+        beside = ContentStore(log_path if in_database else Path(log_path).with_name("store"))
+        try:
+            return plan_view(
+                log_path, plan_id, catalog=catalog, store=beside, diffs=diffs, events=events
+            )
+        finally:
+            beside.close()
     verdict = next(
         (
             e.verdict
@@ -393,8 +403,6 @@ def plan_view(
         None,
     )
     roster = catalog.roster(plan_id) if catalog is not None else None
-    if store is None:
-        store = ContentStore(path.with_name("store"))
     changes, note = _changes(events, store, summary.status, diffs=diffs)
     return PlanView(
         summary=summary,

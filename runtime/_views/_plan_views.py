@@ -22,6 +22,7 @@ from gategraph.runtime._data._events import (
     AttestationRequired,
     EscalationRequested,
     PlanFinished,
+    PlanResumed,
     PlanStarted,
 )
 
@@ -68,6 +69,9 @@ class PlanSummary(msgspec.Struct, kw_only=True, frozen=True):
     project: str | None = None
     graph_path: str | None = None
     """The graph file it ran, when it ran from one."""
+    host: str | None = None
+    """Where it runs: the host (and process) that drives it now, as its lease says in a
+    database; else the host that took it on last (None in logs that did not say)."""
 
     @property
     def for_a_person(self) -> bool:
@@ -76,11 +80,15 @@ class PlanSummary(msgspec.Struct, kw_only=True, frozen=True):
 
 
 def summarize(
-    plan_id: str, events: Sequence[Event], *, running: bool | None = None
+    plan_id: str,
+    events: Sequence[Event],
+    *,
+    running: bool | None = None,
+    driver: str | None = None,
 ) -> PlanSummary | None:
     """The summary of one plan from its events (None without a ``plan_started``: a run of
     the engine alone, ``gategraph execute``, is not a plan). ``running`` says whether a
-    supervisor holds the plan now (None: not known)."""
+    supervisor holds the plan now (None: not known), ``driver`` where it runs."""
     started = next((e for e in events if isinstance(e, PlanStarted)), None)
     if started is None:
         return None
@@ -98,7 +106,16 @@ def summarize(
         message=message,
         project=started.project,
         graph_path=started.graph_path,
+        host=driver or _last_host(events),
     )
+
+
+def _last_host(events: Sequence[Event]) -> str | None:
+    """The host that took the plan on last (its start, or its latest resumption)."""
+    for event in reversed(events):
+        if isinstance(event, PlanStarted | PlanResumed) and event.host:
+            return event.host
+    return None
 
 
 def _where(
@@ -151,27 +168,45 @@ def order(summaries: Iterable[PlanSummary]) -> list[PlanSummary]:
 
 
 def plan_summaries(log_path: str | os.PathLike[str]) -> list[PlanSummary]:
-    """Every plan of the SQLite event log at ``log_path``, in :func:`order` (none when
-    there is no log yet)."""
-    from gategraph.runtime._storage._eventlog import list_plans, read_events
+    """Every plan of the event log at ``log_path`` (a SQLite file or a PostgreSQL URL), in
+    :func:`order` (none when there is no log yet). In a database, a plan a process drives
+    now says where that process runs (``driver``)."""
+    from gategraph.runtime._storage._database import drivers_at, events_at, plans_at
 
-    path = Path(log_path)
-    if not path.is_file():
-        return []
-    held = _held_leases(path)
+    where = _log_where(log_path)
+    ids = plans_at(where)
+    drivers = drivers_at(where, ids)
+    held = _held_leases(Path(where)) if drivers is None else None
     found = []
-    for plan_id in list_plans(path):
-        events = read_events(path, plan_id)
-        running = None if held is None else _lease_name(plan_id) in held
-        summary = summarize(plan_id, events, running=running)
+    for plan_id in ids:
+        events = events_at(where, plan_id)
+        if drivers is not None:
+            summary = summarize(
+                plan_id, events, running=plan_id in drivers, driver=drivers.get(plan_id)
+            )
+        else:
+            running = None if held is None else _lease_name(plan_id) in held
+            summary = summarize(plan_id, events, running=running)
         if summary is not None:
             found.append(summary)
     return order(found)
 
 
+def _log_where(log_path: str | os.PathLike[str]) -> Path | str:
+    from gategraph.runtime._storage._postgres import is_postgres_url
+
+    return log_path if isinstance(log_path, str) and is_postgres_url(log_path) else Path(log_path)
+
+
 def held_lease(log_path: str | os.PathLike[str], plan_id: str) -> bool | None:
     """Whether a supervisor holds plan ``plan_id`` of the log now (None: not known here)."""
-    held = _held_leases(Path(log_path))
+    from gategraph.runtime._storage._database import drivers_at
+
+    where = _log_where(log_path)
+    drivers = drivers_at(where, [plan_id])
+    if drivers is not None:
+        return plan_id in drivers
+    held = _held_leases(Path(where))
     return None if held is None else _lease_name(plan_id) in held
 
 
@@ -217,8 +252,8 @@ async def list_plans(
     paused and unfinished ones, then the rest, newest first in each.
 
     ``event_log`` is an event log (``MemoryEventLog``, an open ``SQLiteEventLog``), the
-    path of a SQLite event log file, or None for the default one (``events.db`` in
-    ``GATEGRAPH_HOME``). ``status`` keeps only plans with that status (or those statuses);
+    path of a SQLite event log file, a PostgreSQL URL, or None for the default one
+    (``events.db`` in ``GATEGRAPH_HOME``). ``status`` keeps only plans with that status (or those statuses);
     ``name`` only those whose graph name matches the glob. A run of the engine alone
     (``execute_graph``, ``validate``) is no plan, and is not listed. Whether an unfinished
     plan is ``running`` or ``interrupted`` is known for a log file on Linux (its lease is
@@ -236,8 +271,8 @@ async def list_plans(
     if event_log is None or isinstance(event_log, str | os.PathLike):
         from gategraph.runtime._storage._eventlog import default_event_log_path
 
-        path = Path(event_log) if event_log is not None else default_event_log_path()
-        found = await anyio.to_thread.run_sync(plan_summaries, path)
+        where = _log_where(event_log) if event_log is not None else default_event_log_path()
+        found = await anyio.to_thread.run_sync(plan_summaries, where)
     else:
         log_path = getattr(event_log, "path", None)
         held = _held_leases(Path(log_path)) if isinstance(log_path, str | os.PathLike) else None

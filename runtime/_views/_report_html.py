@@ -370,20 +370,20 @@ def render_html(
 
 
 def plan_report(log_path: Any, plan_id: str, *, catalog: Any = None) -> str | None:
-    """The HTML page of plan ``plan_id`` of the SQLite event log at ``log_path`` (None when
-    the log has no such plan). The picture is drawn from the graph file the plan ran, when
+    """The HTML page of plan ``plan_id`` of the event log at ``log_path`` (a SQLite file or
+    a PostgreSQL URL; None when the log has no such plan). The picture is drawn from the graph file the plan ran, when
     it is still there and unchanged."""
     from pathlib import Path
 
     from gategraph.runtime._base._exceptions import ConfigError
     from gategraph.runtime._data._events import PlanStarted
     from gategraph.runtime._definitions._graph import load_graph
-    from gategraph.runtime._storage._eventlog import read_events
+    from gategraph.runtime._storage._database import events_at, log_exists
 
     from ._picture import _attached
     from ._plan_show import plan_view
 
-    events = read_events(log_path, plan_id) if Path(log_path).is_file() else []
+    events = events_at(log_path, plan_id) if log_exists(log_path) else []
     view = plan_view(log_path, plan_id, catalog=catalog, events=events)
     if view is None:
         return None

@@ -61,7 +61,8 @@ from gategraph.runtime._embed._validate import (
 from gategraph.runtime._lifecycle._supervisor import PlanStatus, resume_plan, run_plan
 from gategraph.runtime._running._pipeline import Reason
 from gategraph.runtime._running._sync import _running_loop, run_sync
-from gategraph.runtime._storage._eventlog import check_event_log, default_event_log_path, opened_log
+from gategraph.runtime._storage._database import check_event_log, opened_log
+from gategraph.runtime._storage._eventlog import default_event_log_path
 from pydantic_core import to_jsonable_python
 from typing_extensions import TypedDict
 

@@ -40,7 +40,7 @@ from gategraph.runtime._data._maxn import MaxNPolicy, RetryBudget, RetryDecision
 from gategraph.runtime._data._models import Validation
 from gategraph.runtime._definitions._skills import names_of
 from gategraph.runtime._embed._validate import Verdict, graph_spec, load_spec, validate
-from gategraph.runtime._storage._eventlog import check_event_log, opened_log
+from gategraph.runtime._storage._database import check_event_log, opened_log
 
 try:
     from pydantic_ai import ModelRetry

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from gategraph.runtime import ConfigError, MemoryEventLog, SQLiteEventLog
-from gategraph.runtime._storage._eventlog import check_event_log, opened_log
+from gategraph.runtime._storage._database import check_event_log, opened_log
 
 
 def test_what_is_not_an_event_log_is_one_line(tmp_path: Path) -> None:
