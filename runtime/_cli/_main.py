@@ -1246,8 +1246,9 @@ def _drive_plan(
     report: tuple[str, Path] | None,
     otel: bool = False,
     informational: frozenset[str] = frozenset(),
+    wait: bool = False,
 ) -> None:
-    """Run ``start(catalog, event_log)`` on the embedded SQLite log, showing progress (live
+    """Run ``start(catalog, event_log)`` on the command's event log, showing progress (live
     on a terminal, plain lines otherwise; failed ``informational`` validations as warnings)
     and, with ``otel``, tracing it; then show the outcome of plan graph ``name``
     (:func:`_show_outcome`)."""
@@ -1299,7 +1300,13 @@ def _drive_plan(
         # Exported before the outcome is printed (and before a pause's exit code).
         setup.flush()
     _show_outcome(
-        outcome, as_json=as_json, report=report, name=name, otel=otel, graph_file=graph_file
+        outcome,
+        as_json=as_json,
+        report=report,
+        name=name,
+        otel=otel,
+        graph_file=graph_file,
+        wait=wait,
     )
 
 
@@ -1311,10 +1318,12 @@ def _show_outcome(
     name: str,
     otel: bool = False,
     graph_file: Path | None = None,
+    wait: bool = False,
 ) -> None:
     """Print the outcome (table and verdict, or JSON), write the report, set the exit code.
     A plan that waits for a person who is at the terminal: ask them, and go on (with
-    ``graph_file``, the graph the command was given)."""
+    ``graph_file``, the graph the command was given). With ``wait``, a paused plan is
+    waited on until it is answered from anywhere, then continued here."""
     import msgspec
     from gategraph.runtime._lifecycle._supervisor import PlanStatus
 
@@ -1371,6 +1380,18 @@ def _show_outcome(
         else:
             text = render_report(outcome, kind, name=name)
         write_report(target, text, "--report")
+    if wait and outcome.status.value in _WAITED_ON:
+        decision = _wait_for_answer(outcome.plan_id, outcome.status.value)
+        _resume_command(
+            outcome.plan_id,
+            graph_file,
+            decision=decision,
+            as_json=as_json,
+            report=report,
+            otel=otel,
+            wait=True,
+        )
+        return
     if not as_json:
         from ._plans import ask_person
 
@@ -1393,6 +1414,52 @@ def _show_outcome(
         click.get_current_context().exit(code)
 
 
+_PERSON: Final = frozenset({"awaiting_approval", "awaiting_decision"})
+_WAITED_ON: Final = frozenset({"awaiting_approval", "awaiting_decision", "awaiting_attestation"})
+"""The statuses of a paused plan that ``--wait`` waits on (what answers them can come from
+any host)."""
+
+
+def _wait_for_answer(plan_id: str, status: str) -> Any:
+    """Hold plan ``plan_id`` (so an answer given anywhere is kept for this process) and
+    wait until it is answered: the person's decision to continue it with, or None when
+    outside validators gave a verdict (``awaiting_attestation``: the resume judges it)."""
+    from gategraph.runtime._base._protocols import EscalationDecision
+    from gategraph.runtime._storage._answers import wait_for_answer
+    from gategraph.runtime._storage._database import events_at, open_event_log
+
+    where = _event_log_at()
+    paused = events_at(where, plan_id)[-1].seq
+    how = {
+        "awaiting_approval": f"gategraph approve {plan_id} --approve | --deny",
+        "awaiting_decision": f"gategraph decide {plan_id} --retry | --abort",
+        "awaiting_attestation": "validator.attest (outside validators)",
+    }[status]
+    click.echo(
+        f"waiting for plan {plan_id} to be answered, from any host that reaches its log: "
+        f"{how} (Ctrl-C stops waiting; the plan stays paused)",
+        err=True,
+    )
+    with _catalog(create=False) as catalog:
+
+        def attested() -> object:
+            verdicts = catalog.verdicts(plan_id).latest
+            return sorted(verdicts.items()), len(catalog.refusals(plan_id))
+
+        changed = attested if status == "awaiting_attestation" else None
+
+        async def held() -> Any:
+            with open_event_log(where).lease(plan_id):
+                return await wait_for_answer(where, plan_id, paused, changed=changed)
+
+        answer = run_sync(held)
+    if answer is None:
+        click.echo(f"plan {plan_id}: an outside validator gave a verdict; continuing", err=True)
+        return None
+    click.echo(f"plan {plan_id}: answered {answer.action} from {answer.host}; continuing", err=True)
+    return EscalationDecision(action=answer.action, note=answer.note)
+
+
 def _run_plan_command(
     graph_path: Path,
     *,
@@ -1404,6 +1471,7 @@ def _run_plan_command(
     otel: bool = False,
     ray_address: str | None = None,
     require_sandbox: bool = False,
+    wait: bool = False,
 ) -> None:
     from gategraph.runtime._definitions._graph import load_graph
     from gategraph.runtime._lifecycle._executors import RayExecutor
@@ -1439,6 +1507,7 @@ def _run_plan_command(
         report=report,
         otel=otel,
         informational=informational,
+        wait=wait,
     )
 
 
@@ -1450,11 +1519,14 @@ def _resume_command(
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool = False,
+    wait: bool = False,
 ) -> None:
-    """Resume plan ``plan_id`` from the embedded log: the graph file and the resources it
-    ran with come from its ``plan_started`` event."""
+    """Resume plan ``plan_id`` from the command's log: the graph file and the resources it
+    ran with come from its ``plan_started`` event. A plan paused for a person that was
+    answered without being continued (``--record-only``, or a process that waited on it
+    and died) continues with that answer."""
 
-    from gategraph.runtime._data._events import PlanStarted
+    from gategraph.runtime._data._events import PlanFinished, PlanStarted
     from gategraph.runtime._definitions._graph import load_graph
     from gategraph.runtime._lifecycle._supervisor import resume_plan
     from gategraph.runtime._storage._database import events_at, log_exists, shown
@@ -1467,6 +1539,19 @@ def _resume_command(
     started = next((e for e in found if isinstance(e, PlanStarted)), None)
     if started is None:
         _fail(f"plan {plan_id}: its log has no plan_started event; it cannot be resumed")
+    last = found[-1]
+    if decision is None and isinstance(last, PlanFinished) and last.status in _PERSON:
+        from gategraph.runtime._base._protocols import EscalationDecision
+        from gategraph.runtime._storage._answers import answer_for
+
+        answer = answer_for(log_path, plan_id, last.seq)
+        if answer is not None:
+            click.echo(
+                f"plan {plan_id}: continuing with the answer given from {answer.host}: "
+                f"{answer.action}",
+                err=True,
+            )
+            decision = EscalationDecision(action=answer.action, note=answer.note)  # type: ignore[arg-type]
     path = graph_file or (Path(started.graph_path) if started.graph_path else None)
     if path is None:
         _fail(
@@ -1515,8 +1600,23 @@ def _resume_command(
         report=report,
         otel=otel,
         informational=informational,
+        wait=wait,
     )
 
+
+_wait_option = click.option(
+    "--wait",
+    is_flag=True,
+    help="When the plan pauses for a person or outside validators, wait here for the "
+    "answer (given with approve, decide or validator.attest from any host that reaches "
+    "the plan's log), then continue it, instead of exiting with 3.",
+)
+_record_only_option = click.option(
+    "--record-only",
+    is_flag=True,
+    help="Only record the answer: `gategraph resume PLAN_ID` continues the plan with it, "
+    "on any host that reaches its log and its folders.",
+)
 
 _otel_option = click.option(
     "--otel",
@@ -1552,6 +1652,7 @@ _otel_option = click.option(
 )
 @_otel_option
 @_require_sandbox_option
+@_wait_option
 def run_command(
     graph: Path,
     as_json: bool,
@@ -1562,6 +1663,7 @@ def run_command(
     ray_address: str | None,
     otel: bool,
     require_sandbox: bool,
+    wait: bool,
 ) -> None:
     """Run GRAPH as a plan: Strategize, Execute (validated), Apply.
 
@@ -1580,6 +1682,7 @@ def run_command(
         otel=otel,
         ray_address=ray_address,
         require_sandbox=require_sandbox,
+        wait=wait,
     )
 
 
@@ -1776,23 +1879,28 @@ def _rerun(
 @_json_option
 @_report_option
 @_otel_option
+@_wait_option
 def resume(
     plan_id: str,
     graph: Path | None,
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool,
+    wait: bool,
 ) -> None:
     """Continue the plan PLAN_ID whose process died, from its event log.
 
     Validations that completed before the crash are not run again; a crash during Apply is
     recovered per resource, never applied twice. GRAPH defaults to the file the plan ran
     (recorded in its log); it must be unchanged. A finished plan, or one paused for a
-    person, shows its outcome and changes nothing (answer it with `decide` or `approve`);
-    a plan waiting for outside validators is applied if they have attested it since, and
-    waits on otherwise. Exit codes as for `run`.
+    person, shows its outcome and changes nothing (answer it with `decide` or `approve`),
+    unless it was answered with --record-only: it then continues with that answer. A plan
+    waiting for outside validators is applied if they have attested it since, and waits
+    on otherwise. Exit codes as for `run`.
     """
-    _resume_command(plan_id, graph, decision=None, as_json=as_json, report=report, otel=otel)
+    _resume_command(
+        plan_id, graph, decision=None, as_json=as_json, report=report, otel=otel, wait=wait
+    )
 
 
 def _answer(
@@ -1803,9 +1911,13 @@ def _answer(
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool,
+    *,
+    wait: bool = False,
+    record_only: bool = False,
 ) -> None:
     """A person's answer (`decide`, `approve`): exactly one of ``choices`` (action → flag
-    given); record it and continue the plan."""
+    given); record it and continue the plan. When a process waits on the plan (``--wait``,
+    on any host), or with ``record_only``, the answer is kept for whoever continues it."""
     from gategraph.runtime._base._protocols import EscalationDecision
 
     given = [action for action, chosen in choices.items() if chosen]
@@ -1819,7 +1931,60 @@ def _answer(
             click.get_current_context(),
         )
     decision = EscalationDecision(action=given[0], note=note)  # type: ignore[arg-type]
-    _resume_command(plan_id, graph, decision=decision, as_json=as_json, report=report, otel=otel)
+    if _kept_for_another(plan_id, decision, record_only=record_only, as_json=as_json):
+        return
+    _resume_command(
+        plan_id, graph, decision=decision, as_json=as_json, report=report, otel=otel, wait=wait
+    )
+
+
+def _kept_for_another(plan_id: str, decision: Any, *, record_only: bool, as_json: bool) -> bool:
+    """Keep ``decision`` for the process that waits on plan ``plan_id`` (it holds the plan:
+    it continues it now), or, with ``record_only``, for the next ``resume`` anywhere; False
+    when this command is to continue the plan itself."""
+    from gategraph.runtime._data._events import PlanFinished
+    from gategraph.runtime._storage._answers import AnswerTakenError, record_answer
+    from gategraph.runtime._storage._database import drivers_at, events_at, log_exists, shown
+    from gategraph.runtime._views._plan_views import held_lease
+
+    where = _event_log_at()
+    found = events_at(where, plan_id) if log_exists(where) else []
+    if not found:
+        _fail(f"no events for plan {plan_id!r} in {shown(where)}")
+    held = held_lease(where, plan_id)
+    if not (record_only or held):
+        return False
+    wanted = "awaiting_approval" if decision.for_approval else "awaiting_decision"
+    last = found[-1]
+    if not (isinstance(last, PlanFinished) and last.status == wanted):
+        state = last.status if isinstance(last, PlanFinished) else "running"
+        _fail(
+            f"plan {plan_id} is not waiting for "
+            f"{'an approval' if decision.for_approval else 'a decision'}: it is {state}",
+            EXIT_REFUSED,
+        )
+    try:
+        answer = record_answer(where, plan_id, last.seq, decision.action, decision.note)
+    except AnswerTakenError as exc:
+        _fail(str(exc), EXIT_REFUSED)
+    if held:
+        driver = (drivers_at(where, [plan_id]) or {}).get(plan_id)
+        said = (
+            f"answered plan {plan_id}: {answer.action}; the process that waits on it"
+            f"{f' ({driver})' if driver else ''} continues it now"
+        )
+    else:
+        said = (
+            f"recorded for plan {plan_id}: {answer.action}; `gategraph resume {plan_id}` "
+            "continues it, on any host that reaches its log and its folders"
+        )
+    if as_json:
+        _json_out(
+            {"plan_id": plan_id, "answer": answer.action, "continued_by": driver if held else None}
+        )
+    else:
+        click.echo(said)
+    return True
 
 
 @cli.command("decide")
@@ -1831,6 +1996,8 @@ def _answer(
 @_json_option
 @_report_option
 @_otel_option
+@_wait_option
+@_record_only_option
 def decide(
     plan_id: str,
     graph: Path | None,
@@ -1840,13 +2007,25 @@ def decide(
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool,
+    wait: bool,
+    record_only: bool,
 ) -> None:
     """Answer the escalation of plan PLAN_ID (status awaiting_decision) and continue it.
 
     Give exactly one of --retry and --abort. GRAPH defaults to the graph file the plan ran
     (recorded in its log). Exit codes as for `run`.
     """
-    _answer(plan_id, graph, {"retry": retry, "abort": abort}, note, as_json, report, otel)
+    _answer(
+        plan_id,
+        graph,
+        {"retry": retry, "abort": abort},
+        note,
+        as_json,
+        report,
+        otel,
+        wait=wait,
+        record_only=record_only,
+    )
 
 
 @cli.command("approve")
@@ -1858,6 +2037,8 @@ def decide(
 @_json_option
 @_report_option
 @_otel_option
+@_wait_option
+@_record_only_option
 def approve(
     plan_id: str,
     graph: Path | None,
@@ -1867,13 +2048,25 @@ def approve(
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool,
+    wait: bool,
+    record_only: bool,
 ) -> None:
     """Answer the approval plan PLAN_ID waits for (status awaiting_approval) and continue it.
 
     Give exactly one of --approve and --deny. GRAPH defaults to the graph file the plan ran
     (recorded in its log). Exit codes as for `run`.
     """
-    _answer(plan_id, graph, {"approve": approve_, "deny": deny}, note, as_json, report, otel)
+    _answer(
+        plan_id,
+        graph,
+        {"approve": approve_, "deny": deny},
+        note,
+        as_json,
+        report,
+        otel,
+        wait=wait,
+        record_only=record_only,
+    )
 
 
 # -- gategraph mcp ----------------------------------------------------------------------------

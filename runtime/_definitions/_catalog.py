@@ -1223,6 +1223,10 @@ class Catalog:
                 "DO UPDATE SET verdict = excluded.verdict, given_at = excluded.given_at",
                 (plan_id, validator_id, verdict, time.time()),
             )
+            # In a shared database, a process that waits on the plan wakes at once.
+            announce = getattr(db, "announce", None)
+            if announce is not None:
+                announce(plan_id)
 
     def verdicts(self, plan_id: str, *, since: float = 0.0) -> Verdicts:
         """Each validator's latest verdict on plan ``plan_id``, given at ``since`` or after."""

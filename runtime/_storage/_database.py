@@ -90,7 +90,7 @@ def _checked(value: str, field: str, source: str | None) -> str:
 def _from_config(file: Path) -> str | None:
     from gategraph.runtime._base._yaml import read_document
 
-    if not file.is_file():
+    if not file.is_file() or file.stat().st_size == 0:
         return None
     document = read_document(file)
     data = document.data

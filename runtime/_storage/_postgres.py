@@ -32,7 +32,13 @@ if TYPE_CHECKING:
     import psycopg
     from gategraph.runtime._data._events import Event
 
-__all__ = ["CatalogConnection", "PostgresEventLog", "is_postgres_url", "shown_url"]
+__all__ = [
+    "ANSWERS_CHANNEL",
+    "CatalogConnection",
+    "PostgresEventLog",
+    "is_postgres_url",
+    "shown_url",
+]
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS event_segments (
@@ -344,6 +350,11 @@ class _NoRows:
         return iter(())
 
 
+ANSWERS_CHANNEL: Final = "gategraph_answers"
+"""The notification channel a person's answer or an outside validator's verdict on a plan
+is announced on (its payload: the plan's id), for a process that waits on the plan."""
+
+
 class CatalogConnection:
     """A PostgreSQL connection that the catalog uses as it uses ``sqlite3``'s: its SQL is
     rewritten (:func:`_postgres_dialect`), ``BEGIN IMMEDIATE`` is a transaction holding
@@ -375,6 +386,11 @@ class CatalogConnection:
 
     def close(self) -> None:
         self._db.close()
+
+    def announce(self, plan_id: str) -> None:
+        """Wake a process that waits on plan ``plan_id`` (a verdict on it was recorded):
+        sent when the transaction commits, so it never arrives before the verdict."""
+        self._run("SELECT pg_notify(%s, %s)", (ANSWERS_CHANNEL, plan_id))
 
     def _exists(self, table: str) -> bool:
         row = self._run("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()

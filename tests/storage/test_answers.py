@@ -1,0 +1,102 @@
+"""A person's answers kept beside a plan's log, and the wait for them: one answer per
+pause, the first stands, and a waiting process wakes when it commits (in PostgreSQL, by a
+notification; an outside validator's verdict on the plan wakes it too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+from gategraph.runtime import Catalog
+from gategraph.runtime._storage._answers import (
+    AnswerTakenError,
+    answer_for,
+    record_answer,
+    wait_for_answer,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return tmp_path / "events.db"
+
+
+async def test_one_answer_per_pause_and_the_first_stands(where: Path | str) -> None:
+    assert answer_for(where, "P1", 7) is None
+    given = record_answer(where, "P1", 7, "approve", "looked at it")
+    assert answer_for(where, "P1", 7) == given and given.note == "looked at it"
+    with pytest.raises(AnswerTakenError, match=r"approve, given from .* the first answer stands"):
+        record_answer(where, "P1", 7, "deny", None)
+    assert answer_for(where, "P1", 7) == given
+    # Another pause of the same plan, or another plan, is answered on its own.
+    assert answer_for(where, "P1", 12) is None and answer_for(where, "P2", 7) is None
+    assert record_answer(where, "P1", 12, "retry", None).action == "retry"
+
+
+@pytest.fixture
+def notified_only(where: Path | str, monkeypatch: pytest.MonkeyPatch) -> float:
+    """In PostgreSQL, a listener that would not look again for 30 s unless notified: a
+    wait that ends within 20 s was woken by the notification. Its deadline (SQLite: for a
+    hang only)."""
+    from gategraph.runtime._storage import _answers
+
+    if isinstance(where, str):
+        monkeypatch.setattr(_answers, "_LISTEN_SLICE", 30.0)
+        return 20.0
+    return 120.0
+
+
+async def test_a_waiting_process_wakes_when_the_answer_commits(
+    where: Path | str, notified_only: float
+) -> None:
+    found = []
+
+    async def waits() -> None:
+        found.append(await wait_for_answer(where, "P1", 3))
+
+    with anyio.fail_after(notified_only):
+        async with anyio.create_task_group() as group:
+            group.start_soon(waits)
+            await anyio.sleep(0.3)
+            assert found == []  # nothing answered: it waits
+            given = await anyio.to_thread.run_sync(record_answer, where, "P1", 3, "abort", None)
+    assert found == [given]
+    # An answer given before the wait began is found at once.
+    assert await wait_for_answer(where, "P1", 3) == given
+
+
+async def test_a_verdict_on_the_plan_wakes_a_wait_for_attestations(
+    where: Path | str, tmp_path: Path, notified_only: float
+) -> None:
+    """What else the plan waits for (its attestations) is read again when woken: in
+    PostgreSQL the catalog's verdict announces itself; a SQLite log is read again."""
+    catalog = Catalog.open(where if isinstance(where, str) else tmp_path / "gategraph.db")
+    with catalog:
+        woke: list[object] = []
+
+        async def waits() -> None:
+            reading = lambda: sorted(catalog.verdicts("P9").latest.items())  # noqa: E731
+            woke.append(await wait_for_answer(where, "P9", 5, changed=reading))
+
+        with anyio.fail_after(notified_only):
+            async with anyio.create_task_group() as group:
+                group.start_soon(waits)
+                await anyio.sleep(0.3)
+                assert woke == []
+                await anyio.to_thread.run_sync(
+                    catalog.record_verdict, "P9", "validator-a", "attest"
+                )
+        assert woke == [None]
+
+
+async def test_a_wait_is_cancelled_cleanly(where: Path | str) -> None:
+    with anyio.move_on_after(0.5) as scope:
+        await wait_for_answer(where, "P1", 1)
+    assert scope.cancelled_caught
