@@ -1452,7 +1452,12 @@ def _wait_for_answer(plan_id: str, status: str) -> Any:
             with open_event_log(where).lease(plan_id):
                 return await wait_for_answer(where, plan_id, paused, changed=changed)
 
-        answer = run_sync(held)
+        try:
+            answer = run_sync(held)
+        except KeyboardInterrupt:
+            # How a person stops waiting: the plan stays as it was, paused.
+            click.echo(f"stopped waiting: plan {plan_id} stays {status}", err=True)
+            click.get_current_context().exit(EXIT_AWAITING)
     if answer is None:
         click.echo(f"plan {plan_id}: an outside validator gave a verdict; continuing", err=True)
         return None
@@ -1791,9 +1796,7 @@ def replay(plan_id: str, graph: Path | None, rerun: str | None, as_json: bool) -
             _fail(f"{graph} is graph {plan.name!r}, but plan {plan_id} ran graph {ran!r}")
         report = replay_plan(found, plan, catalog=catalog)
         rerun_report = (
-            _rerun(found, plan, catalog, Path(log_path).parent / "store", rounds)
-            if rerun is not None
-            else None
+            _rerun(found, plan, catalog, _store_of(log_path), rounds) if rerun is not None else None
         )
     if as_json:
         data = msgspec.to_builtins(report)
@@ -1851,18 +1854,25 @@ def _rounds_option(text: str | None) -> list[int] | None:
     return numbers
 
 
+def _store_of(log_path: Path | str) -> Path | str:
+    """Where the round inputs of a log's plans are kept: the folder ``store`` beside a log
+    file, or the log's database."""
+    return log_path if isinstance(log_path, str) else Path(log_path).parent / "store"
+
+
 def _rerun(
-    events: Any, plan: Any, catalog: Any, store_folder: Path, rounds: list[int] | None
+    events: Any, plan: Any, catalog: Any, store_at: Path | str, rounds: list[int] | None
 ) -> Any:
-    """Re-run the plan's rounds on the inputs kept in ``store_folder``."""
+    """Re-run the plan's rounds on the inputs kept at ``store_at`` (a folder or a
+    database)."""
     import functools
 
     from gategraph.runtime._lifecycle._rerun import rerun_rounds
     from gategraph.runtime._storage._store import ContentStore
 
-    if not store_folder.is_dir():
-        _fail(f"no inputs are kept for this plan: {store_folder} does not exist")
-    store = ContentStore(store_folder)
+    if isinstance(store_at, Path) and not store_at.is_dir():
+        _fail(f"no inputs are kept for this plan: {store_at} does not exist")
+    store = ContentStore(store_at)
     try:
         return run_loop(
             functools.partial(
@@ -1871,6 +1881,8 @@ def _rerun(
         )
     except ValueError as exc:
         _fail(f"--rerun: {exc}")
+    finally:
+        store.close()
 
 
 @cli.command("resume")

@@ -261,14 +261,15 @@ class Supervisor:
         plan_id = check_plan_id(plan_id or new_ulid())
         # Sandboxes and the audit follow the event log: beside a log file, in the temporary
         # folder (sandboxes) and in memory (audit) for an in-memory log. An embedding
-        # program that did not ask for files in its working folder gets none there.
+        # program that did not ask for files in its working folder gets none there. A
+        # log in a database has no folder: the host's files go where ``home`` says.
         log_path = getattr(self.log, "path", None)
         log_folder = Path(log_path).parent if isinstance(log_path, str | os.PathLike) else None
         self._home = home or log_folder
         if audit is None:
             audit = (
-                AuditLog(log_folder / "audit" / AUDIT_FILE)
-                if log_folder is not None
+                AuditLog(self._home / "audit" / AUDIT_FILE)
+                if self._home is not None
                 else InMemoryAuditLog()
             )
         self.audit: AuditRecorder = audit

@@ -30,6 +30,9 @@ rendered); an unmarked block of another kind fails:
   printed what the page quotes, then is stopped with Ctrl-C (SIGINT).
 - ``<!-- doc: skip REASON -->`` not run, and why (a diagram, a command's synopsis, the network).
 
+A page whose blocks name ``DATABASE_URL`` (the reader's PostgreSQL database) gets a fresh
+database on the tests' server in that variable.
+
 Quoted output: ``...`` on a line of its own stands for any lines, inside a line for any text;
 ULIDs compare equal to each other. Pages that need an optional extra (LangGraph, pydantic-ai)
 run in CI's step for that extra; without it they skip.
@@ -502,7 +505,7 @@ def run_block(session: Session, block: Block) -> list[str]:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_block_runs_as_written(
-    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     found = blocks(page)
     # Every fence is a block this test sees: an indented or unclosed one would escape it.
@@ -522,7 +525,16 @@ def test_every_block_runs_as_written(
         )
         if needed and importlib.util.find_spec(module) is None:
             pytest.skip(f"needs the {extra} extra")
+    # The reader's own PostgreSQL database, as the page asks them to name it: a fresh one
+    # on the tests' server (started before the session moves the temporary folder).
+    database = (
+        request.getfixturevalue("postgres_url")
+        if any("DATABASE_URL" in b.text for b in found)
+        else None
+    )
     session = Session(tmp_path, monkeypatch, any("graphs/" in b.text for b in found))
+    if database is not None:
+        session.env["DATABASE_URL"] = database
     # The files a page names are there from the start, as a reader who copied them has them.
     for block in found:
         path = file_path(block)
