@@ -233,6 +233,10 @@ class WorkFinished(EventBase, tag="work_finished", kw_only=True, frozen=True, gc
     """When it failed for a reason the work cannot fix: ``misconfigured`` (a work tool
     cannot be called) or ``runtime_fault`` (gategraph itself failed); ``withdrawn`` when
     the execution actor gave the plan up (the plan fails next); else ``None``."""
+    sandboxes: dict[str, str] | None = None
+    """Which copy the work was done in, by folder resource: the copy's own id (made with
+    it, kept beside it), so a resume on another host can tell an older copy it has from
+    the one that holds this work. None in logs written before it was recorded."""
 
 
 WITHDRAWN: Final = "withdrawn"

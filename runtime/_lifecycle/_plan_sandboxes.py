@@ -13,6 +13,7 @@ import functools
 import hashlib
 import os
 import shutil
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,6 +23,7 @@ from gategraph.runtime._base._exceptions import ResumeError
 from gategraph.runtime._data._events import (
     ApplyCompleted,
     ArtifactValidationStarted,
+    FixRequested,
     StrategyProduced,
     StrategyRevisionRequested,
     WorkFinished,
@@ -115,6 +117,9 @@ class PlanSandboxes:
         again."""
         self.started: dict[str, str | None] = {}
         """What each sandbox started from, by resource: its base's digest in the store."""
+        self.copies: dict[str, str | None] = {}
+        """Each open folder sandbox's own id (kept beside it; a new one for each copy made,
+        None for one made before they were kept): which copy a step was done in."""
         self.exclusions: dict[str, str] = {}
         """What each folder sandbox leaves out, by resource: the digest of the manifest
         that keeps its rules in the store."""
@@ -144,16 +149,18 @@ class PlanSandboxes:
         if self.ready:
             return
         self.exclusions.clear()
+        self.copies.clear()
         for name, resource in self.resources.items():
             folder = self.folder(name)
             sandbox: Sandbox | None = None
             if self.resumed and not fresh:
+                kept = self._remake.pop(name, None)
                 reopen = getattr(resource, "reopen_sandbox", None)
-                if reopen is not None:
-                    sandbox = await anyio.to_thread.run_sync(reopen, folder)
-                kept = self._remake.get(name)
-                if sandbox is None and kept is not None and isinstance(resource, DirectoryResource):
+                if kept is not None and isinstance(resource, DirectoryResource):
+                    # Gone here, or older than the plan: made again from the store.
                     sandbox = await anyio.to_thread.run_sync(self._made_again, resource, kept)
+                elif reopen is not None:
+                    sandbox = await anyio.to_thread.run_sync(reopen, folder)
                 if sandbox is None and self.work_from_log:
                     raise ResumeError(
                         f"cannot resume plan {self.plan_id}: the sandbox of resource {name!r} "
@@ -177,6 +184,9 @@ class PlanSandboxes:
                 reopened = False
             else:
                 reopened = True
+            if isinstance(sandbox, DirectorySandbox):
+                marker = folder.with_name(f"{name}.copy")
+                self.copies[name] = await anyio.to_thread.run_sync(_copy_id, marker, not reopened)
             self.held[name] = sandbox
             self.started[name] = await anyio.to_thread.run_sync(self._base, name, sandbox, reopened)
         self.ready = True
@@ -194,6 +204,7 @@ class PlanSandboxes:
         sandbox = resource.remake_sandbox(
             folder, functools.partial(self.store.restore, kept.inputs), base, exclusion
         )
+        _copy_id(folder.with_name(f"{resource.name}.copy"), True)  # another copy than before
         self.folder(resource.name).with_name(f"{resource.name}.manifest").write_text(
             kept.base + "\n", encoding="ascii"
         )
@@ -235,25 +246,35 @@ class PlanSandboxes:
         # The last round since the work, if no work followed it: what the store keeps of
         # the sandboxes then is what they hold now.
         last: ArtifactValidationStarted | None = None
+        work: WorkFinished | None = None
+        begun = False  # a fix under way since the last round (its writes not recorded)
         for event in since:
             if isinstance(event, ArtifactValidationStarted):
-                last = event
+                last, begun = event, False
             elif isinstance(event, WorkFinished):
-                last = None
+                last, work, begun = None, event, False
+            elif isinstance(event, FixRequested):
+                begun = True
         for name, resource in self.resources.items():
             folder = self.folder(name, revision)
             reopen = getattr(resource, "reopen_sandbox", None)
             found = await anyio.to_thread.run_sync(reopen, folder) if reopen is not None else None
-            if found is not None:
+            # A copy here may be older than the plan (another host went on with it since).
+            mine = await anyio.to_thread.run_sync(_copy_id, folder.with_name(f"{name}.copy"), False)
+            old = await anyio.to_thread.run_sync(_older, name, found, mine, last, work)
+            if found is not None and old is None:
                 continue
             kept, lost = await anyio.to_thread.run_sync(self._kept, name, resource, last)
             if kept is not None:
-                self._remake[name] = kept
+                self._remake[name] = kept  # a fix under way starts again on what was validated
                 continue
+            if found is not None and begun and last is not None:
+                continue  # a fix under way in it, which the store cannot undo: redone there
             raise ResumeError(
                 f"cannot resume plan {self.plan_id}: the log shows work done in the "
-                f"sandbox of resource {name!r} (revision {revision}), and it is gone "
-                f"({lost}); nothing was changed"
+                f"sandbox of resource {name!r} (revision {revision}), and "
+                + (f"the copy here is older ({old}; {lost})" if old else f"it is gone ({lost})")
+                + "; nothing was changed"
             )
 
     def _kept(
@@ -400,6 +421,48 @@ class PlanSandboxes:
         """What each open folder sandbox leaves out, by resource (see :meth:`_base`), or
         None when none is known."""
         return dict(sorted(self.exclusions.items())) or None
+
+
+def _copy_id(marker: Path, fresh: bool) -> str | None:
+    """The id of the copy beside ``marker``: a new one (``fresh``: a copy just made), or
+    the one kept there (None for a copy made before ids were kept)."""
+    if fresh:
+        made = uuid.uuid4().hex
+        marker.write_text(made + "\n", encoding="ascii")
+        return made
+    try:
+        return marker.read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None
+
+
+def _older(
+    name: str,
+    found: Sandbox | None,
+    mine: str | None,
+    last: ArtifactValidationStarted | None,
+    work: WorkFinished | None,
+) -> str | None:
+    """Why the folder sandbox ``found`` (its copy's id: ``mine``) is older than the plan's
+    log says, or None. The last work (``work``) names the copy it was done in: that copy
+    is the plan's (written after its round, it is refused at Apply, as any sandbox changed
+    while validated). Another copy (made again here from the store, once) must hold what
+    the last round validated (``last``, when no work followed it; its content is
+    compared); with work after the last round, only the copy that did it will do. A log
+    that names no copy (older ones) keeps the copy here."""
+    if not isinstance(found, DirectorySandbox):
+        return None
+    worked_in = (work.sandboxes or {}).get(name) if work is not None else None
+    if worked_in is None or worked_in == mine:
+        return None
+    if last is None:
+        return "it is not the copy the last work was done in"
+    validated = (last.inputs or {}).get(name)
+    if validated is None or validated.startswith("changes:"):
+        return None
+    if folder_digest(found.root, found.exclusion) != validated:
+        return "it does not hold what the last round validated"
+    return None
 
 
 def _listing_digest(root: str) -> str:

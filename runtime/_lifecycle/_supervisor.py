@@ -862,12 +862,15 @@ class Supervisor:
         self._last_error = (
             str(artifact) if isinstance(artifact, WorkFailed) and artifact.fault is None else None
         )
+        # Which copies hold this work: a resume on a host with older copies refuses them.
+        listed = {n: c for n, c in self.boxes.copies.items() if c} if self.boxes.ready else {}
         await self.journal.emit(
             WorkFinished,
             attempt=self.attempt,
             artifact=None if failed else _jsonable(artifact),
             error=str(artifact) if failed else None,
             fault=artifact.fault if isinstance(artifact, WorkFailed) else None,
+            sandboxes=listed or None,
         )
         return artifact
 

@@ -63,6 +63,7 @@ _VOLATILE: Final = frozenset(
         "inputs",
         "bases",
         "exclusions",
+        "sandboxes",
         "seconds",
         "host",
     }

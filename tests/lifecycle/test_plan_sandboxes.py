@@ -190,6 +190,80 @@ async def test_a_sandbox_gone_with_its_host_is_made_again_from_the_store(
 
 
 @pytest.mark.anyio
+async def test_a_copy_another_host_went_on_without_is_not_taken_for_the_plan(
+    tmp_path: Path,
+) -> None:
+    """Host B made the sandbox again from round 1 and died; host A did the fix and round 2.
+    Resumed on B again, B's copy is older than the plan: made again from round 2. With
+    work after the last round (only in A's copy), B's copy is refused. The copy the last
+    work was done in stays the plan's, whatever it holds now (a write after its round is
+    Apply's to refuse)."""
+    import shutil
+
+    plan_id = new_ulid()
+    a = boxes(tmp_path, plan_id, memory=False)
+    await a.open(0, replaying=False)
+    copy_a = a.copies["repo"]
+    work_a = (await a.views())["repo"]
+    (work_a / "a.txt").write_text("round one\n")
+    one = await a.inputs(pin=True)
+    first = [
+        _step(plan_id, 2, StrategyProduced, revision=0),
+        _step(plan_id, 3, WorkFinished, attempt=1, sandboxes={"repo": copy_a}),
+        _step(
+            plan_id,
+            4,
+            ArtifactValidationStarted,
+            round=1,
+            attempt=1,
+            revision=0,
+            inputs=one,
+            bases=a.bases(),
+            exclusions=a.left_out(),
+        ),
+    ]
+    # Host B: its own home, the copy made again from round 1.
+    b_home = tmp_path / "b"
+    b = boxes(tmp_path, plan_id, memory=False)
+    b._home = lambda: b_home
+    b.resumed = True
+    await b.check_kept(first)
+    await b.open(0, replaying=True)
+    assert ((await b.views())["repo"] / "a.txt").read_text() == "round one\n"
+    assert b.copies["repo"] not in (None, copy_a)  # another copy
+    # Host A goes on: a fix, then round 2.
+    (work_a / "a.txt").write_text("fixed\n")
+    fix = _step(plan_id, 5, WorkFinished, attempt=2, sandboxes={"repo": copy_a})
+    two = await a.inputs(pin=True)
+    second = _step(
+        plan_id,
+        6,
+        ArtifactValidationStarted,
+        round=2,
+        attempt=2,
+        revision=0,
+        inputs=two,
+        bases=a.bases(),
+        exclusions=a.left_out(),
+    )
+    again = boxes(tmp_path, plan_id, memory=False)
+    again._home = lambda: b_home
+    again.resumed = True
+    with pytest.raises(ResumeError, match=r"the copy here is older \(it is not the copy the last"):
+        await again.check_kept([*first, fix])
+    await again.check_kept([*first, fix, second])
+    await again.open(0, replaying=True)
+    assert ((await again.views())["repo"] / "a.txt").read_text() == "fixed\n"
+    assert await again.inputs(pin=False) == two
+    # A's own copy, written after its round, is still A's: kept for Apply to refuse.
+    (work_a / "a.txt").write_text("written after the round\n")
+    on_a = boxes(tmp_path, plan_id, memory=False)
+    await on_a.check_kept([*first, fix, second])
+    assert on_a._remake == {}
+    shutil.rmtree(b_home)
+
+
+@pytest.mark.anyio
 async def test_what_a_round_changed_comes_from_its_manifests(tmp_path: Path) -> None:
     """The files a change added or modified (links too) since the sandbox opened, never
     what it deleted; only folders, and only where the store holds both manifests."""
