@@ -1427,6 +1427,7 @@ def _wait_for_answer(plan_id: str, status: str) -> Any:
     from gategraph.runtime._base._protocols import EscalationDecision
     from gategraph.runtime._storage._answers import wait_for_answer
     from gategraph.runtime._storage._database import events_at, open_event_log
+    from gategraph.runtime._storage._eventlog import held_lease
 
     where = _event_log_at()
     paused = events_at(where, plan_id)[-1].seq
@@ -1449,7 +1450,7 @@ def _wait_for_answer(plan_id: str, status: str) -> Any:
         changed = attested if status == "awaiting_attestation" else None
 
         async def held() -> Any:
-            with open_event_log(where).lease(plan_id):
+            async with held_lease(open_event_log(where), plan_id):
                 return await wait_for_answer(where, plan_id, paused, changed=changed)
 
         try:

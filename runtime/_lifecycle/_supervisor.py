@@ -90,7 +90,7 @@ from gategraph.runtime._running._pipeline import (
 from gategraph.runtime._running._skill_tools import SkillTools
 from gategraph.runtime._running._sync import run_sync
 from gategraph.runtime._storage._database import check_event_log, opened_log
-from gategraph.runtime._storage._eventlog import EventLog, MemoryEventLog
+from gategraph.runtime._storage._eventlog import EventLog, MemoryEventLog, held_lease
 from gategraph.runtime._storage._resources import DirectoryResource, Resource
 from gategraph.runtime._storage._store import ContentStore, StoreError, StoreRetention
 
@@ -105,7 +105,7 @@ from ._validator_spawn import register_worker
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from contextlib import AbstractContextManager
+    from contextlib import AbstractAsyncContextManager
 
     from gategraph.runtime._definitions._catalog import Catalog
     from gategraph.runtime._definitions._graph import PlanGraph
@@ -480,7 +480,7 @@ class Supervisor:
 
     async def _run(self) -> PlanOutcome:
         self._check_callable()
-        with self._lease():
+        async with self._lease():
             # Its MCP servers open once for the whole plan; a tool one lacks is refused here,
             # before the plan starts.
             async with self._mcp_sessions():
@@ -593,7 +593,7 @@ class Supervisor:
             self._end_tracing(outcome)
 
     async def _resume(self, decision: EscalationDecision | None) -> PlanOutcome:
-        with self._lease():
+        async with self._lease():
             # Read under the lease: a log read before it may have grown since.
             mine = [e for e in await self.log.read(self.plan_id) if e.plan_id == self.plan_id]
             if not mine:
@@ -666,9 +666,8 @@ class Supervisor:
             },
         }
 
-    def _lease(self) -> AbstractContextManager[None]:
-        lease = getattr(self.log, "lease", None)
-        return lease(self.plan_id) if lease is not None else contextlib.nullcontext()
+    def _lease(self) -> AbstractAsyncContextManager[None]:
+        return held_lease(self.log, self.plan_id)
 
     async def _drive(self) -> PlanOutcome:
         # The plan's own nodes that call the validator tools work on the plan's evidence;

@@ -28,8 +28,7 @@ from gategraph.runtime._base._exceptions import ConfigError, GategraphError
 
 from ._eventlog import _connect as _sqlite_connect
 from ._postgres import ANSWERS_CHANNEL as CHANNEL
-from ._postgres import _connect as _postgres_connect
-from ._postgres import _with_tables, is_postgres_url
+from ._postgres import _held_connection, _with_tables, is_postgres_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -208,9 +207,8 @@ async def _listen(
     changed: Callable[[], object] | None,
     seen: object,
 ) -> Answer | None:
-    listener = await anyio.to_thread.run_sync(_postgres_connect, url)
+    listener = await anyio.to_thread.run_sync(_held_connection, url)
     try:
-        listener.autocommit = True
         await anyio.to_thread.run_sync(listener.execute, f"LISTEN {CHANNEL}")
         while True:
             # Read after LISTEN: an answer given before it is found here, one given after

@@ -14,8 +14,8 @@ import operator
 import os
 import sqlite3
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
@@ -39,6 +39,7 @@ __all__ = [
     "MemoryEventLog",
     "SQLiteEventLog",
     "default_event_log_path",
+    "held_lease",
     "read_events",
 ]
 
@@ -579,3 +580,29 @@ def list_plans(path: str | os.PathLike[str]) -> list[str]:
         return [row[0] for row in rows]
     finally:
         db.close()
+
+
+@asynccontextmanager
+async def held_lease(log: Any, plan_id: str) -> AsyncIterator[None]:
+    """Hold ``log``'s lease of plan ``plan_id`` (see :meth:`SQLiteEventLog.lease`), taken
+    and given back in a worker thread: a lease in a database connects first (up to its
+    connect timeout against a server that does not answer), and the event loop must not
+    stall meanwhile. Taking it is shielded: a lease taken as its caller is cancelled is
+    given back, never left held. A log without leases holds nothing."""
+    lease = getattr(log, "lease", None)
+    if lease is None:
+        yield
+        return
+    held = lease(plan_id)
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(held.__enter__)
+    try:
+        await anyio.lowlevel.checkpoint()
+        yield
+    except BaseException as exc:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(held.__exit__, type(exc), exc, exc.__traceback__)
+        raise
+    else:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(held.__exit__, None, None, None)

@@ -108,8 +108,10 @@ def _driver() -> Any:
 
 def _connect(url: str, what: str = "event log", **options: Any) -> psycopg.Connection[Any]:
     psycopg = _driver()
+    if "connect_timeout" not in url:
+        options.setdefault("connect_timeout", 10)  # the URL's own, when it says
     try:
-        return psycopg.connect(url, connect_timeout=10, **options)  # type: ignore[no-any-return]
+        return psycopg.connect(url, **options)  # type: ignore[no-any-return]
     except (psycopg.Error, ValueError) as exc:
         reason = _secret_free(" ".join(str(exc).split()) or type(exc).__name__, url)
         raise ConfigError(
@@ -141,6 +143,28 @@ def _driver_name() -> str:
     """How a lease's connection names itself (``application_name``, at most 63 bytes):
     the host and process that drive the plan."""
     return f"gategraph {socket.gethostname()} {os.getpid()}"[:63]
+
+
+def _held_connection(url: str) -> psycopg.Connection[Any]:
+    """A connection that holds something for as long as it lives (a lease, a ``LISTEN``):
+    named for whoever lists the plans (the host and process), exempt from the server's
+    ``idle_session_timeout`` (which would end it, and free the lease, while the plan
+    waits), and kept alive over TCP (keepalives), so a peer or a network that dropped it
+    is noticed."""
+    db = _connect(
+        url,
+        application_name=_driver_name(),
+        keepalives=1,
+        keepalives_idle=30,
+        keepalives_interval=10,
+        keepalives_count=3,
+    )
+    db.autocommit = True
+    try:
+        db.execute("SET idle_session_timeout = 0")
+    except _driver().Error:
+        pass  # a server before PostgreSQL 14 has no such timeout
+    return db
 
 
 def read_plan_events(url: str, plan_id: str, after: int = 0) -> list[Event]:
@@ -271,10 +295,8 @@ class PostgresEventLog(BatchedEventLog):
         connection ends, so a holder that dies (or loses the network) never blocks the
         plan's resumption elsewhere.
         """
-        # Named for whoever lists the plans: the host and process that drive it.
-        holder = _connect(self._url, application_name=_driver_name())
+        holder = _held_connection(self._url)
         try:
-            holder.autocommit = True
             row = holder.execute(
                 "SELECT pg_try_advisory_lock(%s)", (_lock_key(plan_id),)
             ).fetchone()

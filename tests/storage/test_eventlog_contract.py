@@ -259,6 +259,53 @@ async def test_a_server_that_cannot_be_reached_is_one_line(postgres_server: str)
     assert "hunter2" not in str(caught.value)
 
 
+def test_a_lease_outlives_the_servers_idle_session_timeout(postgres_url: str) -> None:
+    """A server that ends idle sessions after a second would end the lease's connection,
+    and free the lease, while a plan waits: the lease's connection is exempt."""
+    import psycopg
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    name = postgres_url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} SET idle_session_timeout = '1s'")
+    first, second = PostgresEventLog(postgres_url), PostgresEventLog(postgres_url)
+    with first.lease("P1"):
+        time.sleep(2.5)  # idle past the timeout
+        with pytest.raises(PlanBusyError), second.lease("P1"):
+            pass
+
+
+@pytest.mark.anyio
+async def test_taking_a_lease_never_stalls_the_event_loop() -> None:
+    """A lease in a database connects first: against a server that never answers, that
+    waits out the connect timeout in a worker thread while the event loop goes on."""
+    import socket
+
+    from gategraph.runtime._storage._eventlog import held_lease
+    from gategraph.runtime._storage._postgres import PostgresEventLog
+
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0.05)
+
+    with socket.socket() as silent:  # accepts connections, never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        log = PostgresEventLog(f"postgresql://u@127.0.0.1:{port}/db?connect_timeout=2")
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            with pytest.raises(ConfigError, match="cannot open the PostgreSQL event log"):
+                async with held_lease(log, "P1"):
+                    pass
+            group.cancel_scope.cancel()
+    assert ticks > 5  # a loop blocked by the connect would have ticked once
+
+
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
