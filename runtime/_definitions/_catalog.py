@@ -11,6 +11,7 @@ without corrupting the file or losing a write.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -331,15 +332,26 @@ class Catalog:
     def _write(self) -> Iterator[_Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so a check-then-insert cannot
         # race another process (it waits on the busy timeout instead).
-        with self._lock:
+        with self._lock, self._refused():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # rolled back already, if it failed
+                    self._db.execute("ROLLBACK")
                 raise
             else:
                 self._db.execute("COMMIT")
+
+    @contextmanager
+    def _refused(self) -> Iterator[None]:
+        """What the database refuses (read-only, full, locked past the busy timeout) as one
+        :class:`CatalogError` line, naming the catalog (a PostgreSQL catalog's connection
+        says it so already)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise CatalogError(f"catalog {self.where}: {' '.join(str(exc).split())}") from None
 
     def _migrate(self) -> None:
         with self._write() as db:

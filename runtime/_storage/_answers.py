@@ -121,7 +121,7 @@ def record_answer(
         " VALUES ({p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (plan_id, paused_seq) DO NOTHING"
     )
     if isinstance(where, str) and is_postgres_url(where):
-        with _with_tables(where, "answers", "plan_answers", _POSTGRES_SCHEMA) as db:
+        with _with_tables(where, "answer store", "plan_answers", _POSTGRES_SCHEMA) as db:
             with db.transaction():
                 added = db.execute(insert.format(p="%s"), values).rowcount
                 if added:
@@ -151,7 +151,7 @@ def record_answer(
 def answer_for(where: Path | str, plan_id: str, paused_seq: int) -> Answer | None:
     """The answer kept for the pause at ``paused_seq`` of plan ``plan_id``, or None."""
     if isinstance(where, str) and is_postgres_url(where):
-        with _with_tables(where, "answers", "plan_answers", _POSTGRES_SCHEMA) as db:
+        with _with_tables(where, "answer store", "plan_answers", _POSTGRES_SCHEMA) as db:
             row = db.execute(_SELECT.format(p="%s"), (plan_id, paused_seq)).fetchone()
         return None if row is None else _row(row)
     if not Path(where).is_file():

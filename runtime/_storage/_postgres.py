@@ -380,8 +380,9 @@ is announced on (its payload: the plan's id), for a process that waits on the pl
 class CatalogConnection:
     """A PostgreSQL connection that the catalog uses as it uses ``sqlite3``'s: its SQL is
     rewritten (:func:`_postgres_dialect`), ``BEGIN IMMEDIATE`` is a transaction holding
-    the catalog's write lock, and a lost server is one :class:`CatalogError` line (one
-    that cannot be reached at all: a :class:`ConfigError` line)."""
+    the catalog's write lock, and what the server refuses (it is gone, read-only, full) is
+    one :class:`CatalogError` line (one that cannot be reached at all: a
+    :class:`ConfigError` line)."""
 
     def __init__(self, url: str) -> None:
         self._url = url
@@ -403,7 +404,7 @@ class CatalogConnection:
             with self._db.cursor() as cursor:
                 cursor.executemany(_postgres_dialect(sql), list(rows))
                 return cursor
-        except _driver().OperationalError as exc:
+        except _driver().Error as exc:
             raise self._lost(exc) from None
 
     def close(self) -> None:
@@ -421,7 +422,9 @@ class CatalogConnection:
     def _run(self, sql: str, parameters: Sequence[Any]) -> Any:
         try:
             return self._db.execute(sql, parameters)
-        except (_driver().OperationalError, _driver().InterfaceError) as exc:
+        except _driver().Error as exc:
+            # A lost server, a read-only one, a full disk, a role without the right: the
+            # server's own words, on one line.
             raise self._lost(exc) from None
 
     def _lost(self, exc: Exception) -> CatalogError:

@@ -250,3 +250,39 @@ def test_commands_show_the_same_plan_the_same_way_on_both_backends(
     sqlite, postgres = views("sqlite", None), views("postgres", postgres_url)
     for key in sqlite:
         assert sqlite[key] == postgres[key], key
+
+
+def test_a_read_only_database_is_one_line_for_each_command(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A server that takes no writes (a standby, a database set read-only): the plan, the
+    catalog and an answer each say so in one line, and nothing is left half done."""
+    import psycopg
+
+    _root, graph = approval_graph(tmp_path)
+    env = host(tmp_path, "a", postgres_url)
+    paused = gategraph(env, "run", str(graph), "--plan-id", "01JQ3K8W2V6Y0C7D9E4F5G6H7J")
+    assert paused.returncode == 3, paused.stderr
+    name = postgres_url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+    tool = tmp_path / "tool.yaml"
+    tool.write_text("name: mytool\ncode: |\n  def run(**kw):\n      return {'passed': True}\n")
+    for args, said in [
+        (["run", str(graph)], "error: the event log could not be written: cannot execute"),
+        (["tool", "add", "--config", str(tool)], "error: PostgreSQL catalog postgresql://"),
+        (
+            ["approve", "01JQ3K8W2V6Y0C7D9E4F5G6H7J", "--approve", "--record-only"],
+            "error: postgresql://",
+        ),
+    ]:
+        done = gategraph(env, *args)
+        assert done.returncode in (1, 2), (args, done.stderr)
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and errors[0].startswith(said), (args, done.stderr)
+        assert "read-only" in errors[0] and "Traceback" not in done.stderr, errors
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("SET default_transaction_read_only = off")
+        admin.execute(f"ALTER DATABASE {name} RESET default_transaction_read_only")
+    listed = json.loads(gategraph(env, "plans", "--json").stdout)
+    assert [p["status"] for p in listed] == ["awaiting_approval"]  # the plan is as it was

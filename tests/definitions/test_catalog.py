@@ -1127,3 +1127,17 @@ def test_names_membership_and_a_bad_type() -> None:
     assert "regex" in catalog and 7 not in catalog
     with pytest.raises(ConfigError, match="type: must be 'tool' or 'validation', not 'widget'"):
         catalog.list("widget")
+
+
+def test_a_write_the_database_refuses_is_one_catalog_line(tmp_path: Path) -> None:
+    """A catalog file that takes no writes (a read-only medium, say): the refusal names
+    the catalog, on one line, and the catalog still reads."""
+    with Catalog.open(tmp_path / "gategraph.db") as catalog:
+        catalog.add(make_tool("kept"))
+        catalog._db.execute("PRAGMA query_only = ON")  # what a read-only file does
+        with pytest.raises(CatalogError) as caught:
+            catalog.add(make_tool("refused"))
+        assert str(caught.value) == (
+            f"catalog {tmp_path / 'gategraph.db'}: attempt to write a readonly database"
+        )
+        assert catalog.names() == ["kept"]
