@@ -222,6 +222,7 @@ if TYPE_CHECKING:
     from ._storage._eventlog import SQLiteEventLog as SQLiteEventLog
     from ._storage._eventlog import default_event_log_path as default_event_log_path
     from ._storage._eventlog import read_events as read_events
+    from ._storage._postgres import PostgresEventLog as PostgresEventLog
     from ._storage._resources import ApplyReport as ApplyReport
     from ._storage._resources import Change as Change
     from ._storage._resources import Changeset as Changeset
@@ -385,6 +386,7 @@ _WHERE: dict[str, str] = {
     "RunStarted": "._data._events",
     "RuntimeFault": "._base._exceptions",
     "SQLiteEventLog": "._storage._eventlog",
+    "PostgresEventLog": "._storage._postgres",
     "Sandbox": "._storage._resources",
     "SandboxLimits": "._base._kernel",
     "SandboxPool": "._calls._sandbox",
@@ -600,6 +602,7 @@ __all__ = [
     "PlanStatus",
     "PlanSummary",
     "Policy",
+    "PostgresEventLog",
     "ProgressState",
     "RayExecutor",
     "ReadOnlyViolationError",

@@ -153,6 +153,7 @@ EXPECTED = [
     "RunStarted",
     "RuntimeFault",
     "SQLiteEventLog",
+    "PostgresEventLog",
     "Sandbox",
     "SandboxLimits",
     "SandboxPool",
