@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _plans import fan_out_plan
+
 HOOK = textwrap.dedent("""\
     import os, signal
 
@@ -48,43 +50,11 @@ HOOK = textwrap.dedent("""\
         _eventlog.BatchedEventLog._commit = _commit
     """)
 
-SYNTAX = "gategraph.validators:python_syntax"
-BAD = "def greet(name:\\n"
-GOOD = "def greet(name):\\n    return 'hello ' + name\\n"
 WIDTH = 4
 
 
 def graph_text(root: Path) -> str:
-    slow = "\n".join(
-        f"  - {{id: nap{i}, validation: nap, arguments: {{seconds: 0.05}}}}" for i in range(WIDTH)
-    )
-    return (
-        textwrap.dedent(f"""\
-        version: 1
-        name: crashed
-        resources: {{repo: {{kind: directory, path: "{root}"}}}}
-        validations:
-          - name: syntax
-            entrypoint: {SYNTAX}
-            resource_slots: [root]
-          - name: nap
-            entrypoint: gategraph.runtime.testing:sleeping
-        nodes:
-          - {{id: syntax, validation: syntax}}
-        """)
-        + slow
-        + textwrap.dedent(f"""
-        lifecycle:
-          executor:
-            uses: gategraph.runtime.testing:ScriptedExecutor
-            arguments:
-              steps:
-                - files: {{"src/greet.py": "{BAD}"}}
-                - files: {{"src/greet.py": "{GOOD}"}}
-        policy:
-          max_concurrency: 2
-        """)
-    )
+    return fan_out_plan(root, width=WIDTH, seconds=0.05, name="crashed")
 
 
 @dataclass

@@ -82,3 +82,39 @@ class WaitingOnTheCli:
         self.ran = run_gategraph(self.home, "run", str(self.graph_file), cwd=tmp_path)
         assert self.ran.returncode == 3, self.ran.stdout + self.ran.stderr
         [self.plan_id] = set(re.findall(r"plan (\S+): awaiting_attestation", self.ran.stdout))
+
+
+def fan_out_plan(root: Path, *, width: int, seconds: float, name: str = "killed") -> str:
+    """A plan that fixes once (BAD, then GOOD) with ``width`` validations that sleep
+    ``seconds`` beside its syntax check, two at a time: a fan-out to be killed in."""
+    slow = "\n".join(
+        f"  - {{id: slow{i}, validation: nap, arguments: {{seconds: {seconds}}}}}"
+        for i in range(width)
+    )
+    return (
+        textwrap.dedent(f"""\
+        version: 1
+        name: {name}
+        resources: {{repo: {{kind: directory, path: "{root}"}}}}
+        validations:
+          - name: syntax
+            entrypoint: {SYNTAX}
+            resource_slots: [root]
+          - name: nap
+            entrypoint: gategraph.runtime.testing:sleeping
+        nodes:
+          - {{id: syntax, validation: syntax}}
+        """)
+        + slow
+        + textwrap.dedent(f"""
+        lifecycle:
+          executor:
+            uses: gategraph.runtime.testing:ScriptedExecutor
+            arguments:
+              steps:
+                - files: {{"src/greet.py": "{BAD}"}}
+                - files: {{"src/greet.py": "{GOOD}"}}
+        policy:
+          max_concurrency: 2
+        """)
+    )

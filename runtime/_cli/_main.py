@@ -1920,13 +1920,13 @@ def _answer(
     plan_id: str,
     graph: Path | None,
     choices: dict[str, bool],
+    *,
     note: str | None,
     as_json: bool,
     report: tuple[str, Path] | None,
     otel: bool,
-    *,
-    wait: bool = False,
-    record_only: bool = False,
+    wait: bool,
+    record_only: bool,
 ) -> None:
     """A person's answer (`decide`, `approve`): exactly one of ``choices`` (action → flag
     given); record it and continue the plan. When a process waits on the plan (``--wait``,
@@ -2011,34 +2011,13 @@ def _kept_for_another(plan_id: str, decision: Any, *, record_only: bool, as_json
 @_otel_option
 @_wait_option
 @_record_only_option
-def decide(
-    plan_id: str,
-    graph: Path | None,
-    retry: bool,
-    abort: bool,
-    note: str | None,
-    as_json: bool,
-    report: tuple[str, Path] | None,
-    otel: bool,
-    wait: bool,
-    record_only: bool,
-) -> None:
+def decide(plan_id: str, graph: Path | None, retry: bool, abort: bool, **options: Any) -> None:
     """Answer the escalation of plan PLAN_ID (status awaiting_decision) and continue it.
 
     Give exactly one of --retry and --abort. GRAPH defaults to the graph file the plan ran
     (recorded in its log). Exit codes as for `run`.
     """
-    _answer(
-        plan_id,
-        graph,
-        {"retry": retry, "abort": abort},
-        note,
-        as_json,
-        report,
-        otel,
-        wait=wait,
-        record_only=record_only,
-    )
+    _answer(plan_id, graph, {"retry": retry, "abort": abort}, **options)
 
 
 @cli.command("approve")
@@ -2052,34 +2031,13 @@ def decide(
 @_otel_option
 @_wait_option
 @_record_only_option
-def approve(
-    plan_id: str,
-    graph: Path | None,
-    approve_: bool,
-    deny: bool,
-    note: str | None,
-    as_json: bool,
-    report: tuple[str, Path] | None,
-    otel: bool,
-    wait: bool,
-    record_only: bool,
-) -> None:
+def approve(plan_id: str, graph: Path | None, approve_: bool, deny: bool, **options: Any) -> None:
     """Answer the approval plan PLAN_ID waits for (status awaiting_approval) and continue it.
 
     Give exactly one of --approve and --deny. GRAPH defaults to the graph file the plan ran
     (recorded in its log). Exit codes as for `run`.
     """
-    _answer(
-        plan_id,
-        graph,
-        {"approve": approve_, "deny": deny},
-        note,
-        as_json,
-        report,
-        otel,
-        wait=wait,
-        record_only=record_only,
-    )
+    _answer(plan_id, graph, {"approve": approve_, "deny": deny}, **options)
 
 
 # -- gategraph mcp ----------------------------------------------------------------------------

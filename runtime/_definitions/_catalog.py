@@ -332,7 +332,12 @@ class Catalog:
     def _write(self) -> Iterator[_Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so a check-then-insert cannot
         # race another process (it waits on the busy timeout instead).
-        with self._lock, self._refused():
+        with self._refused(), self._transaction() as db:
+            yield db
+
+    @contextmanager
+    def _transaction(self) -> Iterator[_Connection]:
+        with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -354,7 +359,8 @@ class Catalog:
             raise CatalogError(f"catalog {self.where}: {' '.join(str(exc).split())}") from None
 
     def _migrate(self) -> None:
-        with self._write() as db:
+        # Not _write: what SQLite refuses here means the file is no catalog (open says so).
+        with self._transaction() as db:
             db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             row = db.execute("SELECT version FROM schema_version").fetchone()
             version = 0 if row is None else int(row[0])

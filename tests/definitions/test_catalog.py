@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +59,6 @@ def make_validation(name: str = "tests-pass", **fields: Any) -> Validation:
         fields.setdefault("source", ToolSource.CODE)
         fields.setdefault("code", CODE)
     return Validation(name=name, **fields)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def catalog(request: pytest.FixtureRequest) -> Iterator[Catalog]:
-    """A fresh catalog: in memory (SQLite), and in a PostgreSQL database of its own."""
-    if request.param == "postgres":
-        opened = Catalog.open(request.getfixturevalue("postgres_url"))
-    else:
-        opened = Catalog.in_memory()
-    with opened:
-        yield opened
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +38,6 @@ BUILTINS_LINE = (
 FLAKES_VERSION = 1 + next(
     i for i, script in enumerate(catalog_module._MIGRATIONS) if "CREATE TABLE flakes" in script
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def catalog(request: pytest.FixtureRequest) -> Iterator[Catalog]:
-    """A fresh catalog: in memory (SQLite), and in a PostgreSQL database of its own."""
-    if request.param == "postgres":
-        opened = Catalog.open(request.getfixturevalue("postgres_url"))
-    else:
-        opened = Catalog.in_memory()
-    with opened:
-        yield opened
 
 
 def flake(

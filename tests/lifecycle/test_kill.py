@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from _helpers import run_process
-from _plans import BAD, GOOD, SYNTAX, per_round
+from _plans import fan_out_plan, per_round
 from gategraph.runtime._storage._eventlog import read_events
 
 pytestmark = pytest.mark.skipif(
@@ -67,36 +67,7 @@ WIDTH = 6
 
 
 def graph_text(root: Path) -> str:
-    slow = "\n".join(
-        f"  - {{id: slow{i}, validation: nap, arguments: {{seconds: 0.2}}}}" for i in range(WIDTH)
-    )
-    return (
-        textwrap.dedent(f"""\
-        version: 1
-        name: killed
-        resources: {{repo: {{kind: directory, path: "{root}"}}}}
-        validations:
-          - name: syntax
-            entrypoint: {SYNTAX}
-            resource_slots: [root]
-          - name: nap
-            entrypoint: gategraph.runtime.testing:sleeping
-        nodes:
-          - {{id: syntax, validation: syntax}}
-        """)
-        + slow
-        + textwrap.dedent(f"""
-        lifecycle:
-          executor:
-            uses: gategraph.runtime.testing:ScriptedExecutor
-            arguments:
-              steps:
-                - files: {{"src/greet.py": "{BAD}"}}
-                - files: {{"src/greet.py": "{GOOD}"}}
-        policy:
-          max_concurrency: 2
-        """)
-    )
+    return fan_out_plan(root, width=WIDTH, seconds=0.2)
 
 
 class Setup:

@@ -109,6 +109,21 @@ def _step(plan_id: str, seq: int, kind: type[Any], **fields: Any) -> Any:
     return kind(id=new_ulid(), plan_id=plan_id, seq=seq, at=time.time(), **fields)
 
 
+async def _round(plan: PlanSandboxes, seq: int, number: int) -> Any:
+    """The event of round ``number``, on what ``plan``'s sandboxes hold now."""
+    return _step(
+        plan.plan_id,
+        seq,
+        ArtifactValidationStarted,
+        round=number,
+        attempt=number,
+        revision=0,
+        inputs=await plan.inputs(pin=True),
+        bases=plan.bases(),
+        exclusions=plan.left_out(),
+    )
+
+
 @pytest.mark.anyio
 async def test_a_sandbox_gone_with_its_host_is_made_again_from_the_store(
     tmp_path: Path,
@@ -129,24 +144,14 @@ async def test_a_sandbox_gone_with_its_host_is_made_again_from_the_store(
     work = (await earlier.views())["repo"]
     (work / "a.txt").write_text("worked\n")
     (work / "new.py").write_text("x = 1\n")
-    inputs = await earlier.inputs(pin=True)
-    bases, left_out = earlier.bases(), earlier.left_out()
+    one = await _round(earlier, 4, 1)
+    inputs, bases, left_out = one.inputs, one.bases, one.exclusions
     assert inputs and bases and left_out and set(left_out) == {"repo"}
     before = earlier.held["repo"].changeset()
     steps = [
         _step(plan_id, 2, StrategyProduced, revision=0),
         _step(plan_id, 3, WorkFinished, attempt=1),
-        _step(
-            plan_id,
-            4,
-            ArtifactValidationStarted,
-            round=1,
-            attempt=1,
-            revision=0,
-            inputs=inputs,
-            bases=bases,
-            exclusions=left_out,
-        ),
+        one,
     ]
     shutil.rmtree(tmp_path / "home")  # the host that worked in it is gone
     (real / ".gitignore").write_text("")  # the real folder changed since: not what counts
@@ -206,21 +211,10 @@ async def test_a_copy_another_host_went_on_without_is_not_taken_for_the_plan(
     copy_a = a.copies["repo"]
     work_a = (await a.views())["repo"]
     (work_a / "a.txt").write_text("round one\n")
-    one = await a.inputs(pin=True)
     first = [
         _step(plan_id, 2, StrategyProduced, revision=0),
         _step(plan_id, 3, WorkFinished, attempt=1, sandboxes={"repo": copy_a}),
-        _step(
-            plan_id,
-            4,
-            ArtifactValidationStarted,
-            round=1,
-            attempt=1,
-            revision=0,
-            inputs=one,
-            bases=a.bases(),
-            exclusions=a.left_out(),
-        ),
+        await _round(a, 4, 1),
     ]
     # Host B: its own home, the copy made again from round 1.
     b_home = tmp_path / "b"
@@ -234,18 +228,8 @@ async def test_a_copy_another_host_went_on_without_is_not_taken_for_the_plan(
     # Host A goes on: a fix, then round 2.
     (work_a / "a.txt").write_text("fixed\n")
     fix = _step(plan_id, 5, WorkFinished, attempt=2, sandboxes={"repo": copy_a})
-    two = await a.inputs(pin=True)
-    second = _step(
-        plan_id,
-        6,
-        ArtifactValidationStarted,
-        round=2,
-        attempt=2,
-        revision=0,
-        inputs=two,
-        bases=a.bases(),
-        exclusions=a.left_out(),
-    )
+    second = await _round(a, 6, 2)
+    two = second.inputs
     again = boxes(tmp_path, plan_id, memory=False)
     again._home = lambda: b_home
     again.resumed = True
