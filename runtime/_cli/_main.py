@@ -1327,8 +1327,10 @@ def _show_outcome(
     import msgspec
     from gategraph.runtime._lifecycle._supervisor import PlanStatus
 
+    waiting = wait and outcome.status.value in _WAITED_ON
     if as_json:
-        _json_out(msgspec.to_builtins(outcome))
+        if not waiting:  # one JSON document: the outcome the plan ends with
+            _json_out(msgspec.to_builtins(outcome))
     else:
         modes = {v.node: v.mode.value for v in outcome.validations}
         rows = [_node_row(r, modes.get(r.node)) for r in outcome.validations]
@@ -1380,7 +1382,7 @@ def _show_outcome(
         else:
             text = render_report(outcome, kind, name=name)
         write_report(target, text, "--report")
-    if wait and outcome.status.value in _WAITED_ON:
+    if waiting:
         decision = _wait_for_answer(outcome.plan_id, outcome.status.value)
         _resume_command(
             outcome.plan_id,

@@ -40,14 +40,23 @@ def gategraph(env: dict[str, str], *args: str, cwd: Path | None = None) -> Any:
     return run_process([sys.executable, "-m", "gategraph.runtime._cli", *args], env=env, cwd=cwd)
 
 
-def start(env: dict[str, str], *args: str, out: Path) -> subprocess.Popen[bytes]:
+def start(
+    env: dict[str, str], *args: str, out: Path, stdout: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a command in the background, what it prints in ``out`` (its standard output
+    in ``stdout`` instead, when given)."""
     with open(out, "wb") as sink:
-        return subprocess.Popen(
-            [sys.executable, "-m", "gategraph.runtime._cli", *args],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+        printed = open(stdout, "wb") if stdout is not None else None
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "gategraph.runtime._cli", *args],
+                env=env,
+                stdout=printed or sink,
+                stderr=sink if printed else subprocess.STDOUT,
+            )
+        finally:
+            if printed is not None:
+                printed.close()
 
 
 def waiting(out: Path, process: subprocess.Popen[bytes]) -> str:
@@ -190,8 +199,8 @@ def test_an_approval_from_another_process_wakes_the_one_that_waits(
     root, graph = approval_graph(tmp_path)
     a = host(tmp_path, "a", database)
     b = a if database is None else host(tmp_path, "b", database)
-    out = tmp_path / "a.out"
-    runner = start(a, "run", str(graph), "--wait", out=out)
+    out, document = tmp_path / "a.out", tmp_path / "a.json"
+    runner = start(a, "run", str(graph), "--wait", "--json", out=out, stdout=document)
     try:
         plan_id = waiting(out, runner)
         busy = gategraph(b, "resume", plan_id)
@@ -207,6 +216,8 @@ def test_an_approval_from_another_process_wakes_the_one_that_waits(
     said = out.read_text()
     assert f"plan {plan_id}: answered approve from" in said
     assert f"plan {plan_id}: applied" in said
+    # One JSON document: the outcome the plan ended with, not the pause before it.
+    assert json.loads(document.read_text())["status"] == "applied"
     assert (root / "src" / "greet.py").exists()
 
 
