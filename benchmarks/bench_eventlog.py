@@ -82,11 +82,16 @@ _BENCH_SCHEMA = "gategraph_bench"
 def _postgres_log() -> PostgresEventLog:
     """A log on the bench's server in a schema of the bench's own (``gategraph_bench``),
     made afresh before the clock starts: the database's own tables are never touched."""
-    import psycopg
-    from gategraph.runtime._storage._postgres import PostgresEventLog
+    from gategraph.runtime._base._exceptions import ConfigError
+    from gategraph.runtime._storage._postgres import PostgresEventLog, _connect, is_postgres_url
 
     url = os.environ["GATEGRAPH_BENCH_POSTGRES"]
-    with psycopg.connect(url, autocommit=True) as db:
+    if not is_postgres_url(url):  # not echoed: it may hold a password
+        raise ConfigError.at(
+            "GATEGRAPH_BENCH_POSTGRES",
+            "not a PostgreSQL URL: write postgresql://USER@HOST:PORT/DATABASE",
+        )
+    with _connect(url, "bench database", autocommit=True) as db:
         db.execute(f"DROP SCHEMA IF EXISTS {_BENCH_SCHEMA} CASCADE")
         db.execute(f"CREATE SCHEMA {_BENCH_SCHEMA}")
     joined = "&" if "?" in url else "?"

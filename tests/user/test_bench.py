@@ -723,3 +723,39 @@ def test_a_source_release_unpacks_inside_its_folder_only(
     with tarfile.open(hostile) as archive, pytest.raises((SuiteError, tarfile.TarError)):
         _extract(archive, str(tmp_path / "out2"))
     assert not (tmp_path / "escaped.py").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("host=db password=hunter2", "GATEGRAPH_BENCH_POSTGRES: not a PostgreSQL URL"),
+        ("postgresql://u:hunter2@127.0.0.1:9/x", "cannot open the PostgreSQL bench database"),
+    ],
+)
+def test_a_bench_database_that_cannot_work_is_one_line(
+    value: str, said: str, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gategraph.runtime._cli",
+            "bench",
+            "--scenario",
+            "eventlog",
+            "--quick",
+            "--n",
+            "100",
+        ],
+        env={**os.environ, "GATEGRAPH_BENCH_POSTGRES": value, "GATEGRAPH_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode != 0 and len(errors) == 1 and said in errors[0], done.stderr
+    assert "hunter2" not in done.stderr and "Traceback" not in done.stderr
