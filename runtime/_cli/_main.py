@@ -2185,7 +2185,7 @@ def mcp_serve(
             require_sandbox=require_sandbox,
         )
         sock = bind(*endpoint) if endpoint is not None else None
-        if catalog.path is None:
+        if catalog.path is None and catalog.url is None:
             click.echo(
                 "gategraph mcp serve: no catalog file yet: serving the built-in validations",
                 err=True,
