@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -28,10 +29,17 @@ from gategraph.runtime._base._exceptions import ConfigError, GategraphError
 
 from ._eventlog import _connect as _sqlite_connect
 from ._postgres import ANSWERS_CHANNEL as CHANNEL
-from ._postgres import _held_connection, _with_tables, is_postgres_url
+from ._postgres import (
+    _driver,
+    _held_connection,
+    _secret_free,
+    _with_tables,
+    is_postgres_url,
+    shown_url,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 __all__ = ["Answer", "AnswerTakenError", "answer_for", "record_answer", "wait_for_answer"]
 
@@ -121,7 +129,7 @@ def record_answer(
         " VALUES ({p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (plan_id, paused_seq) DO NOTHING"
     )
     if isinstance(where, str) and is_postgres_url(where):
-        with _with_tables(where, "answer store", "plan_answers", _POSTGRES_SCHEMA) as db:
+        with _postgres(where) as db:
             with db.transaction():
                 added = db.execute(insert.format(p="%s"), values).rowcount
                 if added:
@@ -132,17 +140,11 @@ def record_answer(
         if not added:
             raise AnswerTakenError(_row(row))
         return answer
-    lite = _sqlite(where)
-    try:
-        with lite:
-            added = lite.execute(insert.format(p="?"), values).rowcount
-            row = (
-                None
-                if added
-                else lite.execute(_SELECT.format(p="?"), (plan_id, paused_seq)).fetchone()
-            )
-    finally:
-        lite.close()
+    with _sqlite(where) as lite:
+        added = lite.execute(insert.format(p="?"), values).rowcount
+        row = (
+            None if added else lite.execute(_SELECT.format(p="?"), (plan_id, paused_seq)).fetchone()
+        )
     if not added:
         raise AnswerTakenError(_row(row))
     return answer
@@ -151,30 +153,46 @@ def record_answer(
 def answer_for(where: Path | str, plan_id: str, paused_seq: int) -> Answer | None:
     """The answer kept for the pause at ``paused_seq`` of plan ``plan_id``, or None."""
     if isinstance(where, str) and is_postgres_url(where):
-        with _with_tables(where, "answer store", "plan_answers", _POSTGRES_SCHEMA) as db:
+        with _postgres(where) as db:
             row = db.execute(_SELECT.format(p="%s"), (plan_id, paused_seq)).fetchone()
         return None if row is None else _row(row)
     if not Path(where).is_file():
         return None
-    lite = _sqlite(where)
-    try:
+    with _sqlite(where) as lite:
         row = lite.execute(_SELECT.format(p="?"), (plan_id, paused_seq)).fetchone()
-    finally:
-        lite.close()
     return None if row is None else _row(row)
 
 
-def _sqlite(where: Path | str) -> sqlite3.Connection:
+@contextmanager
+def _postgres(url: str) -> Iterator[Any]:
+    """A connection to the database ``url`` with its answers' table; what the server
+    refuses (read-only, gone) is one line naming the database."""
+    db = _with_tables(url, "answer store", "plan_answers", _POSTGRES_SCHEMA)
+    try:
+        yield db
+    except _driver().Error as exc:
+        reason = _secret_free(" ".join(str(exc).split()), url)
+        raise ConfigError(f"cannot keep answers: {reason}", source=shown_url(url)) from None
+    finally:
+        db.close()
+
+
+@contextmanager
+def _sqlite(where: Path | str) -> Iterator[sqlite3.Connection]:
+    """The SQLite log at ``where``, with its answers' table, in one transaction; what
+    SQLite refuses (a read-only file, a full disk) is one line naming the file."""
     db = _sqlite_connect(Path(where))
     try:
-        db.execute(_SQLITE_SCHEMA)
-        db.commit()
+        with db:
+            db.execute(_SQLITE_SCHEMA)
+            yield db
     except sqlite3.Error as exc:
-        db.close()
         raise ConfigError(
-            f"cannot keep answers in the event log: {exc}", source=str(where)
+            f"cannot keep answers in the event log: {' '.join(str(exc).split())}",
+            source=str(where),
         ) from None
-    return db
+    finally:
+        db.close()
 
 
 async def wait_for_answer(

@@ -119,7 +119,7 @@ def test_the_database_comes_from_the_flag_the_environment_or_config_yaml(
             configured_database()
         assert str(caught.value).startswith(f"{config}:{problem}"), str(caught.value)
         assert "hunter2" not in str(caught.value)
-    for empty in ["", "database:\n", "database: ''\n"]:
+    for empty in ["", "# nothing set yet\n", "database:\n", "database: ''\n"]:
         config.write_text(empty)
         assert configured_database() is None
 

@@ -13,6 +13,7 @@ from gategraph.runtime import ContentStore, DirectoryResource, MemoryResource, R
 from gategraph.runtime._base._ids import new_ulid
 from gategraph.runtime._data._events import (
     ArtifactValidationStarted,
+    FixRequested,
     StrategyProduced,
     WorkFinished,
 )
@@ -314,3 +315,63 @@ def test_a_folder_without_both_manifests_and_a_vanishing_entry(
 
     monkeypatch.setattr(_plan_sandboxes.os, "lstat", vanishing)
     assert _listing_digest(str(tmp_path / "f")) != whole
+
+
+@pytest.mark.anyio
+async def test_copies_the_log_cannot_tell_apart_or_the_store_cannot_make_again(
+    tmp_path: Path,
+) -> None:
+    """Another copy holding what the last round validated is the plan's; a round that
+    recorded nothing for the folder, or a log that names no copy, keeps the copy there;
+    with a fix under way that the store cannot undo (it keeps no copies), the copy there
+    is where the fix is redone; the store lacking what a rule set needs refuses."""
+    from gategraph.runtime._lifecycle._plan_sandboxes import _older
+
+    plan_id = new_ulid()
+    plan = boxes(tmp_path, plan_id, memory=False)
+    await plan.open(0, replaying=False)
+    found = plan.held["repo"]
+    round_one = await _round(plan, 4, 1)
+    work = _step(plan_id, 3, WorkFinished, attempt=1, sandboxes={"repo": "another-copy"})
+    assert _older("repo", found, "mine", round_one, work) is None  # holds the round
+    empty = msgspec.structs.replace(round_one, inputs={})
+    assert _older("repo", found, "mine", empty, work) is None
+    assert _older("repo", found, "mine", round_one, None) is None  # the log names no copy
+    ((await plan.views())["repo"] / "a.txt").write_text("a fix under way\n")
+    assert _older("repo", found, "mine", round_one, work) is not None
+    fix = _step(plan_id, 5, FixRequested, attempt=2)
+    steps = [_step(plan_id, 2, StrategyProduced, revision=0), work, round_one, fix]
+    in_memory = boxes(tmp_path, plan_id, memory=False)
+    in_memory.store = ContentStore(None)
+    await in_memory.check_kept(steps)  # the fix is redone on the copy there
+    assert in_memory._remake == {}
+    # What the store keeps of a gone copy's rules lacks the rules: refused.
+    other = boxes(tmp_path, new_ulid(), memory=False)
+    wrong = other.store.snapshot_texts({"something-else": "x"})
+    lost = msgspec.structs.replace(round_one, plan_id=other.plan_id, exclusions={"repo": wrong})
+    with pytest.raises(ResumeError, match="no longer holds its last round's inputs"):
+        await other.check_kept([steps[0], work, lost])
+
+
+@pytest.mark.anyio
+async def test_a_resource_of_another_kind_cannot_be_made_again(tmp_path: Path) -> None:
+    class Elsewhere:
+        kind = "ticket"
+        name = "tickets"
+
+        def reopen_sandbox(self, folder: Path) -> None:
+            return None
+
+    plan_id = new_ulid()
+    plan = PlanSandboxes(
+        {"tickets": Elsewhere()},  # type: ignore[dict-item]
+        plan_id=plan_id,
+        home=lambda: tmp_path / "home",
+        store=ContentStore(tmp_path / "store"),
+    )
+    steps = [
+        _step(plan_id, 2, StrategyProduced, revision=0),
+        _step(plan_id, 3, WorkFinished, attempt=1),
+    ]
+    with pytest.raises(ResumeError, match=r"resource 'tickets' \(revision 0\), and it is gone"):
+        await plan.check_kept(steps)

@@ -100,3 +100,35 @@ async def test_a_wait_is_cancelled_cleanly(where: Path | str) -> None:
     with anyio.move_on_after(0.5) as scope:
         await wait_for_answer(where, "P1", 1)
     assert scope.cancelled_caught
+
+
+async def test_an_answer_the_database_refuses_is_one_line(
+    where: Path | str, tmp_path: Path
+) -> None:
+    """A log that takes no answer (a SQLite file whose table is something else, a
+    PostgreSQL database gone read-only): one ConfigError line naming it."""
+    from gategraph.runtime import ConfigError
+
+    if isinstance(where, str):
+        from urllib.parse import urlsplit
+
+        import psycopg
+
+        answer_for(where, "P1", 1)  # the table is made
+        name = urlsplit(where).path.lstrip("/")
+        with psycopg.connect(where, autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+        said = "cannot keep answers: cannot execute INSERT in a read-only transaction"
+    else:
+        import sqlite3
+
+        with sqlite3.connect(where) as db:
+            db.execute("CREATE VIEW plan_answers AS SELECT 1 AS plan_id")
+        said = "cannot keep answers in the event log: cannot modify plan_answers"
+    with pytest.raises(ConfigError) as caught:
+        record_answer(where, "P1", 1, "approve", None)
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+    if isinstance(where, str):
+        with psycopg.connect(where, autocommit=True) as admin:
+            admin.execute("SET default_transaction_read_only = off")
+            admin.execute(f"ALTER DATABASE {name} RESET default_transaction_read_only")

@@ -461,3 +461,47 @@ async def test_a_server_lost_mid_plan_loses_no_event_and_resume_finishes_the_pla
         after = [e.seq for e in await log.read(plan_id)]
     assert after == list(range(1, len(after) + 1)) and len(after) > len(before)
     assert (repo / "a.py").read_text() == "x = 1\n"
+
+
+def test_the_catalogs_connection_and_the_lease_listing_on_their_own(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table the catalog would make exists already: nothing runs (a role without CREATE
+    uses it); a statement the server refuses is one CatalogError line; no plans asked
+    about, no locks read; a server without idle_session_timeout (before 14) still holds."""
+    from gategraph.runtime import CatalogError
+    from gategraph.runtime._storage import _postgres
+    from gategraph.runtime._storage._postgres import CatalogConnection, plan_drivers
+
+    db = CatalogConnection(postgres_url)
+    try:
+        db.execute("CREATE TABLE IF NOT EXISTS made (x INTEGER)")
+        skipped = db.execute("CREATE TABLE IF NOT EXISTS made (x INTEGER)")
+        assert skipped.rowcount == 0 and skipped.fetchone() is None
+        assert skipped.fetchall() == [] and list(skipped) == []
+        with pytest.raises(CatalogError, match=r"PostgreSQL catalog postgresql://.*nowhere"):
+            db.executemany("INSERT INTO nowhere (x) VALUES (?)", [(1,), (2,)])
+    finally:
+        db.close()
+    assert plan_drivers(postgres_url, []) == {}
+
+    real = _postgres._connect
+
+    def older_server(url: str, what: str = "event log", **options: object) -> object:
+        connection = real(url, what, **options)
+        execute = connection.execute
+
+        def refuse_the_setting(query: str, *args: object) -> object:
+            if "idle_session_timeout" in query:
+                raise _postgres._driver().errors.UndefinedObject("no such parameter")
+            return execute(query, *args)
+
+        connection.execute = refuse_the_setting  # type: ignore[method-assign]
+        return connection
+
+    monkeypatch.setattr(_postgres, "_connect", older_server)
+    held = _postgres._held_connection(postgres_url)
+    try:
+        assert held.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        held.close()
