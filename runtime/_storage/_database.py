@@ -90,8 +90,11 @@ def _checked(value: str, field: str, source: str | None) -> str:
 def _from_config(file: Path) -> str | None:
     from gategraph.runtime._base._yaml import read_document
 
-    if not file.is_file() or file.stat().st_size == 0:
+    if not file.is_file():
         return None
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
+        return None  # nothing set (empty, or comments only)
     document = read_document(file)
     data = document.data
     if data is None:
