@@ -23,7 +23,6 @@ from gategraph.runtime._base._exceptions import ResumeError
 from gategraph.runtime._data._events import (
     ApplyCompleted,
     ArtifactValidationStarted,
-    FixRequested,
     StrategyProduced,
     StrategyRevisionRequested,
     WorkFinished,
@@ -123,9 +122,6 @@ class PlanSandboxes:
         self.exclusions: dict[str, str] = {}
         """What each folder sandbox leaves out, by resource: the digest of the manifest
         that keeps its rules in the store."""
-        self._remake: dict[str, _Kept] = {}
-        """The sandboxes :meth:`check_kept` found gone but kept in the store, by resource:
-        made again from it when the plan goes live (a plan resumed on another host)."""
 
     def folder(self, name: str, revision: int | None = None) -> Path:
         number = self.revision if revision is None else revision
@@ -154,12 +150,8 @@ class PlanSandboxes:
             folder = self.folder(name)
             sandbox: Sandbox | None = None
             if self.resumed and not fresh:
-                kept = self._remake.pop(name, None)
                 reopen = getattr(resource, "reopen_sandbox", None)
-                if kept is not None and isinstance(resource, DirectoryResource):
-                    # Gone here, or older than the plan: made again from the store.
-                    sandbox = await anyio.to_thread.run_sync(self._made_again, resource, kept)
-                elif reopen is not None:
+                if reopen is not None:
                     sandbox = await anyio.to_thread.run_sync(reopen, folder)
                 if sandbox is None and self.work_from_log:
                     raise ResumeError(
@@ -192,10 +184,13 @@ class PlanSandboxes:
         self.ready = True
         await anyio.to_thread.run_sync(self._drop_other_revisions)
 
-    def _made_again(self, resource: DirectoryResource, kept: _Kept) -> DirectorySandbox:
-        """The sandbox of ``resource`` made again from what the store keeps of it, in its
-        folder (where an earlier attempt may have left part of it)."""
-        folder = self.folder(resource.name)
+    def _made_again(
+        self, resource: DirectoryResource, kept: _Kept, revision: int
+    ) -> DirectorySandbox:
+        """The sandbox of ``resource`` (strategy revision ``revision``) made again from what
+        the store keeps of it, in its folder (where an earlier attempt may have left part
+        of it)."""
+        folder = self.folder(resource.name, revision)
         shutil.rmtree(folder, ignore_errors=True)
         folder.with_name(f"{resource.name}.base").unlink(missing_ok=True)
         base = {e.path: (e.sha256, e.size) for e in self.store.manifest(kept.base)}
@@ -205,9 +200,7 @@ class PlanSandboxes:
             folder, functools.partial(self.store.restore, kept.inputs), base, exclusion
         )
         _copy_id(folder.with_name(f"{resource.name}.copy"), True)  # another copy than before
-        self.folder(resource.name).with_name(f"{resource.name}.manifest").write_text(
-            kept.base + "\n", encoding="ascii"
-        )
+        folder.with_name(f"{resource.name}.manifest").write_text(kept.base + "\n", encoding="ascii")
         return sandbox
 
     def _drop_other_revisions(self) -> None:
@@ -239,22 +232,21 @@ class PlanSandboxes:
         revision = sum(isinstance(e, StrategyRevisionRequested) for e in steps)
         start = max((i for i, e in enumerate(steps) if isinstance(e, StrategyProduced)), default=0)
         since = steps[start:]
-        if any(isinstance(e, ApplyCompleted) for e in since) or not any(
+        if any(isinstance(e, ApplyCompleted | StrategyRevisionRequested) for e in since) or not any(
             isinstance(e, WorkFinished) for e in since
         ):
-            return  # nothing worked in them yet, or nothing is left to do with them
+            # Nothing worked in them yet (a revision asked for after the last strategy gets
+            # fresh ones), or nothing is left to do with them.
+            return
         # The last round since the work, if no work followed it: what the store keeps of
         # the sandboxes then is what they hold now.
         last: ArtifactValidationStarted | None = None
         work: WorkFinished | None = None
-        begun = False  # a fix under way since the last round (its writes not recorded)
         for event in since:
             if isinstance(event, ArtifactValidationStarted):
-                last, begun = event, False
+                last = event if event.revision == revision else None
             elif isinstance(event, WorkFinished):
-                last, work, begun = None, event, False
-            elif isinstance(event, FixRequested):
-                begun = True
+                last, work = None, event
         for name, resource in self.resources.items():
             folder = self.folder(name, revision)
             reopen = getattr(resource, "reopen_sandbox", None)
@@ -264,12 +256,15 @@ class PlanSandboxes:
             old = await anyio.to_thread.run_sync(_older, name, found, mine, last, work)
             if found is not None and old is None:
                 continue
-            kept, lost = await anyio.to_thread.run_sync(self._kept, name, resource, last)
-            if kept is not None:
-                self._remake[name] = kept  # a fix under way starts again on what was validated
-                continue
-            if found is not None and begun and last is not None:
-                continue  # a fix under way in it, which the store cannot undo: redone there
+            kept, lost = await anyio.to_thread.run_sync(self._kept, name, resource, last, revision)
+            if kept is not None and isinstance(resource, DirectoryResource):
+                # Made again here and now, before anything is appended: a store that lost
+                # part of it refuses the resume, and the plan reopens it as any other.
+                try:
+                    await anyio.to_thread.run_sync(self._made_again, resource, kept, revision)
+                    continue
+                except StoreError as exc:
+                    lost = f"no sandbox at {folder}, and the content store cannot make it again: {exc.reason}"
             raise ResumeError(
                 f"cannot resume plan {self.plan_id}: the log shows work done in the "
                 f"sandbox of resource {name!r} (revision {revision}), and "
@@ -278,13 +273,14 @@ class PlanSandboxes:
             )
 
     def _kept(
-        self, name: str, resource: Resource, last: ArtifactValidationStarted | None
+        self, name: str, resource: Resource, last: ArtifactValidationStarted | None, revision: int
     ) -> tuple[_Kept | None, str]:
-        """What the store keeps of the gone sandbox of ``name`` to make it again from the
-        round ``last``, or None and why it cannot be made again."""
+        """What the store keeps of the gone sandbox of ``name`` (strategy revision
+        ``revision``) to make it again from the round ``last``, or None and why it cannot
+        be made again."""
         if resource.kind == "memory":
             return None, "a memory resource's sandbox lives only as long as its process"
-        lost = f"no sandbox at {self.folder(name)}"
+        lost = f"no sandbox at {self.folder(name, revision)}"
         if not isinstance(resource, DirectoryResource):
             return None, lost
         if not self.store.keeps_copies:

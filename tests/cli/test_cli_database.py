@@ -297,3 +297,49 @@ def test_a_read_only_database_is_one_line_for_each_command(
         admin.execute(f"ALTER DATABASE {name} RESET default_transaction_read_only")
     listed = json.loads(gategraph(env, "plans", "--json").stdout)
     assert [p["status"] for p in listed] == ["awaiting_approval"]  # the plan is as it was
+
+
+def test_ctrl_c_while_waiting_leaves_the_plan_paused(tmp_path: Path, postgres_url: str) -> None:
+    _root, graph = approval_graph(tmp_path)
+    a = host(tmp_path, "a", postgres_url)
+    out = tmp_path / "a.out"
+    runner = start(a, "run", str(graph), "--wait", out=out)
+    plan_id = waiting(out, runner)
+    runner.send_signal(signal.SIGINT)
+    assert runner.wait(timeout=60) == 3, out.read_text()
+    assert f"stopped waiting: plan {plan_id} stays awaiting_approval" in out.read_text()
+    listed = json.loads(gategraph(a, "plans", "--json").stdout)
+    assert [p["status"] for p in listed] == ["awaiting_approval"]
+    held = gategraph(a, "resume", plan_id)  # nobody holds it: shown, still paused
+    assert held.returncode == 3, held.stderr
+
+
+def test_an_outside_validators_attestation_wakes_a_plan_that_waits_for_it(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """`run --wait` on a plan that waits for an outside validator: the attestation, made
+    through the catalog in the same database from anywhere, wakes it, and it applies."""
+    from _helpers import VALIDATOR, attestation
+    from gategraph.runtime import Catalog, register_validator, validator_ac_pull, validator_attest
+
+    root = repo(tmp_path)
+    graph = tmp_path / "plan.yaml"
+    graph.write_text(plan(root, [GOOD], outside_validators=1))
+    a = host(tmp_path, "a", postgres_url)
+    out = tmp_path / "a.out"
+    runner = start(a, "run", str(graph), "--wait", out=out)
+    try:
+        plan_id = waiting(out, runner)
+        with Catalog.open(postgres_url) as catalog:
+            acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
+            eve = {"credential": register_validator("validator-eve", evidence=catalog)}
+            done = validator_attest(VALIDATOR, attestation(plan_id, acs), evidence=catalog, **eve)
+            assert done["ok"], done
+        assert runner.wait(timeout=120) == 0, out.read_text()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    said = out.read_text()
+    assert f"plan {plan_id}: an outside validator gave a verdict; continuing" in said
+    assert (root / "src" / "greet.py").exists()

@@ -170,9 +170,10 @@ async def test_a_sandbox_gone_with_its_host_is_made_again_from_the_store(
     (again / "build.log").write_text("made by a fix\n")  # still left out
     assert later.held["repo"].changeset() == before
     # Made again, it is a sandbox like any other: a later resume here reopens it.
-    reopened = boxes(tmp_path, plan_id, memory=False)
-    await reopened.check_kept(steps)
-    assert reopened._remake == {}
+    copy = tmp_path / "home" / "sandboxes" / plan_id / "r0" / "repo.copy"
+    made = copy.read_text()
+    await boxes(tmp_path, plan_id, memory=False).check_kept(steps)
+    assert copy.read_text() == made  # reopened, not made again
 
     async def refused(steps: list[Any], store: ContentStore | None = None) -> str:
         shutil.rmtree(tmp_path / "home", ignore_errors=True)
@@ -242,9 +243,9 @@ async def test_a_copy_another_host_went_on_without_is_not_taken_for_the_plan(
     assert await again.inputs(pin=False) == two
     # A's own copy, written after its round, is still A's: kept for Apply to refuse.
     (work_a / "a.txt").write_text("written after the round\n")
-    on_a = boxes(tmp_path, plan_id, memory=False)
-    await on_a.check_kept([*first, fix, second])
-    assert on_a._remake == {}
+    mine = (work_a.parent / "repo.copy").read_text()
+    await boxes(tmp_path, plan_id, memory=False).check_kept([*first, fix, second])
+    assert (work_a.parent / "repo.copy").read_text() == mine
     shutil.rmtree(b_home)
 
 
@@ -323,8 +324,8 @@ async def test_copies_the_log_cannot_tell_apart_or_the_store_cannot_make_again(
 ) -> None:
     """Another copy holding what the last round validated is the plan's; a round that
     recorded nothing for the folder, or a log that names no copy, keeps the copy there;
-    with a fix under way that the store cannot undo (it keeps no copies), the copy there
-    is where the fix is redone; the store lacking what a rule set needs refuses."""
+    an older copy the store cannot replace (it keeps no copies) is refused, a fix under
+    way or not; the store lacking what a rule set needs refuses."""
     from gategraph.runtime._lifecycle._plan_sandboxes import _older
 
     plan_id = new_ulid()
@@ -343,8 +344,8 @@ async def test_copies_the_log_cannot_tell_apart_or_the_store_cannot_make_again(
     steps = [_step(plan_id, 2, StrategyProduced, revision=0), work, round_one, fix]
     in_memory = boxes(tmp_path, plan_id, memory=False)
     in_memory.store = ContentStore(None)
-    await in_memory.check_kept(steps)  # the fix is redone on the copy there
-    assert in_memory._remake == {}
+    with pytest.raises(ResumeError, match="the copy here is older"):
+        await in_memory.check_kept(steps)
     # What the store keeps of a gone copy's rules lacks the rules: refused.
     other = boxes(tmp_path, new_ulid(), memory=False)
     wrong = other.store.snapshot_texts({"something-else": "x"})
@@ -375,3 +376,37 @@ async def test_a_resource_of_another_kind_cannot_be_made_again(tmp_path: Path) -
     ]
     with pytest.raises(ResumeError, match=r"resource 'tickets' \(revision 0\), and it is gone"):
         await plan.check_kept(steps)
+
+
+@pytest.mark.anyio
+async def test_a_revision_asked_for_and_a_store_that_lost_a_file(tmp_path: Path) -> None:
+    """A crash after a strategy revision was asked for: its sandboxes are new, nothing of
+    the revision before is made again (nor refused). A store that lost a file of the
+    round refuses the resume before anything is appended, saying which."""
+    import shutil
+
+    from gategraph.runtime._data._events import StrategyRevisionRequested
+
+    plan_id = new_ulid()
+    plan = boxes(tmp_path, plan_id, memory=False)
+    await plan.open(0, replaying=False)
+    ((await plan.views())["repo"] / "only-r0.py").write_text("x = 0\n")
+    steps = [
+        _step(plan_id, 2, StrategyProduced, revision=0),
+        _step(plan_id, 3, WorkFinished, attempt=1),
+        await _round(plan, 4, 1),
+    ]
+    shutil.rmtree(tmp_path / "home")
+    revised = [*steps, _step(plan_id, 5, StrategyRevisionRequested, revision=1, reason="x")]
+    await boxes(tmp_path, plan_id, memory=False).check_kept(revised)
+    assert not (tmp_path / "home").exists()  # nothing made again for revision 1
+    lost = plan.store.manifest(steps[2].inputs["repo"])
+    digest = next(e.sha256 for e in lost if e.path == "only-r0.py")
+    gone = [
+        found for found in (tmp_path / "store").rglob(digest[2:]) if found.parent.name == digest[:2]
+    ]
+    assert gone
+    for found in gone:
+        found.unlink()
+    with pytest.raises(ResumeError, match=f"cannot make it again: object {digest} is missing"):
+        await boxes(tmp_path, plan_id, memory=False).check_kept(steps)
