@@ -78,7 +78,8 @@ class Where:
             self._resolved = True
             if self._database is not None and self.catalog_path is not None:
                 _fail(
-                    "--catalog names a catalog file, but a database is set (--db, "
+                    "--catalog (or GATEGRAPH_CATALOG) names a catalog file, but a database "
+                    "is set (--db, "
                     "GATEGRAPH_DATABASE or database: in config.yaml): the catalog is in "
                     "the database; give one of them"
                 )

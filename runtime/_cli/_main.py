@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -1284,6 +1285,7 @@ def _drive_plan(
             async with open_event_log(_event_log_at()) as log:
                 return await start(catalog, ObservedEventLog(log, *observers))
 
+        began = time.time()  # a wait after it wakes for the verdicts given since
         try:
             # The live panel owns the terminal while the plan runs: print after it stops.
             with progress, _stdout_for_json(as_json):
@@ -1307,6 +1309,7 @@ def _drive_plan(
         otel=otel,
         graph_file=graph_file,
         wait=wait,
+        since=began,
     )
 
 
@@ -1319,6 +1322,7 @@ def _show_outcome(
     otel: bool = False,
     graph_file: Path | None = None,
     wait: bool = False,
+    since: float = 0.0,
 ) -> None:
     """Print the outcome (table and verdict, or JSON), write the report, set the exit code.
     A plan that waits for a person who is at the terminal: ask them, and go on (with
@@ -1383,7 +1387,7 @@ def _show_outcome(
             text = render_report(outcome, kind, name=name)
         write_report(target, text, "--report")
     if waiting:
-        decision = _wait_for_answer(outcome.plan_id, outcome.status.value)
+        decision = _wait_for_answer(outcome.plan_id, outcome.status.value, since)
         _resume_command(
             outcome.plan_id,
             graph_file,
@@ -1422,11 +1426,11 @@ _WAITED_ON: Final = frozenset({"awaiting_approval", "awaiting_decision", "awaiti
 any host)."""
 
 
-def _wait_for_answer(plan_id: str, status: str) -> Any:
+def _wait_for_answer(plan_id: str, status: str, since: float) -> Any:
     """Hold plan ``plan_id`` (so an answer given anywhere is kept for this process) and
     wait until it is answered: the person's decision to continue it with, or None when
     outside validators gave a verdict (``awaiting_attestation``: the resume judges it)."""
-    from gategraph.runtime._storage._answers import wait_for_answer
+    from gategraph.runtime._storage._answers import WaitLost, wait_for_answer
     from gategraph.runtime._storage._database import events_at, open_event_log
     from gategraph.runtime._storage._eventlog import held_lease
 
@@ -1437,33 +1441,36 @@ def _wait_for_answer(plan_id: str, status: str) -> Any:
         "awaiting_decision": f"gategraph decide {plan_id} --retry | --abort",
         "awaiting_attestation": "validator.attest (outside validators)",
     }[status]
-    click.echo(
-        f"waiting for plan {plan_id} to be answered, from any host that reaches its log: "
-        f"{how} (Ctrl-C stops waiting; the plan stays paused)",
-        err=True,
-    )
     with _catalog(create=False) as catalog:
 
-        def attested() -> object:
-            verdicts = catalog.verdicts(plan_id).latest
-            return sorted(verdicts.items()), len(catalog.refusals(plan_id))
+        def verdict_since() -> bool:
+            # Since this command began: one the gate had seen costs a resume, never a miss.
+            given = catalog.verdicts(plan_id, since=since).latest
+            return bool(given or catalog.refusals(plan_id, since=since))
 
-        changed = attested if status == "awaiting_attestation" else None
+        woken = verdict_since if status == "awaiting_attestation" else None
 
         async def held() -> Any:
             async with held_lease(open_event_log(where), plan_id):
-                return await wait_for_answer(where, plan_id, paused, changed=changed)
+                click.echo(
+                    f"waiting for plan {plan_id} to be answered, from any host that reaches "
+                    f"its log: {how} (Ctrl-C stops waiting; the plan stays paused)",
+                    err=True,
+                )
+                return await wait_for_answer(where, plan_id, paused, woken=woken)
 
         try:
             answer = run_sync(held)
         except KeyboardInterrupt:
-            _stopped_waiting(plan_id, status)
+            _stopped_waiting(plan_id, status, "")
+        except WaitLost as exc:
+            _stopped_waiting(plan_id, status, f" ({exc})")
     return _woken(plan_id, answer)
 
 
-def _stopped_waiting(plan_id: str, status: str) -> NoReturn:
+def _stopped_waiting(plan_id: str, status: str, why: str) -> NoReturn:
     # How a person stops waiting: the plan stays as it was, paused.
-    click.echo(f"stopped waiting: plan {plan_id} stays {status}", err=True)
+    click.echo(f"stopped waiting{why}: plan {plan_id} stays {status}", err=True)
     click.get_current_context().exit(EXIT_AWAITING)
 
 
@@ -1471,9 +1478,13 @@ def _woken(plan_id: str, answer: Any) -> Any:
     """What a waiting command goes on with (in a function of its own: coverage does not
     see the lines after run_sync in the frame that called it)."""
     from gategraph.runtime._base._protocols import EscalationDecision
+    from gategraph.runtime._storage._answers import MOVED, WOKEN
 
-    if answer is None:
+    if answer == WOKEN:
         click.echo(f"plan {plan_id}: an outside validator gave a verdict; continuing", err=True)
+        return None
+    if answer == MOVED:
+        click.echo(f"plan {plan_id}: another process continued it", err=True)
         return None
     click.echo(f"plan {plan_id}: answered {answer.action} from {answer.host}; continuing", err=True)
     return EscalationDecision(action=answer.action, note=answer.note)
@@ -1976,7 +1987,7 @@ def _kept_for_another(plan_id: str, decision: Any, *, record_only: bool, as_json
     it continues it now), or, with ``record_only``, for the next ``resume`` anywhere; False
     when this command is to continue the plan itself."""
     from gategraph.runtime._data._events import PlanFinished
-    from gategraph.runtime._storage._answers import AnswerTakenError, record_answer
+    from gategraph.runtime._storage._answers import AnswerTakenError, answer_for, record_answer
     from gategraph.runtime._storage._database import drivers_at, events_at, log_exists, shown
     from gategraph.runtime._views._plan_views import held_lease
 
@@ -1984,12 +1995,18 @@ def _kept_for_another(plan_id: str, decision: Any, *, record_only: bool, as_json
     found = events_at(where, plan_id) if log_exists(where) else []
     if not found:
         _fail(f"no events for plan {plan_id!r} in {shown(where)}")
-    held = held_lease(where, plan_id)
-    if not (record_only or held):
-        return False
     wanted = "awaiting_approval" if decision.for_approval else "awaiting_decision"
     last = found[-1]
-    if not (isinstance(last, PlanFinished) and last.status == wanted):
+    paused = isinstance(last, PlanFinished) and last.status == wanted
+    given = answer_for(where, plan_id, last.seq) if paused else None
+    if given is not None and given.action != decision.action:
+        _fail(str(AnswerTakenError(given)), EXIT_REFUSED)  # the first answer stands
+    held = held_lease(where, plan_id)
+    # Who waits on it, read before the answer wakes it (and it lets the plan go).
+    driver = (drivers_at(where, [plan_id]) or {}).get(plan_id) if held else None
+    if not (record_only or held):
+        return False
+    if not paused:
         state = last.status if isinstance(last, PlanFinished) else "running"
         _fail(
             f"plan {plan_id} is not waiting for "
@@ -2001,7 +2018,6 @@ def _kept_for_another(plan_id: str, decision: Any, *, record_only: bool, as_json
     except AnswerTakenError as exc:
         _fail(str(exc), EXIT_REFUSED)
     if held:
-        driver = (drivers_at(where, [plan_id]) or {}).get(plan_id)
         said = (
             f"answered plan {plan_id}: {answer.action}; the process that waits on it"
             f"{f' ({driver})' if driver else ''} continues it now"

@@ -124,8 +124,11 @@ def _store(
 @contextlib.contextmanager
 def project_catalog(project_root: str | os.PathLike[str] | None) -> Iterator[Catalog]:
     """The catalog of ``project_root`` (its ``.gategraph`` folder), else the default one;
-    refused (``_Refused``) when there is none: it is never made, nothing is known there."""
+    in the database that folder's settings name, when they do (see
+    :func:`configured_database`); refused (``_Refused``) when there is none: it is never
+    made, nothing is known there."""
     from gategraph.runtime._base._home import CATALOG_FILE, DEFAULT_FOLDER, default_catalog_path
+    from gategraph.runtime._storage._database import configured_database
 
     from ._catalog import Catalog
 
@@ -135,6 +138,15 @@ def project_catalog(project_root: str | os.PathLike[str] | None) -> Iterator[Cat
         path = Path(project_root) / DEFAULT_FOLDER / CATALOG_FILE
     else:
         path = default_catalog_path()
+    try:
+        database = configured_database(folder=path.parent)
+        opened = Catalog.open(database) if database is not None else None
+    except ConfigError as exc:
+        raise _Refused(E_NOT_FOUND, str(exc)) from None
+    if opened is not None:
+        with opened:
+            yield opened
+        return
     if not path.is_file():
         raise _Refused(E_NOT_FOUND, f"no gategraph catalog at {path}: no plan is known there")
     try:

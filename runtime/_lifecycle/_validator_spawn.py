@@ -240,10 +240,10 @@ def _site(
     if event_log_path is not None:
         found = str(event_log_path)
         log_path = found if is_postgres_url(found) else Path(found)
-    elif project_root is not None:
-        log_path = Path(project_root) / DEFAULT_FOLDER / EVENTS_FILE
     elif catalog is not None and catalog.url is not None:
         log_path = catalog.url  # the plans are in the catalog's database
+    elif project_root is not None:
+        log_path = Path(project_root) / DEFAULT_FOLDER / EVENTS_FILE
     elif catalog is not None and catalog.path is not None:
         log_path = catalog.path.with_name(EVENTS_FILE)
     else:

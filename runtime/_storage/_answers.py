@@ -41,7 +41,16 @@ from ._postgres import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["Answer", "AnswerTakenError", "answer_for", "record_answer", "wait_for_answer"]
+__all__ = [
+    "MOVED",
+    "WOKEN",
+    "Answer",
+    "AnswerTakenError",
+    "WaitLost",
+    "answer_for",
+    "record_answer",
+    "wait_for_answer",
+]
 
 _SQLITE_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS plan_answers (
@@ -195,54 +204,116 @@ def _sqlite(where: Path | str) -> Iterator[sqlite3.Connection]:
         db.close()
 
 
+class WaitLost(GategraphError):
+    """The connection a process waited on lost (the server restarted, the network cut):
+    the plan stays as it was."""
+
+
+MOVED: Final = "moved"
+""":func:`wait_for_answer`'s word for a plan that moved on without this process (another
+one continued it)."""
+WOKEN: Final = "woken"
+""":func:`wait_for_answer`'s word for what else the plan waits for having changed."""
+
+
 async def wait_for_answer(
     where: Path | str,
     plan_id: str,
     paused_seq: int,
     *,
-    changed: Callable[[], object] | None = None,
-) -> Answer | None:
+    woken: Callable[[], bool] | None = None,
+) -> Answer | str:
     """Wait until the pause at ``paused_seq`` of plan ``plan_id`` has an answer, and return
-    it; or, with ``changed`` (a reading of something else the plan waits for, such as its
-    attestations), until that reading differs from what it was (None). In a PostgreSQL
-    database a notification wakes it at once; a SQLite log is read every 0.2 s."""
-    seen = await anyio.to_thread.run_sync(changed) if changed is not None else None
+    it; :data:`MOVED` when the plan's log goes past that pause without one (another
+    process continued it); :data:`WOKEN` when ``woken()`` (what else the plan waits for,
+    such as its attestations, has changed) says so. In a PostgreSQL database one
+    connection listens, and a notification wakes it at once; a SQLite log is read five
+    times a second. :class:`WaitLost` when the database connection is lost."""
     if isinstance(where, str) and is_postgres_url(where):
-        return await _listen(where, plan_id, paused_seq, changed, seen)
+        return await _listen(where, plan_id, paused_seq, woken)
     while True:
-        found = await anyio.to_thread.run_sync(answer_for, where, plan_id, paused_seq)
+        found, last = await anyio.to_thread.run_sync(_sqlite_state, where, plan_id, paused_seq)
         if found is not None:
             return found
-        if changed is not None and await anyio.to_thread.run_sync(changed) != seen:
-            return None
+        if last > paused_seq:
+            return MOVED
+        if woken is not None and await anyio.to_thread.run_sync(woken):
+            return WOKEN
         await anyio.sleep(_POLL)
 
 
+def _sqlite_state(where: Path | str, plan_id: str, paused_seq: int) -> tuple[Answer | None, int]:
+    """The answer to the pause, and the plan's last seq, read at once from a SQLite log."""
+    with _sqlite(where) as lite:
+        row = lite.execute(_SELECT.format(p="?"), (plan_id, paused_seq)).fetchone()
+        last = lite.execute(_LAST, (plan_id,)).fetchone()[0]
+    return (None if row is None else _row(row)), int(last or 0)
+
+
+_LAST: Final = "SELECT max(last_seq) FROM event_segments WHERE plan_id = ?"
+
+
 async def _listen(
-    url: str,
-    plan_id: str,
-    paused_seq: int,
-    changed: Callable[[], object] | None,
-    seen: object,
-) -> Answer | None:
-    listener = await anyio.to_thread.run_sync(_held_connection, url)
+    url: str, plan_id: str, paused_seq: int, woken: Callable[[], bool] | None
+) -> Answer | str:
     try:
-        await anyio.to_thread.run_sync(listener.execute, f"LISTEN {CHANNEL}")
+        # One connection for the whole wait: it listens, and reads between notifications.
+        listener = await anyio.to_thread.run_sync(_held_connection, url)
+    except ConfigError as exc:
+        raise WaitLost(str(exc)) from None
+    try:
+        await anyio.to_thread.run_sync(_listening, listener, url)
         while True:
             # Read after LISTEN: an answer given before it is found here, one given after
             # it wakes the wait below.
-            found = await anyio.to_thread.run_sync(answer_for, url, plan_id, paused_seq)
+            found, last = await anyio.to_thread.run_sync(
+                _postgres_state, listener, url, plan_id, paused_seq
+            )
             if found is not None:
                 return found
-            if changed is not None and await anyio.to_thread.run_sync(changed) != seen:
-                return None
-            await anyio.to_thread.run_sync(_next_notice, listener, plan_id)
+            if last > paused_seq:
+                return MOVED
+            if woken is not None and await anyio.to_thread.run_sync(woken):
+                return WOKEN
+            await anyio.to_thread.run_sync(_next_notice, listener, url, plan_id)
     finally:
         listener.close()
 
 
-def _next_notice(listener: Any, plan_id: str) -> None:
+def _lost(url: str, exc: Exception) -> WaitLost:
+    reason = _secret_free(" ".join(str(exc).split()) or type(exc).__name__, url)
+    return WaitLost(f"the connection to {shown_url(url)} was lost: {reason}")
+
+
+def _listening(listener: Any, url: str) -> None:
+    try:
+        listener.execute(f"LISTEN {CHANNEL}")
+    except _driver().Error as exc:
+        raise _lost(url, exc) from None
+
+
+def _postgres_state(
+    listener: Any, url: str, plan_id: str, paused_seq: int
+) -> tuple[Answer | None, int]:
+    def one(query: str, arguments: tuple[Any, ...]) -> Any:
+        try:
+            return listener.execute(query, arguments).fetchone()
+        except _driver().errors.UndefinedTable:
+            return None  # nothing of the kind was ever written in this database
+
+    try:
+        row = one(_SELECT.format(p="%s"), (plan_id, paused_seq))
+        last = one(_LAST.replace("?", "%s"), (plan_id,))
+    except _driver().Error as exc:
+        raise _lost(url, exc) from None
+    return (None if row is None else _row(row)), int(last[0] or 0) if last else 0
+
+
+def _next_notice(listener: Any, url: str, plan_id: str) -> None:
     """Block until a notification for ``plan_id`` arrives, or a slice of time passes."""
-    for notice in listener.notifies(timeout=_LISTEN_SLICE):
-        if notice.payload == plan_id:
-            return
+    try:
+        for notice in listener.notifies(timeout=_LISTEN_SLICE):
+            if notice.payload == plan_id:
+                return
+    except _driver().Error as exc:
+        raise _lost(url, exc) from None

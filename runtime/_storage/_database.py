@@ -29,6 +29,7 @@ from ._eventlog import (
 )
 from ._postgres import (
     PostgresEventLog,
+    every_plan,
     is_postgres_url,
     plan_drivers,
     plan_ids,
@@ -54,6 +55,7 @@ __all__ = [
     "open_event_log",
     "opened_log",
     "plans_at",
+    "plans_with_events",
     "shown",
 ]
 
@@ -67,18 +69,18 @@ LogAt = Path | str
 """Where an event log is: a SQLite file, or a PostgreSQL URL."""
 
 
-def configured_database(given: str | None = None) -> str | None:
+def configured_database(given: str | None = None, *, folder: Path | None = None) -> str | None:
     """The PostgreSQL database to use: ``given`` (``--db``, the Python API), else
     ``GATEGRAPH_DATABASE``, else ``database:`` in gategraph's ``config.yaml``; None for the
-    SQLite files in gategraph's folder. A value that is not a PostgreSQL URL is one
-    :class:`ConfigError` line naming where it came from (never echoing it: it may hold a
-    password)."""
+    SQLite files in gategraph's folder (``folder``: another one's, such as a project's
+    ``.gategraph``). A value that is not a PostgreSQL URL is one :class:`ConfigError` line
+    naming where it came from (never echoing it: it may hold a password)."""
     if given:
         return _checked(given, "--db", None)
     found = os.environ.get(DATABASE_ENV)
     if found:
         return _checked(found, DATABASE_ENV, None)
-    return _from_config(default_catalog_path().with_name(CONFIG_FILE))
+    return _from_config((folder or default_catalog_path().parent) / CONFIG_FILE)
 
 
 def _checked(value: str, field: str, source: str | None) -> str:
@@ -162,6 +164,14 @@ def plans_at(where: LogAt) -> list[str]:
         assert isinstance(where, str)
         return plan_ids(where)
     return list_plans(where) if Path(where).is_file() else []
+
+
+def plans_with_events(where: LogAt) -> list[tuple[str, list[Event]]]:
+    """Every plan of the log with its events, oldest first (in a database: one query)."""
+    if is_postgres_url(where):
+        assert isinstance(where, str)
+        return every_plan(where)
+    return [(plan_id, read_events(where, plan_id)) for plan_id in plans_at(where)]
 
 
 def drivers_at(where: LogAt, plans: Iterable[str]) -> dict[str, str] | None:

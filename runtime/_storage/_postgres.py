@@ -187,6 +187,23 @@ def plan_ids(url: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+def every_plan(url: str) -> list[tuple[str, list[Event]]]:
+    """Every plan in the database ``url``'s event log with its events, oldest plan first,
+    read on one connection in one query (``gategraph plans``)."""
+    with _connect(url) as db:
+        rows = _rows(
+            db,
+            "SELECT plan_id, first_id, body FROM event_segments ORDER BY plan_id, first_seq",
+            (),
+        )
+    found: dict[str, list[Event]] = {}
+    first: dict[str, str] = {}
+    for plan_id, first_id, body in rows:
+        found.setdefault(plan_id, []).extend(_segment_decoder.decode(bytes(body)))
+        first.setdefault(plan_id, first_id)
+    return sorted(found.items(), key=lambda item: first[item[0]])
+
+
 def plan_drivers(url: str, plans: Iterable[str]) -> dict[str, str]:
     """Which of ``plans`` a process holds the lease of now, and where it runs (the host
     and process its lease's connection names): read from the server's table of locks,

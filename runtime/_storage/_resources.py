@@ -1037,6 +1037,7 @@ class DirectoryResource:
         target = self._empty_sandbox_folder(folder)
         try:
             fill(target)
+            self._modes_onto(target)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
@@ -1046,6 +1047,20 @@ class DirectoryResource:
         # Last, as open_sandbox: a snapshot on disk means the folder beside it is complete.
         _write_durably(_base_path(target), msgspec.json.encode(kept))
         return DirectorySandbox(self, target, kept, fixed)
+
+    def _modes_onto(self, target: Path) -> None:
+        """Give each file made again in ``target`` the permissions of the real folder's
+        file at its path (a store keeps contents, not modes): an executable stays one.
+        A file the real folder does not have keeps the default."""
+        for rel, entry, link in _walk(os.fspath(target)):
+            if link:
+                continue
+            try:
+                real = os.stat(self.root / rel, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(real.st_mode):
+                os.chmod(entry.path, stat.S_IMODE(real.st_mode), follow_symlinks=False)
 
     def reopen_sandbox(self, folder: str | os.PathLike[str]) -> DirectorySandbox | None:
         """The sandbox :meth:`open_sandbox` made in ``folder``, as the work left it, or

@@ -171,15 +171,14 @@ def plan_summaries(log_path: str | os.PathLike[str]) -> list[PlanSummary]:
     """Every plan of the event log at ``log_path`` (a SQLite file or a PostgreSQL URL), in
     :func:`order` (none when there is no log yet). In a database, a plan a process drives
     now says where that process runs (``driver``)."""
-    from gategraph.runtime._storage._database import drivers_at, events_at, plans_at
+    from gategraph.runtime._storage._database import drivers_at, plans_with_events
 
     where = _log_where(log_path)
-    ids = plans_at(where)
-    drivers = drivers_at(where, ids)
+    every = plans_with_events(where)
+    drivers = drivers_at(where, [plan_id for plan_id, _ in every])
     held = _held_leases(Path(where)) if drivers is None else None
     found = []
-    for plan_id in ids:
-        events = events_at(where, plan_id)
+    for plan_id, events in every:
         if drivers is not None:
             summary = summarize(
                 plan_id, events, running=plan_id in drivers, driver=drivers.get(plan_id)

@@ -343,3 +343,88 @@ def test_an_outside_validators_attestation_wakes_a_plan_that_waits_for_it(
     said = out.read_text()
     assert f"plan {plan_id}: an outside validator gave a verdict; continuing" in said
     assert (root / "src" / "greet.py").exists()
+
+
+def test_the_first_answer_stands_and_a_waiting_process_sees_the_plan_move_on(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A plain `approve` after another answer was recorded is refused (the first stands);
+    the same answer goes on. A process that waits on a plan another one continued stops
+    waiting, and shows where the plan stands; one whose connection is cut says so and
+    leaves the plan paused."""
+    import psycopg
+
+    root, graph = approval_graph(tmp_path)
+    a, b = host(tmp_path, "a", postgres_url), host(tmp_path, "b", postgres_url)
+    paused = gategraph(a, "run", str(graph), "--plan-id", "01JQ3K8W2V6Y0C7D9E4F5G6H7J")
+    assert paused.returncode == 3, paused.stderr
+    plan_id = "01JQ3K8W2V6Y0C7D9E4F5G6H7J"
+    assert gategraph(b, "approve", plan_id, "--deny", "--record-only").returncode == 0
+    other = gategraph(b, "approve", plan_id, "--approve")
+    assert other.returncode == 1 and "deny, given from" in other.stderr
+    assert not (root / "src" / "greet.py").exists()
+
+    # A waiter whose database connection is cut: one line, the plan stays paused.
+    out = tmp_path / "cut.out"
+    runner = start(a, "resume", plan_id, "--wait", out=out)
+    # (It continues with the recorded deny at once: wait on a fresh pause instead.)
+    assert runner.wait(timeout=120) == 1, out.read_text()
+    assert "continuing with the answer given from" in out.read_text()
+
+    second = tmp_path / "second"
+    _root2, graph2 = approval_graph(second)
+    paused = gategraph(a, "run", str(graph2), "--plan-id", "01JQ3K8W2V6Y0C7D9E4F5G6H7K")
+    assert paused.returncode == 3, paused.stderr
+    runner = start(a, "resume", "01JQ3K8W2V6Y0C7D9E4F5G6H7K", "--wait", out=out)
+    try:
+        waiting(out, runner)
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name LIKE 'gategraph %'"
+                " AND query NOT LIKE '%pg_try_advisory_lock%'"
+            )
+        assert runner.wait(timeout=120) == 3, out.read_text()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    assert "stopped waiting (the connection to postgresql://" in out.read_text()
+
+    # A waiter whose plan another process continued: it stops waiting and shows it.
+    runner = start(a, "resume", "01JQ3K8W2V6Y0C7D9E4F5G6H7K", "--wait", out=out)
+    try:
+        waiting(out, runner)
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(  # its lease dropped by the server: nobody holds the plan
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name LIKE 'gategraph %'"
+                " AND query LIKE '%pg_try_advisory_lock%'"
+            )
+        done = gategraph(b, "approve", "01JQ3K8W2V6Y0C7D9E4F5G6H7K", "--approve")
+        assert done.returncode == 0, done.stderr
+        assert runner.wait(timeout=120) == 0, out.read_text()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    assert "another process continued it" in out.read_text()
+
+
+def test_the_validator_tools_find_plans_in_the_configured_database(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gategraph.runtime import Catalog, load_graph, run_plan_sync, validator_ac_pull
+
+    root = repo(tmp_path)
+    with Catalog.open(postgres_url) as catalog:
+        outcome = run_plan_sync(
+            load_graph(plan(root, [GOOD], outside_validators=1)),
+            catalog=catalog,
+            event_log=postgres_url,
+        )
+    assert outcome.status.value == "awaiting_attestation"
+    monkeypatch.setenv("GATEGRAPH_HOME", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv(DATABASE_ENV, postgres_url)
+    pulled = validator_ac_pull(outcome.plan_id)
+    assert pulled["ok"] and [a["alias"] for a in pulled["acs"]] == ["AC1"]

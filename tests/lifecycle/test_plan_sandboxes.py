@@ -140,10 +140,13 @@ async def test_a_sandbox_gone_with_its_host_is_made_again_from_the_store(
     real.mkdir()
     (real / ".gitignore").write_text("*.log\n")
     (real / "x.log").write_text("left out\n")
+    (real / "run.sh").write_text("echo one\n")
+    (real / "run.sh").chmod(0o755)
     earlier = boxes(tmp_path, plan_id, memory=False)
     await earlier.open(0, replaying=False)
     work = (await earlier.views())["repo"]
     (work / "a.txt").write_text("worked\n")
+    (work / "run.sh").write_text("echo two\n")  # keeps its mode
     (work / "new.py").write_text("x = 1\n")
     one = await _round(earlier, 4, 1)
     inputs, bases, left_out = one.inputs, one.bases, one.exclusions
@@ -164,6 +167,7 @@ async def test_a_sandbox_gone_with_its_host_is_made_again_from_the_store(
     later.work_from_log = True
     again = (await later.views())["repo"]
     assert (again / "a.txt").read_text() == "worked\n" and not (again / "x.log").exists()
+    assert (again / "run.sh").stat().st_mode & 0o777 == 0o755  # as the real file's
     assert later.held["repo"].changeset() == before
     assert await later.inputs(pin=False) == inputs  # what Apply checks: the validated change
     assert later.bases() == bases and later.left_out() == left_out

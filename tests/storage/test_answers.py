@@ -11,6 +11,7 @@ import anyio.to_thread
 import pytest
 from gategraph.runtime import Catalog
 from gategraph.runtime._storage._answers import (
+    WOKEN,
     AnswerTakenError,
     answer_for,
     record_answer,
@@ -82,8 +83,8 @@ async def test_a_verdict_on_the_plan_wakes_a_wait_for_attestations(
         woke: list[object] = []
 
         async def waits() -> None:
-            reading = lambda: sorted(catalog.verdicts("P9").latest.items())  # noqa: E731
-            woke.append(await wait_for_answer(where, "P9", 5, changed=reading))
+            given = lambda: bool(catalog.verdicts("P9").latest)  # noqa: E731
+            woke.append(await wait_for_answer(where, "P9", 5, woken=given))
 
         with anyio.fail_after(notified_only):
             async with anyio.create_task_group() as group:
@@ -93,7 +94,7 @@ async def test_a_verdict_on_the_plan_wakes_a_wait_for_attestations(
                 await anyio.to_thread.run_sync(
                     catalog.record_verdict, "P9", "validator-a", "attest"
                 )
-        assert woke == [None]
+        assert woke == [WOKEN]
 
 
 async def test_a_wait_is_cancelled_cleanly(where: Path | str) -> None:
@@ -132,3 +133,26 @@ async def test_an_answer_the_database_refuses_is_one_line(
         with psycopg.connect(where, autocommit=True) as admin:
             admin.execute("SET default_transaction_read_only = off")
             admin.execute(f"ALTER DATABASE {name} RESET default_transaction_read_only")
+
+
+async def test_a_plan_that_moves_on_without_an_answer_ends_the_wait(where: Path | str) -> None:
+    """Another process continued the plan (its log goes past the pause): the wait ends."""
+    from _helpers import validation_completed as event
+    from gategraph.runtime._storage._answers import MOVED
+    from gategraph.runtime._storage._database import open_event_log
+
+    async with open_event_log(where) as log:
+        await log.append_many([event("P1", 1), event("P1", 2)])
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            ended: list[object] = []
+
+            async def waits() -> None:
+                ended.append(await wait_for_answer(where, "P1", 2))
+
+            group.start_soon(waits)
+            await anyio.sleep(0.3)
+            assert ended == []
+            async with open_event_log(where) as log:
+                await log.append(event("P1", 3))
+    assert ended == [MOVED]
