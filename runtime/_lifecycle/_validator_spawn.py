@@ -231,15 +231,13 @@ def _site(
 ) -> tuple[Sequence[Event], ContentStore, Path | None]:
     """The plan's events, the store its rounds' inputs are in, and its sandboxes' home."""
     from gategraph.runtime._base._home import DEFAULT_FOLDER, default_catalog_path
-    from gategraph.runtime._storage._database import events_at, log_exists, shown
+    from gategraph.runtime._storage._database import events_at, log_exists, log_where, shown
     from gategraph.runtime._storage._eventlog import EVENTS_FILE, default_event_log_path
-    from gategraph.runtime._storage._postgres import is_postgres_url
     from gategraph.runtime._storage._store import ContentStore
 
     log_path: Path | str
     if event_log_path is not None:
-        found = str(event_log_path)
-        log_path = found if is_postgres_url(found) else Path(found)
+        log_path = log_where(event_log_path)
     elif catalog is not None and catalog.url is not None:
         log_path = catalog.url  # the plans are in the catalog's database
     elif project_root is not None:

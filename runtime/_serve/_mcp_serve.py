@@ -1246,8 +1246,8 @@ def create_mcp_server(
     Needs the ``mcp`` extra (``pip install 'gategraph[mcp]'``).
     """
     import mcp.types as types
+    from gategraph.runtime._storage._database import log_where
     from gategraph.runtime._storage._eventlog import EVENTS_FILE, default_event_log_path
-    from gategraph.runtime._storage._postgres import is_postgres_url
     from mcp.server.lowlevel import Server
 
     def stderr(message: str) -> None:
@@ -1262,8 +1262,7 @@ def create_mcp_server(
     tools = _Tools(catalog, builtins=builtins, plans=plans, warn=warn or stderr, skills=chosen)
     log_path: Path | str
     if event_log_path is not None:
-        found = os.fspath(event_log_path)
-        log_path = found if is_postgres_url(found) else Path(found)
+        log_path = log_where(event_log_path)
     elif catalog.url is not None:
         log_path = catalog.url  # the plans are in the catalog's database
     elif catalog.path is not None:

@@ -32,7 +32,7 @@ from ._postgres import ANSWERS_CHANNEL as CHANNEL
 from ._postgres import (
     _driver,
     _held_connection,
-    _secret_free,
+    _reason,
     _with_tables,
     is_postgres_url,
     shown_url,
@@ -137,7 +137,7 @@ def record_answer(
         "INSERT INTO plan_answers (plan_id, paused_seq, action, note, given_at, host)"
         " VALUES ({p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (plan_id, paused_seq) DO NOTHING"
     )
-    if isinstance(where, str) and is_postgres_url(where):
+    if is_postgres_url(where):
         with _postgres(where) as db:
             with db.transaction():
                 added = db.execute(insert.format(p="%s"), values).rowcount
@@ -161,7 +161,7 @@ def record_answer(
 
 def answer_for(where: Path | str, plan_id: str, paused_seq: int) -> Answer | None:
     """The answer kept for the pause at ``paused_seq`` of plan ``plan_id``, or None."""
-    if isinstance(where, str) and is_postgres_url(where):
+    if is_postgres_url(where):
         with _postgres(where) as db:
             row = db.execute(_SELECT.format(p="%s"), (plan_id, paused_seq)).fetchone()
         return None if row is None else _row(row)
@@ -180,8 +180,9 @@ def _postgres(url: str) -> Iterator[Any]:
     try:
         yield db
     except _driver().Error as exc:
-        reason = _secret_free(" ".join(str(exc).split()), url)
-        raise ConfigError(f"cannot keep answers: {reason}", source=shown_url(url)) from None
+        raise ConfigError(
+            f"cannot keep answers: {_reason(exc, url)}", source=shown_url(url)
+        ) from None
     finally:
         db.close()
 
@@ -229,7 +230,7 @@ async def wait_for_answer(
     such as its attestations, has changed) says so. In a PostgreSQL database one
     connection listens, and a notification wakes it at once; a SQLite log is read five
     times a second. :class:`WaitLost` when the database connection is lost."""
-    if isinstance(where, str) and is_postgres_url(where):
+    if is_postgres_url(where):
         return await _listen(where, plan_id, paused_seq, woken)
     while True:
         found, last = await anyio.to_thread.run_sync(_sqlite_state, where, plan_id, paused_seq)
@@ -281,8 +282,7 @@ async def _listen(
 
 
 def _lost(url: str, exc: Exception) -> WaitLost:
-    reason = _secret_free(" ".join(str(exc).split()) or type(exc).__name__, url)
-    return WaitLost(f"the connection to {shown_url(url)} was lost: {reason}")
+    return WaitLost(f"the connection to {shown_url(url)} was lost: {_reason(exc, url)}")
 
 
 def _listening(listener: Any, url: str) -> None:

@@ -52,6 +52,7 @@ __all__ = [
     "events_at",
     "log_at",
     "log_exists",
+    "log_where",
     "open_event_log",
     "opened_log",
     "plans_at",
@@ -116,7 +117,7 @@ def _from_config(file: Path) -> str | None:
     value = data.get("database")
     if value is None or value == "":
         return None
-    if not isinstance(value, str) or not is_postgres_url(value):
+    if not is_postgres_url(value):
         raise document.error(("database",), f"not a PostgreSQL URL: {_HOW}")
     return value
 
@@ -129,15 +130,20 @@ def log_at(database: str | None, catalog_path: Path | None = None) -> LogAt:
     return Path(catalog_path).with_name(EVENTS_FILE) if catalog_path else default_event_log_path()
 
 
+def log_where(value: str | os.PathLike[str]) -> LogAt:
+    """Where a log given as a string or a path is: a PostgreSQL URL as it is, anything
+    else as the path of a SQLite file."""
+    return value if is_postgres_url(value) else Path(value)
+
+
 def shown(where: LogAt) -> str:
     """Where a log is, for messages: its file, or its database without the password."""
-    return shown_url(where) if isinstance(where, str) and is_postgres_url(where) else str(where)
+    return shown_url(where) if is_postgres_url(where) else str(where)
 
 
 def open_event_log(where: LogAt) -> SQLiteEventLog | PostgresEventLog:
     """The event log at ``where``, to use as an async context manager."""
     if is_postgres_url(where):
-        assert isinstance(where, str)
         return PostgresEventLog(where)
     return SQLiteEventLog(where)
 
@@ -153,7 +159,6 @@ def events_at(where: LogAt, plan_id: str, after: int = 0) -> list[Event]:
     is not there is a :class:`ConfigError` (callers that expect none ask
     :func:`log_exists` first)."""
     if is_postgres_url(where):
-        assert isinstance(where, str)
         return read_plan_events(where, plan_id, after)
     return read_events(where, plan_id, after)
 
@@ -161,7 +166,6 @@ def events_at(where: LogAt, plan_id: str, after: int = 0) -> list[Event]:
 def plans_at(where: LogAt) -> list[str]:
     """The ids of every plan in the log, oldest first."""
     if is_postgres_url(where):
-        assert isinstance(where, str)
         return plan_ids(where)
     return list_plans(where) if Path(where).is_file() else []
 
@@ -169,7 +173,6 @@ def plans_at(where: LogAt) -> list[str]:
 def plans_with_events(where: LogAt) -> list[tuple[str, list[Event]]]:
     """Every plan of the log with its events, oldest first (in a database: one query)."""
     if is_postgres_url(where):
-        assert isinstance(where, str)
         return every_plan(where)
     return [(plan_id, read_events(where, plan_id)) for plan_id in plans_at(where)]
 
@@ -178,7 +181,6 @@ def drivers_at(where: LogAt, plans: Iterable[str]) -> dict[str, str] | None:
     """Of ``plans``, those a process drives now and where it runs, for a log in a database
     (from its lease); None for a log file (see ``_plan_views._held_leases``)."""
     if is_postgres_url(where):
-        assert isinstance(where, str)
         return plan_drivers(where, plans)
     return None
 
@@ -207,6 +209,5 @@ async def opened_log(value: Any) -> AsyncIterator[Any]:
     if not isinstance(value, str | os.PathLike):
         yield value
         return
-    where = value if isinstance(value, str) and is_postgres_url(value) else Path(value)
-    async with open_event_log(where) as log:
+    async with open_event_log(log_where(value)) as log:
         yield log

@@ -18,7 +18,7 @@ import re
 import socket
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeGuard
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio.to_thread
@@ -54,6 +54,9 @@ CREATE TABLE IF NOT EXISTS event_segments (
 # Taken while the schema is made: two processes opening a new database at once would
 # otherwise race in CREATE TABLE IF NOT EXISTS (it is not atomic in PostgreSQL).
 _SCHEMA_LOCK: Final = 0x6761_7465_6772_6170  # "gategrap"
+_READ: Final = (
+    "SELECT body FROM event_segments WHERE plan_id = %s AND last_seq > %s ORDER BY first_seq"
+)
 _PLANS: Final = "SELECT plan_id FROM event_segments GROUP BY plan_id ORDER BY min(first_id)"
 _INSERT: Final = (
     "INSERT INTO event_segments (plan_id, first_seq, last_seq, first_id, count, body)"
@@ -61,7 +64,7 @@ _INSERT: Final = (
 )
 
 
-def is_postgres_url(value: object) -> bool:
+def is_postgres_url(value: object) -> TypeGuard[str]:
     """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
     return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
 
@@ -96,6 +99,11 @@ def _secret_free(text: str, url: str) -> str:
     return text
 
 
+def _reason(exc: BaseException, url: str) -> str:
+    """A driver's error on one line, without the password ``url`` carries."""
+    return _secret_free(" ".join(str(exc).split()) or type(exc).__name__, url)
+
+
 def _driver() -> Any:
     try:
         import psycopg
@@ -113,9 +121,8 @@ def _connect(url: str, what: str = "event log", **options: Any) -> psycopg.Conne
     try:
         return psycopg.connect(url, **options)  # type: ignore[no-any-return]
     except (psycopg.Error, ValueError) as exc:
-        reason = _secret_free(" ".join(str(exc).split()) or type(exc).__name__, url)
         raise ConfigError(
-            f"cannot open the PostgreSQL {what}: {reason}", source=shown_url(url)
+            f"cannot open the PostgreSQL {what}: {_reason(exc, url)}", source=shown_url(url)
         ) from None
 
 
@@ -132,9 +139,8 @@ def _with_tables(url: str, what: str, table: str, schema: str) -> psycopg.Connec
                 db.execute(schema)
     except Exception as exc:
         db.close()
-        reason = _secret_free(" ".join(str(exc).split()), url)
         raise ConfigError(
-            f"cannot use the {what}'s table: {reason}", source=shown_url(url)
+            f"cannot use the {what}'s table: {_reason(exc, url)}", source=shown_url(url)
         ) from None
     return db
 
@@ -171,13 +177,7 @@ def read_plan_events(url: str, plan_id: str, after: int = 0) -> list[Event]:
     """A plan's committed events with ``seq > after``, read once from the database
     ``url`` (synchronously, on a connection of the call's own)."""
     with _connect(url) as db:
-        rows = _rows(
-            db,
-            "SELECT body FROM event_segments WHERE plan_id = %s AND last_seq > %s"
-            " ORDER BY first_seq",
-            (plan_id, after),
-        )
-    return [e for row in rows for e in _segment_decoder.decode(bytes(row[0])) if e.seq > after]
+        return _after(_rows(db, _READ, (plan_id, after)), after)
 
 
 def plan_ids(url: str) -> list[str]:
@@ -224,6 +224,11 @@ def plan_drivers(url: str, plans: Iterable[str]) -> dict[str, str]:
         if plan_id is not None:
             found[plan_id] = str(name).removeprefix("gategraph ") or "another process"
     return found
+
+
+def _after(rows: Iterable[Any], after: int) -> list[Event]:
+    """The events of segment rows (``body`` first) with ``seq > after``."""
+    return [e for row in rows for e in _segment_decoder.decode(bytes(row[0])) if e.seq > after]
 
 
 def _lock_key(plan_id: str) -> int:
@@ -337,13 +342,8 @@ class PostgresEventLog(BatchedEventLog):
 
     async def read(self, plan_id: str, *, after: int = 0) -> list[Event]:
         """Return the plan's committed events with ``seq > after``."""
-        rows = await anyio.to_thread.run_sync(
-            self._read,
-            "SELECT body FROM event_segments WHERE plan_id = %s AND last_seq > %s"
-            " ORDER BY first_seq",
-            (plan_id, after),
-        )
-        return [e for row in rows for e in _segment_decoder.decode(bytes(row[0])) if e.seq > after]
+        rows = await anyio.to_thread.run_sync(self._read, _READ, (plan_id, after))
+        return _after(rows, after)
 
     async def plans(self) -> list[str]:
         """Return the ids of every plan in the log, oldest first."""
@@ -445,5 +445,5 @@ class CatalogConnection:
             raise self._lost(exc) from None
 
     def _lost(self, exc: Exception) -> CatalogError:
-        reason = _secret_free(" ".join(str(exc).split()) or type(exc).__name__, self._url)
+        reason = _reason(exc, self._url)
         return CatalogError(f"PostgreSQL catalog {shown_url(self._url)}: {reason}")

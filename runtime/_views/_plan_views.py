@@ -171,9 +171,9 @@ def plan_summaries(log_path: str | os.PathLike[str]) -> list[PlanSummary]:
     """Every plan of the event log at ``log_path`` (a SQLite file or a PostgreSQL URL), in
     :func:`order` (none when there is no log yet). In a database, a plan a process drives
     now says where that process runs (``driver``)."""
-    from gategraph.runtime._storage._database import drivers_at, plans_with_events
+    from gategraph.runtime._storage._database import drivers_at, log_where, plans_with_events
 
-    where = _log_where(log_path)
+    where = log_where(log_path)
     every = plans_with_events(where)
     drivers = drivers_at(where, [plan_id for plan_id, _ in every])
     held = _held_leases(Path(where)) if drivers is None else None
@@ -191,17 +191,11 @@ def plan_summaries(log_path: str | os.PathLike[str]) -> list[PlanSummary]:
     return order(found)
 
 
-def _log_where(log_path: str | os.PathLike[str]) -> Path | str:
-    from gategraph.runtime._storage._postgres import is_postgres_url
-
-    return log_path if isinstance(log_path, str) and is_postgres_url(log_path) else Path(log_path)
-
-
 def held_lease(log_path: str | os.PathLike[str], plan_id: str) -> bool | None:
     """Whether a supervisor holds plan ``plan_id`` of the log now (None: not known here)."""
-    from gategraph.runtime._storage._database import drivers_at
+    from gategraph.runtime._storage._database import drivers_at, log_where
 
-    where = _log_where(log_path)
+    where = log_where(log_path)
     drivers = drivers_at(where, [plan_id])
     if drivers is not None:
         return plan_id in drivers
@@ -268,9 +262,10 @@ async def list_plans(
             f"no plan has the status {unknown[0]!r}: the statuses are {', '.join(sorted(known))}"
         )
     if event_log is None or isinstance(event_log, str | os.PathLike):
+        from gategraph.runtime._storage._database import log_where
         from gategraph.runtime._storage._eventlog import default_event_log_path
 
-        where = _log_where(event_log) if event_log is not None else default_event_log_path()
+        where = log_where(event_log) if event_log is not None else default_event_log_path()
         found = await anyio.to_thread.run_sync(plan_summaries, where)
     else:
         log_path = getattr(event_log, "path", None)
