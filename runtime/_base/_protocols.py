@@ -187,6 +187,17 @@ class EscalationDecision(msgspec.Struct, kw_only=True, frozen=True):
         """Whether this answers an approval (``approve`` / ``deny``)."""
         return self.action in ("approve", "deny")
 
+    @property
+    def answers(self) -> str:
+        """The status of the pause it answers: ``awaiting_approval`` or
+        ``awaiting_decision``."""
+        return "awaiting_approval" if self.for_approval else "awaiting_decision"
+
+    def not_awaited(self, plan_id: str, state: str) -> str:
+        """Why plan ``plan_id``, being ``state``, takes no such answer."""
+        what = "an approval" if self.for_approval else "a decision"
+        return f"plan {plan_id} is not waiting for {what}: it is {state}"
+
 
 EscalationHandler = Callable[[EscalationRequest], Awaitable[EscalationDecision]]
 """An async callable deciding escalations and approvals; without one the plan pauses

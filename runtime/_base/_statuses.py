@@ -24,6 +24,11 @@ class PlanStatus(enum.StrEnum):
         it goes on."""
         return self not in (PlanStatus.APPLIED, PlanStatus.FAILED)
 
+    @property
+    def for_a_person(self) -> bool:
+        """Whether a person must answer before the plan goes on (``approve``, ``decide``)."""
+        return self in (PlanStatus.AWAITING_DECISION, PlanStatus.AWAITING_APPROVAL)
+
 
 RUNNING: Final = "running"
 """A plan that has not finished and whose lease is held: a supervisor runs it now."""

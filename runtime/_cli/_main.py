@@ -1331,7 +1331,7 @@ def _show_outcome(
     import msgspec
     from gategraph.runtime._lifecycle._supervisor import PlanStatus
 
-    waiting = wait and outcome.status.value in _WAITED_ON
+    waiting = wait and outcome.status.waiting
     if as_json:
         if not waiting:  # one JSON document: the outcome the plan ends with
             _json_out(msgspec.to_builtins(outcome))
@@ -1420,19 +1420,13 @@ def _show_outcome(
         click.get_current_context().exit(code)
 
 
-_PERSON: Final = frozenset({"awaiting_approval", "awaiting_decision"})
-_WAITED_ON: Final = frozenset({"awaiting_approval", "awaiting_decision", "awaiting_attestation"})
-"""The statuses of a paused plan that ``--wait`` waits on (what answers them can come from
-any host)."""
-
-
 def _wait_for_answer(plan_id: str, status: str, since: float) -> Any:
     """Hold plan ``plan_id`` (so an answer given anywhere is kept for this process) and
     wait until it is answered: the person's decision to continue it with, or None when
     outside validators gave a verdict (``awaiting_attestation``: the resume judges it)."""
     from gategraph.runtime._storage._answers import WaitLost, wait_for_answer
     from gategraph.runtime._storage._database import events_at, open_event_log
-    from gategraph.runtime._storage._eventlog import held_lease
+    from gategraph.runtime._storage._eventlog import holding_lease
 
     where = _event_log_at()
     paused = events_at(where, plan_id)[-1].seq
@@ -1451,7 +1445,7 @@ def _wait_for_answer(plan_id: str, status: str, since: float) -> Any:
         woken = verdict_since if status == "awaiting_attestation" else None
 
         async def held() -> Any:
-            async with held_lease(open_event_log(where), plan_id):
+            async with holding_lease(open_event_log(where), plan_id):
                 click.echo(
                     f"waiting for plan {plan_id} to be answered, from any host that reaches "
                     f"its log: {how} (Ctrl-C stops waiting; the plan stays paused)",
@@ -1477,7 +1471,6 @@ def _stopped_waiting(plan_id: str, status: str, why: str) -> NoReturn:
 def _woken(plan_id: str, answer: Any) -> Any:
     """What a waiting command goes on with (in a function of its own: coverage does not
     see the lines after run_sync in the frame that called it)."""
-    from gategraph.runtime._base._protocols import EscalationDecision
     from gategraph.runtime._storage._answers import MOVED, WOKEN
 
     if answer == WOKEN:
@@ -1487,7 +1480,7 @@ def _woken(plan_id: str, answer: Any) -> Any:
         click.echo(f"plan {plan_id}: another process continued it", err=True)
         return None
     click.echo(f"plan {plan_id}: answered {answer.action} from {answer.host}; continuing", err=True)
-    return EscalationDecision(action=answer.action, note=answer.note)
+    return answer.as_decision()
 
 
 def _run_plan_command(
@@ -1556,6 +1549,7 @@ def _resume_command(
     answered without being continued (``--record-only``, or a process that waited on it
     and died) continues with that answer."""
 
+    from gategraph.runtime._base._statuses import PlanStatus
     from gategraph.runtime._data._events import PlanFinished, PlanStarted
     from gategraph.runtime._definitions._graph import load_graph
     from gategraph.runtime._lifecycle._supervisor import resume_plan
@@ -1570,8 +1564,7 @@ def _resume_command(
     if started is None:
         _fail(f"plan {plan_id}: its log has no plan_started event; it cannot be resumed")
     last = found[-1]
-    if decision is None and isinstance(last, PlanFinished) and last.status in _PERSON:
-        from gategraph.runtime._base._protocols import EscalationDecision
+    if decision is None and isinstance(last, PlanFinished) and PlanStatus(last.status).for_a_person:
         from gategraph.runtime._storage._answers import answer_for
 
         answer = answer_for(log_path, plan_id, last.seq)
@@ -1581,7 +1574,7 @@ def _resume_command(
                 f"{answer.action}",
                 err=True,
             )
-            decision = EscalationDecision(action=answer.action, note=answer.note)  # type: ignore[arg-type]
+            decision = answer.as_decision()
     path = graph_file or (Path(started.graph_path) if started.graph_path else None)
     if path is None:
         _fail(
@@ -1995,9 +1988,8 @@ def _kept_for_another(plan_id: str, decision: Any, *, record_only: bool, as_json
     found = events_at(where, plan_id) if log_exists(where) else []
     if not found:
         _fail(f"no events for plan {plan_id!r} in {shown(where)}")
-    wanted = "awaiting_approval" if decision.for_approval else "awaiting_decision"
     last = found[-1]
-    paused = isinstance(last, PlanFinished) and last.status == wanted
+    paused = isinstance(last, PlanFinished) and last.status == decision.answers
     given = answer_for(where, plan_id, last.seq) if paused else None
     if given is not None and given.action != decision.action:
         _fail(str(AnswerTakenError(given)), EXIT_REFUSED)  # the first answer stands
@@ -2008,11 +2000,7 @@ def _kept_for_another(plan_id: str, decision: Any, *, record_only: bool, as_json
         return False
     if not paused:
         state = last.status if isinstance(last, PlanFinished) else "running"
-        _fail(
-            f"plan {plan_id} is not waiting for "
-            f"{'an approval' if decision.for_approval else 'a decision'}: it is {state}",
-            EXIT_REFUSED,
-        )
+        _fail(decision.not_awaited(plan_id, state), EXIT_REFUSED)
     try:
         answer = record_answer(where, plan_id, last.seq, decision.action, decision.note)
     except AnswerTakenError as exc:

@@ -90,7 +90,7 @@ from gategraph.runtime._running._pipeline import (
 from gategraph.runtime._running._skill_tools import SkillTools
 from gategraph.runtime._running._sync import run_sync
 from gategraph.runtime._storage._database import check_event_log, opened_log
-from gategraph.runtime._storage._eventlog import EventLog, MemoryEventLog, held_lease
+from gategraph.runtime._storage._eventlog import EventLog, MemoryEventLog, holding_lease
 from gategraph.runtime._storage._resources import DirectoryResource, Resource
 from gategraph.runtime._storage._store import ContentStore, StoreError, StoreRetention
 
@@ -601,15 +601,9 @@ class Supervisor:
             steps = steps_of(mine)
             last = steps[-1] if steps else None
             paused = last.status if isinstance(last, PlanFinished) else None
-            if decision is not None:
-                wanted = "awaiting_approval" if decision.for_approval else "awaiting_decision"
-                if paused != wanted:
-                    state = paused or "running (or crashed)"
-                    raise ResumeError(
-                        f"plan {self.plan_id} is not waiting for "
-                        f"{'an approval' if decision.for_approval else 'a decision'}: "
-                        f"it is {state}"
-                    )
+            if decision is not None and paused != decision.answers:
+                state = paused or "running (or crashed)"
+                raise ResumeError(decision.not_awaited(self.plan_id, state))
             finished = paused in (PlanStatus.APPLIED.value, PlanStatus.FAILED.value)
             needs_sandboxes = not finished and (
                 decision is None or decision.action in ("retry", "approve")
@@ -667,7 +661,7 @@ class Supervisor:
         }
 
     def _lease(self) -> AbstractAsyncContextManager[None]:
-        return held_lease(self.log, self.plan_id)
+        return holding_lease(self.log, self.plan_id)
 
     async def _drive(self) -> PlanOutcome:
         # The plan's own nodes that call the validator tools work on the plan's evidence;

@@ -15,6 +15,7 @@ table a few times a second (one indexed read of a local file).
 
 from __future__ import annotations
 
+import functools
 import socket
 import sqlite3
 import time
@@ -26,6 +27,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 from gategraph.runtime._base._exceptions import ConfigError, GategraphError
+from gategraph.runtime._base._protocols import EscalationDecision
 
 from ._eventlog import _connect as _sqlite_connect
 from ._postgres import ANSWERS_CHANNEL as CHANNEL
@@ -39,7 +41,7 @@ from ._postgres import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Awaitable, Callable, Iterator
 
 __all__ = [
     "MOVED",
@@ -86,6 +88,10 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
     """When it was given, in seconds since the epoch."""
     host: str
     """The host it was given from."""
+
+    def as_decision(self) -> EscalationDecision:
+        """The answer as the supervisor takes it."""
+        return EscalationDecision(action=self.action, note=self.note)  # type: ignore[arg-type]
 
 
 class AnswerTakenError(GategraphError):
@@ -232,15 +238,27 @@ async def wait_for_answer(
     times a second. :class:`WaitLost` when the database connection is lost."""
     if is_postgres_url(where):
         return await _listen(where, plan_id, paused_seq, woken)
+    state = functools.partial(_sqlite_state, where, plan_id, paused_seq)
+    return await _until_answered(state, functools.partial(anyio.sleep, _POLL), paused_seq, woken)
+
+
+async def _until_answered(
+    state: Callable[[], tuple[Answer | None, int]],
+    pause: Callable[[], Awaitable[object]],
+    paused_seq: int,
+    woken: Callable[[], bool] | None,
+) -> Answer | str:
+    """Read ``state()`` (the answer, the plan's last seq) until it says how the wait ends,
+    with ``pause()`` between two reads."""
     while True:
-        found, last = await anyio.to_thread.run_sync(_sqlite_state, where, plan_id, paused_seq)
+        found, last = await anyio.to_thread.run_sync(state)
         if found is not None:
             return found
         if last > paused_seq:
             return MOVED
         if woken is not None and await anyio.to_thread.run_sync(woken):
             return WOKEN
-        await anyio.sleep(_POLL)
+        await pause()
 
 
 def _sqlite_state(where: Path | str, plan_id: str, paused_seq: int) -> tuple[Answer | None, int]:
@@ -264,19 +282,13 @@ async def _listen(
         raise WaitLost(str(exc)) from None
     try:
         await anyio.to_thread.run_sync(_listening, listener, url)
-        while True:
-            # Read after LISTEN: an answer given before it is found here, one given after
-            # it wakes the wait below.
-            found, last = await anyio.to_thread.run_sync(
-                _postgres_state, listener, url, plan_id, paused_seq
-            )
-            if found is not None:
-                return found
-            if last > paused_seq:
-                return MOVED
-            if woken is not None and await anyio.to_thread.run_sync(woken):
-                return WOKEN
-            await anyio.to_thread.run_sync(_next_notice, listener, url, plan_id)
+        # Read after LISTEN: an answer given before it is found at once, one given after
+        # it ends the wait for a notification.
+        state = functools.partial(_postgres_state, listener, url, plan_id, paused_seq)
+        notice = functools.partial(_next_notice, listener, url, plan_id)
+        return await _until_answered(
+            state, functools.partial(anyio.to_thread.run_sync, notice), paused_seq, woken
+        )
     finally:
         listener.close()
 

@@ -39,7 +39,7 @@ __all__ = [
     "MemoryEventLog",
     "SQLiteEventLog",
     "default_event_log_path",
-    "held_lease",
+    "holding_lease",
     "read_events",
 ]
 
@@ -583,7 +583,7 @@ def list_plans(path: str | os.PathLike[str]) -> list[str]:
 
 
 @asynccontextmanager
-async def held_lease(log: Any, plan_id: str) -> AsyncIterator[None]:
+async def holding_lease(log: Any, plan_id: str) -> AsyncIterator[None]:
     """Hold ``log``'s lease of plan ``plan_id`` (see :meth:`SQLiteEventLog.lease`), taken
     and given back in a worker thread: a lease in a database connects first (up to its
     connect timeout against a server that does not answer), and the event loop must not

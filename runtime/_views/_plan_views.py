@@ -41,9 +41,7 @@ __all__ = [
     "summarize",
 ]
 
-PERSON_STATUSES: Final = frozenset(
-    {PlanStatus.AWAITING_DECISION.value, PlanStatus.AWAITING_APPROVAL.value}
-)
+PERSON_STATUSES: Final = frozenset(s.value for s in PlanStatus if s.for_a_person)
 """The statuses of a plan that waits for a person."""
 
 

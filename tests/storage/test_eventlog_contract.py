@@ -281,7 +281,7 @@ async def test_taking_a_lease_never_stalls_the_event_loop() -> None:
     waits out the connect timeout in a worker thread while the event loop goes on."""
     import socket
 
-    from gategraph.runtime._storage._eventlog import held_lease
+    from gategraph.runtime._storage._eventlog import holding_lease
     from gategraph.runtime._storage._postgres import PostgresEventLog
 
     ticks = 0
@@ -300,7 +300,7 @@ async def test_taking_a_lease_never_stalls_the_event_loop() -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(tick)
             with pytest.raises(ConfigError, match="cannot open the PostgreSQL event log"):
-                async with held_lease(log, "P1"):
+                async with holding_lease(log, "P1"):
                     pass
             group.cancel_scope.cancel()
     assert ticks > 5  # a loop blocked by the connect would have ticked once
