@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,21 @@ def start(
         finally:
             if printed is not None:
                 printed.close()
+
+
+@contextmanager
+def background(
+    env: dict[str, str], *args: str, out: Path, stdout: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A command running in the background for the block (see :func:`start`), killed at
+    its end if it still runs."""
+    runner = start(env, *args, out=out, stdout=stdout)
+    try:
+        yield runner
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
 
 
 def waiting(out: Path, process: subprocess.Popen[bytes]) -> str:
@@ -200,8 +217,7 @@ def test_an_approval_from_another_process_wakes_the_one_that_waits(
     a = host(tmp_path, "a", database)
     b = a if database is None else host(tmp_path, "b", database)
     out, document = tmp_path / "a.out", tmp_path / "a.json"
-    runner = start(a, "run", str(graph), "--wait", "--json", out=out, stdout=document)
-    try:
+    with background(a, "run", str(graph), "--wait", "--json", out=out, stdout=document) as runner:
         plan_id = waiting(out, runner)
         busy = gategraph(b, "resume", plan_id)
         assert busy.returncode == 1 and "being run by another process" in busy.stderr
@@ -209,10 +225,6 @@ def test_an_approval_from_another_process_wakes_the_one_that_waits(
         assert answered.returncode == 0, answered.stderr
         assert answered.stdout.startswith(f"answered plan {plan_id}: approve;")
         assert runner.wait(timeout=120) == 0, out.read_text()
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
     said = out.read_text()
     assert f"plan {plan_id}: answered approve from" in said
     assert f"plan {plan_id}: applied" in said
@@ -303,10 +315,10 @@ def test_ctrl_c_while_waiting_leaves_the_plan_paused(tmp_path: Path, postgres_ur
     _root, graph = approval_graph(tmp_path)
     a = host(tmp_path, "a", postgres_url)
     out = tmp_path / "a.out"
-    runner = start(a, "run", str(graph), "--wait", out=out)
-    plan_id = waiting(out, runner)
-    runner.send_signal(signal.SIGINT)
-    assert runner.wait(timeout=60) == 3, out.read_text()
+    with background(a, "run", str(graph), "--wait", out=out) as runner:
+        plan_id = waiting(out, runner)
+        runner.send_signal(signal.SIGINT)
+        assert runner.wait(timeout=60) == 3, out.read_text()
     assert f"stopped waiting: plan {plan_id} stays awaiting_approval" in out.read_text()
     listed = json.loads(gategraph(a, "plans", "--json").stdout)
     assert [p["status"] for p in listed] == ["awaiting_approval"]
@@ -327,8 +339,7 @@ def test_an_outside_validators_attestation_wakes_a_plan_that_waits_for_it(
     graph.write_text(plan(root, [GOOD], outside_validators=1))
     a = host(tmp_path, "a", postgres_url)
     out = tmp_path / "a.out"
-    runner = start(a, "run", str(graph), "--wait", out=out)
-    try:
+    with background(a, "run", str(graph), "--wait", out=out) as runner:
         plan_id = waiting(out, runner)
         with Catalog.open(postgres_url) as catalog:
             acs = validator_ac_pull(plan_id, evidence=catalog)["acs"]
@@ -336,10 +347,6 @@ def test_an_outside_validators_attestation_wakes_a_plan_that_waits_for_it(
             done = validator_attest(VALIDATOR, attestation(plan_id, acs), evidence=catalog, **eve)
             assert done["ok"], done
         assert runner.wait(timeout=120) == 0, out.read_text()
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
     said = out.read_text()
     assert f"plan {plan_id}: an outside validator gave a verdict; continuing" in said
     assert (root / "src" / "greet.py").exists()
@@ -366,17 +373,16 @@ def test_the_first_answer_stands_and_a_waiting_process_sees_the_plan_move_on(
 
     # A waiter whose database connection is cut: one line, the plan stays paused.
     out = tmp_path / "cut.out"
-    runner = start(a, "resume", plan_id, "--wait", out=out)
-    # (It continues with the recorded deny at once: wait on a fresh pause instead.)
-    assert runner.wait(timeout=120) == 1, out.read_text()
+    with background(a, "resume", plan_id, "--wait", out=out) as runner:
+        # (It continues with the recorded deny at once: wait on a fresh pause instead.)
+        assert runner.wait(timeout=120) == 1, out.read_text()
     assert "continuing with the answer given from" in out.read_text()
 
     second = tmp_path / "second"
     _root2, graph2 = approval_graph(second)
     paused = gategraph(a, "run", str(graph2), "--plan-id", "01JQ3K8W2V6Y0C7D9E4F5G6H7K")
     assert paused.returncode == 3, paused.stderr
-    runner = start(a, "resume", "01JQ3K8W2V6Y0C7D9E4F5G6H7K", "--wait", out=out)
-    try:
+    with background(a, "resume", "01JQ3K8W2V6Y0C7D9E4F5G6H7K", "--wait", out=out) as runner:
         waiting(out, runner)
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(
@@ -385,15 +391,10 @@ def test_the_first_answer_stands_and_a_waiting_process_sees_the_plan_move_on(
                 " AND query NOT LIKE '%pg_try_advisory_lock%'"
             )
         assert runner.wait(timeout=120) == 3, out.read_text()
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
     assert "stopped waiting (the connection to postgresql://" in out.read_text()
 
     # A waiter whose plan another process continued: it stops waiting and shows it.
-    runner = start(a, "resume", "01JQ3K8W2V6Y0C7D9E4F5G6H7K", "--wait", out=out)
-    try:
+    with background(a, "resume", "01JQ3K8W2V6Y0C7D9E4F5G6H7K", "--wait", out=out) as runner:
         waiting(out, runner)
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(  # its lease dropped by the server: nobody holds the plan
@@ -404,10 +405,6 @@ def test_the_first_answer_stands_and_a_waiting_process_sees_the_plan_move_on(
         done = gategraph(b, "approve", "01JQ3K8W2V6Y0C7D9E4F5G6H7K", "--approve")
         assert done.returncode == 0, done.stderr
         assert runner.wait(timeout=120) == 0, out.read_text()
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
     assert "another process continued it" in out.read_text()
 
 
